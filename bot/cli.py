@@ -1,0 +1,299 @@
+"""The `bot` command: ingest, search and benchmark the knowledge base from a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from bot.logs import configure_logging
+from bot.progress import RichIngestProgress
+from bot.wiring import build_embedder, build_index
+from core.config import ConfigError, Settings, load_settings
+from core.embedder import EmbedderError
+from core.evaluation import DatasetError, evaluate, load_dataset, prepared_corpus
+from core.index import IndexError_
+from core.ingest import Ingestor, IngestReport, Outcome
+from core.models import SearchFilters, SearchHit, SearchMode
+
+app = typer.Typer(help="A docs bot: answers questions from your documentation, with sources.")
+eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
+app.add_typer(eval_app, name="eval")
+out = Console()
+err = Console(stderr=True)
+
+_SKIPS_SHOWN = 20
+
+
+class _State:
+    settings: Settings
+
+
+state = _State()
+
+
+@app.callback()
+def _main(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Settings file (default: $BOT_CONFIG or config.yaml)."),
+    ] = None,
+) -> None:
+    state.settings = load_settings(config)
+    configure_logging(state.settings.logging)
+
+
+@app.command()
+def ingest(
+    targets: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or URLs.")],
+    base_url: Annotated[
+        str | None, typer.Option(help="Published location of the files, for citation links.")
+    ] = None,
+    source: Annotated[str | None, typer.Option(help="Label for this collection.")] = None,
+    prune: Annotated[
+        bool, typer.Option(help="Delete indexed documents under TARGETS that no longer exist.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every skip.")] = False,
+) -> None:
+    """Index documents: unchanged ones are skipped, changed ones replaced."""
+    report = asyncio.run(_ingest(targets, base_url, source, prune))
+    _print_report(report, verbose)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+async def _ingest(
+    targets: list[str], base_url: str | None, source: str | None, prune: bool
+) -> IngestReport:
+    s = state.settings
+    embedder = build_embedder(s)
+    index = build_index(s, embedder)
+    headers = {"User-Agent": s.ingest.user_agent}
+    timeout = httpx.Timeout(s.ingest.url_timeout_s)
+    try:
+        async with httpx.AsyncClient(
+            headers=headers, timeout=timeout, follow_redirects=True
+        ) as http:
+            ingestor = Ingestor(index, embedder, s.ingest, http=http)
+            with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+                return await ingestor.ingest(
+                    targets,
+                    source=source or s.ingest.default_source,
+                    base_url=base_url,
+                    prune=prune,
+                    progress=progress,
+                )
+    finally:
+        await index.close()
+
+
+def _print_report(report: IngestReport, verbose: bool) -> None:
+    c = report.counts
+    summary = ", ".join(f"{c[o]} {o.value}" for o in Outcome if c[o] or o is Outcome.ADDED)
+    out.print(
+        f"Ingested in {report.seconds:.1f}s: {summary}; {report.chunks_written} chunks written."
+    )
+    problems = report.failed + report.skipped
+    if not problems:
+        return
+    table = Table("file", "reason", title="Not indexed", title_justify="left")
+    shown = problems if verbose else problems[:_SKIPS_SHOWN]
+    for item in shown:
+        table.add_row(Text(item.display), Text(item.reason))
+    err.print(table)
+    if len(problems) > len(shown):
+        err.print(f"... and {len(problems) - len(shown)} more (--verbose lists all)")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int, typer.Option("-k", min=1, max=100, help="How many hits.")] = 5,
+    explain: Annotated[
+        bool, typer.Option(help="Show BM25 rank, vector rank and fused score of each hit.")
+    ] = False,
+    mode: Annotated[SearchMode, typer.Option(help="Which side(s) to search.")] = SearchMode.HYBRID,
+    source: Annotated[list[str] | None, typer.Option(help="Only these sources.")] = None,
+    learned: Annotated[
+        bool | None, typer.Option("--learned/--not-learned", help="Only (or no) learned entries.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Search the knowledge base."""
+    if not query.strip():
+        err.print("error: the query is empty")
+        raise typer.Exit(2)
+    filters = SearchFilters(sources=tuple(source or ()), learned=learned)
+    hits = asyncio.run(_search(query, k, mode, filters))
+    if as_json:
+        out.print_json(json.dumps([_hit_json(h) for h in hits]))
+    elif not hits:
+        out.print("No results. Has anything been ingested? (bot ingest PATH)")
+    else:
+        _print_hits(hits, explain)
+
+
+async def _search(query: str, k: int, mode: SearchMode, filters: SearchFilters) -> list[SearchHit]:
+    s = state.settings
+    index = build_index(s, build_embedder(s))
+    try:
+        return await index.search(query, k=k, mode=mode, filters=filters)
+    finally:
+        await index.close()
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    limit = state.settings.search.snippet_chars
+    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _hit_json(hit: SearchHit) -> dict[str, object]:
+    c = hit.chunk
+    return {
+        "title": c.title,
+        "heading": c.heading,
+        "url": c.url,
+        "doc_id": c.doc_id,
+        "source": c.source,
+        "learned": c.learned,
+        "snippet": _snippet(c.text),
+        "score": hit.score,
+        "bm25_rank": hit.bm25_rank,
+        "bm25_score": hit.bm25_score,
+        "vector_rank": hit.vector_rank,
+        "vector_score": hit.vector_score,
+    }
+
+
+def _rank(rank: int | None, score: float | None) -> str:
+    return "–" if rank is None or score is None else f"#{rank} ({score:.3f})"
+
+
+def _print_hits(hits: list[SearchHit], explain: bool) -> None:
+    for number, hit in enumerate(hits, start=1):
+        c = hit.chunk
+        line = Text(f"{number}. ", style="bold")
+        line.append(c.title, style="bold")
+        if c.heading:
+            line.append(f" › {c.heading}")
+        if c.learned:
+            line.append(" [learned]", style="yellow")
+        out.print(line)
+        out.print(Text(f"   {c.url}", style="cyan"))
+        out.print(Text(f"   {_snippet(c.text)}"))
+        if explain:
+            out.print(
+                Text(
+                    f"   fused {hit.score:.5f} · bm25 {_rank(hit.bm25_rank, hit.bm25_score)}"
+                    f" · vector {_rank(hit.vector_rank, hit.vector_score)}",
+                    style="dim",
+                )
+            )
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Option(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.")],
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N queries.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the figures here.")
+    ] = None,
+    index_path: Annotated[
+        Path | None, typer.Option("--index", help="Keep the index here (default: a temp dir).")
+    ] = None,
+) -> None:
+    """nDCG@10, Recall@10, Recall@100 and MRR@10 for bm25, vector and hybrid, side by side."""
+    result = asyncio.run(_eval_retrieval(dataset, limit, index_path))
+    table = Table(
+        "mode",
+        "nDCG@10",
+        "Recall@10",
+        "Recall@100",
+        "MRR@10",
+        "p50 ms",
+        "p95 ms",
+        title=f"{result['dataset']}: {result['queries']} queries, "
+        f"{result['documents']} documents, {result['chunks']} chunks",
+    )
+    for row in result["modes"]:  # type: ignore[attr-defined]
+        m = row["metrics"]
+        table.add_row(
+            row["mode"], *(f"{m[x]:.3f}" for x in m), f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}"
+        )
+    out.print(table)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        out.print(f"Wrote {json_path}")
+
+
+async def _eval_retrieval(
+    folder: Path, limit: int | None, index_path: Path | None
+) -> dict[str, object]:
+    s = state.settings
+    data = load_dataset(folder, limit)
+    embedder = build_embedder(s)
+    with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
+        index = build_index(s, embedder, index_path or Path(tmp) / "index.sqlite")
+        try:
+            ingestor = Ingestor(index, embedder, s.ingest)
+            report = IngestReport()
+            started = time.perf_counter()
+            existing = await index.documents()
+            with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+                progress.start(len(data.corpus))
+                await ingestor.write(
+                    prepared_corpus(data, s.ingest, "eval"), existing, report, progress
+                )
+            index_seconds = time.perf_counter() - started
+            stats = await index.stats()
+            modes = await evaluate(index, data, list(SearchMode))
+        finally:
+            await index.close()
+    return {
+        "dataset": data.name,
+        "queries": len(data.queries),
+        "documents": len(data.corpus),
+        "chunks": stats.chunks,
+        "index_seconds": round(index_seconds, 1),
+        "embeddings_computed": embedder.computed,
+        "embeddings_reused": embedder.reused,
+        "settings": {
+            "rrf_k": s.search.rrf_k,
+            "candidates": s.search.candidates,
+            "bm25_weight": s.search.bm25_weight,
+            "vector_weight": s.search.vector_weight,
+            "bm25_columns": s.search.bm25_columns.model_dump(),
+            "chunk_chars": s.ingest.chunk_chars,
+            "chunk_overlap_chars": s.ingest.chunk_overlap_chars,
+            "embedder": embedder.model_id,
+        },
+        "modes": [
+            {
+                "mode": r.mode.value,
+                "metrics": r.metrics,
+                "p50_ms": r.latency_ms_p50,
+                "p95_ms": r.latency_ms_p95,
+            }
+            for r in modes
+        ],
+    }
+
+
+def main() -> None:
+    try:
+        app()
+    except (ConfigError, EmbedderError, IndexError_, DatasetError) as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        sys.exit(2)

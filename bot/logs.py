@@ -1,0 +1,31 @@
+"""Structured logging for every process; message contents stay at DEBUG, never at INFO."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+from core.config import LoggingSettings
+
+
+def configure_logging(settings: LoggingSettings) -> None:
+    level = getattr(logging, settings.level)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if settings.format == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )

@@ -1,0 +1,208 @@
+"""Typed settings: `config.yaml` for everything, the environment for secrets and overrides.
+
+Every setting has a default here and a one-line comment in `config.yaml`. Environment variables
+override any key (`BOT_SEARCH__RRF_K=40` sets `search.rrf_k`), so a deployment can change a value
+without editing the file. Secrets are never read from the file: a secret-looking key there is an
+error, so a token can't end up committed next to the settings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+ENV_PREFIX = "BOT_"
+ENV_NESTING = "__"
+CONFIG_ENV = "BOT_CONFIG"
+DEFAULT_CONFIG_FILE = "config.yaml"
+
+# Secret name in the environment -> attribute of `Secrets`. Only these carry credentials.
+SECRET_ENV_VARS: dict[str, str] = {
+    "ANTHROPIC_API_KEY": "anthropic_api_key",
+    "OPENAI_API_KEY": "openai_api_key",
+    "PERPLEXITY_API_KEY": "perplexity_api_key",
+    "SLACK_BOT_TOKEN": "slack_bot_token",
+    "SLACK_APP_TOKEN": "slack_app_token",
+    "SLACK_SIGNING_SECRET": "slack_signing_secret",
+    "DISCORD_TOKEN": "discord_token",
+    "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
+    "ELASTICSEARCH_PASSWORD": "elasticsearch_password",
+}
+_SECRET_WORDS = ("token", "secret", "password", "api_key", "apikey")
+
+
+class ConfigError(ValueError):
+    """A setting is missing, malformed or out of range; the message names the key."""
+
+
+class _Section(BaseModel):
+    # Unknown keys are errors: a typo must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StorageSettings(_Section):
+    data_dir: Path = Path(".bot")
+
+
+class Bm25Weights(_Section):
+    title: float = Field(2.0, ge=0)
+    heading: float = Field(1.5, ge=0)
+    text: float = Field(1.0, ge=0)
+    keywords: float = Field(2.0, ge=0)
+
+
+class SearchSettings(_Section):
+    backend: Literal["sqlite"] = "sqlite"
+    sqlite_path: Path | None = None
+    rrf_k: int = Field(60, ge=1, le=10_000)
+    candidates: int = Field(100, ge=1, le=10_000)
+    top_k: int = Field(8, ge=1, le=1_000)
+    bm25_weight: float = Field(1.0, ge=0)
+    vector_weight: float = Field(1.0, ge=0)
+    bm25_columns: Bm25Weights = Bm25Weights()
+    snippet_chars: int = Field(240, ge=20, le=5_000)
+    busy_timeout_ms: int = Field(10_000, ge=0)
+    max_query_chars: int = Field(2_000, ge=10, le=100_000)
+
+
+class EmbeddingSettings(_Section):
+    provider: Literal["local"] = "local"
+    batch_size: int = Field(32, ge=1, le=1_024)
+    max_tokens: int = Field(256, ge=8, le=512)
+    threads: int = Field(0, ge=0, le=256)
+    cache_path: Path | None = None
+    query_cache_size: int = Field(1_024, ge=0)
+
+
+class IngestSettings(_Section):
+    base_url: str | None = None
+    chunk_chars: int = Field(1_000, ge=100, le=100_000)
+    chunk_overlap_chars: int = Field(150, ge=0, le=10_000)
+    embed_group_chunks: int = Field(256, ge=1, le=100_000)
+    default_source: str = Field("docs", min_length=1, max_length=100)
+    max_file_bytes: int = Field(20_000_000, ge=1)
+    url_timeout_s: float = Field(20.0, gt=0)
+    user_agent: str = "docbot-ingest/0.1"
+    progress_min_items: int = Field(20, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> IngestSettings:
+        if self.chunk_overlap_chars >= self.chunk_chars:
+            raise ValueError("chunk_overlap_chars must be smaller than chunk_chars")
+        return self
+
+
+class LoggingSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["console", "json"] = "console"
+
+
+class Secrets(_Section):
+    anthropic_api_key: SecretStr | None = None
+    openai_api_key: SecretStr | None = None
+    perplexity_api_key: SecretStr | None = None
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    discord_token: SecretStr | None = None
+    elasticsearch_api_key: SecretStr | None = None
+    elasticsearch_password: SecretStr | None = None
+
+
+class Settings(_Section):
+    storage: StorageSettings = StorageSettings()
+    search: SearchSettings = SearchSettings()
+    embeddings: EmbeddingSettings = EmbeddingSettings()
+    ingest: IngestSettings = IngestSettings()
+    logging: LoggingSettings = LoggingSettings()
+    secrets: Secrets = Field(default_factory=Secrets)
+
+    @property
+    def index_path(self) -> Path:
+        return self.search.sqlite_path or self.storage.data_dir / "index.sqlite"
+
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.embeddings.cache_path or self.storage.data_dir / "embedding-cache.sqlite"
+
+
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the YAML file (if any), apply environment overrides and secrets, validate."""
+    env = os.environ if environ is None else environ
+    explicit = path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    file = explicit or Path(DEFAULT_CONFIG_FILE)
+    data: dict[str, Any] = {}
+    if file.exists():
+        data = _read_yaml(file)
+    elif explicit is not None:
+        raise ConfigError(f"config file not found: {file}")
+    if "secrets" in data:
+        raise ConfigError(f"{file}: 'secrets' can't be set in the file; use environment variables")
+    _reject_secret_keys(data, str(file))
+    for key, raw in env.items():
+        if key.startswith(ENV_PREFIX) and key != CONFIG_ENV:
+            _apply_override(data, key, raw)
+    data["secrets"] = {attr: env[name] for name, attr in SECRET_ENV_VARS.items() if env.get(name)}
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, file)) from None
+
+
+def _read_yaml(file: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"can't read {file}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file} is not valid YAML: {exc}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{file}: the top level must be a mapping of sections")
+    return loaded
+
+
+def _reject_secret_keys(data: Mapping[str, Any], where: str, prefix: str = "") -> None:
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            _reject_secret_keys(value, where, f"{dotted}.")
+        elif any(word in str(key).lower() for word in _SECRET_WORDS) and value not in (None, ""):
+            raise ConfigError(
+                f"{where}: '{dotted}' looks like a secret; secrets are read only from the "
+                f"environment ({', '.join(SECRET_ENV_VARS)})"
+            )
+
+
+def _apply_override(data: dict[str, Any], env_key: str, raw: str) -> None:
+    parts = [p.lower() for p in env_key[len(ENV_PREFIX) :].split(ENV_NESTING)]
+    if not all(parts):
+        raise ConfigError(f"environment variable {env_key}: empty key segment")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"environment variable {env_key}: '{part}' is not a section")
+        node = child
+    try:
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        node[parts[-1]] = raw
+
+
+def _describe(exc: ValidationError, file: Path) -> str:
+    lines = [f"invalid configuration ({file} and {ENV_PREFIX}* environment variables):"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key")
+        else:
+            got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
+            lines.append(f"  {key}: {err['msg']}{got}")
+    return "\n".join(lines)

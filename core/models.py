@@ -1,0 +1,79 @@
+"""The knowledge base's value types, shared by every index backend and the ingest pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class SearchMode(StrEnum):
+    BM25 = "bm25"
+    VECTOR = "vector"
+    HYBRID = "hybrid"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One retrievable passage: what a citation points at.
+
+    `url` is the deep link (with `#anchor` where the source has one) that lands a reader on the
+    passage; `title` and `heading` travel with it so a hit is readable without its document.
+    """
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    title: str
+    heading: str
+    url: str
+    text: str
+    position: int
+    learned: bool = False
+    keywords: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRecord:
+    """What the index remembers of a document to decide whether a re-ingest must touch it."""
+
+    doc_id: str
+    source: str
+    title: str
+    url: str
+    checksum: str
+    chunk_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """Restrictions applied on both sides of a hybrid search (before fusion, not after)."""
+
+    sources: tuple[str, ...] = ()
+    doc_ids: tuple[str, ...] = ()
+    learned: bool | None = None
+
+    def is_empty(self) -> bool:
+        return not self.sources and not self.doc_ids and self.learned is None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A chunk with the evidence for its place: both sides' ranks and scores and the fused score.
+
+    Ranks are 1-based; `None` means the side did not return the chunk in its candidates.
+    """
+
+    chunk: Chunk
+    score: float
+    bm25_rank: int | None = None
+    bm25_score: float | None = None
+    vector_rank: int | None = None
+    vector_score: float | None = None
+
+
+@dataclass(slots=True)
+class IndexStats:
+    documents: int = 0
+    chunks: int = 0
+    learned_chunks: int = 0
+    sources: dict[str, int] = field(default_factory=dict)

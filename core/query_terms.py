@@ -1,0 +1,47 @@
+"""Turning free text into a safe FTS5 query.
+
+User and model text must never reach FTS5's query syntax (quotes, NEAR, column filters, `*`):
+a stray operator is a syntax error or a different search. We keep word tokens only, drop English
+stop words (they match almost every chunk and cost latency for no ranking signal) and OR the
+rest, each quoted, so BM25 ranks by how many and how rare the terms are.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't
+    doing don't down during each few for from further had hadn't has hasn't have haven't having he
+    her here hers herself him himself his how i if in into is isn't it it's its itself let's me
+    more most mustn't my myself no nor not of off on once only or other ought our ours ourselves
+    out over own same shan't she should shouldn't so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was wasn't we
+    were weren't what when where which while who whom why with won't would wouldn't you your yours
+    yourself yourselves s t d ll m re ve y
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+
+def query_terms(text: str, max_terms: int) -> list[str]:
+    """Distinct lower-case non-stop-word tokens, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for match in _WORD.finditer(text.lower()):
+        token = match.group(0)
+        if token not in STOPWORDS and token not in seen:
+            seen[token] = None
+            if len(seen) >= max_terms:
+                break
+    return list(seen)
+
+
+def fts_match_expression(text: str, max_terms: int) -> str | None:
+    """An FTS5 MATCH string (`"a" OR "b"`), or None when nothing searchable remains."""
+    terms = query_terms(text, max_terms)
+    if not terms:
+        return None
+    return " OR ".join(f'"{t}"' for t in terms)

@@ -1,4 +1,7 @@
-"""A rich progress bar for long ingests; short runs print only their summary."""
+"""Progress for long ingests: a live bar on a terminal, a line every tenth of the way in logs.
+
+Short runs show nothing but their summary.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from core.ingest import Outcome
 
+_LOG_STEPS = 10
+
 
 class RichIngestProgress:
     def __init__(self, console: Console, min_items: int) -> None:
+        self._console = console
         self._min_items = min_items
         self._bar = Progress(
             TextColumn("[progress.description]{task.description}"),
@@ -22,6 +28,9 @@ class RichIngestProgress:
             transient=True,
         )
         self._task: int | None = None
+        self._total = 0
+        self._done = 0
+        self._next_log = 0
 
     def __enter__(self) -> RichIngestProgress:
         return self
@@ -33,10 +42,19 @@ class RichIngestProgress:
             self._bar.stop()
 
     def start(self, total: int) -> None:
-        if total >= self._min_items:
+        self._total = total
+        if total < self._min_items:
+            return
+        if self._console.is_terminal:
             self._task = self._bar.add_task("Indexing", total=total)
             self._bar.start()
+        else:
+            self._next_log = max(1, total // _LOG_STEPS)
 
     def advance(self, display: str, outcome: Outcome) -> None:  # noqa: ARG002 (protocol)
+        self._done += 1
         if self._task is not None:
             self._bar.advance(self._task)
+        elif self._next_log and (self._done >= self._next_log or self._done == self._total):
+            self._console.print(f"Indexing: {self._done}/{self._total} documents")
+            self._next_log += max(1, self._total // _LOG_STEPS)

@@ -44,31 +44,23 @@ def _blocks(text: str) -> list[str]:
     return [b for b in blocks if b.strip()]
 
 
-def _pieces(block: str, size: int) -> list[str]:
-    """A block cut to at most `size` characters: at sentences, else lines, else words."""
+def _units(block: str, size: int, overlap: int) -> list[str]:
+    """A block as pieces of at most `size` characters: whole, else sentences (or lines of code),
+    else words. Pieces cut from one over-long sentence leave room for the overlap."""
     if len(block) <= size:
         return [block]
-    separator = "\n" if _FENCE.match(block) else " "
-    units = block.splitlines() if separator == "\n" else _SENTENCE_END.split(block)
-    pieces: list[str] = []
-    current = ""
-    for unit in units:
-        while len(unit) > size:  # a single sentence or line longer than a chunk
-            cut = unit.rfind(" ", 0, size)
-            cut = cut if cut > size // 2 else size
-            if current:
-                pieces.append(current)
-                current = ""
-            pieces.append(unit[:cut].rstrip())
-            unit = unit[cut:].lstrip()
-        if current and len(current) + len(separator) + len(unit) > size:
-            pieces.append(current)
-            current = unit
-        else:
-            current = f"{current}{separator}{unit}" if current else unit
-    if current:
-        pieces.append(current)
-    return pieces
+    room = size - overlap
+    parts = block.splitlines() if _FENCE.match(block) else _SENTENCE_END.split(block)
+    units: list[str] = []
+    for part in parts:
+        while len(part) > room:  # a single sentence or line longer than a chunk
+            cut = part.rfind(" ", 0, room)
+            cut = cut if cut > room // 2 else room
+            units.append(part[:cut].rstrip())
+            part = part[cut:].lstrip()
+        if part:
+            units.append(part)
+    return units
 
 
 def _tail(text: str, overlap: int) -> str:
@@ -81,19 +73,23 @@ def _tail(text: str, overlap: int) -> str:
 
 
 def split_text(text: str, size: int, overlap: int) -> list[str]:
-    pieces = [p for block in _blocks(text) for p in _pieces(block, size)]
+    """Greedy packing of units into chunks; each new chunk starts with the previous one's end."""
+    units: list[tuple[str, str]] = []  # (separator before it, text)
+    for block in _blocks(text):
+        separator = "\n" if _FENCE.match(block) else " "
+        for n, unit in enumerate(_units(block, size, overlap)):
+            units.append(("\n\n" if n == 0 else separator, unit))
     chunks: list[str] = []
     current = ""
-    for piece in pieces:
+    for separator, unit in units:
         if not current:
-            current = piece
-        elif len(current) + 2 + len(piece) <= size:
-            current = f"{current}\n\n{piece}"
+            current = unit
+        elif len(current) + len(separator) + len(unit) <= size:
+            current = f"{current}{separator}{unit}"
         else:
             chunks.append(current)
-            carry = "" if _FENCE.match(piece) else _tail(current, overlap)
-            joined = f"{carry} {piece}" if carry else piece
-            current = joined if len(joined) <= size else piece
+            carry = "" if _FENCE.match(unit) else _tail(current, overlap)
+            current = f"{carry} {unit}" if carry and len(carry) + 1 + len(unit) <= size else unit
     if current:
         chunks.append(current)
     return chunks

@@ -9,6 +9,7 @@ error, so a token can't end up committed next to the settings.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +34,7 @@ SECRET_ENV_VARS: dict[str, str] = {
     "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
     "ELASTICSEARCH_PASSWORD": "elasticsearch_password",
 }
-_SECRET_WORDS = ("token", "secret", "password", "api_key", "apikey")
+_SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key|credentials?)$", re.I)
 
 
 class ConfigError(ValueError):
@@ -173,7 +174,7 @@ def _reject_secret_keys(data: Mapping[str, Any], where: str, prefix: str = "") -
         dotted = f"{prefix}{key}"
         if isinstance(value, Mapping):
             _reject_secret_keys(value, where, f"{dotted}.")
-        elif any(word in str(key).lower() for word in _SECRET_WORDS) and value not in (None, ""):
+        elif _SECRET_KEY.search(str(key)) and value not in (None, ""):
             raise ConfigError(
                 f"{where}: '{dotted}' looks like a secret; secrets are read only from the "
                 f"environment ({', '.join(SECRET_ENV_VARS)})"

@@ -154,8 +154,8 @@ _BLOCKS = {
 def _html_anchor(heading: Tag) -> str | None:
     for candidate in (
         heading,
-        heading.find(attrs={"id": True}),
-        heading.find("a", attrs={"name": True}),
+        heading.select_one("[id]"),
+        heading.select_one("a[name]"),
     ):
         if isinstance(candidate, Tag):
             value = candidate.get("id") or candidate.get("name")

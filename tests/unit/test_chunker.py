@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from core.chunker import split_text
+
+PARAGRAPH = "This sentence talks about hybrid search and fusion. " * 6
+
+
+def test_short_text_is_one_chunk() -> None:
+    assert split_text("Just one line.", 1000, 150) == ["Just one line."]
+
+
+def test_chunks_respect_the_size_and_cover_every_paragraph() -> None:
+    paragraphs = [f"Paragraph {i}. {PARAGRAPH}" for i in range(12)]
+    chunks = split_text("\n\n".join(paragraphs), 800, 100)
+    assert len(chunks) > 1
+    assert all(len(c) <= 800 for c in chunks)
+    joined = " ".join(chunks)
+    assert all(f"Paragraph {i}." in joined for i in range(12))
+
+
+def test_consecutive_chunks_overlap() -> None:
+    sentences = " ".join(f"Sentence number {i} is here." for i in range(200))
+    chunks = split_text(sentences, 500, 120)
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        head = after[:40]
+        assert head in before, "the next chunk should start with the end of the previous one"
+
+
+def test_code_fence_is_kept_whole_and_not_prefixed() -> None:
+    code = "```python\n" + "\n".join(f"x{i} = {i}" for i in range(30)) + "\n```"
+    text = f"{PARAGRAPH}\n\n{code}\n\nAfter the code."
+    chunks = split_text(text, 400, 100)
+    fenced = [c for c in chunks if "```python" in c]
+    assert len(fenced) == 1
+    assert fenced[0].startswith("```python")
+    assert fenced[0].count("```") == 2
+
+
+def test_a_single_huge_sentence_is_cut_at_words() -> None:
+    words = " ".join(f"word{i}" for i in range(1000))
+    chunks = split_text(words, 300, 50)
+    assert all(len(c) <= 300 for c in chunks)
+    assert "word999" in chunks[-1]
+    assert not any(c.startswith(" ") for c in chunks)
+
+
+def test_overlap_survives_sentences_longer_than_a_chunk() -> None:
+    words = " ".join(f"w{i}" for i in range(600))
+    chunks = split_text(words, 300, 60)
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        assert after.split()[0] in before.split()

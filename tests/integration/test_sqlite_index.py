@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.config import Settings
+from core.embedder import CachedEmbedder
+from core.index import IndexError_
+from core.ingest import embedding_text
+from core.models import Chunk, DocumentRecord, SearchFilters, SearchMode
+from core.sqlite_index import SqliteIndex
+
+DOCS = {
+    "doc:slack": ("handbook", False, [
+        "Install the Slack app from the manifest and invite it to a channel.",
+        "Follow-up questions in a thread need no new mention.",
+    ]),
+    "doc:discord": ("handbook", False, [
+        "Run the /ask slash command in Discord; the answer opens a thread.",
+    ]),
+    "doc:billing": ("finance", False, [
+        "Invoices are sent on the first business day of each month.",
+    ]),
+    "doc:learned": ("web", True, [
+        "Error code E1234 means the webhook signature expired; resend within five minutes.",
+    ]),
+}
+
+
+async def _fill(index: SqliteIndex, embedder: CachedEmbedder) -> None:
+    for doc_id, (source, learned, texts) in DOCS.items():
+        chunks = [
+            Chunk(f"{doc_id}-{i}", doc_id, source, doc_id.title(), "", f"https://x/{doc_id}#{i}",
+                  text, i, learned=learned, keywords=("e1234",) if learned else ())
+            for i, text in enumerate(texts)
+        ]
+        vectors = await embedder.embed_documents([embedding_text(c) for c in chunks])
+        record = DocumentRecord(doc_id, source, doc_id.title(), f"https://x/{doc_id}", "c1",
+                                len(chunks))
+        await index.replace_document(record, chunks, vectors)
+
+
+async def test_hybrid_search_explains_both_sides(index: SqliteIndex, embedder) -> None:
+    await _fill(index, embedder)
+    hits = await index.search("slash command in Discord", k=3)
+    top = hits[0]
+    assert top.chunk.doc_id == "doc:discord"
+    assert top.bm25_rank == 1 and top.vector_rank == 1
+    assert top.bm25_score is not None and top.bm25_score > 0
+    assert top.vector_score is not None and 0 < top.vector_score <= 1
+    assert top.score == pytest.approx(2 / 61)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+async def test_modes_use_one_side_only(index: SqliteIndex, embedder) -> None:
+    await _fill(index, embedder)
+    bm25 = await index.search("invoices", k=5, mode=SearchMode.BM25)
+    assert [h.chunk.doc_id for h in bm25] == ["doc:billing"]
+    assert all(h.vector_rank is None for h in bm25)
+    vector = await index.search("when do we get billed", k=2, mode=SearchMode.VECTOR)
+    assert vector[0].chunk.doc_id == "doc:billing"
+    assert all(h.bm25_rank is None for h in vector)
+
+
+async def test_filters_apply_on_both_sides(index: SqliteIndex, embedder) -> None:
+    await _fill(index, embedder)
+    query = "Discord slash command thread"
+    only_finance = await index.search(query, k=10, filters=SearchFilters(sources=("finance",)))
+    assert {h.chunk.source for h in only_finance} == {"finance"}
+    one_doc = await index.search(query, k=10, filters=SearchFilters(doc_ids=("doc:slack",)))
+    assert {h.chunk.doc_id for h in one_doc} == {"doc:slack"}
+    learned = await index.search("webhook signature", k=10, filters=SearchFilters(learned=True))
+    assert [h.chunk.doc_id for h in learned] == ["doc:learned"]
+    assert learned[0].chunk.learned and learned[0].chunk.keywords == ("e1234",)
+    not_learned = await index.search("E1234", k=10, filters=SearchFilters(learned=False))
+    assert all(not h.chunk.learned for h in not_learned)
+
+
+async def test_keywords_field_is_searched(index: SqliteIndex, embedder) -> None:
+    await _fill(index, embedder)
+    hits = await index.search("e1234", k=1, mode=SearchMode.BM25)
+    assert hits[0].chunk.doc_id == "doc:learned"
+
+
+async def test_replace_and_delete_document(index: SqliteIndex, embedder) -> None:
+    await _fill(index, embedder)
+    stats = await index.stats()
+    assert (stats.documents, stats.chunks, stats.learned_chunks) == (4, 5, 1)
+    new = Chunk("doc:slack-0", "doc:slack", "handbook", "Slack", "", "https://x/s", "Only one now.",
+                0)
+    vectors = await embedder.embed_documents([new.text])
+    record = DocumentRecord("doc:slack", "handbook", "Slack", "https://x/s", "c2", 1)
+    await index.replace_document(record, [new], vectors)
+    docs = await index.documents()
+    assert docs["doc:slack"].checksum == "c2" and docs["doc:slack"].chunk_count == 1
+    assert (await index.stats()).chunks == 4
+    assert not await index.search("manifest invite channel", k=5, mode=SearchMode.BM25)
+    assert await index.delete_document("doc:discord") == 1
+    assert "doc:discord" not in await index.documents()
+    assert all(h.chunk.doc_id != "doc:discord" for h in await index.search("Discord", k=10))
+
+
+@pytest.mark.parametrize("query", ["", "   ", "the of and", '"NEAR(* OR', "🚀"])
+async def test_odd_queries_never_fail(index: SqliteIndex, embedder, query: str) -> None:
+    await _fill(index, embedder)
+    hits = await index.search(query, k=3)
+    assert isinstance(hits, list)
+    if not query.strip():
+        assert hits == []
+
+
+async def test_empty_index_returns_nothing(index: SqliteIndex) -> None:
+    assert await index.search("anything", k=5) == []
+
+
+async def test_mismatched_vectors_are_refused(index: SqliteIndex) -> None:
+    chunk = Chunk("c", "d", "s", "t", "", "u", "text", 0)
+    record = DocumentRecord("d", "s", "t", "u", "x", 1)
+    with pytest.raises(ValueError, match="dimensions"):
+        await index.replace_document(record, [chunk], np.zeros((1, 10), np.float32))
+    with pytest.raises(ValueError, match="1 chunks but 0 vectors"):
+        await index.replace_document(record, [chunk], np.zeros((0, 384), np.float32))
+    assert await index.documents() == {}
+
+
+async def test_index_built_by_another_model_is_refused(settings: Settings, embedder) -> None:
+    class OtherModel:
+        model_id = "some-other-model"
+        dimensions = 384
+
+    first = SqliteIndex(settings.index_path, embedder, settings.search)
+    await first.close()
+    with pytest.raises(IndexError_, match="was built with embedder="):
+        SqliteIndex(settings.index_path, OtherModel(), settings.search)  # type: ignore[arg-type]
+
+
+async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> None:
+    settings.index_path.parent.mkdir(parents=True, exist_ok=True)
+    settings.index_path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(IndexError_, match="can't open the index"):
+        SqliteIndex(settings.index_path, embedder, settings.search)

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import pytest
+
+from core.document_formats import (
+    DocumentFormat,
+    UnreadableDocument,
+    parse_document,
+    parse_html,
+    parse_markdown,
+)
+from tests.pdf_maker import make_pdf
+
+MARKDOWN = """---
+title: "The Handbook"
+layout: page
+---
+Intro before any heading.
+
+# The Handbook
+
+## Install {#setup}
+Run the installer.
+
+## Usage
+Use it daily.
+
+### Flags and `--options`
+Pass **--fast**.
+
+## Usage
+A second usage section.
+
+## <a id="legacy-anchor"></a>Legacy
+Old content.
+
+```bash
+# not a heading
+echo hi
+```
+"""
+
+
+def test_markdown_sections_anchors_and_heading_paths() -> None:
+    doc = parse_markdown(MARKDOWN, "fallback")
+    assert doc.title == "The Handbook"
+    by_anchor = {s.anchor: s for s in doc.sections}
+    assert doc.sections[0].anchor is None and doc.sections[0].text == "Intro before any heading."
+    assert by_anchor["setup"].heading == "Install"
+    assert by_anchor["usage"].text == "Use it daily."
+    assert by_anchor["flags-and---options"].heading == "Usage › Flags and --options"
+    assert by_anchor["usage-1"].text == "A second usage section."
+    legacy = by_anchor["legacy-anchor"]
+    assert legacy.heading == "Legacy"
+    assert "# not a heading" in legacy.text  # a comment inside a code fence is no heading
+
+
+def test_markdown_title_falls_back_to_h1_then_file_name() -> None:
+    assert parse_markdown("# Real Title\n\ntext", "fallback").title == "Real Title"
+    assert parse_markdown("## Only h2\n\ntext", "Fallback").title == "Fallback"
+
+
+HTML = """<!doctype html><html><head><title>API Guide</title>
+<script>var secret = "do not index";</script><style>.x{}</style></head>
+<body><nav>Home | Docs | Blog</nav>
+<main>
+<h1>API Guide</h1><p>Welcome.</p>
+<h2 id="auth">Authentication</h2><p>Use an <b>API key</b>.</p><ul><li>one</li><li>two</li></ul>
+<section id="limits"><h2>Rate limits</h2><p>50 requests per minute.</p></section>
+<h3>No id here</h3><p>Inherits the previous anchor.</p>
+<!-- a comment -->
+</main><footer>Copyright</footer></body></html>"""
+
+
+def test_html_sections_use_the_pages_own_anchors() -> None:
+    doc = parse_html(HTML, "fallback")
+    assert doc.title == "API Guide"
+    texts = " ".join(s.text for s in doc.sections)
+    for dropped in ("do not index", "Home | Docs", "Copyright", "a comment"):
+        assert dropped not in texts
+    by_heading = {s.heading: s for s in doc.sections}
+    assert by_heading["Authentication"].anchor == "auth"
+    assert by_heading["Authentication"].text == "Use an API key.\n\none\ntwo"
+    assert by_heading["Rate limits"].anchor == "limits"
+    assert by_heading["Rate limits › No id here"].anchor == "limits"
+
+
+def test_pdf_pages_become_sections() -> None:
+    data = make_pdf([["Quarterly report", "Revenue grew."], ["Outlook is stable."]], title="Q3")
+    doc = parse_document(data, DocumentFormat.PDF, "fallback")
+    assert doc.title == "Q3"
+    assert [(s.heading, s.anchor) for s in doc.sections] == [
+        ("Page 1", "page=1"),
+        ("Page 2", "page=2"),
+    ]
+    assert "Revenue grew." in doc.sections[0].text
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt", "reason"),
+    [
+        (b"", DocumentFormat.MARKDOWN, "empty file"),
+        (b"   \n\t\n", DocumentFormat.TEXT, "empty file"),
+        (b"abc\x00\x01\x02", DocumentFormat.TEXT, "binary content"),
+        (b"caf\xe9 au lait", DocumentFormat.MARKDOWN, r"not valid UTF-8 \(byte 3\)"),
+        (b"<html><script>x</script></html>", DocumentFormat.HTML, "no text"),
+        (b"%PDF-1.4 garbage", DocumentFormat.PDF, "not a readable PDF|no extractable text"),
+        (make_pdf([[]]), DocumentFormat.PDF, "no extractable text"),
+    ],
+)
+def test_bad_content_is_refused_with_a_reason(
+    data: bytes, fmt: DocumentFormat, reason: str
+) -> None:
+    with pytest.raises(UnreadableDocument, match=reason):
+        parse_document(data, fmt, "x")
+
+
+def test_utf8_bom_is_accepted() -> None:
+    doc = parse_document("\ufeff# Título\n\nTexto.".encode(), DocumentFormat.MARKDOWN, "x")
+    assert doc.title == "Título"

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.embedder import (
+    MINILM_DIMENSIONS,
+    CachedEmbedder,
+    EmbedderError,
+    MiniLMEmbedder,
+    ModelFiles,
+)
+from core.embedding_cache import EmbeddingCache
+
+
+def _copy_files(tmp_path: Path) -> ModelFiles:
+    real = ModelFiles.installed()
+    model, tokenizer = tmp_path / "model.onnx", tmp_path / "tokenizer.json"
+    shutil.copyfile(real.model, model)
+    shutil.copyfile(real.tokenizer, tokenizer)
+    return ModelFiles(model, tokenizer)
+
+
+def test_corrupted_model_file_is_refused(tmp_path: Path) -> None:
+    files = _copy_files(tmp_path)
+    data = bytearray(files.model.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the weights
+    files.model.write_bytes(bytes(data))
+    with pytest.raises(EmbedderError, match="refusing .*model.onnx: sha256 .* does not match"):
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
+
+
+def test_corrupted_tokenizer_is_refused(tmp_path: Path) -> None:
+    files = _copy_files(tmp_path)
+    files.tokenizer.write_text(files.tokenizer.read_text().replace("[UNK]", "[UNX]", 1))
+    with pytest.raises(EmbedderError, match="tokenizer.json: sha256"):
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
+
+
+def test_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
+    files = _copy_files(tmp_path)
+    files.model.unlink()
+    with pytest.raises(EmbedderError, match="can't read model file"):
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
+
+
+def test_vectors_are_normalised_and_batching_changes_nothing(minilm: MiniLMEmbedder) -> None:
+    texts = ["short", "a somewhat longer sentence about search indexes", "x " * 400]
+    batched = minilm.embed_sync(texts)
+    single = np.stack([minilm.embed_sync([t])[0] for t in texts])
+    assert batched.shape == (3, MINILM_DIMENSIONS)
+    assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(batched, single, atol=1e-4)
+
+
+def test_similar_meaning_scores_higher(minilm: MiniLMEmbedder) -> None:
+    query, near, far = minilm.embed_sync(
+        ["how do I reset my password", "steps to change a forgotten password", "banana bread"]
+    )
+    assert float(query @ near) > float(query @ far) + 0.3
+
+
+async def test_cache_embeds_each_text_once(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
+    cache_path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(minilm, EmbeddingCache(cache_path, minilm.model_id, 384), 16)
+    texts = ["alpha passage", "beta passage", "alpha passage"]
+    vectors = await first.embed_documents(texts)
+    assert first.computed == 2  # the duplicate is embedded once
+    assert np.allclose(vectors[0], vectors[2])
+
+    # A new process (new cache object, same file) reuses everything.
+    second = CachedEmbedder(minilm, EmbeddingCache(cache_path, minilm.model_id, 384), 16)
+    again = await second.embed_documents([*texts, "gamma passage"])
+    assert (second.computed, second.reused) == (1, 3)
+    assert np.allclose(again[:3], vectors)
+
+
+async def test_cache_is_keyed_by_model(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
+    cache_path = tmp_path / "cache.sqlite"
+    EmbeddingCache(cache_path, "other-model", 384).put_many([("h", np.ones(384, np.float32))])
+    assert EmbeddingCache(cache_path, minilm.model_id, 384).get_many(["h"]) == {}

@@ -101,7 +101,8 @@ def _print_report(report: IngestReport, verbose: bool) -> None:
     c = report.counts
     summary = ", ".join(f"{c[o]} {o.value}" for o in Outcome if c[o] or o is Outcome.ADDED)
     out.print(
-        f"Ingested in {report.seconds:.1f}s: {summary}; {report.chunks_written} chunks written."
+        f"Ingested in {report.seconds:.1f}s: {summary}; {report.chunks_written} chunks written.",
+        soft_wrap=True,
     )
     problems = report.failed + report.skipped
     if not problems:
@@ -131,7 +132,7 @@ def search(
 ) -> None:
     """Search the knowledge base."""
     if not query.strip():
-        err.print("error: the query is empty")
+        err.print("error: the query is empty", soft_wrap=True)
         raise typer.Exit(2)
     filters = SearchFilters(sources=tuple(source or ()), learned=learned)
     hits = asyncio.run(_search(query, k, mode, filters))
@@ -295,5 +296,5 @@ def main() -> None:
     try:
         app()
     except (ConfigError, EmbedderError, IndexError_, DatasetError) as exc:
-        err.print(Text(f"error: {exc}", style="red"))
+        err.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
         sys.exit(2)

@@ -28,10 +28,13 @@ def make_pdf(pages: list[list[str]], title: str | None = None) -> bytes:
                 % (pages_id, font, content)
             )
         )
-    assert add(
-        b"<< /Type /Pages /Kids [%s] /Count %d >>"
-        % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
-    ) == pages_id
+    assert (
+        add(
+            b"<< /Type /Pages /Kids [%s] /Count %d >>"
+            % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
+        )
+        == pages_id
+    )
     catalog = add(b"<< /Type /Catalog /Pages %d 0 R >>" % pages_id)
     info = add(b"<< /Title (%s) >>" % title.encode("latin-1")) if title else None
 

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -43,7 +44,8 @@ async def test_folder_ingest_builds_deep_links(tmp_path: Path, ingestor: Ingesto
     assert report.skipped == []
     hits = await index.search("how long do refunds take", k=1)
     assert hits[0].chunk.url == "https://kb.example/docs/faq.html#refunds"
-    assert hits[0].chunk.title == "FAQ" and hits[0].chunk.heading == "Refunds"
+    assert hits[0].chunk.title == "FAQ"
+    assert hits[0].chunk.heading == "Refunds"
     hits = await index.search("SLACK_BOT_TOKEN environment", k=1)
     assert hits[0].chunk.url == "https://kb.example/docs/guide/setup.md#tokens"
     hits = await index.search("quarterly revenue", k=1)
@@ -75,7 +77,8 @@ async def test_reingest_is_idempotent_and_updates_only_changes(
 
     (docs / "notes.txt").write_text("Office hours moved to Thursdays at 4pm.\n")
     changed = await ingestor.ingest([str(docs)], source="kb")
-    assert changed.counts[Outcome.UPDATED] == 1 and changed.counts[Outcome.UNCHANGED] == 3
+    assert changed.counts[Outcome.UPDATED] == 1
+    assert changed.counts[Outcome.UNCHANGED] == 3
     assert embedder.computed == computed + 1
     hits = await index.search("office hours", k=1)
     assert "Thursdays" in hits[0].chunk.text
@@ -99,7 +102,8 @@ async def test_prune_deletes_only_removed_documents_in_scope(
     pruned = await ingestor.ingest([str(docs)], source="kb", prune=True)
     assert pruned.counts[Outcome.DELETED] == 1
     remaining = {Path(d.url).name for d in (await index.documents()).values()}
-    assert "faq.html" not in remaining and "keep.md" in remaining  # other folder untouched
+    assert "faq.html" not in remaining
+    assert "keep.md" in remaining
     assert not await index.search("refunds", k=3, mode=SearchMode.BM25)
 
 
@@ -138,10 +142,12 @@ async def test_bad_inputs_are_skipped_with_reasons(
 
 
 class _Site(BaseHTTPRequestHandler):
-    pages = {
-        "/guide.html": ("text/html; charset=utf-8",
-                        b"<html><head><title>Web Guide</title></head><body>"
-                        b"<h2 id='deploy'>Deploying</h2><p>Use the Procfile web line.</p></body>"),
+    pages: ClassVar[dict[str, tuple[str, bytes]]] = {
+        "/guide.html": (
+            "text/html; charset=utf-8",
+            b"<html><head><title>Web Guide</title></head><body>"
+            b"<h2 id='deploy'>Deploying</h2><p>Use the Procfile web line.</p></body>",
+        ),
         "/notes.md": ("text/markdown", b"# Notes\n\n## Caching\n\nVectors are cached by hash."),
         "/image": ("image/png", b"\x89PNG"),
     }
@@ -196,7 +202,8 @@ async def test_search_during_ingest_sees_whole_documents(
     folder = tmp_path / "many"
     folder.mkdir()
     for i in range(60):
-        sections = "\n\n".join(f"## Part {j}\n\nTopic {i} detail {j} about widgets." for j in range(4))
+        parts = (f"## Part {j}\n\nTopic {i} detail {j} about widgets." for j in range(4))
+        sections = "\n\n".join(parts)
         (folder / f"doc{i:02d}.md").write_text(f"# Doc {i}\n\n{sections}\n")
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -209,9 +216,10 @@ async def test_search_during_ingest_sees_whole_documents(
                 hits = await index.search("widgets", k=1000, mode=SearchMode.BM25)
                 per_doc = Counter(h.chunk.doc_id for h in hits)
                 observations.extend(per_doc.values())
+
         try:
             asyncio.run(loop())
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=reader) for _ in range(2)]

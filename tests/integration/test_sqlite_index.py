@@ -11,32 +11,59 @@ from core.models import Chunk, DocumentRecord, SearchFilters, SearchMode
 from core.sqlite_index import SqliteIndex
 
 DOCS = {
-    "doc:slack": ("handbook", False, [
-        "Install the Slack app from the manifest and invite it to a channel.",
-        "Follow-up questions in a thread need no new mention.",
-    ]),
-    "doc:discord": ("handbook", False, [
-        "Run the /ask slash command in Discord; the answer opens a thread.",
-    ]),
-    "doc:billing": ("finance", False, [
-        "Invoices are sent on the first business day of each month.",
-    ]),
-    "doc:learned": ("web", True, [
-        "Error code E1234 means the webhook signature expired; resend within five minutes.",
-    ]),
+    "doc:slack": (
+        "handbook",
+        False,
+        [
+            "Install the Slack app from the manifest and invite it to a channel.",
+            "Follow-up questions in a thread need no new mention.",
+        ],
+    ),
+    "doc:discord": (
+        "handbook",
+        False,
+        [
+            "Run the /ask slash command in Discord; the answer opens a thread.",
+        ],
+    ),
+    "doc:billing": (
+        "finance",
+        False,
+        [
+            "Invoices are sent on the first business day of each month.",
+        ],
+    ),
+    "doc:learned": (
+        "web",
+        True,
+        [
+            "Error code E1234 means the webhook signature expired; resend within five minutes.",
+        ],
+    ),
 }
 
 
 async def _fill(index: SqliteIndex, embedder: CachedEmbedder) -> None:
     for doc_id, (source, learned, texts) in DOCS.items():
         chunks = [
-            Chunk(f"{doc_id}-{i}", doc_id, source, doc_id.title(), "", f"https://x/{doc_id}#{i}",
-                  text, i, learned=learned, keywords=("e1234",) if learned else ())
+            Chunk(
+                f"{doc_id}-{i}",
+                doc_id,
+                source,
+                doc_id.title(),
+                "",
+                f"https://x/{doc_id}#{i}",
+                text,
+                i,
+                learned=learned,
+                keywords=("e1234",) if learned else (),
+            )
             for i, text in enumerate(texts)
         ]
         vectors = await embedder.embed_documents([embedding_text(c) for c in chunks])
-        record = DocumentRecord(doc_id, source, doc_id.title(), f"https://x/{doc_id}", "c1",
-                                len(chunks))
+        record = DocumentRecord(
+            doc_id, source, doc_id.title(), f"https://x/{doc_id}", "c1", len(chunks)
+        )
         await index.replace_document(record, chunks, vectors)
 
 
@@ -45,9 +72,12 @@ async def test_hybrid_search_explains_both_sides(index: SqliteIndex, embedder) -
     hits = await index.search("slash command in Discord", k=3)
     top = hits[0]
     assert top.chunk.doc_id == "doc:discord"
-    assert top.bm25_rank == 1 and top.vector_rank == 1
-    assert top.bm25_score is not None and top.bm25_score > 0
-    assert top.vector_score is not None and 0 < top.vector_score <= 1
+    assert top.bm25_rank == 1
+    assert top.vector_rank == 1
+    assert top.bm25_score is not None
+    assert top.bm25_score > 0
+    assert top.vector_score is not None
+    assert 0 < top.vector_score <= 1
     assert top.score == pytest.approx(2 / 61)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
@@ -71,7 +101,8 @@ async def test_filters_apply_on_both_sides(index: SqliteIndex, embedder) -> None
     assert {h.chunk.doc_id for h in one_doc} == {"doc:slack"}
     learned = await index.search("webhook signature", k=10, filters=SearchFilters(learned=True))
     assert [h.chunk.doc_id for h in learned] == ["doc:learned"]
-    assert learned[0].chunk.learned and learned[0].chunk.keywords == ("e1234",)
+    assert learned[0].chunk.learned
+    assert learned[0].chunk.keywords == ("e1234",)
     not_learned = await index.search("E1234", k=10, filters=SearchFilters(learned=False))
     assert all(not h.chunk.learned for h in not_learned)
 
@@ -86,13 +117,15 @@ async def test_replace_and_delete_document(index: SqliteIndex, embedder) -> None
     await _fill(index, embedder)
     stats = await index.stats()
     assert (stats.documents, stats.chunks, stats.learned_chunks) == (4, 5, 1)
-    new = Chunk("doc:slack-0", "doc:slack", "handbook", "Slack", "", "https://x/s", "Only one now.",
-                0)
+    new = Chunk(
+        "doc:slack-0", "doc:slack", "handbook", "Slack", "", "https://x/s", "Only one now.", 0
+    )
     vectors = await embedder.embed_documents([new.text])
     record = DocumentRecord("doc:slack", "handbook", "Slack", "https://x/s", "c2", 1)
     await index.replace_document(record, [new], vectors)
     docs = await index.documents()
-    assert docs["doc:slack"].checksum == "c2" and docs["doc:slack"].chunk_count == 1
+    assert docs["doc:slack"].checksum == "c2"
+    assert docs["doc:slack"].chunk_count == 1
     assert (await index.stats()).chunks == 4
     assert not await index.search("manifest invite channel", k=5, mode=SearchMode.BM25)
     assert await index.delete_document("doc:discord") == 1

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 from core.chunker import split_text
 
 PARAGRAPH = "This sentence talks about hybrid search and fusion. " * 6
@@ -21,7 +23,7 @@ def test_chunks_respect_the_size_and_cover_every_paragraph() -> None:
 def test_consecutive_chunks_overlap() -> None:
     sentences = " ".join(f"Sentence number {i} is here." for i in range(200))
     chunks = split_text(sentences, 500, 120)
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         head = after[:40]
         assert head in before, "the next chunk should start with the end of the previous one"
 
@@ -47,5 +49,5 @@ def test_a_single_huge_sentence_is_cut_at_words() -> None:
 def test_overlap_survives_sentences_longer_than_a_chunk() -> None:
     words = " ".join(f"w{i}" for i in range(600))
     chunks = split_text(words, 300, 60)
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         assert after.split()[0] in before.split()

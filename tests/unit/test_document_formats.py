@@ -45,7 +45,8 @@ def test_markdown_sections_anchors_and_heading_paths() -> None:
     doc = parse_markdown(MARKDOWN, "fallback")
     assert doc.title == "The Handbook"
     by_anchor = {s.anchor: s for s in doc.sections}
-    assert doc.sections[0].anchor is None and doc.sections[0].text == "Intro before any heading."
+    assert doc.sections[0].anchor is None
+    assert doc.sections[0].text == "Intro before any heading."
     assert by_anchor["setup"].heading == "Install"
     assert by_anchor["usage"].text == "Use it daily."
     assert by_anchor["flags-and---options"].heading == "Usage › Flags and --options"

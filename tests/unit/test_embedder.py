@@ -29,14 +29,14 @@ def test_corrupted_model_file_is_refused(tmp_path: Path) -> None:
     data = bytearray(files.model.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte in the weights
     files.model.write_bytes(bytes(data))
-    with pytest.raises(EmbedderError, match="refusing .*model.onnx: sha256 .* does not match"):
+    with pytest.raises(EmbedderError, match=r"refusing .*model\.onnx: sha256 .* does not match"):
         MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
 
 
 def test_corrupted_tokenizer_is_refused(tmp_path: Path) -> None:
     files = _copy_files(tmp_path)
     files.tokenizer.write_text(files.tokenizer.read_text().replace("[UNK]", "[UNX]", 1))
-    with pytest.raises(EmbedderError, match="tokenizer.json: sha256"):
+    with pytest.raises(EmbedderError, match=r"tokenizer\.json: sha256"):
         MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
 
 

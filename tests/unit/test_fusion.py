@@ -12,10 +12,12 @@ def test_rrf_rewards_agreement_and_keeps_both_sides() -> None:
     assert [f.key for f in fused][:2] == ["b", "a"]  # b: ranks 2+1 beats a: ranks 1+3
     b = fused[0]
     assert (b.bm25_rank, b.vector_rank) == (2, 1)
-    assert b.bm25_score == 5.0 and b.vector_score == 0.9
+    assert b.bm25_score == 5.0
+    assert b.vector_score == 0.9
     assert b.score == pytest.approx(1 / 62 + 1 / 61)
     d = next(f for f in fused if f.key == "d")
-    assert d.bm25_rank is None and d.bm25_score is None
+    assert d.bm25_rank is None
+    assert d.bm25_score is None
 
 
 def test_weights_shift_the_order() -> None:

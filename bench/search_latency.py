@@ -1,0 +1,153 @@
+"""Search latency on a 50,000-chunk index, query embedding included.
+
+The index holds SciFact's corpus chunked by the product's pipeline (about 10,600 passages with
+their real MiniLM vectors from the embedding cache), copied until it reaches --chunks: each copy
+keeps the text (so BM25 posting lists grow as in a real corpus) and gets its vector nudged by a
+little noise (so the vector side cannot short-cut on duplicates). Search cost depends on the
+number of chunks and posting lengths, not on where a vector came from, so this measures the real
+path: tokenise and embed the query, FTS5 BM25, exact vector scan, fusion, chunk fetch.
+
+The index is built once and kept under .bot/bench/ (rebuild with --rebuild). Embedding SciFact
+from a cold cache takes about 20 minutes; `bot eval retrieval --dataset ../shared/eval/scifact`
+fills the same cache.
+
+    python -m bench.search_latency [--chunks 50000] [--runs 5] [--queries 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+
+import numpy as np
+
+from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_result
+from core.embedder import CachedEmbedder, MiniLMEmbedder
+from core.embedding_cache import EmbeddingCache
+from core.evaluation import load_dataset, prepared_corpus
+from core.ingest import embedding_text
+from core.models import Chunk, DocumentRecord, SearchMode
+from core.sqlite_index import SqliteIndex
+
+NOISE = 0.01  # per dimension: a copy stays close to, but not equal to, its original
+SEED = 7
+
+
+def queries(limit: int) -> list[str]:
+    texts = []
+    for name in ("scifact", "anthropic_docs_qa"):
+        path = SHARED_EVAL / name / "queries.jsonl"
+        texts += [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    rng = np.random.default_rng(SEED)
+    rng.shuffle(texts)
+    return texts[:limit]
+
+
+async def build(index: SqliteIndex, embedder: CachedEmbedder, target: int, settings) -> None:
+    data = load_dataset(SHARED_EVAL / "scifact")
+    docs = list(prepared_corpus(data, settings.ingest, "bench"))
+    texts = [embedding_text(c) for d in docs for c in d.chunks]
+    print(f"embedding {len(texts)} SciFact passages (cached after the first time)...")
+    vectors = await embedder.embed_documents(texts)
+    rng = np.random.default_rng(SEED)
+    written, copy = 0, 0
+    while written < target:
+        offset = 0
+        for doc in docs:
+            if written >= target:
+                break
+            n = len(doc.chunks)
+            base = vectors[offset : offset + n]
+            offset += n
+            doc_id = f"{doc.record.doc_id}~{copy}"
+            chunks = [
+                Chunk(
+                    f"{doc_id}-{c.position}",
+                    doc_id,
+                    "bench",
+                    c.title,
+                    c.heading,
+                    c.url,
+                    c.text,
+                    c.position,
+                )
+                for c in doc.chunks
+            ]
+            noisy = base + rng.normal(0, NOISE, base.shape).astype(np.float32) if copy else base
+            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+            record = DocumentRecord(doc_id, "bench", doc.record.title, doc.record.url, "x", n)
+            await index.replace_document(record, chunks, noisy.astype(np.float32))
+            written += n
+        copy += 1
+        print(f"  {written} chunks written")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chunks", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--rebuild", action="store_true")
+    args = parser.parse_args()
+
+    data_dir = REPO / ".bot" / "bench"
+    settings = bench_settings(REPO / ".bot")  # share the main embedding cache
+    path = data_dir / f"latency-{args.chunks}.sqlite"
+    if args.rebuild and path.exists():
+        path.unlink()
+    model = MiniLMEmbedder(
+        batch_size=settings.embeddings.batch_size,
+        max_tokens=settings.embeddings.max_tokens,
+        threads=settings.embeddings.threads,
+    )
+    cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
+    # No query cache: every timed search embeds its query.
+    embedder = CachedEmbedder(model, cache, query_cache_size=0)
+    index = SqliteIndex(path, embedder, settings.search)
+    stats = await index.stats()
+    if stats.chunks < args.chunks:
+        await build(index, embedder, args.chunks - stats.chunks, settings)
+        stats = await index.stats()
+    print(f"index: {stats.chunks} chunks in {path}")
+
+    texts = queries(args.queries)
+    started = time.perf_counter()
+    await index.search(texts[0], k=settings.search.top_k)  # loads the vector matrix
+    cold_ms = (time.perf_counter() - started) * 1000
+    report: dict[str, object] = {
+        "chunks": stats.chunks,
+        "queries": len(texts),
+        "runs": args.runs,
+        "k": settings.search.top_k,
+        "cold_first_search_ms": round(cold_ms, 1),
+        "modes": {},
+    }
+    for mode in SearchMode:
+        p50s, p95s = [], []
+        for _ in range(args.runs):
+            latencies = []
+            for text in texts:
+                t = time.perf_counter()
+                await index.search(text, k=settings.search.top_k, mode=mode)
+                latencies.append((time.perf_counter() - t) * 1000)
+            p50s.append(statistics.median(latencies))
+            p95s.append(percentile(latencies, 95))
+        report["modes"][mode.value] = {  # type: ignore[index]
+            "p50_ms_median": round(statistics.median(p50s), 2),
+            "p95_ms_median": round(statistics.median(p95s), 2),
+            "p50_ms_runs": [round(x, 2) for x in p50s],
+            "p95_ms_runs": [round(x, 2) for x in p95s],
+        }
+        print(
+            f"{mode.value:>6}: p50 {statistics.median(p50s):.1f} ms, "
+            f"p95 {statistics.median(p95s):.1f} ms (median of {args.runs} runs)"
+        )
+    await index.close()
+    print(f"wrote {write_result('search-latency.json', report)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

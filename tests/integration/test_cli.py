@@ -1,0 +1,122 @@
+"""The `bot` command end to end, in-process, against the real model and a temp data dir."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app, main
+from tests.conftest import REPO
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_CONFIG", str(REPO / "config.yaml"))
+    return {}
+
+
+def test_ingest_then_search_the_bundled_docs(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["ingest", str(REPO / "docs")])
+    assert result.exit_code == 0, result.output
+    assert "added" in result.output
+    assert "chunks written" in result.output
+
+    result = runner.invoke(app, ["search", "how do I re-ingest changed documents?", "--explain"])
+    assert result.exit_code == 0, result.output
+    first = result.output.split("\n2.")[0]
+    assert "Ingesting documents" in first
+    assert "ingesting.md#re-ingesting" in first
+    assert "fused" in first
+    assert "bm25 #" in first
+    assert "vector #" in first
+
+    result = runner.invoke(app, ["search", "reciprocal rank fusion", "-k", "2", "--json"])
+    hits = json.loads(result.output)
+    assert len(hits) == 2
+    assert {"title", "url", "snippet", "bm25_rank", "vector_rank", "score"} <= hits[0].keys()
+
+    again = runner.invoke(app, ["ingest", str(REPO / "docs")])
+    assert "0 added" in again.output
+    assert "unchanged" in again.output
+
+
+def test_search_on_an_empty_index_says_what_to_do(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["search", "anything"])
+    assert result.exit_code == 0
+    assert "bot ingest" in result.output
+
+
+def test_empty_query_is_refused(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["search", "   "])
+    assert result.exit_code == 2
+    assert "empty" in result.output
+
+
+def test_skips_are_listed(env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "a.bin").write_bytes(b"\x00")
+    (tmp_path / "ok.md").write_text("# Ok\n\nfine")
+    result = runner.invoke(app, ["ingest", str(tmp_path / "a.bin"), str(tmp_path / "ok.md")])
+    assert result.exit_code == 0
+    assert "1 added" in result.output
+    assert "1 skipped" in result.output
+    assert "unsupported file type '.bin'" in result.output
+
+
+def test_config_error_exits_2_naming_the_key(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BOT_SEARCH__RRF_K", "-5")
+    monkeypatch.setattr("sys.argv", ["bot", "search", "x"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert "search.rrf_k" in capsys.readouterr().err
+
+
+def test_eval_retrieval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
+    data = tmp_path / "tiny"
+    (data / "qrels").mkdir(parents=True)
+    corpus = [
+        {"_id": "d1", "title": "Cats", "text": "Cats purr when they are content."},
+        {"_id": "d2", "title": "Rockets", "text": "Rockets burn fuel to reach orbit."},
+        {"_id": "d3", "title": "Bread", "text": "Bread rises because yeast makes gas."},
+    ]
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus))
+    queries = [
+        {"_id": "q1", "text": "why do cats purr"},
+        {"_id": "q2", "text": "reach orbit"},
+        {"_id": "q3", "text": "unjudged"},
+    ]
+    (data / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    out = tmp_path / "result.json"
+    result = runner.invoke(app, ["eval", "retrieval", "--dataset", str(data), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["queries"] == 2
+    assert figures["documents"] == 3
+    modes = {m["mode"]: m["metrics"] for m in figures["modes"]}
+    assert set(modes) == {"bm25", "vector", "hybrid"}
+    assert modes["hybrid"]["ndcg@10"] == 1.0
+    assert modes["hybrid"]["mrr@10"] == 1.0
+    assert "hybrid" in result.output
+    assert "nDCG@10" in result.output
+
+
+def test_eval_on_a_folder_without_qrels_is_a_clear_error(
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr("sys.argv", ["bot", "eval", "retrieval", "--dataset", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert "no qrels.tsv or qrels/test.tsv" in capsys.readouterr().err

@@ -66,6 +66,7 @@ class SearchSettings(_Section):
     bm25_weight: float = Field(1.0, ge=0)
     vector_weight: float = Field(1.0, ge=0)
     bm25_columns: Bm25Weights = Bm25Weights()
+    bm25_max_postings: int = Field(10_000, ge=0)
     snippet_chars: int = Field(240, ge=20, le=5_000)
     busy_timeout_ms: int = Field(10_000, ge=0)
     max_query_chars: int = Field(2_000, ge=10, le=100_000)

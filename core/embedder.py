@@ -114,6 +114,9 @@ class MiniLMEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Spinning worker threads would keep the cores busy after each call and slow the vector
+        # scan and SQLite work that follow in other threads.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
             self._session: Any = ort.InferenceSession(

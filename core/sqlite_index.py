@@ -30,11 +30,12 @@ from core.embedder import Embedder, Vectors
 from core.fusion import Ranked, reciprocal_rank_fusion
 from core.index import IndexError_
 from core.models import Chunk, DocumentRecord, IndexStats, SearchFilters, SearchHit, SearchMode
-from core.query_terms import fts_match_expression
+from core.query_terms import fts_or_expression, query_terms, within_postings_budget
 
 SCHEMA_VERSION = "1"
 _KEYWORD_SEPARATOR = "\n"
 _MAX_QUERY_TERMS = 64
+_MAX_K = 10_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,6 +110,8 @@ class SqliteIndex:
         self._write_lock = threading.Lock()
         self._vector_lock = threading.Lock()
         self._vectors: _VectorTable | None = None
+        self._df_lock = threading.Lock()
+        self._df_cache: tuple[int, dict[str, int]] = (-1, {})
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -311,43 +314,58 @@ class SqliteIndex:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [Ranked(str(table.ids[i]), float(scores[i])) for i in top if scores[i] > -np.inf]
 
+    def _document_frequencies(self, db: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+        """How many chunks contain each term, cached until the next write."""
+        generation = int(
+            db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
+        )
+        with self._df_lock:
+            if self._df_cache[0] != generation:
+                self._df_cache = (generation, {})
+            cache = self._df_cache[1]
+            missing = [t for t in terms if t not in cache]
+        found = {
+            t: int(
+                db.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (f'"{t}"',)
+                ).fetchone()[0]
+            )
+            for t in missing
+        }
+        with self._df_lock:
+            if self._df_cache[0] == generation:
+                self._df_cache[1].update(found)
+        return {t: cache.get(t, found.get(t, 0)) for t in terms}
+
     def _bm25_side(self, query: str, filters: SearchFilters, limit: int) -> list[Ranked]:
-        expression = fts_match_expression(query, _MAX_QUERY_TERMS)
-        if expression is None:
+        db = self._reader()
+        terms = query_terms(query, _MAX_QUERY_TERMS)
+        budget = self._settings.bm25_max_postings
+        if terms and budget:
+            terms = within_postings_budget(terms, self._document_frequencies(db, terms), budget)
+        if not terms:
             return []
         w = self._settings.bm25_columns
         where, params = _filter_sql(filters)
-        rows = (
-            self._reader()
-            .execute(
-                "SELECT c.id, bm25(chunks_fts, ?, ?, ?, ?) AS s FROM chunks_fts"  # noqa: S608 (fixed SQL fragments, values bound)
-                " JOIN chunks c ON c.id = chunks_fts.rowid"
-                f" WHERE chunks_fts MATCH ? {where} ORDER BY s LIMIT ?",
-                (w.title, w.heading, w.text, w.keywords, expression, *params, limit),
-            )
-            .fetchall()
-        )
+        # Without filters, no join: FTS5 alone ranks more than twice as fast.
+        rows = db.execute(
+            "SELECT rowid, bm25(chunks_fts, ?, ?, ?, ?) AS s FROM chunks_fts"  # noqa: S608 (fixed SQL fragments, values bound)
+            f" WHERE chunks_fts MATCH ? {where} ORDER BY s LIMIT ?",
+            (w.title, w.heading, w.text, w.keywords, fts_or_expression(terms), *params, limit),
+        ).fetchall()
         # FTS5's bm25() is negative, lower is better; flip it so larger means better everywhere.
         return [Ranked(str(r[0]), -float(r[1])) for r in rows]
 
-    def _search(
-        self,
-        query: str,
-        query_vector: Vectors | None,
-        k: int,
-        mode: SearchMode,
-        filters: SearchFilters,
+    def _fuse(
+        self, bm25: list[Ranked], vector: list[Ranked], k: int, mode: SearchMode
     ) -> list[SearchHit]:
-        limit = max(self._settings.candidates, k)
-        bm25 = self._bm25_side(query, filters, limit) if mode != SearchMode.VECTOR else []
-        vector = self._vector_side(query_vector, filters, limit) if query_vector is not None else []
         s = self._settings
         fused = reciprocal_rank_fusion(
             bm25,
             vector,
             k=s.rrf_k,
-            bm25_weight=s.bm25_weight if mode != SearchMode.VECTOR else 1.0,
-            vector_weight=s.vector_weight if mode != SearchMode.BM25 else 1.0,
+            bm25_weight=s.bm25_weight if mode is SearchMode.HYBRID else 1.0,
+            vector_weight=s.vector_weight if mode is SearchMode.HYBRID else 1.0,
         )[:k]
         chunks = self._chunks_by_id([int(f.key) for f in fused])
         return [
@@ -395,13 +413,27 @@ class SqliteIndex:
         mode: SearchMode = SearchMode.HYBRID,
         filters: SearchFilters | None = None,
     ) -> list[SearchHit]:
+        if not 1 <= k <= _MAX_K:
+            raise ValueError(f"k must be between 1 and {_MAX_K}, got {k}")
         query = query[: self._settings.max_query_chars]
         if not query.strip():
             return []
-        vector = await self._embedder.embed_query(query) if mode != SearchMode.BM25 else None
-        return await asyncio.to_thread(
-            self._search, query, vector, k, mode, filters or SearchFilters()
-        )
+        filters = filters or SearchFilters()
+        vector = await self._embedder.embed_query(query) if mode is not SearchMode.BM25 else None
+        return await asyncio.to_thread(self._search, query, vector, k, mode, filters)
+
+    def _search(
+        self,
+        query: str,
+        query_vector: Vectors | None,
+        k: int,
+        mode: SearchMode,
+        filters: SearchFilters,
+    ) -> list[SearchHit]:
+        limit = max(self._settings.candidates, k)
+        bm25 = self._bm25_side(query, filters, limit) if mode is not SearchMode.VECTOR else []
+        vector = self._vector_side(query_vector, filters, limit) if query_vector is not None else []
+        return self._fuse(bm25, vector, k, mode)
 
     async def close(self) -> None:
         with self._connections_lock:
@@ -426,12 +458,15 @@ def _filter_sql(filters: SearchFilters) -> tuple[str, list[object]]:
     clauses: list[str] = []
     params: list[object] = []
     if filters.sources:
-        clauses.append(f"c.source IN ({','.join('?' * len(filters.sources))})")
+        clauses.append(f"source IN ({','.join('?' * len(filters.sources))})")
         params.extend(filters.sources)
     if filters.doc_ids:
-        clauses.append(f"c.doc_id IN ({','.join('?' * len(filters.doc_ids))})")
+        clauses.append(f"doc_id IN ({','.join('?' * len(filters.doc_ids))})")
         params.extend(filters.doc_ids)
     if filters.learned is not None:
-        clauses.append("c.learned = ?")
+        clauses.append("learned = ?")
         params.append(int(filters.learned))
-    return "".join(f" AND {c}" for c in clauses), params
+    if not clauses:
+        return "", params
+    subquery = f"SELECT id FROM chunks WHERE {' AND '.join(clauses)}"  # noqa: S608 (fixed clauses)
+    return f" AND rowid IN ({subquery})", params

@@ -172,3 +172,9 @@ async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> 
     settings.index_path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(IndexError_, match="can't open the index"):
         SqliteIndex(settings.index_path, embedder, settings.search)
+
+
+@pytest.mark.parametrize("k", [0, -1, 10_001])
+async def test_k_out_of_range_is_refused(index: SqliteIndex, k: int) -> None:
+    with pytest.raises(ValueError, match="k must be between 1 and 10000"):
+        await index.search("anything", k=k)

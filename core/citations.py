@@ -1,0 +1,140 @@
+"""Numbered sources for one answer, and the checks an answer passes before anyone sees it.
+
+Every passage retrieved while answering gets a number the model cites as [n]. Before the answer
+leaves the core: a marker that points at no retrieved passage is removed; a quote that is not in
+its passage (after folding whitespace and case) marks that citation unverified; a URL that no
+retrieved passage has is unlinked; and platform-wide pings (`@everyone`, `<!channel>`, ...) are
+defused, since model output and documents are untrusted text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urldefrag
+
+from core.conversation import Citation, SourceKind
+from core.models import SearchHit
+from core.tools import CitedSource
+
+_MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
+_MARKDOWN_LINK = re.compile(r"\[([^\]]*)\]\((<?)(https?://[^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
+_BARE_URL = re.compile(r"(?<![(<\w])https?://[^\s)>\]]+")
+_PINGS = re.compile(
+    r"<!(?:channel|here|everyone)(?:\|[^>]*)?>|<!subteam\^[^>]*>|<@[A-Z0-9]+>|<#[A-Z0-9]+(?:\|[^>]*)?>"
+    r"|<@[!&]?\d+>|@(?=(?:everyone|here|channel)\b)",
+    re.IGNORECASE,
+)
+_QUOTE_PUNCTUATION = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "…": "..."})
+
+
+@dataclass(frozen=True, slots=True)
+class NumberedSource:
+    number: int
+    hit: SearchHit
+
+    @property
+    def kind(self) -> SourceKind:
+        return SourceKind.LEARNED if self.hit.chunk.learned else SourceKind.KNOWLEDGE_BASE
+
+
+class SourceRegistry:
+    """The passages retrieved for one question, numbered in order of first retrieval."""
+
+    def __init__(self) -> None:
+        self._by_number: dict[int, NumberedSource] = {}
+        self._by_chunk: dict[str, int] = {}
+
+    def add(self, hits: Sequence[SearchHit]) -> list[NumberedSource]:
+        numbered = []
+        for hit in hits:
+            number = self._by_chunk.get(hit.chunk.chunk_id)
+            if number is None:
+                number = len(self._by_number) + 1
+                self._by_chunk[hit.chunk.chunk_id] = number
+                self._by_number[number] = NumberedSource(number, hit)
+            numbered.append(self._by_number[number])
+        return numbered
+
+    def get(self, number: int) -> NumberedSource | None:
+        return self._by_number.get(number)
+
+    def all(self) -> list[NumberedSource]:
+        return list(self._by_number.values())
+
+    def __len__(self) -> int:
+        return len(self._by_number)
+
+    def allowed_urls(self) -> set[str]:
+        urls: set[str] = set()
+        for source in self._by_number.values():
+            urls.add(source.hit.chunk.url)
+            urls.add(urldefrag(source.hit.chunk.url).url)
+        return urls
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.translate(_QUOTE_PUNCTUATION).split()).casefold()
+
+
+def defuse_pings(text: str) -> str:
+    """Remove platform mention syntax so untrusted text can never notify anyone."""
+    return _PINGS.sub(lambda m: "@\u200b" if m.group(0) == "@" else "", text)
+
+
+def _unlink_unknown_urls(text: str, allowed: set[str]) -> str:
+    def markdown(match: re.Match[str]) -> str:
+        label, url = match.group(1), match.group(3)
+        return match.group(0) if url in allowed else label
+
+    def bare(match: re.Match[str]) -> str:
+        url = match.group(0).rstrip(".,;:!?")
+        trailing = match.group(0)[len(url) :]
+        return (url if url in allowed else "[link removed]") + trailing
+
+    return _BARE_URL.sub(bare, _MARKDOWN_LINK.sub(markdown, text))
+
+
+def check_answer(
+    answer: str, cited: Sequence[CitedSource], registry: SourceRegistry
+) -> tuple[str, list[Citation]]:
+    """The answer text with markers renumbered 1..n in reading order, and its checked citations."""
+    quotes: dict[int, str] = {}
+    for item in cited:
+        quotes.setdefault(item.source, item.quote)
+    order: list[int] = []  # original source numbers, in the order the reader meets them
+
+    def renumber(match: re.Match[str]) -> str:
+        kept = []
+        for raw in match.group(2).split(","):
+            number = int(raw)
+            if registry.get(number) is None:
+                continue
+            if number not in order:
+                order.append(number)
+            kept.append(f"[{order.index(number) + 1}]")
+        return match.group(1) + "".join(kept) if kept else ""
+
+    text = _MARKER.sub(renumber, answer)
+    for number in quotes:  # cited with a quote but never marked: still a source of the answer
+        if registry.get(number) is not None and number not in order:
+            order.append(number)
+    text = defuse_pings(_unlink_unknown_urls(text, registry.allowed_urls()))
+    citations = []
+    for new_number, number in enumerate(order, start=1):
+        source = registry.get(number)
+        assert source is not None
+        quote = quotes.get(number, "")
+        verified = bool(quote.strip()) and normalise(quote) in normalise(source.hit.chunk.text)
+        citations.append(
+            Citation(
+                number=new_number,
+                title=source.hit.chunk.title,
+                url=source.hit.chunk.url,
+                quote=defuse_pings(quote),
+                verified=verified,
+                source_kind=source.kind,
+            )
+        )
+    return text.strip(), citations

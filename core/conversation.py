@@ -1,0 +1,114 @@
+"""Platform-free questions, turns and answers: what adapters hand the core and get back.
+
+Adapters translate a Slack event or a Discord interaction into a `Question`, and render an
+`Answer`; nothing in here knows which platform it came from beyond a label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ChannelKind(StrEnum):
+    CHANNEL = "channel"
+    THREAD = "thread"
+    DIRECT = "direct"
+    TERMINAL = "terminal"
+
+
+class AnswerStatus(StrEnum):
+    ANSWERED = "answered"
+    PARTIAL = "partial"
+    NOT_FOUND = "not_found"
+    ERROR = "error"
+
+
+class AnswerMode(StrEnum):
+    """How the answer was produced, so a reader knows how much to trust it."""
+
+    AGENT = "agent"  # a model with native tool use
+    SEARCH_THEN_ANSWER = "search_then_answer"  # a model given passages, no tool calls
+    EXTRACTIVE = "extractive"  # no model: the best passages, quoted
+
+
+class SourceKind(StrEnum):
+    KNOWLEDGE_BASE = "knowledge_base"
+    LEARNED = "learned"
+    WEB = "web"
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    platform: str
+    conversation_key: str  # workspace/channel/thread: one conversation's memory
+    user: str
+    text: str
+    channel_kind: ChannelKind
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    number: int
+    title: str
+    url: str
+    quote: str
+    verified: bool
+    source_kind: SourceKind = SourceKind.KNOWLEDGE_BASE
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One step of the trace: what was called, how long it took, whether it failed."""
+
+    name: str
+    input: dict[str, object]
+    seconds: float
+    is_error: bool = False
+    summary: str = ""
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+
+
+@dataclass(slots=True)
+class Trace:
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    model_calls: int = 0
+    model_seconds: float = 0.0
+    tool_seconds: float = 0.0
+    total_seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def own_seconds(self) -> float:
+        """Time spent in our code: everything but waiting for the model and the tools."""
+        return max(0.0, self.total_seconds - self.model_seconds - self.tool_seconds)
+
+
+@dataclass(slots=True)
+class Answer:
+    text: str
+    status: AnswerStatus
+    mode: AnswerMode
+    citations: list[Citation] = field(default_factory=list)
+    sources: list[SourceKind] = field(default_factory=list)
+    trace: Trace = field(default_factory=Trace)

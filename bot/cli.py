@@ -16,9 +16,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from adapters.console.session import ConsoleSession
 from bot.logs import configure_logging
 from bot.progress import RichIngestProgress
-from bot.wiring import build_embedder, build_index
+from bot.wiring import build_embedder, build_engine, build_index
 from core.config import ConfigError, Settings, load_settings
 from core.embedder import EmbedderError
 from core.evaluation import DatasetError, evaluate, load_dataset, prepared_corpus
@@ -201,6 +202,49 @@ def _print_hits(hits: list[SearchHit], explain: bool) -> None:
                     style="dim",
                 )
             )
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    as_json: Annotated[bool, typer.Option("--json", help="The whole answer object.")] = False,
+    conversation: Annotated[
+        str | None, typer.Option(help="Continue a conversation: earlier turns are context.")
+    ] = None,
+) -> None:
+    """Ask a question; the answer cites its sources (the same path as Slack and Discord)."""
+    asyncio.run(_converse([question], as_json, conversation))
+
+
+@app.command()
+def chat(
+    conversation: Annotated[str | None, typer.Option(help="Resume a conversation by name.")] = None,
+) -> None:
+    """A conversation in the terminal: ask follow-ups; an empty line or Ctrl-D ends it."""
+    asyncio.run(_converse(None, False, conversation))
+
+
+async def _converse(questions: list[str] | None, as_json: bool, conversation: str | None) -> None:
+    s = state.settings
+    index = build_index(s, build_embedder(s))
+    engine = build_engine(s, index)
+    session = ConsoleSession(engine, out, conversation)
+    try:
+        if questions is not None:
+            for question in questions:
+                session.show(await session.ask(question), as_json)
+            return
+        while True:
+            try:
+                line = await asyncio.to_thread(out.input, "[bold]> [/bold]")
+            except EOFError:
+                break
+            if not line.strip():
+                break
+            session.show(await session.ask(line), as_json)
+    finally:
+        await engine.close()
+        await index.close()
 
 
 @eval_app.command("retrieval")

@@ -9,6 +9,7 @@ defused, since model output and documents are untrusted text.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,7 +76,9 @@ class SourceRegistry:
 
 
 def normalise(text: str) -> str:
-    return " ".join(text.translate(_QUOTE_PUNCTUATION).split()).casefold()
+    """For comparing a quote with its source: entities, typographic quotes, spacing and case
+    folded (the model sees sources HTML-escaped and may copy them so)."""
+    return " ".join(html.unescape(text).translate(_QUOTE_PUNCTUATION).split()).casefold()
 
 
 def defuse_pings(text: str) -> str:

@@ -99,6 +99,34 @@ class IngestSettings(_Section):
         return self
 
 
+class AnswerSettings(_Section):
+    provider: Literal["auto", "anthropic", "openai", "extractive"] = "auto"
+    max_rounds: int = Field(5, ge=2, le=20)
+    max_tokens: int = Field(2_048, ge=256, le=64_000)
+    history_turns: int = Field(6, ge=0, le=100)
+    history_token_budget: int = Field(4_000, ge=0, le=200_000)
+    max_question_chars: int = Field(4_000, ge=10, le=100_000)
+    tool_timeout_s: float = Field(20.0, gt=0)
+    extractive_passages: int = Field(3, ge=1, le=10)
+    quote_chars: int = Field(400, ge=50, le=5_000)
+
+
+class AnthropicSettings(_Section):
+    model: str = Field("claude-sonnet-4-6", min_length=1)
+    base_url: str | None = None
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+
+
+class OpenAICompatibleSettings(_Section):
+    base_url: str | None = None
+    model: str | None = None
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    retry_initial_s: float = Field(0.5, ge=0)
+    retry_max_s: float = Field(8.0, ge=0)
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["console", "json"] = "console"
@@ -121,12 +149,19 @@ class Settings(_Section):
     search: SearchSettings = SearchSettings()
     embeddings: EmbeddingSettings = EmbeddingSettings()
     ingest: IngestSettings = IngestSettings()
+    answers: AnswerSettings = AnswerSettings()
+    anthropic: AnthropicSettings = AnthropicSettings()
+    openai: OpenAICompatibleSettings = OpenAICompatibleSettings()
     logging: LoggingSettings = LoggingSettings()
     secrets: Secrets = Field(default_factory=Secrets)
 
     @property
     def index_path(self) -> Path:
         return self.search.sqlite_path or self.storage.data_dir / "index.sqlite"
+
+    @property
+    def state_path(self) -> Path:
+        return self.storage.data_dir / "state.sqlite"
 
     @property
     def embedding_cache_path(self) -> Path:

@@ -22,6 +22,8 @@ class ConversationStore(Protocol):
 
     async def append(self, key: str, turn: Turn) -> None: ...
 
+    async def close(self) -> None: ...
+
 
 class SqliteConversationStore:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:

@@ -211,7 +211,7 @@ class Ingestor:
         texts = [embedding_text(c) for doc in group for c in doc.chunks]
         try:
             vectors = await self._embedder.embed_documents(texts)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (reported per document; the run goes on)
             for doc in group:
                 report.failed.append(Skipped(doc.display, f"embedding failed: {exc}"))
                 _count(report, progress, doc.display, Outcome.FAILED)
@@ -222,7 +222,7 @@ class Ingestor:
             offset += len(doc.chunks)
             try:
                 await self._index.replace_document(doc.record, doc.chunks, doc_vectors)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (reported per document; the run goes on)
                 report.failed.append(Skipped(doc.display, f"index write failed: {exc}"))
                 _count(report, progress, doc.display, Outcome.FAILED)
                 continue

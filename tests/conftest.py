@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,3 +45,13 @@ async def index(settings: Settings, embedder: CachedEmbedder) -> AsyncIterator[S
 @pytest.fixture
 def ingestor(index: SqliteIndex, embedder: CachedEmbedder, settings: Settings) -> Ingestor:
     return Ingestor(index, embedder, settings.ingest)
+
+
+@pytest.fixture(autouse=True)
+def _scripted_fakes_hold_no_hidden_failures() -> Iterator[None]:
+    from tests.fakes.anthropic_api import FakeMessagesAPI
+
+    FakeMessagesAPI.instances.clear()
+    yield
+    for api in FakeMessagesAPI.instances:
+        api.check()

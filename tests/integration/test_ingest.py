@@ -219,7 +219,7 @@ async def test_search_during_ingest_sees_whole_documents(
 
         try:
             asyncio.run(loop())
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 (collected and asserted on below)
             errors.append(exc)
 
     threads = [threading.Thread(target=reader) for _ in range(2)]

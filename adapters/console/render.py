@@ -1,0 +1,54 @@
+"""The terminal adapter's rendering: an answer as Markdown with numbered, linked sources."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown
+from rich.text import Text
+
+from core.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
+
+STATUS_LABELS = {
+    AnswerStatus.PARTIAL: "Partial answer: the sources cover only part of the question.",
+    AnswerStatus.NOT_FOUND: "Not found in the knowledge base.",
+    AnswerStatus.ERROR: "No answer.",
+}
+MODE_LABELS = {
+    AnswerMode.EXTRACTIVE: "Extractive answer (passages quoted, no language model).",
+    AnswerMode.SEARCH_THEN_ANSWER: "Answered from the top search results (model without tools).",
+}
+KIND_MARKS = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
+
+
+def render_answer(answer: Answer) -> RenderableType:
+    parts: list[RenderableType] = []
+    status = None if answer.mode is AnswerMode.EXTRACTIVE else STATUS_LABELS.get(answer.status)
+    for label in (MODE_LABELS.get(answer.mode), status):
+        if label:
+            parts.append(Text(label, style="yellow"))
+    parts.append(Markdown(answer.text))
+    if answer.citations:
+        sources = Text("\nSources\n", style="bold")
+        for c in answer.citations:
+            sources.append(f"[{c.number}] ", style="bold")
+            sources.append(c.title + KIND_MARKS.get(c.source_kind, ""))
+            if not c.verified:
+                sources.append(" (quote not verified)", style="yellow")
+            sources.append("\n    ")
+            sources.append(c.url, style=f"cyan link {c.url}")
+            sources.append("\n")
+        parts.append(sources)
+    return Group(*parts)
+
+
+def answer_json(answer: Answer) -> str:
+    def default(value: Any) -> Any:
+        return value.value if hasattr(value, "value") else str(value)
+
+    payload = dataclasses.asdict(answer)
+    payload["trace"]["own_seconds"] = answer.trace.own_seconds
+    return json.dumps(payload, indent=2, default=default)

@@ -1,0 +1,165 @@
+"""The agent loop with Claude's native tool use.
+
+Round 1 forces the knowledge-base search (the model writes the query); later rounds let the model
+choose (`any`: search again or respond); the last allowed round forces `respond`. A turn that
+fails to respond (plain text, or an invalid respond call) is asked again once; a second failure
+is an error for the user, never a guess. Tool failures go back to the model as `is_error`
+results. The system prompt and the tool list carry `cache_control`, so every request after the
+first reads them from the prompt cache.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anthropic
+
+from core.citations import SourceRegistry
+from core.conversation import Trace, Turn, Usage
+from core.model_errors import ModelUnavailable, NoResponse
+from core.prompts import RETRY_NUDGE, SYSTEM_PROMPT, history_messages
+from core.tool_runner import SearchFn, ToolRunner
+from core.tools import (
+    RESPOND_TOOL,
+    SEARCH_TOOL,
+    RespondInput,
+    ToolInputError,
+    parse_tool_input,
+    tool_definitions,
+)
+
+_CACHE = {"type": "ephemeral"}
+
+
+def _block_param(block: Any) -> dict[str, Any]:
+    """A response content block as a request parameter (only the kinds we enable)."""
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return {"type": "text", "text": getattr(block, "text", "")}
+
+
+class ClaudeAgent:
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        *,
+        model: str,
+        max_tokens: int,
+        max_rounds: int,
+        tool_timeout_s: float,
+    ) -> None:
+        self._client = client
+        self._model = model
+        self._max_tokens = max_tokens
+        self._max_rounds = max_rounds
+        self._tool_timeout_s = tool_timeout_s
+        tools = tool_definitions()
+        tools[-1] = {**tools[-1], "cache_control": _CACHE}
+        self._tools = tools
+        self._system = [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": _CACHE}]
+
+    async def run(
+        self,
+        question: str,
+        history: list[Turn],
+        search: SearchFn,
+        registry: SourceRegistry,
+        trace: Trace,
+    ) -> RespondInput:
+        runner = ToolRunner(search, registry, trace, self._tool_timeout_s)
+        messages = [*history_messages(history), {"role": "user", "content": question}]
+        failures = 0
+        for round_number in range(1, self._max_rounds + 2):
+            if round_number == 1:
+                choice: dict[str, str] = {"type": "tool", "name": SEARCH_TOOL}
+            elif round_number >= self._max_rounds or failures:
+                choice = {"type": "tool", "name": RESPOND_TOOL}
+            else:
+                choice = {"type": "any"}
+            response = await self._call(messages, choice, trace)
+            uses = [b for b in response.content if b.type == "tool_use"]
+            messages.append(
+                {"role": "assistant", "content": [_block_param(b) for b in response.content]}
+            )
+            respond = next((b for b in uses if b.name == RESPOND_TOOL), None)
+            if respond is not None:
+                try:
+                    return parse_tool_input(RespondInput, respond.input)
+                except ToolInputError as exc:
+                    failures += 1
+                    if failures > 1:
+                        raise NoResponse(f"the model's answer was invalid twice: {exc}") from None
+                    messages.append(
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": b.id,
+                                    "content": str(exc) if b is respond else "not run",
+                                    "is_error": True,
+                                }
+                                for b in uses
+                            ],
+                        }
+                    )
+                    continue
+            if not uses:
+                failures += 1
+                if failures > 1:
+                    raise NoResponse("the model answered without the respond tool twice")
+                messages.append({"role": "user", "content": RETRY_NUDGE})
+                continue
+            results = await runner.run_all([(b.name, b.input) for b in uses])
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": b.id,
+                            "content": r.content,
+                            "is_error": r.is_error,
+                        }
+                        for b, r in zip(uses, results, strict=True)
+                    ],
+                }
+            )
+        raise NoResponse(f"no answer within {self._max_rounds} rounds")
+
+    async def _call(
+        self, messages: list[dict[str, Any]], choice: dict[str, str], trace: Trace
+    ) -> Any:
+        started = time.perf_counter()
+        try:
+            params: dict[str, Any] = {
+                "model": self._model,
+                "max_tokens": self._max_tokens,
+                "system": self._system,
+                "tools": self._tools,
+                "tool_choice": choice,
+                "messages": messages,
+            }
+            response = await self._client.messages.create(**params)
+        except anthropic.AuthenticationError:
+            raise ModelUnavailable("Claude rejected the API key") from None
+        except anthropic.APIStatusError as exc:
+            raise ModelUnavailable(f"Claude answered HTTP {exc.status_code}") from None
+        except anthropic.APITimeoutError:
+            raise ModelUnavailable("Claude did not answer in time") from None
+        except anthropic.APIConnectionError:
+            raise ModelUnavailable("Claude could not be reached") from None
+        finally:
+            trace.model_calls += 1
+            trace.model_seconds += time.perf_counter() - started
+        usage = response.usage
+        trace.usage.add(
+            Usage(
+                input_tokens=usage.input_tokens or 0,
+                output_tokens=usage.output_tokens or 0,
+                cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+                cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+            )
+        )
+        return response

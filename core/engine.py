@@ -1,0 +1,201 @@
+"""The answer engine: one question in, one checked answer out, whatever model is (or isn't) there.
+
+Paths, best first: a model with native tool use (Claude, or an OpenAI-compatible model that
+honours tool calls); search-then-answer for a model that ignores tools; an extractive answer when
+no model is configured or reachable. Every path ends in an `Answer` with a status: a user never
+sees silence or a stack trace. The conversation's earlier turns go with each question, and the
+new turn is stored for the next.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from core.citations import SourceRegistry, check_answer
+from core.claude_agent import ClaudeAgent
+from core.config import AnswerSettings
+from core.conversation import (
+    Answer,
+    AnswerMode,
+    AnswerStatus,
+    Question,
+    SourceKind,
+    Trace,
+    Turn,
+)
+from core.conversation_store import ConversationStore
+from core.extractive import extractive_answer
+from core.index import SearchIndex
+from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
+from core.models import SearchHit
+from core.openai_agent import OpenAICompatibleAgent
+from core.prompts import format_sources
+from core.tools import RespondInput
+
+log = structlog.get_logger(__name__)
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CHARS_PER_TOKEN = 4  # a rough, conservative estimate for English prose
+NO_MODEL = "No language model is configured, so this is not a written answer."
+NO_ANSWER = (
+    "Sorry, I couldn't put an answer together this time. Please try again, or rephrase the "
+    "question."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidQuestion:
+    message: str
+
+
+def clean_question(text: str, max_chars: int) -> str | InvalidQuestion:
+    cleaned = _CONTROL.sub("", text).strip()
+    if not cleaned:
+        return InvalidQuestion("Please ask a question: the message was empty.")
+    if len(cleaned) > max_chars:
+        return InvalidQuestion(
+            f"That question is {len(cleaned):,} characters long; the limit is {max_chars:,}. "
+            "Please shorten it to the part you need answered."
+        )
+    return cleaned
+
+
+def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
+    """The most recent turns that fit the budget (oldest dropped first)."""
+    kept: list[Turn] = []
+    used = 0
+    for turn in reversed(turns):
+        cost = (len(turn.question) + len(turn.answer)) // _CHARS_PER_TOKEN
+        if used + cost > token_budget:
+            break
+        kept.append(turn)
+        used += cost
+    return list(reversed(kept))
+
+
+class AnswerEngine:
+    def __init__(
+        self,
+        *,
+        index: SearchIndex,
+        store: ConversationStore,
+        settings: AnswerSettings,
+        top_k: int,
+        claude: ClaudeAgent | None = None,
+        openai: OpenAICompatibleAgent | None = None,
+    ) -> None:
+        self._index = index
+        self._store = store
+        self._settings = settings
+        self._top_k = top_k
+        self._claude = claude
+        self._openai = openai
+
+    async def close(self) -> None:
+        await self._store.close()
+
+    async def search(self, query: str) -> list[SearchHit]:
+        return await self._index.search(query, k=self._top_k)
+
+    async def answer(self, question: Question) -> Answer:
+        started = time.perf_counter()
+        trace = Trace()
+        cleaned = clean_question(question.text, self._settings.max_question_chars)
+        if isinstance(cleaned, InvalidQuestion):
+            return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
+        history = within_budget(
+            await self._store.recent(question.conversation_key, self._settings.history_turns),
+            self._settings.history_token_budget,
+        )
+        answer = await self._produce(cleaned, history, trace)
+        trace.total_seconds = time.perf_counter() - started
+        answer.trace = trace
+        if answer.status is not AnswerStatus.ERROR:
+            await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
+        log.info(
+            "answered",
+            platform=question.platform,
+            mode=answer.mode.value,
+            status=answer.status.value,
+            citations=len(answer.citations),
+            model_calls=trace.model_calls,
+            seconds=round(trace.total_seconds, 3),
+        )
+        return answer
+
+    async def _produce(self, question: str, history: list[Turn], trace: Trace) -> Answer:
+        registry = SourceRegistry()
+        agent = self._claude or self._openai
+        if agent is None:
+            return await self._extractive(question, registry, trace, NO_MODEL)
+        try:
+            respond = await agent.run(question, history, self.search, registry, trace)
+            return self._checked(respond, registry, AnswerMode.AGENT)
+        except ToolsUnsupported:
+            trace.notes.append("the model ignored tool calls: search-then-answer")
+            return await self._search_then_answer(question, history, trace)
+        except ModelUnavailable as exc:
+            trace.notes.append(str(exc))
+            reason = f"The language model is unavailable right now ({exc})."
+            return await self._extractive(question, registry, trace, reason)
+        except NoResponse as exc:
+            trace.notes.append(str(exc))
+            return Answer(NO_ANSWER, AnswerStatus.ERROR, AnswerMode.AGENT)
+
+    def _checked(self, respond: RespondInput, registry: SourceRegistry, mode: AnswerMode) -> Answer:
+        text, citations = check_answer(respond.answer, respond.citations, registry)
+        status = AnswerStatus(respond.status)
+        if status is not AnswerStatus.NOT_FOUND and not citations:
+            # A claim of an answer with nothing verifiable behind it is not an answer.
+            status = AnswerStatus.PARTIAL
+        return Answer(
+            text=text,
+            status=status,
+            mode=mode,
+            citations=citations,
+            sources=sorted({c.source_kind for c in citations}) or [SourceKind.KNOWLEDGE_BASE],
+        )
+
+    async def _search_then_answer(self, question: str, history: list[Turn], trace: Trace) -> Answer:
+        assert self._openai is not None
+        registry = SourceRegistry()
+        hits = await self._timed_search(question, trace)
+        numbered = registry.add(hits)
+        try:
+            text = await self._openai.answer_from_sources(
+                question, history, format_sources(question, numbered), trace
+            )
+        except (ModelUnavailable, NoResponse) as exc:
+            trace.notes.append(str(exc))
+            reason = f"The language model is unavailable right now ({exc})."
+            return extractive_answer(
+                numbered,
+                passages=self._settings.extractive_passages,
+                quote_chars=self._settings.quote_chars,
+                reason=reason,
+            )
+        status = "answered" if numbered else "not_found"
+        respond = RespondInput(answer=text, citations=[], status=status)
+        return self._checked(respond, registry, AnswerMode.SEARCH_THEN_ANSWER)
+
+    async def _extractive(
+        self, question: str, registry: SourceRegistry, trace: Trace, reason: str
+    ) -> Answer:
+        numbered = registry.add(await self._timed_search(question, trace))
+        return extractive_answer(
+            numbered,
+            passages=self._settings.extractive_passages,
+            quote_chars=self._settings.quote_chars,
+            reason=reason,
+        )
+
+    async def _timed_search(self, query: str, trace: Trace) -> list[SearchHit]:
+        started = time.perf_counter()
+        try:
+            return await self.search(query)
+        finally:
+            trace.tool_seconds += time.perf_counter() - started

@@ -1,0 +1,216 @@
+"""Any OpenAI-compatible chat-completions endpoint (Ollama, vLLM, SGLang), over plain httpx.
+
+The same tools and the same loop shape as the Claude path, written by hand against the wire
+format. Many local models ignore `tool_choice`: when one answers a forced tool call with plain
+text, it can't do tool use, and the engine switches to search-then-answer (`answer_from_sources`),
+which needs no tools at all.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from core.citations import SourceRegistry
+from core.conversation import Trace, Turn, Usage
+from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
+from core.prompts import NO_TOOLS_PROMPT, SYSTEM_PROMPT, history_messages
+from core.tool_runner import SearchFn, ToolRunner
+from core.tools import (
+    RESPOND_TOOL,
+    SEARCH_TOOL,
+    RespondInput,
+    ToolInputError,
+    parse_tool_input,
+    tool_definitions,
+)
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+class _Retryable(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, _Retryable | httpx.TimeoutException | httpx.TransportError)
+
+
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool["description"],
+            "parameters": tool["input_schema"],
+        },
+    }
+
+
+def _forced(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name}}
+
+
+def _arguments(raw: object) -> object:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        return json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError:
+        return None
+
+
+class OpenAICompatibleAgent:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        max_tokens: int,
+        max_rounds: int,
+        tool_timeout_s: float,
+        max_retries: int,
+        retry_initial_s: float,
+        retry_max_s: float,
+    ) -> None:
+        self._http = http
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._model = model
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._max_tokens = max_tokens
+        self._max_rounds = max_rounds
+        self._tool_timeout_s = tool_timeout_s
+        self._stop = stop_after_attempt(max_retries + 1)
+        self._wait = wait_exponential_jitter(initial=retry_initial_s, max=retry_max_s)
+        self._tools = [_function(t) for t in tool_definitions()]
+
+    async def run(
+        self,
+        question: str,
+        history: list[Turn],
+        search: SearchFn,
+        registry: SourceRegistry,
+        trace: Trace,
+    ) -> RespondInput:
+        runner = ToolRunner(search, registry, trace, self._tool_timeout_s)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            *history_messages(history),
+            {"role": "user", "content": question},
+        ]
+        failures = 0
+        for round_number in range(1, self._max_rounds + 2):
+            if round_number == 1:
+                choice: object = _forced(SEARCH_TOOL)
+            elif round_number >= self._max_rounds or failures:
+                choice = _forced(RESPOND_TOOL)
+            else:
+                choice = "required"
+            message = await self._complete(
+                {"messages": messages, "tools": self._tools, "tool_choice": choice}, trace
+            )
+            calls = message.get("tool_calls") or []
+            if not calls:
+                raise ToolsUnsupported("the model answered a forced tool call with plain text")
+            messages.append(
+                {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
+            )
+            named = [
+                (
+                    c.get("id", ""),
+                    c.get("function", {}).get("name", ""),
+                    _arguments(c.get("function", {}).get("arguments")),
+                )
+                for c in calls
+            ]
+            respond = next((n for n in named if n[1] == RESPOND_TOOL), None)
+            if respond is not None:
+                try:
+                    return parse_tool_input(RespondInput, respond[2])
+                except ToolInputError as exc:
+                    failures += 1
+                    if failures > 1:
+                        raise NoResponse(f"the model's answer was invalid twice: {exc}") from None
+                    messages += [
+                        {"role": "tool", "tool_call_id": i, "content": f"ERROR: {exc}"}
+                        for i, _, _ in named
+                    ]
+                    continue
+            results = await runner.run_all([(name, args) for _, name, args in named])
+            messages += [
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": f"ERROR: {r.content}" if r.is_error else r.content,
+                }
+                for (call_id, _, _), r in zip(named, results, strict=True)
+            ]
+        raise NoResponse(f"no answer within {self._max_rounds} rounds")
+
+    async def answer_from_sources(
+        self, question: str, history: list[Turn], sources_text: str, trace: Trace
+    ) -> str:
+        """Search-then-answer: the passages go in the prompt and the model just writes."""
+        messages = [
+            {"role": "system", "content": f"{NO_TOOLS_PROMPT}\n{sources_text}"},
+            *history_messages(history),
+            {"role": "user", "content": question},
+        ]
+        message = await self._complete({"messages": messages}, trace)
+        content = message.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise NoResponse("the model returned an empty answer")
+        return content
+
+    async def _complete(self, body: dict[str, Any], trace: Trace) -> dict[str, Any]:
+        payload = {"model": self._model, "max_tokens": self._max_tokens, **body}
+        started = time.perf_counter()
+        try:
+            retrying = AsyncRetrying(
+                stop=self._stop,
+                wait=self._wait,
+                retry=retry_if_exception(_retryable),
+                reraise=True,
+            )
+            async for attempt in retrying:
+                with attempt:
+                    response = await self._http.post(self._url, json=payload, headers=self._headers)
+                    if response.status_code in RETRY_STATUSES:
+                        raise _Retryable(response.status_code)
+        except _Retryable as exc:
+            raise ModelUnavailable(f"the model server answered HTTP {exc.status}") from None
+        except httpx.TimeoutException:
+            raise ModelUnavailable("the model server did not answer in time") from None
+        except httpx.TransportError as exc:
+            raise ModelUnavailable(f"the model server could not be reached ({exc})") from None
+        finally:
+            trace.model_calls += 1
+            trace.model_seconds += time.perf_counter() - started
+        if response.status_code >= 400:
+            raise ModelUnavailable(f"the model server answered HTTP {response.status_code}")
+        try:
+            data = response.json()
+            message = data["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise ModelUnavailable("the model server sent a malformed response") from None
+        usage = data.get("usage") or {}
+        trace.usage.add(
+            Usage(
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                output_tokens=int(usage.get("completion_tokens") or 0),
+            )
+        )
+        return message if isinstance(message, dict) else {}

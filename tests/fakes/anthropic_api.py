@@ -1,0 +1,104 @@
+"""A scripted stand-in for the Anthropic Messages API, for the real `anthropic` SDK.
+
+The SDK talks to it through httpx2's MockTransport, so everything above the socket is real:
+request building, headers, retries, error mapping, response parsing. Each scripted step is a
+Messages API response body, an (HTTP status, body) pair, an exception to raise, or a function of
+the request body returning one of those.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import anthropic
+import httpx2
+
+Step = dict[str, Any] | tuple[int, dict[str, Any]] | Exception | Callable[[dict[str, Any]], Any]
+_ids = itertools.count(1)
+
+
+def tool_use(name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{next(_ids):04d}", "name": name, "input": tool_input}
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def message(*blocks: dict[str, Any]) -> dict[str, Any]:
+    uses = any(b["type"] == "tool_use" for b in blocks)
+    return {
+        "id": f"msg_{next(_ids):04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": list(blocks),
+        "stop_reason": "tool_use" if uses else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 120,
+            "output_tokens": 30,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 900,
+        },
+    }
+
+
+def overloaded() -> tuple[int, dict[str, Any]]:
+    return 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+
+class FakeMessagesAPI:
+    """Failures inside a scripted step (a test's assertion) would reach the SDK as a connection
+    error and be retried or hidden; they are kept in `errors` and re-raised by `check()`."""
+
+    instances: ClassVar[list[FakeMessagesAPI]] = []
+
+    def __init__(self, steps: list[Step]) -> None:
+        self.steps = list(steps)
+        self.requests: list[dict[str, Any]] = []
+        self.errors: list[BaseException] = []
+        FakeMessagesAPI.instances.append(self)
+
+    def check(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
+        assert request.url.path == "/v1/messages"
+        credentials = request.headers.get("x-api-key") or request.headers.get("authorization")
+        assert credentials in ("test-key", "Bearer test-key")
+        body = json.loads(request.content)
+        self.requests.append(body)
+        if not self.steps:
+            raise AssertionError("the fake API was called more often than scripted")
+        step = self.steps.pop(0)
+        if callable(step) and not isinstance(step, Exception):
+            try:
+                step = step(body)
+            except Exception as exc:
+                self.errors.append(exc)
+                raise
+        if isinstance(step, Exception):
+            raise step
+        status, payload = step if isinstance(step, tuple) else (200, step)
+        headers = {"retry-after-ms": "5"} if status >= 400 else {}
+        return httpx2.Response(status, json=payload, headers=headers)
+
+    def client(self, max_retries: int = 2) -> anthropic.AsyncAnthropic:
+        transport = httpx2.MockTransport(self.handler)
+        return anthropic.AsyncAnthropic(
+            api_key="test-key",
+            base_url="http://anthropic.test",
+            http_client=httpx2.AsyncClient(transport=transport),
+            max_retries=max_retries,
+        )
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks of the last user message in a request."""
+    content = body["messages"][-1]["content"]
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]

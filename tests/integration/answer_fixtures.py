@@ -1,0 +1,75 @@
+"""A knowledge base of the bundled docs (built once per module) and an engine factory."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+from core.claude_agent import ClaudeAgent
+from core.config import Settings, load_settings
+from core.conversation import ChannelKind, Question
+from core.conversation_store import SqliteConversationStore
+from core.embedder import CachedEmbedder, MiniLMEmbedder
+from core.embedding_cache import EmbeddingCache
+from core.engine import AnswerEngine
+from core.index import SearchIndex
+from core.ingest import Ingestor
+from core.openai_agent import OpenAICompatibleAgent
+from core.sqlite_index import SqliteIndex
+from tests.conftest import REPO
+
+_SOURCE = re.compile(r'<source id="(\d+)"[^>]*>\n(.*?)\n</source>', re.DOTALL)
+
+
+def build_kb(data_dir: Path, minilm: MiniLMEmbedder) -> Settings:
+    settings = load_settings(REPO / "config.yaml", environ={"BOT_STORAGE__DATA_DIR": str(data_dir)})
+
+    async def ingest() -> None:
+        embedder = cached(settings, minilm)
+        index = SqliteIndex(settings.index_path, embedder, settings.search)
+        await Ingestor(index, embedder, settings.ingest).ingest([str(REPO / "docs")], source="kb")
+        await index.close()
+
+    asyncio.run(ingest())
+    return settings
+
+
+def cached(settings: Settings, minilm: MiniLMEmbedder) -> CachedEmbedder:
+    cache = EmbeddingCache(settings.embedding_cache_path, minilm.model_id, minilm.dimensions)
+    return CachedEmbedder(minilm, cache, settings.embeddings.query_cache_size)
+
+
+def engine(
+    settings: Settings,
+    index: SearchIndex,
+    *,
+    claude: ClaudeAgent | None = None,
+    openai: OpenAICompatibleAgent | None = None,
+    **answer_settings: Any,
+) -> AnswerEngine:
+    return AnswerEngine(
+        index=index,
+        store=SqliteConversationStore(settings.state_path, 5_000),
+        settings=settings.answers.model_copy(update=answer_settings),
+        top_k=settings.search.top_k,
+        claude=claude,
+        openai=openai,
+    )
+
+
+def question(text: str, key: str = "slack/T1/C1/1700000000.000100") -> Question:
+    return Question("test", key, "U1", text, ChannelKind.THREAD)
+
+
+def sources_in(tool_result_content: str) -> dict[int, str]:
+    """Source number -> passage text, from a search tool result as the model receives it."""
+    return {
+        int(m.group(1)): html.unescape(m.group(2)) for m in _SOURCE.finditer(tool_result_content)
+    }
+
+
+def first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s", " ".join(text.split()))[0]

@@ -325,7 +325,7 @@ async def test_prompt_injection_in_a_document_changes_nothing(
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         content = tool_results(body)[0]["content"]
         assert "<!channel>" not in content  # escaped before the model sees it
-        number, passage = next(iter(sources_in(content).items()))
+        number = next(iter(sources_in(content)))
         # A model that was fooled would echo the pings; the checker must defuse them.
         return message(
             tool_use(

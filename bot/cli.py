@@ -19,13 +19,15 @@ from rich.text import Text
 from adapters.console.session import ConsoleSession
 from bot.logs import configure_logging
 from bot.progress import RichIngestProgress
-from bot.wiring import build_embedder, build_engine, build_index
+from bot.wiring import build_claude, build_embedder, build_engine, build_index
+from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
 from core.config import ConfigError, Settings, load_settings
-from core.embedder import EmbedderError
-from core.evaluation import DatasetError, evaluate, load_dataset, prepared_corpus
+from core.embedder import CachedEmbedder, EmbedderError
+from core.evaluation import Dataset, DatasetError, evaluate, load_dataset, prepared_corpus
 from core.index import IndexError_
 from core.ingest import Ingestor, IngestReport, Outcome
 from core.models import SearchFilters, SearchHit, SearchMode
+from core.sqlite_index import SqliteIndex
 
 app = typer.Typer(help="A docs bot: answers questions from your documentation, with sources.")
 eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
@@ -226,6 +228,8 @@ def chat(
 
 async def _converse(questions: list[str] | None, as_json: bool, conversation: str | None) -> None:
     s = state.settings
+    if s.logging.level == "INFO":  # service logs would interleave with the answers on screen
+        configure_logging(s.logging.model_copy(update={"level": "WARNING"}))
     index = build_index(s, build_embedder(s))
     engine = build_engine(s, index)
     session = ConsoleSession(engine, out, conversation)
@@ -283,6 +287,21 @@ def eval_retrieval(
         out.print(f"Wrote {json_path}")
 
 
+async def _index_dataset(data: Dataset, index: SqliteIndex, embedder: CachedEmbedder) -> float:
+    """Index a BEIR corpus through the product's pipeline; returns the seconds it took."""
+    s = state.settings
+    started = time.perf_counter()
+    with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+        progress.start(len(data.corpus))
+        await Ingestor(index, embedder, s.ingest).write(
+            prepared_corpus(data, s.ingest, "eval"),
+            await index.documents(),
+            IngestReport(),
+            progress,
+        )
+    return time.perf_counter() - started
+
+
 async def _eval_retrieval(
     folder: Path, limit: int | None, index_path: Path | None
 ) -> dict[str, object]:
@@ -292,16 +311,7 @@ async def _eval_retrieval(
     with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
         index = build_index(s, embedder, index_path or Path(tmp) / "index.sqlite")
         try:
-            ingestor = Ingestor(index, embedder, s.ingest)
-            report = IngestReport()
-            started = time.perf_counter()
-            existing = await index.documents()
-            with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
-                progress.start(len(data.corpus))
-                await ingestor.write(
-                    prepared_corpus(data, s.ingest, "eval"), existing, report, progress
-                )
-            index_seconds = time.perf_counter() - started
+            index_seconds = await _index_dataset(data, index, embedder)
             stats = await index.stats()
             modes = await evaluate(index, data, list(SearchMode))
         finally:
@@ -320,6 +330,7 @@ async def _eval_retrieval(
             "bm25_weight": s.search.bm25_weight,
             "vector_weight": s.search.vector_weight,
             "bm25_columns": s.search.bm25_columns.model_dump(),
+            "bm25_max_postings": s.search.bm25_max_postings,
             "chunk_chars": s.ingest.chunk_chars,
             "chunk_overlap_chars": s.ingest.chunk_overlap_chars,
             "embedder": embedder.model_id,
@@ -334,6 +345,50 @@ async def _eval_retrieval(
             for r in modes
         ],
     }
+
+
+@eval_app.command("answers")
+def eval_answers(
+    dataset: Annotated[Path, typer.Option(help="BEIR folder, with answers.jsonl for grading.")],
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the figures here.")
+    ] = None,
+) -> None:
+    """Ask every question through the engine; score citation hits (and correctness with Claude)."""
+    result = asyncio.run(_eval_answers(dataset, limit))
+    table = Table("metric", "value", title=f"{result['dataset']}: answers")
+    for key, value in result.items():
+        if key != "dataset":
+            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        out.print(f"Wrote {json_path}")
+
+
+async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
+    s = state.settings
+    data = load_dataset(folder, limit)
+    embedder = build_embedder(s)
+    with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
+        scratch = s.model_copy(
+            update={"storage": s.storage.model_copy(update={"data_dir": Path(tmp)})}
+        )
+        index = build_index(scratch, embedder, Path(tmp) / "index.sqlite")
+        engine = build_engine(scratch, index)
+        try:
+            await _index_dataset(data, index, embedder)
+            claude = build_claude(scratch)
+            judge = ClaudeJudge(claude.client, s.anthropic.model) if claude else None
+            evaluation = await evaluate_answers(
+                engine, data, references=load_references(folder), judge=judge
+            )
+        finally:
+            await engine.close()
+            await index.close()
+    return {"dataset": data.name, **evaluation.summary()}
 
 
 def main() -> None:

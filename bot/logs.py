@@ -26,6 +26,8 @@ def configure_logging(settings: LoggingSettings) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
+        # Look sys.stderr up per logger: it may be replaced (test runners, daemonisers) after
+        # logging is configured, and a cached handle would then point at a closed stream.
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
+        cache_logger_on_first_use=False,
     )

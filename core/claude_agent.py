@@ -49,7 +49,7 @@ class ClaudeAgent:
         max_rounds: int,
         tool_timeout_s: float,
     ) -> None:
-        self._client = client
+        self.client = client
         self._model = model
         self._max_tokens = max_tokens
         self._max_rounds = max_rounds
@@ -141,7 +141,7 @@ class ClaudeAgent:
                 "tool_choice": choice,
                 "messages": messages,
             }
-            response = await self._client.messages.create(**params)
+            response = await self.client.messages.create(**params)
         except anthropic.AuthenticationError:
             raise ModelUnavailable("Claude rejected the API key") from None
         except anthropic.APIStatusError as exc:

@@ -79,11 +79,16 @@ def load_dataset(folder: Path, limit: int | None = None) -> Dataset:
     return Dataset(folder.name, corpus, queries, {q: qrels[q] for q in queries})
 
 
+def beir_url(doc_id: str) -> str:
+    """The link a BEIR document gets: its id when that is a URL (as in the docs QA set)."""
+    return doc_id if doc_id.startswith(("http://", "https://")) else f"beir:{doc_id}"
+
+
 def prepared_corpus(
     dataset: Dataset, settings: IngestSettings, source: str
 ) -> Iterator[PreparedDocument]:
     for doc_id, (title, text) in dataset.corpus.items():
-        url = doc_id if doc_id.startswith(("http://", "https://")) else f"beir:{doc_id}"
+        url = beir_url(doc_id)
         parsed = ParsedDocument(title=title, sections=[Section("", None, text)])
         chunks = build_chunks(parsed, doc_id=doc_id, source=source, url=url, settings=settings)
         checksum = hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()

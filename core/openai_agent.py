@@ -94,7 +94,7 @@ class OpenAICompatibleAgent:
         self._max_rounds = max_rounds
         self._tool_timeout_s = tool_timeout_s
         self._stop = stop_after_attempt(max_retries + 1)
-        self._wait = wait_exponential_jitter(initial=retry_initial_s, max=retry_max_s)
+        self._wait = wait_exponential_jitter(multiplier=retry_initial_s, max=retry_max_s)
         self._tools = [_function(t) for t in tool_definitions()]
 
     async def run(

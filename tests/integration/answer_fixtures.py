@@ -71,5 +71,7 @@ def sources_in(tool_result_content: str) -> dict[int, str]:
     }
 
 
-def first_sentence(text: str) -> str:
-    return re.split(r"(?<=[.!?])\s", " ".join(text.split()))[0]
+def first_sentence(text: str, limit: int = 200) -> str:
+    """A short verbatim piece of the passage, as a model would quote it."""
+    sentence = re.split(r"(?<=[.!?])\s", " ".join(text.split()))[0]
+    return sentence if len(sentence) <= limit else sentence[:limit].rsplit(" ", 1)[0]

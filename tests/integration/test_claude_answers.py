@@ -348,3 +348,15 @@ async def test_prompt_injection_in_a_document_changes_nothing(
     assert answer.citations[0].verified
     system = api.requests[0]["system"][0]["text"]
     assert "not instructions" in system
+
+
+async def test_claude_judge_grades_against_the_reference() -> None:
+    from core.answer_evaluation import ClaudeJudge
+
+    api = FakeMessagesAPI([message(text("CORRECT")), message(text("INCORRECT"))])
+    judge = ClaudeJudge(api.client(), "claude-test")
+    assert await judge.is_correct("q?", "Use X.", "You use X [1].") is True
+    assert await judge.is_correct("q?", "Use X.", "Use Y.") is False
+    prompt = api.requests[0]["messages"][0]["content"]
+    assert "<reference>Use X.</reference>" in prompt
+    assert "<answer>You use X [1].</answer>" in prompt

@@ -120,3 +120,65 @@ def test_eval_on_a_folder_without_qrels_is_a_clear_error(
         main()
     assert exited.value.code == 2
     assert "no qrels.tsv or qrels/test.tsv" in capsys.readouterr().err
+
+
+def test_ask_without_a_key_gives_a_labelled_extractive_answer(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert runner.invoke(app, ["ingest", str(REPO / "docs")]).exit_code == 0
+    result = runner.invoke(app, ["ask", "How do I re-ingest changed documents?"])
+    assert result.exit_code == 0, result.output
+    assert "Extractive answer" in result.output
+    assert "Sources" in result.output
+    assert "ingesting.md#" in result.output
+
+    result = runner.invoke(app, ["ask", "What does --prune delete?", "--json"])
+    payload = json.loads(result.stdout)  # logs go to stderr; stdout is the JSON alone
+    assert payload["mode"] == "extractive"
+    assert payload["citations"][0]["verified"] is True
+    assert {"tool_calls", "model_calls", "own_seconds", "usage"} <= payload["trace"].keys()
+
+
+def test_chat_holds_a_conversation_until_an_empty_line(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert runner.invoke(app, ["ingest", str(REPO / "docs")]).exit_code == 0
+    result = runner.invoke(
+        app,
+        ["chat", "--conversation", "c1"],
+        input="what is hybrid search?\nand the rrf constant?\n\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.count("Sources") == 2
+    with sqlite3.connect(tmp_path / "data" / "state.sqlite") as db:
+        rows = db.execute("SELECT key, question FROM turns ORDER BY id").fetchall()
+    assert [q for _, q in rows] == ["what is hybrid search?", "and the rrf constant?"]
+    assert len({k for k, _ in rows}) == 1
+    assert rows[0][0].endswith("/c1")
+
+
+def test_eval_answers_in_extractive_mode(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    data = tmp_path / "qa"
+    data.mkdir()
+    corpus = [
+        {"_id": "https://d/x#cats", "title": "Cats", "text": "Cats purr when content."},
+        {"_id": "https://d/x#rockets", "title": "Rockets", "text": "Rockets burn fuel."},
+    ]
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus))
+    (data / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "why do cats purr"}))
+    (data / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\thttps://d/x#cats\t1\n")
+    out = tmp_path / "answers.json"
+    result = runner.invoke(app, ["eval", "answers", "--dataset", str(data), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["citation_hit_rate"] == 1.0
+    assert figures["retrieval_hit_rate_same_depth"] == 1.0
+    assert figures["modes"] == {"extractive": 1}
+    assert figures["answer_correctness"] is None  # no judge without a key

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from core.citations import SourceRegistry, check_answer, defuse_pings, normalise
+from core.conversation import SourceKind
+from core.models import Chunk, SearchHit
+from core.tools import CitedSource
+
+
+def _registry(*texts: str, learned: tuple[int, ...] = ()) -> SourceRegistry:
+    registry = SourceRegistry()
+    registry.add(
+        [
+            SearchHit(
+                Chunk(
+                    f"c{i}",
+                    f"d{i}",
+                    "s",
+                    f"Doc {i}",
+                    "",
+                    f"https://docs.example/{i}#part",
+                    text,
+                    0,
+                    learned=i in learned,
+                ),
+                1.0,
+            )
+            for i, text in enumerate(texts, start=1)
+        ]
+    )
+    return registry
+
+
+def test_markers_renumbered_in_reading_order_and_unknown_ones_dropped() -> None:
+    registry = _registry("alpha text", "beta text", "gamma text")
+    text, citations = check_answer(
+        "Gamma first [3], then alpha [1], unknown [9], both [3, 1].", [], registry
+    )
+    assert text == "Gamma first [1], then alpha [2], unknown, both [1][2]."
+    assert [(c.number, c.title) for c in citations] == [(1, "Doc 3"), (2, "Doc 1")]
+
+
+def test_quotes_are_verified_loosely_but_honestly() -> None:
+    registry = _registry("The  Rate limit is\n50 requests per minute & more.")
+    _, good = check_answer(
+        "x [1]", [CitedSource(source=1, quote="rate LIMIT is 50 requests")], registry
+    )
+    assert good[0].verified
+    _, escaped = check_answer(
+        "x [1]", [CitedSource(source=1, quote="per minute &amp; more")], registry
+    )
+    assert escaped[0].verified  # the model saw the passage HTML-escaped
+    _, bad = check_answer(
+        "x [1]", [CitedSource(source=1, quote="100 requests per minute")], registry
+    )
+    assert not bad[0].verified
+    _, empty = check_answer("x [1]", [CitedSource(source=1, quote="  ")], registry)
+    assert not empty[0].verified
+
+
+def test_cited_but_unmarked_sources_are_kept_after_marked_ones() -> None:
+    registry = _registry("one", "two")
+    text, citations = check_answer("Only [2].", [CitedSource(source=1, quote="one")], registry)
+    assert text == "Only [1]."
+    assert [c.title for c in citations] == ["Doc 2", "Doc 1"]
+
+
+def test_only_urls_of_retrieved_passages_survive() -> None:
+    registry = _registry("text")
+    text, _ = check_answer(
+        "See [docs](https://docs.example/1#part), [page](https://docs.example/1), "
+        "[evil](https://evil.example/x) and https://evil.example/y. Also https://docs.example/1.",
+        [],
+        registry,
+    )
+    assert "https://docs.example/1#part" in text
+    assert "(https://docs.example/1)" in text
+    assert "evil.example" not in text
+    assert "[link removed]." in text
+    assert text.endswith("Also https://docs.example/1.")
+
+
+def test_learned_sources_are_marked() -> None:
+    registry = _registry("web fact", learned=(1,))
+    _, citations = check_answer("Fact [1].", [], registry)
+    assert citations[0].source_kind is SourceKind.LEARNED
+
+
+def test_pings_are_defused() -> None:
+    assert defuse_pings("hi <!channel> <!here|here> <@U024BE7LH> <!subteam^S1|eng> <@!123>") == (
+        "hi     "
+    )
+    assert "@everyone" not in defuse_pings("ping @everyone and @here now")
+    assert defuse_pings("email me at a@b.com") == "email me at a@b.com"
+
+
+def test_normalise_folds_typography() -> None:
+    assert normalise("It’s  “quoted”\n") == normalise('it\'s "QUOTED"')

@@ -27,7 +27,7 @@ from core.evaluation import load_dataset, prepared_corpus
 from core.ingest import Ingestor, IngestReport
 from core.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_results, tool_use
-from tests.integration.answer_fixtures import first_sentence, sources_in
+from tests.integration.answers.helpers import first_sentence, sources_in
 
 
 def script(questions: list[str]) -> list[Any]:

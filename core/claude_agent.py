@@ -22,10 +22,10 @@ from core.prompts import RETRY_NUDGE, SYSTEM_PROMPT, history_messages
 from core.tool_runner import SearchFn, ToolRunner
 from core.tools import (
     RESPOND_TOOL,
-    SEARCH_TOOL,
     RespondInput,
     ToolInputError,
     parse_tool_input,
+    required_tool,
     tool_definitions,
 )
 
@@ -71,12 +71,8 @@ class ClaudeAgent:
         messages = [*history_messages(history), {"role": "user", "content": question}]
         failures = 0
         for round_number in range(1, self._max_rounds + 2):
-            if round_number == 1:
-                choice: dict[str, str] = {"type": "tool", "name": SEARCH_TOOL}
-            elif round_number >= self._max_rounds or failures:
-                choice = {"type": "tool", "name": RESPOND_TOOL}
-            else:
-                choice = {"type": "any"}
+            tool = required_tool(round_number, self._max_rounds, failures)
+            choice = {"type": "tool", "name": tool} if tool else {"type": "any"}
             response = await self._call(messages, choice, trace)
             uses = [b for b in response.content if b.type == "tool_use"]
             messages.append(

@@ -27,10 +27,10 @@ from core.prompts import NO_TOOLS_PROMPT, SYSTEM_PROMPT, history_messages
 from core.tool_runner import SearchFn, ToolRunner
 from core.tools import (
     RESPOND_TOOL,
-    SEARCH_TOOL,
     RespondInput,
     ToolInputError,
     parse_tool_input,
+    required_tool,
     tool_definitions,
 )
 
@@ -113,12 +113,8 @@ class OpenAICompatibleAgent:
         ]
         failures = 0
         for round_number in range(1, self._max_rounds + 2):
-            if round_number == 1:
-                choice: object = _forced(SEARCH_TOOL)
-            elif round_number >= self._max_rounds or failures:
-                choice = _forced(RESPOND_TOOL)
-            else:
-                choice = "required"
+            tool = required_tool(round_number, self._max_rounds, failures)
+            choice: object = _forced(tool) if tool else "required"
             message = await self._complete(
                 {"messages": messages, "tools": self._tools, "tool_choice": choice}, trace
             )

@@ -24,6 +24,19 @@ _M = TypeVar("_M", bound="BaseModel")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
+def required_tool(round_number: int, max_rounds: int, failures: int) -> str | None:
+    """Which tool the model must call this round; None lets it choose among all tools.
+
+    Round 1 must search (the knowledge base is always consulted, with the model's own query);
+    the last allowed round, and any round after a failed answer, must respond.
+    """
+    if round_number == 1:
+        return SEARCH_TOOL
+    if round_number >= max_rounds or failures:
+        return RESPOND_TOOL
+    return None
+
+
 class ToolInputError(ValueError):
     """A tool call's input is invalid; the message is written for the model to fix its call."""
 

@@ -13,14 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from core.config import Settings
 from core.conversation import AnswerMode, AnswerStatus
-from core.embedder import MiniLMEmbedder
 from core.openai_agent import OpenAICompatibleAgent
 from core.sqlite_index import SqliteIndex
 from core.tools import RESPOND_TOOL, SEARCH_TOOL
-from tests.integration.answer_fixtures import (
-    build_kb,
+from tests.integration.answers.helpers import (
     cached,
     engine,
     first_sentence,
@@ -92,25 +89,6 @@ def chat() -> Iterator[ChatServer]:
     server.server.shutdown()
     if server.errors:
         raise server.errors[0]
-
-
-@pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory, minilm: MiniLMEmbedder) -> Settings:
-    return build_kb(tmp_path_factory.mktemp("kb"), minilm)
-
-
-@pytest.fixture
-async def index(kb: Settings, minilm: MiniLMEmbedder) -> AsyncIterator[SqliteIndex]:
-    idx = SqliteIndex(kb.index_path, cached(kb, minilm), kb.search)
-    yield idx
-    await idx.close()
-
-
-@pytest.fixture
-def settings(kb: Settings, tmp_path: Path) -> Settings:
-    storage = kb.storage.model_copy(update={"data_dir": tmp_path})
-    search = kb.search.model_copy(update={"sqlite_path": kb.index_path})
-    return kb.model_copy(update={"storage": storage, "search": search})
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,34 +23,13 @@ from tests.fakes.anthropic_api import (
     tool_results,
     tool_use,
 )
-from tests.integration.answer_fixtures import (
-    build_kb,
+from tests.integration.answers.helpers import (
     cached,
     engine,
     first_sentence,
     question,
     sources_in,
 )
-
-
-@pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory, minilm: MiniLMEmbedder) -> Settings:
-    return build_kb(tmp_path_factory.mktemp("kb"), minilm)
-
-
-@pytest.fixture
-async def index(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path) -> AsyncIterator[SqliteIndex]:
-    idx = SqliteIndex(kb.index_path, cached(kb, minilm), kb.search)
-    yield idx
-    await idx.close()
-
-
-@pytest.fixture
-def settings(kb: Settings, tmp_path: Path) -> Settings:
-    """The shared knowledge base, with this test's own conversation store."""
-    storage = kb.storage.model_copy(update={"data_dir": tmp_path})
-    search = kb.search.model_copy(update={"sqlite_path": kb.index_path})
-    return kb.model_copy(update={"storage": storage, "search": search})
 
 
 def agent(api: FakeMessagesAPI, max_rounds: int = 5, max_retries: int = 2) -> ClaudeAgent:

@@ -75,9 +75,10 @@ class ClaudeAgent:
             choice = {"type": "tool", "name": tool} if tool else {"type": "any"}
             response = await self._call(messages, choice, trace)
             uses = [b for b in response.content if b.type == "tool_use"]
-            messages.append(
-                {"role": "assistant", "content": [_block_param(b) for b in response.content]}
-            )
+            blocks = [_block_param(b) for b in response.content]
+            blocks = [b for b in blocks if b["type"] != "text" or b["text"].strip()]
+            if blocks:  # the API refuses empty assistant turns and empty text blocks
+                messages.append({"role": "assistant", "content": blocks})
             respond = next((b for b in uses if b.name == RESPOND_TOOL), None)
             if respond is not None:
                 try:

@@ -99,6 +99,11 @@ class FakeMessagesAPI:
 
 
 def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tool_result blocks of the last user message in a request."""
-    content = body["messages"][-1]["content"]
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    """The tool_result blocks of the latest user message that has any."""
+    for msg in reversed(body["messages"]):
+        content = msg["content"]
+        if msg["role"] == "user" and isinstance(content, list):
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if results:
+                return results
+    return []

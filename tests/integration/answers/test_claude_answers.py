@@ -338,3 +338,20 @@ async def test_claude_judge_grades_against_the_reference() -> None:
     prompt = api.requests[0]["messages"][0]["content"]
     assert "<reference>Use X.</reference>" in prompt
     assert "<answer>You use X [1].</answer>" in prompt
+
+
+async def test_empty_turns_are_not_sent_back(settings, index) -> None:
+    api = FakeMessagesAPI(
+        [
+            message(text(""), tool_use(SEARCH_TOOL, query="ingest")),
+            message(),
+            respond_citing_first(),
+        ]
+    )
+    answer = await engine(settings, index, claude=agent(api)).answer(question("ingest?"))
+    assert answer.status is AnswerStatus.ANSWERED
+    for body in api.requests:
+        for msg in body["messages"]:
+            if msg["role"] == "assistant":
+                assert msg["content"]
+                assert all(b.get("text", "x").strip() for b in msg["content"])

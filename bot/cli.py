@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -17,9 +18,18 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.console.session import ConsoleSession
+from adapters.slack.server import run_http, run_socket_mode
 from bot.logs import configure_logging
 from bot.progress import RichIngestProgress
-from bot.wiring import build_claude, build_embedder, build_engine, build_index
+from bot.wiring import (
+    MissingSecret,
+    build_claude,
+    build_embedder,
+    build_engine,
+    build_index,
+    build_slack_app,
+    build_store,
+)
 from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
 from core.config import ConfigError, Settings, load_settings
 from core.embedder import CachedEmbedder, EmbedderError
@@ -251,6 +261,44 @@ async def _converse(questions: list[str] | None, as_json: bool, conversation: st
         await index.close()
 
 
+@app.command()
+def slack(
+    socket: Annotated[
+        bool, typer.Option("--socket", help="Socket Mode (needs SLACK_APP_TOKEN).")
+    ] = False,
+    http: Annotated[
+        bool, typer.Option("--http", help="HTTP mode: POST /slack/events, GET /healthz.")
+    ] = False,
+    port: Annotated[
+        int | None, typer.Option(help="HTTP port (default: $PORT, else slack.port).")
+    ] = None,
+) -> None:
+    """Run the Slack bot: @mentions answered in threads, follow-ups, DMs."""
+    if socket == http:
+        err.print("error: choose exactly one of --socket and --http", soft_wrap=True)
+        raise typer.Exit(2)
+    asyncio.run(_run_slack(socket, port))
+
+
+async def _run_slack(socket_mode: bool, port: int | None) -> None:
+    s = state.settings
+    index = build_index(s, build_embedder(s))
+    store = build_store(s)
+    engine = build_engine(s, index, store)
+    bolt = build_slack_app(s, engine, store, socket_mode=socket_mode)
+    try:
+        if socket_mode:
+            app_token = s.secrets.slack_app_token
+            if app_token is None:
+                raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
+            await run_socket_mode(bolt, app_token.get_secret_value())
+        else:
+            await run_http(bolt, port or int(os.environ.get("PORT") or s.slack.port))
+    finally:
+        await engine.close()
+        await index.close()
+
+
 @eval_app.command("retrieval")
 def eval_retrieval(
     dataset: Annotated[Path, typer.Option(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.")],
@@ -394,6 +442,6 @@ async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
 def main() -> None:
     try:
         app()
-    except (ConfigError, EmbedderError, IndexError_, DatasetError) as exc:
+    except (ConfigError, EmbedderError, IndexError_, DatasetError, MissingSecret) as exc:
         err.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
         sys.exit(2)

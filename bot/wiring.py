@@ -6,7 +6,11 @@ from pathlib import Path
 
 import anthropic
 import httpx
+from pydantic import SecretStr
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.app import SlackBot, SlackLimits
 from core.claude_agent import ClaudeAgent
 from core.config import Settings
 from core.conversation_store import SqliteConversationStore
@@ -14,6 +18,7 @@ from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
 from core.engine import AnswerEngine
 from core.openai_agent import OpenAICompatibleAgent
+from core.platform_state import PlatformState
 from core.sqlite_index import SqliteIndex
 
 
@@ -70,13 +75,66 @@ def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
     )
 
 
-def build_engine(settings: Settings, index: SqliteIndex) -> AnswerEngine:
+def build_store(settings: Settings) -> SqliteConversationStore:
+    return SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms)
+
+
+def build_engine(
+    settings: Settings, index: SqliteIndex, store: SqliteConversationStore | None = None
+) -> AnswerEngine:
     claude = build_claude(settings)
     return AnswerEngine(
         index=index,
-        store=SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms),
+        store=store or build_store(settings),
         settings=settings.answers,
         top_k=settings.search.top_k,
         claude=claude,
         openai=None if claude else build_openai(settings),
     )
+
+
+class MissingSecret(RuntimeError):
+    """A process was started without a credential it needs; the message names the variable."""
+
+
+def _secret(value: SecretStr | None, name: str, purpose: str) -> str:
+    if value is None:
+        raise MissingSecret(f"{name} is not set: it is needed {purpose}")
+    return value.get_secret_value()
+
+
+def build_slack_app(
+    settings: Settings,
+    engine: AnswerEngine,
+    store: SqliteConversationStore,
+    *,
+    socket_mode: bool,
+) -> AsyncApp:
+    s = settings.slack
+    token = _secret(settings.secrets.slack_bot_token, "SLACK_BOT_TOKEN", "to post answers")
+    signing = (
+        None
+        if socket_mode
+        else _secret(
+            settings.secrets.slack_signing_secret, "SLACK_SIGNING_SECRET", "to verify requests"
+        )
+    )
+    client = AsyncWebClient(token=token, base_url=s.base_url or AsyncWebClient.BASE_URL)
+    app = AsyncApp(
+        token=token,
+        signing_secret=signing,
+        client=client,
+        request_verification_enabled=not socket_mode,
+    )
+    state = PlatformState(settings.state_path, settings.search.busy_timeout_ms, s.dedup_ttl_s)
+    limits = SlackLimits(
+        section_chars=s.section_chars,
+        message_chars=s.message_chars,
+        max_blocks=s.max_blocks,
+        max_sources=s.max_sources,
+        plain_chars=s.plain_chars,
+        history_messages=s.history_messages,
+        placeholder=s.placeholder,
+    )
+    SlackBot(engine, store, state, limits).register(app)
+    return app

@@ -127,6 +127,19 @@ class OpenAICompatibleSettings(_Section):
     retry_max_s: float = Field(8.0, ge=0)
 
 
+class SlackSettings(_Section):
+    port: int = Field(3000, ge=1, le=65_535)
+    base_url: str | None = None
+    section_chars: int = Field(3_000, ge=100, le=3_000)
+    message_chars: int = Field(12_000, ge=500, le=40_000)
+    max_blocks: int = Field(50, ge=3, le=50)
+    max_sources: int = Field(10, ge=1, le=10)
+    plain_chars: int = Field(3_900, ge=100, le=40_000)
+    history_messages: int = Field(50, ge=1, le=1_000)
+    dedup_ttl_s: float = Field(86_400, gt=0)
+    placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["console", "json"] = "console"
@@ -152,6 +165,7 @@ class Settings(_Section):
     answers: AnswerSettings = AnswerSettings()
     anthropic: AnthropicSettings = AnthropicSettings()
     openai: OpenAICompatibleSettings = OpenAICompatibleSettings()
+    slack: SlackSettings = SlackSettings()
     logging: LoggingSettings = LoggingSettings()
     secrets: Secrets = Field(default_factory=Secrets)
 

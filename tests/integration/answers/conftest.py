@@ -11,12 +11,7 @@ import pytest
 from core.config import Settings
 from core.embedder import MiniLMEmbedder
 from core.sqlite_index import SqliteIndex
-from tests.integration.answers.helpers import build_kb, cached
-
-
-@pytest.fixture(scope="package")
-def kb(tmp_path_factory: pytest.TempPathFactory, minilm: MiniLMEmbedder) -> Settings:
-    return build_kb(tmp_path_factory.mktemp("kb"), minilm)
+from tests.integration.answers.helpers import cached
 
 
 @pytest.fixture

@@ -1,0 +1,287 @@
+"""Slack events -> core questions; core answers -> threaded Slack messages.
+
+Bolt's `AsyncApp` acknowledges each event at once and runs these listeners in the background,
+so a slow answer never makes Slack retry. Slack still retries now and then (and a mention in a
+thread arrives twice: as `app_mention` and as `message`), so every delivery is claimed in the
+store by event id and by message id before any work: one message, one answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.render import (
+    FEEDBACK_DOWN,
+    FEEDBACK_UP,
+    answer_messages,
+    escape,
+    plain_messages,
+)
+from core.conversation import Answer, ChannelKind, Question, Turn
+from core.conversation_store import ConversationStore
+from core.engine import AnswerEngine
+from core.platform_state import PlatformState
+
+log = structlog.get_logger(__name__)
+
+APOLOGY = (
+    "Sorry, something went wrong while answering. Please try again in a moment; "
+    "if it keeps happening, tell the bot's owners."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SlackLimits:
+    section_chars: int
+    message_chars: int
+    max_blocks: int
+    max_sources: int
+    plain_chars: int
+    history_messages: int
+    placeholder: str
+
+
+class SlackBot:
+    def __init__(
+        self,
+        engine: AnswerEngine,
+        store: ConversationStore,
+        state: PlatformState,
+        limits: SlackLimits,
+    ) -> None:
+        self._engine = engine
+        self._store = store
+        self._state = state
+        self._limits = limits
+
+    def register(self, app: AsyncApp) -> None:
+        app.event("app_mention")(self._on_mention)
+        app.event("message")(self._on_message)
+        app.action(FEEDBACK_UP)(self._on_feedback)
+        app.action(FEEDBACK_DOWN)(self._on_feedback)
+
+    # -- events ------------------------------------------------------------------------------
+
+    async def _on_mention(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        client: AsyncWebClient,
+        context: dict[str, Any],
+    ) -> None:
+        if event.get("bot_id") or event.get("user") == context.get("bot_user_id"):
+            return
+        if not await self._claim(body, event):
+            return
+        await self._answer(
+            client,
+            body.get("team_id", ""),
+            event,
+            context.get("bot_user_id"),
+            thread_ts=event.get("thread_ts") or event["ts"],
+        )
+
+    async def _on_message(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        client: AsyncWebClient,
+        context: dict[str, Any],
+    ) -> None:
+        bot_user = context.get("bot_user_id")
+        if event.get("subtype") or event.get("bot_id") or event.get("user") in (None, bot_user):
+            return
+        team = body.get("team_id", "")
+        thread_ts = event.get("thread_ts")
+        if event.get("channel_type") == "im":
+            if not await self._claim(body, event):
+                return
+            await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
+            return
+        if thread_ts is None:
+            return  # a channel message that does not mention the bot
+        if bot_user and f"<@{bot_user}>" in event.get("text", ""):
+            return  # the app_mention listener owns mentions
+        if not await self._state.is_bot_thread(_key(team, event["channel"], thread_ts)):
+            return
+        if not await self._claim(body, event):
+            return
+        await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
+
+    async def _claim(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
+        return await self._state.first_delivery(
+            f"slack-event:{body.get('event_id', '')}",
+            f"slack-message:{event.get('channel')}:{event.get('ts')}",
+        )
+
+    # -- answering ---------------------------------------------------------------------------
+
+    async def _answer(
+        self,
+        client: AsyncWebClient,
+        team: str,
+        event: dict[str, Any],
+        bot_user: str | None,
+        *,
+        thread_ts: str | None,
+    ) -> None:
+        channel = event["channel"]
+        key = _key(team, channel, thread_ts)
+        text = _strip_mention(event.get("text", ""), bot_user)
+        placeholder = await self._post(
+            client, channel, thread_ts, text=self._limits.placeholder, blocks=None
+        )
+        if thread_ts is not None:
+            if thread_ts != event.get("ts") and await self._state.is_bot_thread(key):
+                await self._seed_history(client, key, channel, thread_ts, bot_user)
+            await self._state.remember_thread(key)
+        kind = ChannelKind.DIRECT if event.get("channel_type") == "im" else ChannelKind.THREAD
+        try:
+            answer = await self._engine.answer(
+                Question("slack", key, event.get("user", ""), text, kind)
+            )
+        except Exception:
+            log.exception("answer_failed", platform="slack", channel=channel)
+            await self._deliver_text(client, channel, thread_ts, placeholder, [APOLOGY])
+            return
+        answer_id = await self._state.record_answer(key, text, answer)
+        await self._deliver(client, channel, thread_ts, placeholder, answer, answer_id)
+
+    async def _deliver(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        thread_ts: str | None,
+        placeholder: str | None,
+        answer: Answer,
+        answer_id: str,
+    ) -> None:
+        limits = self._limits
+        messages = answer_messages(
+            answer,
+            answer_id,
+            section_chars=limits.section_chars,
+            message_chars=limits.message_chars,
+            max_blocks=limits.max_blocks,
+            max_sources=limits.max_sources,
+        )
+        try:
+            for n, message in enumerate(messages):
+                if n == 0 and placeholder:
+                    await client.chat_update(
+                        channel=channel, ts=placeholder, text=message.text, blocks=message.blocks
+                    )
+                else:
+                    await client.chat_postMessage(
+                        channel=channel,
+                        thread_ts=thread_ts,
+                        text=message.text,
+                        blocks=message.blocks,
+                    )
+        except SlackApiError as exc:
+            # msg_too_long, invalid_blocks, ...: the same answer as plain text, never silence.
+            log.warning("slack_blocks_refused", error=_error(exc))
+            await self._deliver_text(
+                client, channel, thread_ts, placeholder, plain_messages(answer, limits.plain_chars)
+            )
+
+    async def _deliver_text(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        thread_ts: str | None,
+        placeholder: str | None,
+        texts: list[str],
+    ) -> None:
+        try:
+            for n, text in enumerate(texts):
+                if n == 0 and placeholder:
+                    await client.chat_update(channel=channel, ts=placeholder, text=text, blocks=[])
+                else:
+                    await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+        except SlackApiError as exc:
+            log.error("slack_post_failed", error=_error(exc))
+            await self._post(client, channel, thread_ts, text=APOLOGY, blocks=None)
+
+    async def _post(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        thread_ts: str | None,
+        *,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+    ) -> str | None:
+        try:
+            response = await client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
+            )
+        except SlackApiError as exc:
+            log.error("slack_post_failed", error=_error(exc))
+            return None
+        ts = response.get("ts")
+        return str(ts) if ts else None
+
+    async def _seed_history(
+        self, client: AsyncWebClient, key: str, channel: str, thread_ts: str, bot_user: str | None
+    ) -> None:
+        """Earlier turns from Slack, only when our store has none (after losing the store, or
+        a thread started before the bot kept turns). Rate limits just mean no history."""
+        if await self._store.recent(key, 1):
+            return
+        try:
+            response = await client.conversations_replies(
+                channel=channel, ts=thread_ts, limit=self._limits.history_messages
+            )
+        except SlackApiError as exc:
+            log.info("slack_history_unavailable", error=_error(exc))
+            return
+        question: str | None = None
+        for message in response.get("messages", [])[:-1]:  # the last one is being answered
+            text = message.get("text", "")
+            if message.get("user") == bot_user or message.get("bot_id"):
+                if question is not None and text:
+                    await self._store.append(key, Turn(question, text))
+                    question = None
+            else:
+                question = _strip_mention(text, bot_user)
+
+    # -- feedback ----------------------------------------------------------------------------
+
+    async def _on_feedback(
+        self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        await ack()
+        user = body.get("user", {}).get("id", "")
+        helpful = action.get("action_id") == FEEDBACK_UP
+        stored = await self._state.record_feedback(str(action.get("value", "")), user, helpful)
+        channel = body.get("channel", {}).get("id")
+        if channel and user:
+            text = "Thanks for the feedback." if stored else "That answer is no longer known."
+            try:
+                await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
+            except SlackApiError as exc:
+                log.info("slack_ephemeral_failed", error=_error(exc))
+
+
+def _key(team: str, channel: str, thread_ts: str | None) -> str:
+    return f"slack/{team}/{channel}/{thread_ts or 'direct'}"
+
+
+def _strip_mention(text: str, bot_user: str | None) -> str:
+    if bot_user:
+        text = re.sub(rf"<@{re.escape(bot_user)}(?:\|[^>]*)?>", "", text)
+    return text.strip()
+
+
+def _error(exc: SlackApiError) -> str:
+    """Slack's error code, also when the response was not JSON (a proxy's HTML page, a 405)."""
+    data = getattr(exc.response, "data", None)
+    return str(data.get("error")) if isinstance(data, dict) else f"HTTP {exc.response.status_code}"

@@ -1,0 +1,210 @@
+"""An `Answer` as Slack messages: mrkdwn, linked citation markers, sources, status, feedback.
+
+Everything we did not write (model output, document titles, user text) is escaped, so `<`, `>`
+and `&` can't form Slack control sequences (`<!channel>`, `<@U123>`, `<url|label>`). Long
+answers are split at paragraph or code-fence boundaries into as many messages as Slack's limits
+need; nothing is ever cut off.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+
+FEEDBACK_UP = "feedback_up"
+FEEDBACK_DOWN = "feedback_down"
+
+_FENCE = re.compile(r"^\s*```")
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+_BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
+_HEADING = re.compile(r"^#{1,6}\s+(.*)$")
+_MARKER = re.compile(r"\[(\d+)\]")
+_STATUS = {
+    AnswerStatus.PARTIAL: ":warning: Partial answer: the docs cover only part of this.",
+    AnswerStatus.NOT_FOUND: ":mag: Not found in the docs.",
+}
+_MODE = {
+    AnswerMode.EXTRACTIVE: ":page_facing_up: Quoted passages (no language model answered).",
+    AnswerMode.SEARCH_THEN_ANSWER: ":robot_face: Answered from the top search results.",
+}
+_KIND = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
+
+
+@dataclass(slots=True)
+class SlackMessage:
+    text: str
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _link(url: str, label: str) -> str:
+    return f"<{url.replace('>', '%3E').replace('|', '%7C')}|{label}>"
+
+
+def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
+    """Markdown from the core, escaped, in Slack's dialect; [n] markers link to their source."""
+    urls = {c.number: c.url for c in citations}
+    out: list[str] = []
+    in_fence = False
+    for line in escape(markdown).splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            out.append(line)
+            continue
+        if in_fence:
+            out.append(line)
+            continue
+        if heading := _HEADING.match(line):
+            line = f"*{heading.group(1).strip()}*"
+        line = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", line)
+        line = _LINK.sub(lambda m: _link(m.group(2), m.group(1)), line)
+        line = _MARKER.sub(
+            lambda m: (
+                _link(urls[int(m.group(1))], m.group(0)) if int(m.group(1)) in urls else m.group(0)
+            ),
+            line,
+        )
+        out.append(line)
+    return "\n".join(out)
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Pieces of at most `limit` characters, cut between paragraphs and never inside a code
+    block unless the block alone is too long (then between its lines, re-fenced)."""
+    blocks: list[str] = []
+    current: list[str] = []
+    in_fence = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        current.append(line)
+        if not in_fence and (not line.strip() or _FENCE.match(line)):
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        blocks.append("\n".join(current))
+    pieces: list[str] = []
+    buffer = ""
+    for block in blocks:
+        for part in _cut(block, limit):
+            joined = f"{buffer}\n{part}" if buffer else part
+            if len(joined) <= limit:
+                buffer = joined
+            else:
+                pieces.append(buffer)
+                buffer = part
+    if buffer.strip():
+        pieces.append(buffer)
+    return [p.strip("\n") for p in pieces if p.strip()]
+
+
+def _cut(block: str, limit: int) -> list[str]:
+    if len(block) <= limit:
+        return [block]
+    fenced = _FENCE.match(block) is not None
+    inner = block.strip("\n").split("\n")
+    if fenced:
+        inner = inner[1:-1] if len(inner) > 1 and _FENCE.match(inner[-1]) else inner[1:]
+    room = limit - (8 if fenced else 0)
+    parts: list[str] = []
+    current = ""
+    for line in inner:
+        while len(line) > room:
+            if current:
+                parts.append(current)
+            current = ""
+            parts.append(line[:room])
+            line = line[room:]
+        if current and len(current) + 1 + len(line) > room:
+            parts.append(current)
+            current = line
+        else:
+            current = f"{current}\n{line}" if current else line
+    if current:
+        parts.append(current)
+    return [f"```\n{p}\n```" if fenced else p for p in parts]
+
+
+def sources_line(citations: list[Citation], limit: int) -> str:
+    seen: dict[str, Citation] = {}
+    for c in citations:
+        seen.setdefault(c.url, c)
+    parts = []
+    for c in list(seen.values())[:limit]:
+        label = escape(f"[{c.number}] {c.title}{_KIND.get(c.source_kind, '')}")
+        unverified = " _(quote not verified)_" if not c.verified else ""
+        parts.append(_link(c.url, label) + unverified)
+    return "*Sources:* " + " · ".join(parts)
+
+
+def answer_messages(
+    answer: Answer,
+    answer_id: str | None,
+    *,
+    section_chars: int,
+    message_chars: int,
+    max_blocks: int,
+    max_sources: int,
+) -> list[SlackMessage]:
+    """The answer as one or more messages; the last carries sources, status and feedback."""
+    body = to_mrkdwn(answer.text, answer.citations)
+    sections = split_text(body, section_chars)
+    footer: list[dict[str, Any]] = []
+    labels = [label for label in (_MODE.get(answer.mode), _STATUS.get(answer.status)) if label]
+    if labels:
+        footer.append(_context(" ".join(labels)))
+    if answer.citations:
+        footer.append(_context(sources_line(answer.citations, max_sources)))
+    if answer_id and answer.status is not AnswerStatus.ERROR:
+        footer.append(_feedback(answer_id))
+    messages: list[SlackMessage] = []
+    current = SlackMessage(text="")
+    for section in sections:
+        too_long = len(current.text) + len(section) > message_chars
+        if current.blocks and (too_long or len(current.blocks) + 1 > max_blocks - len(footer)):
+            messages.append(current)
+            current = SlackMessage(text="")
+        current.blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": section}})
+        current.text = f"{current.text}\n\n{section}" if current.text else section
+    current.blocks.extend(footer)
+    messages.append(current)
+    return messages
+
+
+def plain_messages(answer: Answer, limit: int) -> list[str]:
+    """The fallback when Slack refuses blocks: the same content as plain mrkdwn text."""
+    text = to_mrkdwn(answer.text, answer.citations)
+    if answer.citations:
+        text += "\n\n" + sources_line(answer.citations, len(answer.citations))
+    return split_text(text, limit)
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def _feedback(answer_id: str) -> dict[str, Any]:
+    return {
+        "type": "actions",
+        "block_id": f"feedback:{answer_id}",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": FEEDBACK_UP,
+                "value": answer_id,
+                "text": {"type": "plain_text", "text": "👍 Helpful"},
+            },
+            {
+                "type": "button",
+                "action_id": FEEDBACK_DOWN,
+                "value": answer_id,
+                "text": {"type": "plain_text", "text": "👎 Not helpful"},
+            },
+        ],
+    }

@@ -1,0 +1,70 @@
+"""A local Slack Web API emulator (aiohttp) that answers the methods the app calls and records
+every call, for the real slack_sdk client pointed at it with `base_url`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from aiohttp import web
+
+BOT_USER = "UBOT"
+TEAM = "T1"
+
+
+class SlackEmulator:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.failures: dict[str, list[str]] = {}  # method -> errors to answer with, in order
+        self.replies: list[dict[str, Any]] = []  # what conversations.replies returns
+        self._ts = itertools.count(1)
+        self.app = web.Application()
+        self.app.router.add_route("*", "/api/{method}", self._handle)
+
+    def fail(self, method: str, *errors: str) -> None:
+        self.failures.setdefault(method, []).extend(errors)
+
+    def called(self, method: str) -> list[dict[str, Any]]:
+        return [params for name, params in self.calls if name == method]
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        if request.method == "GET":
+            params: dict[str, Any] = dict(request.query)
+        elif request.content_type == "application/json":
+            params = await request.json()
+        else:
+            params = dict(await request.post())
+        if isinstance(params.get("blocks"), str):
+            params["blocks"] = json.loads(params["blocks"])
+        self.calls.append((method, params))
+        if self.failures.get(method):
+            error = self.failures[method].pop(0)
+            status = 429 if error == "ratelimited" else 200
+            headers = {"Retry-After": "30"} if status == 429 else {}
+            return web.json_response({"ok": False, "error": error}, status=status, headers=headers)
+        return web.json_response(self._answer(method, params))
+
+    def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "user_id": BOT_USER,
+                "bot_id": "BBOT",
+                "team_id": TEAM,
+                "user": "docbot",
+                "team": "Test",
+                "url": "https://test.slack.com/",
+            }
+        if method in ("chat.postMessage", "chat.update"):
+            ts = params.get("ts") or f"1700000100.{next(self._ts):06d}"
+            return {
+                "ok": True,
+                "channel": params.get("channel"),
+                "ts": ts,
+                "message": {"text": params.get("text", ""), "ts": ts},
+            }
+        if method == "conversations.replies":
+            return {"ok": True, "messages": self.replies, "has_more": False}
+        return {"ok": True}

@@ -1,0 +1,167 @@
+"""The real Bolt AsyncApp, served over HTTP on loopback, talking to the Slack emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
+from slack_sdk.signature import SignatureVerifier
+
+from adapters.slack.server import EVENTS_PATH, http_app
+from bot.wiring import build_slack_app
+from core.claude_agent import ClaudeAgent
+from core.config import Settings, load_settings
+from core.conversation_store import SqliteConversationStore
+from core.embedder import MiniLMEmbedder
+from core.engine import AnswerEngine
+from core.platform_state import PlatformState
+from core.sqlite_index import SqliteIndex
+from tests.conftest import REPO
+from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
+from tests.integration.answers.helpers import cached
+
+SECRET = "test-signing-secret"
+
+
+@dataclass
+class SlackHarness:
+    emulator: SlackEmulator
+    url: str
+    http: ClientSession
+    settings: Settings
+    store: SqliteConversationStore
+    state: PlatformState
+
+    async def post(
+        self,
+        body: str,
+        content_type: str = "application/json",
+        timestamp: int | None = None,
+        secret: str = SECRET,
+        headers: dict[str, str] | None = None,
+    ) -> int:
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+        all_headers = {
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature,
+            "Content-Type": content_type,
+            **(headers or {}),
+        }
+        async with self.http.post(self.url + EVENTS_PATH, data=body, headers=all_headers) as r:
+            return r.status
+
+    async def event(self, event: dict[str, Any], event_id: str, **kwargs: Any) -> int:
+        payload = {
+            "token": "legacy",
+            "team_id": TEAM,
+            "api_app_id": "A1",
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "event": event,
+            "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
+        }
+        return await self.post(json.dumps(payload), **kwargs)
+
+    async def click(self, action_id: str, value: str, user: str = "U2") -> int:
+        payload = {
+            "type": "block_actions",
+            "team": {"id": TEAM},
+            "user": {"id": user},
+            "api_app_id": "A1",
+            "channel": {"id": "C1"},
+            "trigger_id": "t1",
+            "container": {"type": "message", "channel_id": "C1"},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "value": value,
+                    "block_id": f"feedback:{value}",
+                    "action_ts": "1",
+                }
+            ],
+        }
+        body = "payload=" + urllib.parse.quote(json.dumps(payload))
+        return await self.post(body, content_type="application/x-www-form-urlencoded")
+
+    async def until(self, check: Callable[[], bool], timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; Slack calls: {self.emulator.calls}")
+            await asyncio.sleep(0.02)
+
+    async def settle(self, seconds: float = 0.5) -> None:
+        """Give background listeners time to do something they should not do."""
+        await asyncio.sleep(seconds)
+
+
+def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
+    async def start(claude: ClaudeAgent | None = None) -> tuple[SlackHarness, Callable]:
+        emulator = SlackEmulator()
+        api = TestServer(emulator.app, host="127.0.0.1")
+        await api.start_server()
+        settings = load_settings(
+            REPO / "config.yaml",
+            environ={
+                "BOT_STORAGE__DATA_DIR": str(tmp_path),
+                "BOT_SEARCH__SQLITE_PATH": str(kb.index_path),
+                "BOT_SLACK__BASE_URL": str(api.make_url("/api/")),
+                "SLACK_BOT_TOKEN": "xoxb-test",
+                "SLACK_SIGNING_SECRET": SECRET,
+            },
+        )
+        index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
+        store = SqliteConversationStore(settings.state_path, 5_000)
+        engine = AnswerEngine(
+            index=index,
+            store=store,
+            settings=settings.answers,
+            top_k=settings.search.top_k,
+            claude=claude,
+        )
+        bolt = build_slack_app(settings, engine, store, socket_mode=False)
+        server = TestServer(http_app(bolt), host="127.0.0.1")
+        await server.start_server()
+        http = ClientSession()
+        state = PlatformState(settings.state_path, 5_000, 60)
+        harness = SlackHarness(
+            emulator, str(server.make_url("")).rstrip("/"), http, settings, store, state
+        )
+
+        async def stop() -> None:
+            await http.close()
+            await server.close()
+            await api.close()
+            await engine.close()
+            await index.close()
+            await state.close()
+
+        return harness, stop
+
+    return start
+
+
+@pytest.fixture
+async def slack(
+    kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path
+) -> AsyncIterator[SlackHarness]:
+    harness, stop = await make_harness_factory(kb, minilm, tmp_path)()
+    yield harness
+    await stop()
+
+
+@pytest.fixture
+def slack_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
+    return make_harness_factory(kb, minilm, tmp_path)

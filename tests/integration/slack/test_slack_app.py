@@ -1,0 +1,259 @@
+"""The Slack adapter end to end: signed HTTP requests into the real Bolt AsyncApp, answers out
+through the real slack_sdk client to the local Web API emulator."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
+from core.claude_agent import ClaudeAgent
+from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
+from tests.fakes.slack_api import BOT_USER
+from tests.integration.slack.conftest import SlackHarness
+
+QUESTION = "how do I re-ingest changed documents?"
+
+
+def mention(ts: str, text: str = QUESTION, thread_ts: str | None = None) -> dict[str, Any]:
+    event = {
+        "type": "app_mention",
+        "user": "U2",
+        "text": f"<@{BOT_USER}> {text}",
+        "ts": ts,
+        "channel": "C1",
+        "event_ts": ts,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def message_event(ts: str, text: str, thread_ts: str | None = None, **extra: Any) -> dict:
+    event = {
+        "type": "message",
+        "user": "U2",
+        "text": text,
+        "ts": ts,
+        "channel": "C1",
+        "channel_type": "channel",
+        "event_ts": ts,
+        **extra,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def answers(slack: SlackHarness) -> list[dict[str, Any]]:
+    """Final answers: the updates that replaced a placeholder."""
+    return slack.emulator.called("chat.update")
+
+
+async def test_mention_is_answered_in_a_thread_with_sources_and_feedback(slack) -> None:
+    assert await slack.event(mention("1700000000.000100"), "Ev1") == 200
+    await slack.until(lambda: len(answers(slack)) == 1)
+    placeholder = slack.emulator.called("chat.postMessage")[0]
+    assert placeholder["thread_ts"] == "1700000000.000100"
+    assert "Looking through the docs" in placeholder["text"]
+    final = answers(slack)[0]
+    kinds = [b["type"] for b in final["blocks"]]
+    assert kinds[0] == "section"
+    assert kinds[-1] == "actions"
+    sources = next(b for b in final["blocks"] if "Sources" in json.dumps(b))
+    assert "ingesting.md#" in json.dumps(sources)
+    buttons = final["blocks"][-1]["elements"]
+    assert [b["action_id"] for b in buttons] == [FEEDBACK_UP, FEEDBACK_DOWN]
+
+
+async def test_follow_ups_in_the_thread_need_no_mention(slack) -> None:
+    root = "1700000000.000200"
+    await slack.event(mention(root), "Ev1")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    await slack.event(message_event("1700000000.000300", "and what does --prune do?", root), "Ev2")
+    await slack.until(lambda: len(answers(slack)) == 2)
+    assert slack.emulator.called("chat.postMessage")[-1]["thread_ts"] == root
+    turns = await slack.store.recent(f"slack/T1/C1/{root}", 10)
+    assert [t.question for t in turns] == [QUESTION, "and what does --prune do?"]
+
+
+async def test_messages_the_bot_must_ignore(slack) -> None:
+    await slack.event(message_event("1.1", "no mention, no thread"), "Ev1")
+    await slack.event(message_event("1.2", "a thread that isn't ours", "1.0"), "Ev2")
+    await slack.event(message_event("1.3", "from a bot", bot_id="B9"), "Ev3")
+    await slack.event(message_event("1.4", "mine", user=BOT_USER), "Ev4")
+    edit = message_event("1.5", "", subtype="message_changed")
+    await slack.event(edit, "Ev5")
+    await slack.event(message_event("1.6", "", subtype="channel_join"), "Ev6")
+    await slack.event(message_event("1.7", "", subtype="message_deleted"), "Ev7")
+    await slack.settle()
+    posted = [m for m in slack.emulator.calls if m[0].startswith("chat.")]
+    assert posted == []
+
+
+async def test_direct_messages_are_answered_directly(slack) -> None:
+    dm = message_event(
+        "1700000000.000400", "what is hybrid search?", channel="D1", channel_type="im"
+    )
+    await slack.event(dm, "Ev1")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    placeholder = slack.emulator.called("chat.postMessage")[0]
+    assert placeholder["channel"] == "D1"
+    assert "thread_ts" not in placeholder or placeholder["thread_ts"] is None
+
+
+async def test_a_mention_in_a_thread_is_answered_once(slack) -> None:
+    ts, root = "1700000000.000600", "1700000000.000500"
+    await slack.event(mention(ts, thread_ts=root), "EvA")
+    await slack.event(message_event(ts, f"<@{BOT_USER}> {QUESTION}", root), "EvB")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    await slack.settle()
+    assert len(answers(slack)) == 1
+    assert slack.emulator.called("chat.postMessage")[0]["thread_ts"] == root
+
+
+async def test_slack_retries_never_produce_a_second_answer(slack) -> None:
+    await slack.event(mention("1700000000.000700"), "EvR")
+    await slack.event(
+        mention("1700000000.000700"),
+        "EvR",
+        headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"},
+    )
+    await slack.until(lambda: len(answers(slack)) == 1)
+    await slack.settle()
+    assert len(slack.emulator.called("chat.postMessage")) == 1
+
+
+async def test_unsigned_wrongly_signed_and_stale_requests_get_401(slack) -> None:
+    body = json.dumps(
+        {"type": "event_callback", "event_id": "Ev1", "team_id": "T1", "event": mention("1.1")}
+    )
+    async with slack.http.post(slack.url + "/slack/events", data=body) as r:
+        assert r.status == 401
+    assert await slack.post(body, secret="wrong-secret") == 401
+    assert await slack.post(body, timestamp=int(time.time()) - 6 * 60) == 401
+    await slack.settle()
+    assert [c for c in slack.emulator.calls if c[0] != "auth.test"] == []
+
+
+async def test_healthz(slack) -> None:
+    async with slack.http.get(slack.url + "/healthz") as r:
+        assert r.status == 200
+        assert (await r.json()) == {"ok": True}
+
+
+async def test_feedback_click_is_stored_with_the_answer(slack) -> None:
+    await slack.event(mention("1700000000.000800"), "Ev1")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    answer_id = answers(slack)[0]["blocks"][-1]["elements"][0]["value"]
+    assert await slack.click(FEEDBACK_DOWN, answer_id) == 200
+    await slack.until(lambda: bool(slack.emulator.called("chat.postEphemeral")))
+    assert await slack.state.feedback_for(answer_id) == [("U2", -1)]
+    assert await slack.click(FEEDBACK_UP, answer_id) == 200  # a changed mind replaces the vote
+    await slack.until(lambda: len(slack.emulator.called("chat.postEphemeral")) == 2)
+    assert await slack.state.feedback_for(answer_id) == [("U2", 1)]
+
+
+async def test_refused_blocks_fall_back_to_plain_text(slack) -> None:
+    slack.emulator.fail("chat.update", "invalid_blocks")
+    await slack.event(mention("1700000000.000900"), "Ev1")
+    await slack.until(lambda: len(answers(slack)) == 2)
+    refused, plain = answers(slack)
+    assert refused["blocks"]
+    assert plain["blocks"] == []
+    assert "Sources" in plain["text"]
+
+
+async def test_even_the_fallback_failing_ends_in_a_visible_message(slack) -> None:
+    slack.emulator.fail("chat.update", "invalid_blocks", "msg_too_long")
+    await slack.event(mention("1700000000.001000"), "Ev1")
+    await slack.until(lambda: len(slack.emulator.called("chat.postMessage")) == 2)
+    assert "something went wrong" in slack.emulator.called("chat.postMessage")[-1]["text"]
+
+
+def _long_answer_model(answer: str) -> ClaudeAgent:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        return message(tool_use(RESPOND_TOOL, answer=answer, citations=[], status="answered"))
+
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), respond])
+    return ClaudeAgent(
+        api.client(), model="claude-test", max_tokens=1024, max_rounds=4, tool_timeout_s=5
+    )
+
+
+async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> None:
+    paragraph = "Re-ingesting is cheap because unchanged files are skipped [1]. " * 36
+    text = "\n\n".join([paragraph] * 5) + "\n\n<!channel> <@U999> @here done"  # ~11.4k chars
+    harness, stop = await slack_factory(_long_answer_model(text))
+    try:
+        await harness.event(mention("1700000000.001100"), "Ev1")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+        await harness.settle()
+        parts = (
+            harness.emulator.called("chat.update") + harness.emulator.called("chat.postMessage")[1:]
+        )
+        assert len(parts) >= 2
+        for part in parts:
+            assert len(part["blocks"]) <= 50
+            for block in part["blocks"]:
+                if block["type"] == "section":
+                    assert len(block["text"]["text"]) <= 3000
+        everything = json.dumps(parts)
+        assert "<!channel>" not in everything
+        assert "<@U999>" not in everything
+        assert "<!here>" not in everything
+        sections = "".join(
+            b["text"]["text"] for p in parts for b in p["blocks"] if b["type"] == "section"
+        )
+        assert sections.count("unchanged files are skipped") == 180  # nothing lost
+        assert sections.rstrip().endswith("done")
+    finally:
+        await stop()
+
+
+async def test_a_model_failure_produces_a_visible_apology(slack_factory) -> None:
+    api = FakeMessagesAPI(
+        [
+            message(tool_use(SEARCH_TOOL, query="x y")),
+            message(text("hmm")),
+            message(text("still no tool")),
+        ]
+    )
+    agent = ClaudeAgent(
+        api.client(), model="claude-test", max_tokens=256, max_rounds=4, tool_timeout_s=5
+    )
+    harness, stop = await slack_factory(agent)
+    try:
+        await harness.event(mention("1700000000.001200"), "Ev1")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+        final = harness.emulator.called("chat.update")[0]
+        assert "Sorry" in final["text"]
+        assert all(b["type"] != "actions" for b in final["blocks"])  # no feedback on errors
+    finally:
+        await stop()
+
+
+async def test_thread_history_comes_from_slack_only_when_the_store_has_none(slack) -> None:
+    root = "1700000000.001300"
+    await slack.state.remember_thread(f"slack/T1/C1/{root}")
+    slack.emulator.replies = [
+        {"user": "U2", "text": f"<@{BOT_USER}> what is prune?", "ts": root},
+        {"user": BOT_USER, "bot_id": "BBOT", "text": "Prune deletes removed files.", "ts": "x1"},
+        {"user": "U2", "text": "and how do I turn it off?", "ts": "1700000000.001400"},
+    ]
+    await slack.event(message_event("1700000000.001400", "and how do I turn it off?", root), "Ev1")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    assert len(slack.emulator.called("conversations.replies")) == 1
+    turns = await slack.store.recent(f"slack/T1/C1/{root}", 10)
+    assert turns[0].question == "what is prune?"
+    assert turns[0].answer == "Prune deletes removed files."
+
+
+async def test_rate_limited_history_is_skipped_not_fatal(slack) -> None:
+    root = "1700000000.001500"
+    await slack.state.remember_thread(f"slack/T1/C1/{root}")
+    slack.emulator.fail("conversations.replies", "ratelimited")
+    await slack.event(message_event("1700000000.001600", "what is hybrid search?", root), "Ev1")
+    await slack.until(lambda: len(answers(slack)) == 1)

@@ -75,6 +75,15 @@ class SourceRegistry:
         return urls
 
 
+_UNFINISHED_TAIL = re.compile(r"(\[[^\]\n]*(\]\([^)\s]*)?|<[^>\n]*|https?:/?/?[^\s)]*)$")
+
+
+def finished_part(partial: str) -> str:
+    """A partial answer without a trailing link, marker or tag still being written: its URL
+    can't be checked until it is complete, so it isn't shown yet."""
+    return _UNFINISHED_TAIL.sub("", partial)
+
+
 def normalise(text: str) -> str:
     """For comparing a quote with its source: entities, typographic quotes, spacing and case
     folded (the model sees sources HTML-escaped and may copy them so)."""

@@ -19,7 +19,7 @@ from core.citations import SourceRegistry
 from core.conversation import Trace, Turn, Usage
 from core.model_errors import ModelUnavailable, NoResponse
 from core.prompts import RETRY_NUDGE, SYSTEM_PROMPT, history_messages
-from core.tool_runner import SearchFn, ToolRunner
+from core.tool_runner import AnswerProgress, SearchFn, ToolRunner
 from core.tools import (
     RESPOND_TOOL,
     RespondInput,
@@ -66,6 +66,7 @@ class ClaudeAgent:
         search: SearchFn,
         registry: SourceRegistry,
         trace: Trace,
+        on_answer: AnswerProgress | None = None,
     ) -> RespondInput:
         runner = ToolRunner(search, registry, trace, self._tool_timeout_s)
         messages = [*history_messages(history), {"role": "user", "content": question}]
@@ -73,7 +74,7 @@ class ClaudeAgent:
         for round_number in range(1, self._max_rounds + 2):
             tool = required_tool(round_number, self._max_rounds, failures)
             choice = {"type": "tool", "name": tool} if tool else {"type": "any"}
-            response = await self._call(messages, choice, trace)
+            response = await self._call(messages, choice, trace, on_answer)
             uses = [b for b in response.content if b.type == "tool_use"]
             blocks = [_block_param(b) for b in response.content]
             blocks = [b for b in blocks if b["type"] != "text" or b["text"].strip()]
@@ -126,19 +127,36 @@ class ClaudeAgent:
         raise NoResponse(f"no answer within {self._max_rounds} rounds")
 
     async def _call(
-        self, messages: list[dict[str, Any]], choice: dict[str, str], trace: Trace
+        self,
+        messages: list[dict[str, Any]],
+        choice: dict[str, str],
+        trace: Trace,
+        on_answer: AnswerProgress | None,
     ) -> Any:
+        """One model turn, streamed: the `respond` tool's partial `answer` is passed on as it
+        grows (the SDK parses the partial tool input as far as it goes)."""
         started = time.perf_counter()
+        params: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": self._max_tokens,
+            "system": self._system,
+            "tools": self._tools,
+            "tool_choice": choice,
+            "messages": messages,
+        }
         try:
-            params: dict[str, Any] = {
-                "model": self._model,
-                "max_tokens": self._max_tokens,
-                "system": self._system,
-                "tools": self._tools,
-                "tool_choice": choice,
-                "messages": messages,
-            }
-            response = await self.client.messages.create(**params)
+            async with self.client.messages.stream(**params) as stream:
+                current: str | None = None
+                async for event in stream:
+                    if event.type == "content_block_start":
+                        block = event.content_block
+                        current = block.name if block.type == "tool_use" else None
+                    elif event.type == "input_json" and current == RESPOND_TOOL and on_answer:
+                        snapshot = event.snapshot
+                        partial = snapshot.get("answer") if isinstance(snapshot, dict) else None
+                        if isinstance(partial, str) and partial:
+                            await on_answer(partial)
+                response = await stream.get_final_message()
         except anthropic.AuthenticationError:
             raise ModelUnavailable("Claude rejected the API key") from None
         except anthropic.APIStatusError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from core.citations import SourceRegistry, check_answer
+from core.citations import SourceRegistry, check_answer, finished_part
 from core.claude_agent import ClaudeAgent
 from core.config import AnswerSettings
 from core.conversation import (
@@ -34,6 +34,7 @@ from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
 from core.models import SearchHit
 from core.openai_agent import OpenAICompatibleAgent
 from core.prompts import format_sources
+from core.tool_runner import AnswerProgress
 from core.tools import RespondInput
 
 log = structlog.get_logger(__name__)
@@ -101,7 +102,10 @@ class AnswerEngine:
     async def search(self, query: str) -> list[SearchHit]:
         return await self._index.search(query, k=self._top_k)
 
-    async def answer(self, question: Question) -> Answer:
+    async def answer(self, question: Question, on_progress: AnswerProgress | None = None) -> Answer:
+        """`on_progress` receives the answer so far while the model writes it, already cleaned
+        like the final text (unknown markers and URLs out, pings defused); the returned
+        `Answer` is the checked, final version."""
         started = time.perf_counter()
         trace = Trace()
         cleaned = clean_question(question.text, self._settings.max_question_chars)
@@ -111,7 +115,7 @@ class AnswerEngine:
             await self._store.recent(question.conversation_key, self._settings.history_turns),
             self._settings.history_token_budget,
         )
-        answer = await self._produce(cleaned, history, trace)
+        answer = await self._produce(cleaned, history, trace, on_progress)
         trace.total_seconds = time.perf_counter() - started
         answer.trace = trace
         if answer.status is not AnswerStatus.ERROR:
@@ -127,13 +131,31 @@ class AnswerEngine:
         )
         return answer
 
-    async def _produce(self, question: str, history: list[Turn], trace: Trace) -> Answer:
+    async def _produce(
+        self,
+        question: str,
+        history: list[Turn],
+        trace: Trace,
+        on_progress: AnswerProgress | None,
+    ) -> Answer:
         registry = SourceRegistry()
         agent = self._claude or self._openai
         if agent is None:
             return await self._extractive(question, registry, trace, NO_MODEL)
+
+        async def preview(partial: str) -> None:
+            if on_progress is not None:
+                await on_progress(check_answer(finished_part(partial), [], registry)[0])
+
         try:
-            respond = await agent.run(question, history, self.search, registry, trace)
+            respond = await agent.run(
+                question,
+                history,
+                self.search,
+                registry,
+                trace,
+                on_answer=preview if on_progress else None,
+            )
             return self._checked(respond, registry, AnswerMode.AGENT)
         except ToolsUnsupported:
             trace.notes.append("the model ignored tool calls: search-then-answer")

@@ -24,7 +24,7 @@ from core.citations import SourceRegistry
 from core.conversation import Trace, Turn, Usage
 from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
 from core.prompts import NO_TOOLS_PROMPT, SYSTEM_PROMPT, history_messages
-from core.tool_runner import SearchFn, ToolRunner
+from core.tool_runner import AnswerProgress, SearchFn, ToolRunner
 from core.tools import (
     RESPOND_TOOL,
     RespondInput,
@@ -104,6 +104,7 @@ class OpenAICompatibleAgent:
         search: SearchFn,
         registry: SourceRegistry,
         trace: Trace,
+        on_answer: AnswerProgress | None = None,  # noqa: ARG002 (no streaming on this path yet)
     ) -> RespondInput:
         runner = ToolRunner(search, registry, trace, self._tool_timeout_s)
         messages: list[dict[str, Any]] = [

@@ -20,6 +20,8 @@ from core.prompts import format_sources
 from core.tools import SEARCH_TOOL, SearchInput, ToolInputError, parse_tool_input
 
 SearchFn = Callable[[str], Awaitable[list[SearchHit]]]
+# Receives the answer text written so far, while the model is still writing it.
+AnswerProgress = Callable[[str], Awaitable[None]]
 log = structlog.get_logger(__name__)
 
 

@@ -95,3 +95,14 @@ def test_pings_are_defused() -> None:
 
 def test_normalise_folds_typography() -> None:
     assert normalise("It’s  “quoted”\n") == normalise('it\'s "QUOTED"')
+
+
+def test_unfinished_links_are_held_back_while_streaming() -> None:
+    from core.citations import finished_part
+
+    assert finished_part("See [the guide](https://evil.example/ph") == "See "
+    assert finished_part("See [the gu") == "See "
+    assert finished_part("Done [1") == "Done "
+    assert finished_part("Visit https://evil.exa") == "Visit "
+    assert finished_part("Ping <!chan") == "Ping "
+    assert finished_part("All complete [1].") == "All complete [1]."

@@ -355,3 +355,32 @@ async def test_empty_turns_are_not_sent_back(settings, index) -> None:
             if msg["role"] == "assistant":
                 assert msg["content"]
                 assert all(b.get("text", "x").strip() for b in msg["content"])
+
+
+async def test_the_answer_streams_cleaned_as_it_grows(settings, index) -> None:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        number, passage = next(iter(sources_in(tool_results(body)[0]["content"]).items()))
+        answer = (
+            f"Re-run the ingest command [{number}] and unchanged files are skipped [77]. "
+            "Nothing is embedded twice, see https://evil.example/x <!channel> for details, "
+            "or [the guide](https://evil.example/phish)."
+        )
+        return message(tool_use(RESPOND_TOOL, answer=answer, status="answered",
+                                citations=[{"source": number, "quote": first_sentence(passage)}]))
+
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="re-ingest")), respond])
+    previews: list[str] = []
+
+    async def progress(text_so_far: str) -> None:
+        previews.append(text_so_far)
+
+    answer = await engine(settings, index, claude=agent(api)).answer(
+        question("re-ingest?"), on_progress=progress
+    )
+    assert len(previews) > 3  # several partial versions while the model was writing
+    assert all(len(a) <= len(b) + 40 for a, b in zip(previews, previews[1:], strict=False))
+    assert previews[-1] == answer.text
+    for preview in previews:
+        assert "[77]" not in preview
+        assert "evil.example" not in preview
+        assert "<!channel>" not in preview

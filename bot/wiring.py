@@ -135,6 +135,7 @@ def build_slack_app(
         plain_chars=s.plain_chars,
         history_messages=s.history_messages,
         placeholder=s.placeholder,
+        update_interval_s=s.update_interval_s,
     )
     SlackBot(engine, store, state, limits).register(app)
     return app

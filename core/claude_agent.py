@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import anthropic
+import jiter
 
 from core.citations import SourceRegistry
 from core.conversation import Trace, Turn, Usage
@@ -30,6 +31,18 @@ from core.tools import (
 )
 
 _CACHE = {"type": "ephemeral"}
+
+
+def _partial_answer(raw_json: str) -> str | None:
+    """The `answer` field of a tool input still being written, including its unfinished last
+    string (the SDK's own snapshot leaves unfinished strings out, which would show nothing until
+    the whole answer is written)."""
+    try:
+        value = jiter.from_json(raw_json.encode(), partial_mode="trailing-strings")
+    except ValueError:
+        return None
+    answer = value.get("answer") if isinstance(value, dict) else None
+    return answer if isinstance(answer, str) else None
 
 
 def _block_param(block: Any) -> dict[str, Any]:
@@ -147,14 +160,16 @@ class ClaudeAgent:
         try:
             async with self.client.messages.stream(**params) as stream:
                 current: str | None = None
+                raw = ""
                 async for event in stream:
                     if event.type == "content_block_start":
                         block = event.content_block
                         current = block.name if block.type == "tool_use" else None
+                        raw = ""
                     elif event.type == "input_json" and current == RESPOND_TOOL and on_answer:
-                        snapshot = event.snapshot
-                        partial = snapshot.get("answer") if isinstance(snapshot, dict) else None
-                        if isinstance(partial, str) and partial:
+                        raw += event.partial_json
+                        partial = _partial_answer(raw)
+                        if partial:
                             await on_answer(partial)
                 response = await stream.get_final_message()
         except anthropic.AuthenticationError:

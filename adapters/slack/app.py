@@ -9,6 +9,7 @@ store by event id and by message id before any work: one message, one answer.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from adapters.slack.render import (
     answer_messages,
     escape,
     plain_messages,
+    to_mrkdwn,
 )
 from core.conversation import Answer, ChannelKind, Question, Turn
 from core.conversation_store import ConversationStore
@@ -46,6 +48,7 @@ class SlackLimits:
     plain_chars: int
     history_messages: int
     placeholder: str
+    update_interval_s: float
 
 
 class SlackBot:
@@ -143,9 +146,11 @@ class SlackBot:
                 await self._seed_history(client, key, channel, thread_ts, bot_user)
             await self._state.remember_thread(key)
         kind = ChannelKind.DIRECT if event.get("channel_type") == "im" else ChannelKind.THREAD
+        progress = _ProgressiveMessage(client, channel, placeholder, self._limits)
         try:
             answer = await self._engine.answer(
-                Question("slack", key, event.get("user", ""), text, kind)
+                Question("slack", key, event.get("user", ""), text, kind),
+                on_progress=progress.update if placeholder else None,
             )
         except Exception:
             log.exception("answer_failed", platform="slack", channel=channel)
@@ -269,6 +274,34 @@ class SlackBot:
                 await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
             except SlackApiError as exc:
                 log.info("slack_ephemeral_failed", error=_error(exc))
+
+
+class _ProgressiveMessage:
+    """Shows the answer while it is written by editing the placeholder, at most once per
+    `update_interval_s` (Slack rate-limits chat.update); the final version replaces it."""
+
+    def __init__(
+        self, client: AsyncWebClient, channel: str, ts: str | None, limits: SlackLimits
+    ) -> None:
+        self._client = client
+        self._channel = channel
+        self._ts = ts
+        self._limits = limits
+        self._last_update = 0.0
+        self._shown = ""
+
+    async def update(self, text_so_far: str) -> None:
+        now = time.monotonic()
+        if self._ts is None or now - self._last_update < self._limits.update_interval_s:
+            return
+        preview = to_mrkdwn(text_so_far, [])[: self._limits.section_chars - 2].rstrip()
+        if not preview or preview == self._shown:
+            return
+        self._last_update, self._shown = now, preview
+        try:
+            await self._client.chat_update(channel=self._channel, ts=self._ts, text=preview + " …")
+        except SlackApiError as exc:
+            log.info("slack_progress_update_failed", error=_error(exc))
 
 
 def _key(team: str, channel: str, thread_ts: str | None) -> str:

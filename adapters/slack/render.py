@@ -119,8 +119,9 @@ def _cut(block: str, limit: int) -> list[str]:
             if current:
                 parts.append(current)
             current = ""
-            parts.append(line[:room])
-            line = line[room:]
+            cut = room if fenced else _safe_cut(line, room)
+            parts.append(line[:cut].rstrip())
+            line = line[cut:].lstrip()
         if current and len(current) + 1 + len(line) > room:
             parts.append(current)
             current = line
@@ -129,6 +130,21 @@ def _cut(block: str, limit: int) -> list[str]:
     if current:
         parts.append(current)
     return [f"```\n{p}\n```" if fenced else p for p in parts]
+
+
+def _safe_cut(line: str, room: int) -> int:
+    """Where to cut an over-long line: the last space before `room` that is outside a
+    `<url|label>` link (a link cut in two renders as garbage); else at `room`."""
+    depth_at = 0
+    best = 0
+    for i, char in enumerate(line[:room]):
+        if char == "<":
+            depth_at += 1
+        elif char == ">":
+            depth_at = max(0, depth_at - 1)
+        elif char == " " and depth_at == 0:
+            best = i
+    return best if best > room // 2 else room
 
 
 def sources_line(citations: list[Citation], limit: int) -> str:

@@ -53,29 +53,61 @@ JSON_PIECE = 24  # characters of tool input JSON per input_json_delta event
 def sse(msg: dict[str, Any]) -> bytes:
     """A Messages API response replayed as the server-sent events of a streamed response."""
     events: list[dict[str, Any]] = [
-        {"type": "message_start",
-         "message": {**msg, "content": [], "stop_reason": None,
-                     "usage": {**msg["usage"], "output_tokens": 1}}},
+        {
+            "type": "message_start",
+            "message": {
+                **msg,
+                "content": [],
+                "stop_reason": None,
+                "usage": {**msg["usage"], "output_tokens": 1},
+            },
+        },
     ]
     for index, block in enumerate(msg["content"]):
         if block["type"] == "text":
-            events.append({"type": "content_block_start", "index": index,
-                           "content_block": {"type": "text", "text": ""}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                }
+            )
             if block["text"]:
-                events.append({"type": "content_block_delta", "index": index,
-                               "delta": {"type": "text_delta", "text": block["text"]}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": block["text"]},
+                    }
+                )
         else:
-            events.append({"type": "content_block_start", "index": index,
-                           "content_block": {**block, "input": {}}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                }
+            )
             raw = json.dumps(block["input"])
             for start in range(0, len(raw), JSON_PIECE):
-                events.append({"type": "content_block_delta", "index": index,
-                               "delta": {"type": "input_json_delta",
-                                         "partial_json": raw[start : start + JSON_PIECE]}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {
+                            "type": "input_json_delta",
+                            "partial_json": raw[start : start + JSON_PIECE],
+                        },
+                    }
+                )
         events.append({"type": "content_block_stop", "index": index})
-    events.append({"type": "message_delta",
-                   "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                   "usage": {"output_tokens": msg["usage"]["output_tokens"]}})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": msg["usage"]["output_tokens"]},
+        }
+    )
     events.append({"type": "message_stop"})
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
 

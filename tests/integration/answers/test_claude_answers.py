@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -365,8 +366,14 @@ async def test_the_answer_streams_cleaned_as_it_grows(settings, index) -> None:
             "Nothing is embedded twice, see https://evil.example/x <!channel> for details, "
             "or [the guide](https://evil.example/phish)."
         )
-        return message(tool_use(RESPOND_TOOL, answer=answer, status="answered",
-                                citations=[{"source": number, "quote": first_sentence(passage)}]))
+        return message(
+            tool_use(
+                RESPOND_TOOL,
+                answer=answer,
+                status="answered",
+                citations=[{"source": number, "quote": first_sentence(passage)}],
+            )
+        )
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="re-ingest")), respond])
     previews: list[str] = []
@@ -378,7 +385,8 @@ async def test_the_answer_streams_cleaned_as_it_grows(settings, index) -> None:
         question("re-ingest?"), on_progress=progress
     )
     assert len(previews) > 3  # several partial versions while the model was writing
-    assert all(len(a) <= len(b) + 40 for a, b in zip(previews, previews[1:], strict=False))
+    assert len(previews[0]) < len(answer.text) // 2  # the first ones were really partial
+    assert all(len(a) <= len(b) + 40 for a, b in itertools.pairwise(previews))
     assert previews[-1] == answer.text
     for preview in previews:
         assert "[77]" not in preview

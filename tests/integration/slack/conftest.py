@@ -108,7 +108,7 @@ class SlackHarness:
 
 
 def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
-    async def start(claude: ClaudeAgent | None = None) -> tuple[SlackHarness, Callable]:
+    async def start(claude: ClaudeAgent | None = None, **env: str) -> tuple[SlackHarness, Callable]:
         emulator = SlackEmulator()
         api = TestServer(emulator.app, host="127.0.0.1")
         await api.start_server()
@@ -120,6 +120,7 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
                 "BOT_SLACK__BASE_URL": str(api.make_url("/api/")),
                 "SLACK_BOT_TOKEN": "xoxb-test",
                 "SLACK_SIGNING_SECRET": SECRET,
+                **env,
             },
         )
         index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)

@@ -189,11 +189,12 @@ async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> No
     harness, stop = await slack_factory(_long_answer_model(text))
     try:
         await harness.event(mention("1700000000.001100"), "Ev1")
-        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
-        await harness.settle()
-        parts = (
-            harness.emulator.called("chat.update") + harness.emulator.called("chat.postMessage")[1:]
+        await harness.until(
+            lambda: any(u.get("blocks") for u in harness.emulator.called("chat.update"))
         )
+        await harness.settle()
+        final = [u for u in harness.emulator.called("chat.update") if u.get("blocks")]
+        parts = final + harness.emulator.called("chat.postMessage")[1:]
         assert len(parts) >= 2
         for part in parts:
             assert len(part["blocks"]) <= 50
@@ -204,9 +205,12 @@ async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> No
         assert "<!channel>" not in everything
         assert "<@U999>" not in everything
         assert "<!here>" not in everything
-        sections = "".join(
+        section_texts = [
             b["text"]["text"] for p in parts for b in p["blocks"] if b["type"] == "section"
-        )
+        ]
+        for section in section_texts:  # no link is ever cut in two
+            assert section.count("<") == section.count(">")
+        sections = "".join(section_texts)
         assert sections.count("unchanged files are skipped") == 180  # nothing lost
         assert sections.rstrip().endswith("done")
     finally:
@@ -257,3 +261,46 @@ async def test_rate_limited_history_is_skipped_not_fatal(slack) -> None:
     slack.emulator.fail("conversations.replies", "ratelimited")
     await slack.event(message_event("1700000000.001600", "what is hybrid search?", root), "Ev1")
     await slack.until(lambda: len(answers(slack)) == 1)
+
+
+async def test_the_answer_shows_progressively_then_final_with_sources(slack_factory) -> None:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        from tests.fakes.anthropic_api import tool_results
+        from tests.integration.answers.helpers import first_sentence, sources_in
+
+        number, passage = next(iter(sources_in(tool_results(body)[0]["content"]).items()))
+        answer = (
+            "Run `bot ingest` again on the same folder. " * 6
+            + f"Unchanged files are skipped [{number}]."
+        )
+        return message(
+            tool_use(
+                RESPOND_TOOL,
+                answer=answer,
+                status="answered",
+                citations=[{"source": number, "quote": first_sentence(passage)}],
+            )
+        )
+
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="re-ingest")), respond])
+    agent = ClaudeAgent(
+        api.client(), model="claude-test", max_tokens=1024, max_rounds=4, tool_timeout_s=5
+    )
+    harness, stop = await slack_factory(agent, BOT_SLACK__UPDATE_INTERVAL_S="0")
+    try:
+        await harness.event(mention("1700000000.002000"), "Ev1")
+        await harness.until(
+            lambda: any(u.get("blocks") for u in harness.emulator.called("chat.update"))
+        )
+        names = [name for name, _ in harness.emulator.calls if name.startswith("chat.")]
+        assert names[0] == "chat.postMessage"  # the placeholder, at once
+        updates = harness.emulator.called("chat.update")
+        progress, final = updates[:-1], updates[-1]
+        assert len(progress) >= 3
+        assert all(u["text"].endswith(" …") and not u.get("blocks") for u in progress)
+        lengths = [len(u["text"]) for u in progress]
+        assert lengths == sorted(lengths)
+        assert final["blocks"][-1]["type"] == "actions"
+        assert "Sources" in json.dumps(final["blocks"])
+    finally:
+        await stop()

@@ -120,8 +120,7 @@ def build_slack_app(
         )
     )
     client = AsyncWebClient(token=token, base_url=s.base_url or AsyncWebClient.BASE_URL)
-    app = AsyncApp(
-        token=token,
+    app = AsyncApp(  # the token travels in the client (Bolt warns when both are given)
         signing_secret=signing,
         client=client,
         request_verification_enabled=not socket_mode,
@@ -136,6 +135,7 @@ def build_slack_app(
         history_messages=s.history_messages,
         placeholder=s.placeholder,
         update_interval_s=s.update_interval_s,
+        stream_api=s.stream_api,
     )
     SlackBot(engine, store, state, limits).register(app)
     return app

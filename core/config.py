@@ -139,6 +139,7 @@ class SlackSettings(_Section):
     dedup_ttl_s: float = Field(86_400, gt=0)
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
     update_interval_s: float = Field(1.0, ge=0)
+    stream_api: bool = True
 
 
 class LoggingSettings(_Section):

@@ -144,8 +144,12 @@ class AnswerEngine:
             return await self._extractive(question, registry, trace, NO_MODEL)
 
         async def preview(partial: str) -> None:
-            if on_progress is not None:
+            if on_progress is None:
+                return
+            try:
                 await on_progress(check_answer(finished_part(partial), [], registry)[0])
+            except Exception:
+                log.warning("progress_callback_failed", exc_info=True)
 
         try:
             respond = await agent.run(

@@ -9,7 +9,6 @@ store by event id and by message id before any work: one message, one answer.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +17,13 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     FEEDBACK_DOWN,
     FEEDBACK_UP,
     answer_messages,
     escape,
     plain_messages,
-    to_mrkdwn,
 )
 from core.conversation import Answer, ChannelKind, Question, Turn
 from core.conversation_store import ConversationStore
@@ -49,6 +48,7 @@ class SlackLimits:
     history_messages: int
     placeholder: str
     update_interval_s: float
+    stream_api: bool
 
 
 class SlackBot:
@@ -146,18 +146,30 @@ class SlackBot:
                 await self._seed_history(client, key, channel, thread_ts, bot_user)
             await self._state.remember_thread(key)
         kind = ChannelKind.DIRECT if event.get("channel_type") == "im" else ChannelKind.THREAD
-        progress = _ProgressiveMessage(client, channel, placeholder, self._limits)
+        progress = AnswerProgressMessage(
+            client,
+            channel=channel,
+            thread_ts=thread_ts,
+            placeholder=placeholder,
+            team=team,
+            user=event.get("user", ""),
+            use_stream_api=self._limits.stream_api,
+            update_interval_s=self._limits.update_interval_s,
+            preview_chars=self._limits.section_chars - 2,
+        )
         try:
             answer = await self._engine.answer(
                 Question("slack", key, event.get("user", ""), text, kind),
-                on_progress=progress.update if placeholder else None,
+                on_progress=progress.update,
             )
         except Exception:
             log.exception("answer_failed", platform="slack", channel=channel)
-            await self._deliver_text(client, channel, thread_ts, placeholder, [APOLOGY])
+            await progress.finish()
+            await self._deliver_text(client, channel, thread_ts, progress.message_ts, [APOLOGY])
             return
+        await progress.finish()
         answer_id = await self._state.record_answer(key, text, answer)
-        await self._deliver(client, channel, thread_ts, placeholder, answer, answer_id)
+        await self._deliver(client, channel, thread_ts, progress.message_ts, answer, answer_id)
 
     async def _deliver(
         self,
@@ -192,7 +204,7 @@ class SlackBot:
                     )
         except SlackApiError as exc:
             # msg_too_long, invalid_blocks, ...: the same answer as plain text, never silence.
-            log.warning("slack_blocks_refused", error=_error(exc))
+            log.warning("slack_blocks_refused", error=slack_error(exc))
             await self._deliver_text(
                 client, channel, thread_ts, placeholder, plain_messages(answer, limits.plain_chars)
             )
@@ -212,7 +224,7 @@ class SlackBot:
                 else:
                     await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
         except SlackApiError as exc:
-            log.error("slack_post_failed", error=_error(exc))
+            log.error("slack_post_failed", error=slack_error(exc))
             await self._post(client, channel, thread_ts, text=APOLOGY, blocks=None)
 
     async def _post(
@@ -229,7 +241,7 @@ class SlackBot:
                 channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
             )
         except SlackApiError as exc:
-            log.error("slack_post_failed", error=_error(exc))
+            log.error("slack_post_failed", error=slack_error(exc))
             return None
         ts = response.get("ts")
         return str(ts) if ts else None
@@ -246,7 +258,7 @@ class SlackBot:
                 channel=channel, ts=thread_ts, limit=self._limits.history_messages
             )
         except SlackApiError as exc:
-            log.info("slack_history_unavailable", error=_error(exc))
+            log.info("slack_history_unavailable", error=slack_error(exc))
             return
         question: str | None = None
         for message in response.get("messages", [])[:-1]:  # the last one is being answered
@@ -273,35 +285,7 @@ class SlackBot:
             try:
                 await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
             except SlackApiError as exc:
-                log.info("slack_ephemeral_failed", error=_error(exc))
-
-
-class _ProgressiveMessage:
-    """Shows the answer while it is written by editing the placeholder, at most once per
-    `update_interval_s` (Slack rate-limits chat.update); the final version replaces it."""
-
-    def __init__(
-        self, client: AsyncWebClient, channel: str, ts: str | None, limits: SlackLimits
-    ) -> None:
-        self._client = client
-        self._channel = channel
-        self._ts = ts
-        self._limits = limits
-        self._last_update = 0.0
-        self._shown = ""
-
-    async def update(self, text_so_far: str) -> None:
-        now = time.monotonic()
-        if self._ts is None or now - self._last_update < self._limits.update_interval_s:
-            return
-        preview = to_mrkdwn(text_so_far, [])[: self._limits.section_chars - 2].rstrip()
-        if not preview or preview == self._shown:
-            return
-        self._last_update, self._shown = now, preview
-        try:
-            await self._client.chat_update(channel=self._channel, ts=self._ts, text=preview + " …")
-        except SlackApiError as exc:
-            log.info("slack_progress_update_failed", error=_error(exc))
+                log.info("slack_ephemeral_failed", error=slack_error(exc))
 
 
 def _key(team: str, channel: str, thread_ts: str | None) -> str:
@@ -312,9 +296,3 @@ def _strip_mention(text: str, bot_user: str | None) -> str:
     if bot_user:
         text = re.sub(rf"<@{re.escape(bot_user)}(?:\|[^>]*)?>", "", text)
     return text.strip()
-
-
-def _error(exc: SlackApiError) -> str:
-    """Slack's error code, also when the response was not JSON (a proxy's HTML page, a 405)."""
-    data = getattr(exc.response, "data", None)
-    return str(data.get("error")) if isinstance(data, dict) else f"HTTP {exc.response.status_code}"

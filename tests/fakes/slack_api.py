@@ -57,7 +57,7 @@ class SlackEmulator:
                 "team": "Test",
                 "url": "https://test.slack.com/",
             }
-        if method in ("chat.postMessage", "chat.update"):
+        if method in ("chat.postMessage", "chat.update", "chat.startStream"):
             ts = params.get("ts") or f"1700000100.{next(self._ts):06d}"
             return {
                 "ok": True,

@@ -263,16 +263,14 @@ async def test_rate_limited_history_is_skipped_not_fatal(slack) -> None:
     await slack.until(lambda: len(answers(slack)) == 1)
 
 
-async def test_the_answer_shows_progressively_then_final_with_sources(slack_factory) -> None:
+def _streaming_model() -> ClaudeAgent:
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         from tests.fakes.anthropic_api import tool_results
         from tests.integration.answers.helpers import first_sentence, sources_in
 
         number, passage = next(iter(sources_in(tool_results(body)[0]["content"]).items()))
-        answer = (
-            "Run `bot ingest` again on the same folder. " * 6
-            + f"Unchanged files are skipped [{number}]."
-        )
+        answer = "Run `bot ingest` again on the same folder. " * 6
+        answer += f"Unchanged files are skipped [{number}]."
         return message(
             tool_use(
                 RESPOND_TOOL,
@@ -283,24 +281,54 @@ async def test_the_answer_shows_progressively_then_final_with_sources(slack_fact
         )
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="re-ingest")), respond])
-    agent = ClaudeAgent(
+    return ClaudeAgent(
         api.client(), model="claude-test", max_tokens=1024, max_rounds=4, tool_timeout_s=5
     )
-    harness, stop = await slack_factory(agent, BOT_SLACK__UPDATE_INTERVAL_S="0")
+
+
+def _final(harness: SlackHarness) -> list[dict[str, Any]]:
+    return [u for u in harness.emulator.called("chat.update") if u.get("blocks")]
+
+
+async def test_the_answer_streams_then_ends_with_sources(slack_factory) -> None:
+    harness, stop = await slack_factory(_streaming_model(), BOT_SLACK__UPDATE_INTERVAL_S="0")
     try:
         await harness.event(mention("1700000000.002000"), "Ev1")
-        await harness.until(
-            lambda: any(u.get("blocks") for u in harness.emulator.called("chat.update"))
-        )
+        await harness.until(lambda: bool(_final(harness)))
         names = [name for name, _ in harness.emulator.calls if name.startswith("chat.")]
-        assert names[0] == "chat.postMessage"  # the placeholder, at once
+        assert names[:3] == ["chat.postMessage", "chat.startStream", "chat.delete"]
+        assert names[-2:] == ["chat.stopStream", "chat.update"]
+        appends = harness.emulator.called("chat.appendStream")
+        assert len(appends) >= 2
+        assert all(n == "chat.appendStream" for n in names[3:-2])
+        start = harness.emulator.called("chat.startStream")[0]
+        assert start["thread_ts"] == "1700000000.002000"
+        assert start["recipient_user_id"] == "U2"
+        streamed = start["markdown_text"] + "".join(a["markdown_text"] for a in appends)
+        assert streamed.startswith("Run `bot ingest` again")
+        stream_ts = harness.emulator.called("chat.stopStream")[0]["ts"]
+        final = _final(harness)[0]
+        assert final["ts"] == stream_ts  # the streamed message becomes the checked answer
+        assert final["blocks"][-1]["type"] == "actions"
+        assert "Sources" in json.dumps(final["blocks"])
+    finally:
+        await stop()
+
+
+async def test_without_streaming_the_placeholder_is_edited_progressively(slack_factory) -> None:
+    harness, stop = await slack_factory(_streaming_model(), BOT_SLACK__UPDATE_INTERVAL_S="0")
+    harness.emulator.fail("chat.startStream", "not_allowed_token_type")
+    try:
+        await harness.event(mention("1700000000.002100"), "Ev1")
+        await harness.until(lambda: bool(_final(harness)))
         updates = harness.emulator.called("chat.update")
         progress, final = updates[:-1], updates[-1]
         assert len(progress) >= 3
         assert all(u["text"].endswith(" …") and not u.get("blocks") for u in progress)
         lengths = [len(u["text"]) for u in progress]
         assert lengths == sorted(lengths)
+        assert all(u["ts"] == final["ts"] for u in progress)  # one message, edited in place
         assert final["blocks"][-1]["type"] == "actions"
-        assert "Sources" in json.dumps(final["blocks"])
+        assert not harness.emulator.called("chat.appendStream")
     finally:
         await stop()

@@ -182,3 +182,34 @@ def test_eval_answers_in_extractive_mode(
     assert figures["retrieval_hit_rate_same_depth"] == 1.0
     assert figures["modes"] == {"extractive": 1}
     assert figures["answer_correctness"] is None  # no judge without a key
+
+
+@pytest.mark.parametrize(
+    ("args", "unset", "message"),
+    [
+        (["slack", "--http"], "SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN is not set"),
+        (["slack", "--socket"], "SLACK_APP_TOKEN", "SLACK_APP_TOKEN is not set"),
+    ],
+)
+def test_slack_without_its_tokens_says_which_is_missing(
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    unset: str,
+    message: str,
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "secret")
+    monkeypatch.delenv(unset, raising=False)
+    monkeypatch.setattr("sys.argv", ["bot", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_slack_needs_exactly_one_mode(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["slack"])
+    assert result.exit_code == 2
+    assert "exactly one of --socket and --http" in result.output

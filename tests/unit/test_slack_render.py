@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from adapters.slack.render import (
+    answer_messages,
+    escape,
+    sources_line,
+    split_text,
+    to_mrkdwn,
+)
+from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+
+
+def _citation(
+    n: int,
+    title: str = "Guide",
+    kind: SourceKind = SourceKind.KNOWLEDGE_BASE,
+    verified: bool = True,
+) -> Citation:
+    return Citation(n, title, f"https://docs.example/{n}#sec", "q", verified, kind)
+
+
+def test_mrkdwn_escapes_untrusted_text_and_links_markers() -> None:
+    text = "**Bold** & <!channel> <@U1> [docs](https://d.example/a) see [1] and [9]\n# Title"
+    out = to_mrkdwn(text, [_citation(1)])
+    assert "*Bold*" in out
+    assert "&amp;" in out
+    assert "&lt;!channel&gt;" in out
+    assert "&lt;@U1&gt;" in out
+    assert "<https://d.example/a|docs>" in out
+    assert "<https://docs.example/1#sec|[1]>" in out
+    assert "[9]" in out  # no citation 9: left as text, not a link
+    assert out.endswith("*Title*")
+
+
+def test_code_blocks_are_left_alone() -> None:
+    out = to_mrkdwn("```\n**not bold** [1]\n```", [_citation(1)])
+    assert out == "```\n**not bold** [1]\n```"
+
+
+def test_split_never_breaks_links_or_loses_text() -> None:
+    link = "<https://docs.example/page#section|[1]>"
+    text = " ".join(f"word{i} {link}" for i in range(300))
+    pieces = split_text(text, 1000)
+    assert all(len(p) <= 1000 for p in pieces)
+    assert all(p.count("<") == p.count(">") for p in pieces)
+    assert " ".join(pieces).split() == text.split()
+
+
+def test_split_keeps_code_fences_balanced() -> None:
+    code = "```\n" + "\n".join(f"line {i}" for i in range(400)) + "\n```"
+    pieces = split_text(f"Intro.\n\n{code}\n\nOutro.", 1000)
+    assert all(p.count("```") % 2 == 0 for p in pieces)
+    assert pieces[0].startswith("Intro.")
+    assert pieces[-1].endswith("Outro.")
+
+
+def test_sources_are_deduplicated_capped_and_marked() -> None:
+    citations = [
+        _citation(1, "A"),
+        _citation(1, "A again"),
+        _citation(2, "Web thing", SourceKind.LEARNED, verified=False),
+    ]
+    citations += [_citation(n, f"T{n}") for n in range(3, 20)]
+    line = sources_line(citations, 10)
+    assert line.count("<https://") == 10
+    assert "A again" not in line
+    assert "(learned from the web)" in line
+    assert "quote not verified" in line
+    assert escape("<x>") == "&lt;x&gt;"
+
+
+def test_answer_messages_respect_limits_and_footer() -> None:
+    answer = Answer(
+        "\n\n".join(["para " * 100] * 60),
+        AnswerStatus.PARTIAL,
+        AnswerMode.AGENT,
+        citations=[_citation(1)],
+    )
+    messages = answer_messages(
+        answer, "id1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
+    )
+    assert len(messages) >= 3
+    for message in messages:
+        assert len(message.blocks) <= 50
+        assert len(message.text) <= 12_002  # sections joined by a blank line
+    footer = [b["type"] for b in messages[-1].blocks[-3:]]
+    assert footer == ["context", "context", "actions"]
+    assert "Partial answer" in str(messages[-1].blocks[-3])
+
+
+def test_errors_get_no_feedback_buttons() -> None:
+    answer = Answer("Sorry.", AnswerStatus.ERROR, AnswerMode.AGENT)
+    (message,) = answer_messages(
+        answer, "id1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
+    )
+    assert all(b["type"] != "actions" for b in message.blocks)

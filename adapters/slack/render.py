@@ -30,6 +30,7 @@ _MODE = {
     AnswerMode.EXTRACTIVE: ":page_facing_up: Quoted passages (no language model answered).",
     AnswerMode.SEARCH_THEN_ANSWER: ":robot_face: Answered from the top search results.",
 }
+_FROM_WEB = ":globe_with_meridians: Draws on knowledge found on the web."
 _KIND = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
 
 
@@ -173,6 +174,8 @@ def answer_messages(
     sections = split_text(body, section_chars)
     footer: list[dict[str, Any]] = []
     labels = [label for label in (_MODE.get(answer.mode), _STATUS.get(answer.status)) if label]
+    if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
+        labels.append(_FROM_WEB)
     if labels:
         footer.append(_context(" ".join(labels)))
     if answer.citations:

@@ -94,3 +94,21 @@ def test_errors_get_no_feedback_buttons() -> None:
         answer, "id1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
     )
     assert all(b["type"] != "actions" for b in message.blocks)
+
+
+def test_answers_from_the_web_say_so() -> None:
+    answer = Answer(
+        "Fact [1].",
+        AnswerStatus.ANSWERED,
+        AnswerMode.AGENT,
+        citations=[_citation(1, "Learned", SourceKind.LEARNED)],
+    )
+    (message,) = answer_messages(
+        answer, "id1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
+    )
+    assert "found on the web" in str(message.blocks)
+    plain = Answer("Fact [1].", AnswerStatus.ANSWERED, AnswerMode.AGENT, citations=[_citation(1)])
+    (message,) = answer_messages(
+        plain, "id1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
+    )
+    assert "found on the web" not in str(message.blocks)

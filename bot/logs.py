@@ -16,7 +16,11 @@ def configure_logging(settings: LoggingSettings) -> None:
     renderer = (
         structlog.processors.JSONRenderer()
         if settings.format == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        # Plain tracebacks: rich's would print every frame's local variables, which include
+        # tokens in HTTP clients' request arguments and users' message texts.
+        else structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
     )
     structlog.configure(
         processors=[

@@ -20,11 +20,18 @@ from core.models import SearchHit
 from core.tools import CitedSource
 
 _MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
-_MARKDOWN_LINK = re.compile(r"\[([^\]]*)\]\((<?)(https?://[^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
-_BARE_URL = re.compile(r"(?<![(<\w])https?://[^\s)>\]]+")
+# One pass over every link form, so each URL is judged exactly once: a Markdown link (with an
+# optional <...> destination and title), a Slack/autolink `<url>` or `<url|label>`, or a bare URL
+# wherever it stands. Case-insensitive: `HTTPS://` is a URL too.
+_ANY_LINK = re.compile(
+    r"\[(?P<label>[^\]\n]*)\]\(\s*<?(?P<md>https?://[^)\s>]+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)"
+    r"|<(?P<angle>https?://[^>|\s]+)(?:\|(?P<angle_label>[^>]*))?>"
+    r"|(?P<bare>https?://[^\s<>()\[\]\"'`]+)",
+    re.IGNORECASE,
+)
 _PINGS = re.compile(
-    r"<!(?:channel|here|everyone)(?:\|[^>]*)?>|<!subteam\^[^>]*>|<@[A-Z0-9]+>|<#[A-Z0-9]+(?:\|[^>]*)?>"
-    r"|<@[!&]?\d+>|@(?=(?:everyone|here|channel)\b)",
+    r"<!(?:channel|here|everyone)(?:\|[^>]*)?>|<!subteam\^[^>]*>|<@[A-Z0-9]+(?:\|[^>]*)?>"
+    r"|<#[A-Z0-9]+(?:\|[^>]*)?>|<@[!&]?\d+>|@(?=(?:everyone|here|channel)\b)",
     re.IGNORECASE,
 )
 _QUOTE_PUNCTUATION = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "…": "..."})
@@ -91,21 +98,27 @@ def normalise(text: str) -> str:
 
 
 def defuse_pings(text: str) -> str:
-    """Remove platform mention syntax so untrusted text can never notify anyone."""
-    return _PINGS.sub(lambda m: "@\u200b" if m.group(0) == "@" else "", text)
+    """Remove platform mention syntax so untrusted text can never notify anyone. Repeated until
+    nothing changes: removing `<!here>` from `<<!here>!channel>` must not leave `<!channel>`."""
+    while True:
+        defused = _PINGS.sub(lambda m: "@\u200b" if m.group(0) == "@" else "", text)
+        if defused == text:
+            return defused
+        text = defused
 
 
 def _unlink_unknown_urls(text: str, allowed: set[str]) -> str:
-    def markdown(match: re.Match[str]) -> str:
-        label, url = match.group(1), match.group(3)
-        return match.group(0) if url in allowed else label
+    def judge(match: re.Match[str]) -> str:
+        if match.group("md"):
+            return match.group(0) if match.group("md") in allowed else match.group("label")
+        if match.group("angle"):
+            url = match.group("angle")
+            return match.group(0) if url in allowed else (match.group("angle_label") or "")
+        raw = match.group("bare")
+        url = raw.rstrip(".,;:!?")
+        return (url if url in allowed else "[link removed]") + raw[len(url) :]
 
-    def bare(match: re.Match[str]) -> str:
-        url = match.group(0).rstrip(".,;:!?")
-        trailing = match.group(0)[len(url) :]
-        return (url if url in allowed else "[link removed]") + trailing
-
-    return _BARE_URL.sub(bare, _MARKDOWN_LINK.sub(markdown, text))
+    return _ANY_LINK.sub(judge, text)
 
 
 def check_answer(

@@ -38,7 +38,7 @@ def extractive_answer(
         if len(quote) > quote_chars:
             quote = quote[: quote_chars - 1].rsplit(" ", 1)[0] + "…"
         quote = defuse_pings(quote)
-        where = f"{chunk.title} › {chunk.heading}" if chunk.heading else chunk.title
+        where = defuse_pings(f"{chunk.title} › {chunk.heading}" if chunk.heading else chunk.title)
         lines.append(f"**{where}** [{number}]")
         lines.append(f"> {quote}")
         lines.append("")

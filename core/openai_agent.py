@@ -196,6 +196,11 @@ class OpenAICompatibleAgent:
         finally:
             trace.model_calls += 1
             trace.model_seconds += time.perf_counter() - started
+        if response.status_code == 400 and "tools" in body:
+            # Ollama ("does not support tools") and vLLM without tool parsing refuse outright.
+            raise ToolsUnsupported(
+                f"the model server refused tools: HTTP 400 {response.text[:200]}"
+            )
         if response.status_code >= 400:
             raise ModelUnavailable(f"the model server answered HTTP {response.status_code}")
         try:

@@ -32,6 +32,8 @@ from core.platform_state import PlatformState
 
 log = structlog.get_logger(__name__)
 
+# Messages people write: plain, "also send to channel" replies, messages with a file.
+_ANSWERED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
     "if it keeps happening, tell the bot's owners."
@@ -81,6 +83,8 @@ class SlackBot:
     ) -> None:
         if event.get("bot_id") or event.get("user") == context.get("bot_user_id"):
             return
+        if event.get("edited") or event.get("subtype"):
+            return  # Slack re-sends app_mention when a message is edited
         if not await self._claim(body, event):
             return
         await self._answer(
@@ -99,7 +103,9 @@ class SlackBot:
         context: dict[str, Any],
     ) -> None:
         bot_user = context.get("bot_user_id")
-        if event.get("subtype") or event.get("bot_id") or event.get("user") in (None, bot_user):
+        if event.get("subtype") not in _ANSWERED_SUBTYPES or event.get("bot_id"):
+            return  # edits, deletes, joins, bot messages...
+        if event.get("user") in (None, bot_user):
             return
         team = body.get("team_id", "")
         thread_ts = event.get("thread_ts")
@@ -135,17 +141,12 @@ class SlackBot:
         *,
         thread_ts: str | None,
     ) -> None:
+        """Answer one message; whatever fails (Slack, the network, the store), the thread ends
+        with a visible message, never a placeholder left hanging."""
         channel = event["channel"]
-        key = _key(team, channel, thread_ts)
-        text = _strip_mention(event.get("text", ""), bot_user)
         placeholder = await self._post(
             client, channel, thread_ts, text=self._limits.placeholder, blocks=None
         )
-        if thread_ts is not None:
-            if thread_ts != event.get("ts") and await self._state.is_bot_thread(key):
-                await self._seed_history(client, key, channel, thread_ts, bot_user)
-            await self._state.remember_thread(key)
-        kind = ChannelKind.DIRECT if event.get("channel_type") == "im" else ChannelKind.THREAD
         progress = AnswerProgressMessage(
             client,
             channel=channel,
@@ -158,17 +159,42 @@ class SlackBot:
             preview_chars=self._limits.section_chars - 2,
         )
         try:
+            await self._answer_unguarded(client, team, event, bot_user, thread_ts, progress)
+        except Exception:
+            log.exception("answer_failed", platform="slack", channel=channel)
+            await self._deliver_text(client, channel, thread_ts, progress.message_ts, [APOLOGY])
+
+    async def _answer_unguarded(
+        self,
+        client: AsyncWebClient,
+        team: str,
+        event: dict[str, Any],
+        bot_user: str | None,
+        thread_ts: str | None,
+        progress: AnswerProgressMessage,
+    ) -> None:
+        channel = event["channel"]
+        key = _key(team, channel, thread_ts)
+        text = _strip_mention(event.get("text", ""), bot_user)
+        if thread_ts is not None:
+            if thread_ts != event.get("ts") and await self._state.is_bot_thread(key):
+                await self._seed_history(
+                    client, key, channel, thread_ts, bot_user, str(event.get("ts"))
+                )
+            await self._state.remember_thread(key)
+        kind = ChannelKind.DIRECT if event.get("channel_type") == "im" else ChannelKind.THREAD
+        try:
             answer = await self._engine.answer(
                 Question("slack", key, event.get("user", ""), text, kind),
                 on_progress=progress.update,
             )
-        except Exception:
-            log.exception("answer_failed", platform="slack", channel=channel)
+        finally:
             await progress.finish()
-            await self._deliver_text(client, channel, thread_ts, progress.message_ts, [APOLOGY])
-            return
-        await progress.finish()
-        answer_id = await self._state.record_answer(key, text, answer)
+        answer_id: str | None = None
+        try:
+            answer_id = await self._state.record_answer(key, text, answer)
+        except Exception:
+            log.warning("answer_not_recorded", platform="slack", exc_info=True)
         await self._deliver(client, channel, thread_ts, progress.message_ts, answer, answer_id)
 
     async def _deliver(
@@ -178,7 +204,7 @@ class SlackBot:
         thread_ts: str | None,
         placeholder: str | None,
         answer: Answer,
-        answer_id: str,
+        answer_id: str | None,
     ) -> None:
         limits = self._limits
         messages = answer_messages(
@@ -202,9 +228,9 @@ class SlackBot:
                         text=message.text,
                         blocks=message.blocks,
                     )
-        except SlackApiError as exc:
-            # msg_too_long, invalid_blocks, ...: the same answer as plain text, never silence.
-            log.warning("slack_blocks_refused", error=slack_error(exc))
+        except Exception as exc:  # noqa: BLE001 (any failure: the same answer as plain text)
+            # msg_too_long, invalid_blocks, a network error...: never silence.
+            log.warning("slack_blocks_refused", error=_describe(exc))
             await self._deliver_text(
                 client, channel, thread_ts, placeholder, plain_messages(answer, limits.plain_chars)
             )
@@ -223,8 +249,8 @@ class SlackBot:
                     await client.chat_update(channel=channel, ts=placeholder, text=text, blocks=[])
                 else:
                     await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
-        except SlackApiError as exc:
-            log.error("slack_post_failed", error=slack_error(exc))
+        except Exception as exc:  # noqa: BLE001 (last resort below)
+            log.error("slack_post_failed", error=_describe(exc))
             await self._post(client, channel, thread_ts, text=APOLOGY, blocks=None)
 
     async def _post(
@@ -240,14 +266,20 @@ class SlackBot:
             response = await client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
             )
-        except SlackApiError as exc:
-            log.error("slack_post_failed", error=slack_error(exc))
+        except Exception as exc:  # noqa: BLE001 (callers carry on without the message)
+            log.error("slack_post_failed", error=_describe(exc))
             return None
         ts = response.get("ts")
         return str(ts) if ts else None
 
     async def _seed_history(
-        self, client: AsyncWebClient, key: str, channel: str, thread_ts: str, bot_user: str | None
+        self,
+        client: AsyncWebClient,
+        key: str,
+        channel: str,
+        thread_ts: str,
+        bot_user: str | None,
+        before_ts: str,
     ) -> None:
         """Earlier turns from Slack, only when our store has none (after losing the store, or
         a thread started before the bot kept turns). Rate limits just mean no history."""
@@ -261,13 +293,15 @@ class SlackBot:
             log.info("slack_history_unavailable", error=slack_error(exc))
             return
         question: str | None = None
-        for message in response.get("messages", [])[:-1]:  # the last one is being answered
+        for message in response.get("messages", []):
+            if _timestamp(message.get("ts")) >= _timestamp(before_ts):
+                break  # the message being answered, our placeholder, anything newer
             text = message.get("text", "")
-            if message.get("user") == bot_user or message.get("bot_id"):
+            if message.get("user") == bot_user:
                 if question is not None and text:
                     await self._store.append(key, Turn(question, text))
                     question = None
-            else:
+            elif not message.get("bot_id"):
                 question = _strip_mention(text, bot_user)
 
     # -- feedback ----------------------------------------------------------------------------
@@ -296,3 +330,14 @@ def _strip_mention(text: str, bot_user: str | None) -> str:
     if bot_user:
         text = re.sub(rf"<@{re.escape(bot_user)}(?:\|[^>]*)?>", "", text)
     return text.strip()
+
+
+def _describe(exc: Exception) -> str:
+    return slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+
+
+def _timestamp(ts: object) -> float:
+    try:
+        return float(str(ts))
+    except ValueError:
+        return float("inf")  # unknown: treat as newer, so it is never taken as history

@@ -9,13 +9,15 @@ replaced by the final, checked answer with its sources.
 
 from __future__ import annotations
 
+import html
 import time
 
 import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.render import to_mrkdwn
+from adapters.slack.render import escape, to_mrkdwn
+from core.citations import defuse_pings
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +65,8 @@ class AnswerProgressMessage:
         if now - self._last_update < self._interval or not text_so_far.strip():
             return
         self._last_update = now
+        # Model output: no `<...>` may reach Slack as a control sequence, even for a moment.
+        text_so_far = escape(defuse_pings(text_so_far))
         if self._try_stream and await self._stream(text_so_far):
             return
         await self._edit(text_so_far)
@@ -114,7 +118,7 @@ class AnswerProgressMessage:
     async def _edit(self, text: str) -> None:
         if self._placeholder is None:
             return
-        preview = to_mrkdwn(text, [])[: self._preview_chars].rstrip()
+        preview = to_mrkdwn(html.unescape(text), [])[: self._preview_chars].rstrip()
         try:
             await self._client.chat_update(
                 channel=self._channel, ts=self._placeholder, text=preview + " …"

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.citations import defuse_pings
 from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
 
 FEEDBACK_UP = "feedback_up"
@@ -31,6 +32,7 @@ _MODE = {
     AnswerMode.SEARCH_THEN_ANSWER: ":robot_face: Answered from the top search results.",
 }
 _FROM_WEB = ":globe_with_meridians: Draws on knowledge found on the web."
+_EMPTY = "_(The answer came back empty. Please try asking again.)_"
 _KIND = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
 
 
@@ -154,7 +156,7 @@ def sources_line(citations: list[Citation], limit: int) -> str:
         seen.setdefault(c.url, c)
     parts = []
     for c in list(seen.values())[:limit]:
-        label = escape(f"[{c.number}] {c.title}{_KIND.get(c.source_kind, '')}")
+        label = escape(defuse_pings(f"[{c.number}] {c.title}{_KIND.get(c.source_kind, '')}"))
         unverified = " _(quote not verified)_" if not c.verified else ""
         parts.append(_link(c.url, label) + unverified)
     return "*Sources:* " + " · ".join(parts)
@@ -171,13 +173,11 @@ def answer_messages(
 ) -> list[SlackMessage]:
     """The answer as one or more messages; the last carries sources, status and feedback."""
     body = to_mrkdwn(answer.text, answer.citations)
-    sections = split_text(body, section_chars)
+    sections = split_text(body, section_chars) or [_EMPTY]
     footer: list[dict[str, Any]] = []
-    labels = [label for label in (_MODE.get(answer.mode), _STATUS.get(answer.status)) if label]
-    if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
-        labels.append(_FROM_WEB)
+    labels = _labels(answer)
     if labels:
-        footer.append(_context(" ".join(labels)))
+        footer.append(_context(labels))
     if answer.citations:
         footer.append(_context(sources_line(answer.citations, max_sources)))
     if answer_id and answer.status is not AnswerStatus.ERROR:
@@ -189,7 +189,7 @@ def answer_messages(
         if current.blocks and (too_long or len(current.blocks) + 1 > max_blocks - len(footer)):
             messages.append(current)
             current = SlackMessage(text="")
-        current.blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": section}})
+        current.blocks.append({"type": "section", "text": _mrkdwn(section)})
         current.text = f"{current.text}\n\n{section}" if current.text else section
     current.blocks.extend(footer)
     messages.append(current)
@@ -197,15 +197,29 @@ def answer_messages(
 
 
 def plain_messages(answer: Answer, limit: int) -> list[str]:
-    """The fallback when Slack refuses blocks: the same content as plain mrkdwn text."""
-    text = to_mrkdwn(answer.text, answer.citations)
+    """The fallback when Slack refuses blocks: the same content, labels included, as text."""
+    text = to_mrkdwn(answer.text, answer.citations) or _EMPTY
+    if labels := _labels(answer):
+        text = f"{labels}\n\n{text}"
     if answer.citations:
         text += "\n\n" + sources_line(answer.citations, len(answer.citations))
-    return split_text(text, limit)
+    return split_text(text, limit) or [_EMPTY]
+
+
+def _labels(answer: Answer) -> str:
+    labels = [label for label in (_MODE.get(answer.mode), _STATUS.get(answer.status)) if label]
+    if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
+        labels.append(_FROM_WEB)
+    return " ".join(labels)
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    # verbatim: Slack must not turn bare domains into links or parse mentions in our text.
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+    return {"type": "context", "elements": [_mrkdwn(text)]}
 
 
 def _feedback(answer_id: str) -> dict[str, Any]:

@@ -41,6 +41,10 @@ class SlackEmulator:
         self.calls.append((method, params))
         if self.failures.get(method):
             error = self.failures[method].pop(0)
+            if error == "disconnect":  # the network fails: no HTTP answer at all
+                assert request.transport is not None
+                request.transport.abort()
+                raise ConnectionResetError(method)
             status = 429 if error == "ratelimited" else 200
             headers = {"Retry-After": "30"} if status == 429 else {}
             return web.json_response({"ok": False, "error": error}, status=status, headers=headers)

@@ -106,3 +106,27 @@ def test_unfinished_links_are_held_back_while_streaming() -> None:
     assert finished_part("Visit https://evil.exa") == "Visit "
     assert finished_part("Ping <!chan") == "Ping "
     assert finished_part("All complete [1].") == "All complete [1]."
+
+
+def test_every_link_form_is_judged() -> None:
+    registry = _registry("text")
+    for evil in [
+        "(https://evil.com/x)",
+        "<https://evil.com|docs>",
+        "<https://evil.com>",
+        "[x](https://evil.com 'title')",
+        '[x](https://evil.com "title")',
+        "[x](HTTPS://evil.com)",
+        "[x](<https://evil.com>)",
+        "HTTPS://EVIL.COM/path",
+    ]:
+        text, _ = check_answer(f"See {evil} now.", [], registry)
+        assert "evil.com" not in text.lower(), (evil, text)
+    kept, _ = check_answer("<https://docs.example/1#part|the docs>", [], registry)
+    assert kept == "<https://docs.example/1#part|the docs>"
+
+
+def test_nested_and_labelled_pings_are_defused() -> None:
+    assert "<!channel>" not in defuse_pings("<<!here>!channel>")
+    assert defuse_pings("hi <@U123|bob>") == "hi "
+    assert "<!here>" not in defuse_pings("<!<!everyone>here>")

@@ -112,3 +112,33 @@ def test_answers_from_the_web_say_so() -> None:
         plain, "id1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
     )
     assert "found on the web" not in str(message.blocks)
+
+
+def test_mrkdwn_is_verbatim_and_titles_cannot_ping() -> None:
+    answer = Answer(
+        "Fact [1].",
+        AnswerStatus.ANSWERED,
+        AnswerMode.AGENT,
+        citations=[_citation(1, "@channel <!here> release notes")],
+    )
+    (message,) = answer_messages(
+        answer, "id1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
+    )
+    texts = [b["text"] for b in message.blocks if b["type"] == "section"]
+    texts += [e for b in message.blocks if b["type"] == "context" for e in b["elements"]]
+    assert texts
+    assert all(t["verbatim"] is True for t in texts)
+    rendered = str(message.blocks)
+    assert "<!here>" not in rendered
+    assert "@channel" not in rendered
+
+
+def test_plain_fallback_keeps_labels_and_is_never_empty() -> None:
+    from adapters.slack.render import plain_messages
+
+    partial = Answer(
+        "Half of it [1].", AnswerStatus.PARTIAL, AnswerMode.AGENT, citations=[_citation(1)]
+    )
+    (text,) = plain_messages(partial, 3900)
+    assert text.startswith(":warning: Partial answer")
+    assert plain_messages(Answer("", AnswerStatus.ANSWERED, AnswerMode.AGENT), 3900)

@@ -219,3 +219,18 @@ async def test_extractive_with_nothing_found(settings, minilm, tmp_path: Path) -
     await empty.close()
     assert answer.status is AnswerStatus.NOT_FOUND
     assert answer.citations == []
+
+
+async def test_a_server_that_refuses_tools_gets_search_then_answer(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    def grounded(body: dict[str, Any]) -> tuple[int, dict]:
+        assert "tools" not in body
+        return completion("Ingest the folder again [1].")
+
+    chat.replies = [(400, {"error": "llama3 does not support tools"}), grounded]
+    answer = await engine(settings, index, openai=agent).answer(
+        question("how do I re-ingest changed documents?")
+    )
+    assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
+    assert answer.text == "Ingest the folder again [1]."

@@ -244,8 +244,14 @@ async def test_thread_history_comes_from_slack_only_when_the_store_has_none(slac
     await slack.state.remember_thread(f"slack/T1/C1/{root}")
     slack.emulator.replies = [
         {"user": "U2", "text": f"<@{BOT_USER}> what is prune?", "ts": root},
-        {"user": BOT_USER, "bot_id": "BBOT", "text": "Prune deletes removed files.", "ts": "x1"},
+        {
+            "user": BOT_USER,
+            "bot_id": "BBOT",
+            "text": "Prune deletes removed files.",
+            "ts": "1700000000.001350",
+        },
         {"user": "U2", "text": "and how do I turn it off?", "ts": "1700000000.001400"},
+        {"user": BOT_USER, "text": "_Looking through the docs…_", "ts": "1700000000.001450"},
     ]
     await slack.event(message_event("1700000000.001400", "and how do I turn it off?", root), "Ev1")
     await slack.until(lambda: len(answers(slack)) == 1)
@@ -332,3 +338,46 @@ async def test_without_streaming_the_placeholder_is_edited_progressively(slack_f
         assert not harness.emulator.called("chat.appendStream")
     finally:
         await stop()
+
+
+async def test_edited_mentions_are_not_answered_again(slack) -> None:
+    edited = mention("1700000000.003000")
+    edited["edited"] = {"user": "U2", "ts": "1700000001.000000"}
+    await slack.event(edited, "EvE")
+    await slack.settle()
+    assert not slack.emulator.called("chat.postMessage")
+
+
+async def test_broadcast_replies_and_file_shares_in_a_bot_thread_are_answered(slack) -> None:
+    root = "1700000000.003100"
+    await slack.state.remember_thread(f"slack/T1/C1/{root}")
+    await slack.event(
+        message_event(
+            "1700000000.003200", "what is hybrid search?", root, subtype="thread_broadcast"
+        ),
+        "Ev1",
+    )
+    await slack.until(lambda: len(answers(slack)) == 1)
+    await slack.event(
+        message_event("1700000000.003300", "and this file?", root, subtype="file_share"), "Ev2"
+    )
+    await slack.until(lambda: len(answers(slack)) == 2)
+
+
+async def test_a_network_failure_still_ends_in_a_visible_message(slack) -> None:
+    # The SDK retries a dropped connection once; both attempts fail, so the answer goes out
+    # through the plain-text fallback.
+    slack.emulator.fail("chat.update", "disconnect", "disconnect")
+    await slack.event(mention("1700000000.003400"), "Ev1")
+    await slack.until(lambda: any(u.get("blocks") == [] for u in answers(slack)))
+    assert "Sources" in answers(slack)[-1]["text"]
+
+
+async def test_when_every_update_fails_an_apology_is_posted(slack) -> None:
+    slack.emulator.fail("chat.update", *["disconnect"] * 4)
+    await slack.event(mention("1700000000.003500"), "Ev1")
+    await slack.until(
+        lambda: any(
+            "went wrong" in m.get("text", "") for m in slack.emulator.called("chat.postMessage")
+        )
+    )

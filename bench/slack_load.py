@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import tempfile
@@ -22,23 +23,16 @@ from typing import Any
 
 import anthropic
 import httpx2
-from aiohttp import ClientSession
-from aiohttp.test_utils import TestServer
-from slack_sdk.signature import SignatureVerifier
 
-from adapters.slack.server import EVENTS_PATH, http_app
-from bench.common import REPO, percentile, write_result
+from bench.common import percentile, write_result
 from bot.logs import configure_logging
-from bot.wiring import build_embedder, build_index, build_slack_app, build_store
 from core.claude_agent import ClaudeAgent
-from core.config import load_settings
-from core.engine import AnswerEngine
-from core.ingest import Ingestor
+from core.embedder import MiniLMEmbedder
 from core.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import message, sse, tool_use
-from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
-from tests.integration.answers.helpers import first_sentence, sources_in
-from tests.integration.slack.conftest import SECRET
+from tests.fakes.slack_api import BOT_USER
+from tests.integration.answers.helpers import build_kb, first_sentence, sources_in
+from tests.integration.slack.conftest import make_harness_factory
 
 QUESTIONS = [
     "How do I re-ingest changed documents?",
@@ -85,25 +79,8 @@ def scripted_model(turn_seconds: float) -> anthropic.AsyncAnthropic:
 
 
 async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[str, Any]:
-    emulator = SlackEmulator()
-    api = TestServer(emulator.app, host="127.0.0.1")
-    await api.start_server()
-    settings = load_settings(
-        REPO / "config.yaml",
-        environ={
-            "BOT_STORAGE__DATA_DIR": str(data_dir),
-            "BOT_EMBEDDINGS__CACHE_PATH": str(REPO / ".bot" / "embedding-cache.sqlite"),
-            "BOT_SLACK__BASE_URL": str(api.make_url("/api/")),
-            "SLACK_BOT_TOKEN": "xoxb-bench",
-            "SLACK_SIGNING_SECRET": SECRET,
-            "BOT_LOGGING__LEVEL": "WARNING",
-        },
-    )
-    configure_logging(settings.logging)
-    embedder = build_embedder(settings)
-    index = build_index(settings, embedder)
-    await Ingestor(index, embedder, settings.ingest).ingest([str(REPO / "docs")], source="kb")
-    store = build_store(settings)
+    minilm = MiniLMEmbedder(batch_size=32, max_tokens=256, threads=0)
+    kb = await asyncio.to_thread(build_kb, data_dir / "kb", minilm)  # it runs its own loop
     agent = ClaudeAgent(
         scripted_model(model_seconds / 2),
         model="scripted",
@@ -111,66 +88,36 @@ async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[
         max_rounds=4,
         tool_timeout_s=20,
     )
-    engine = AnswerEngine(
-        index=index,
-        store=store,
-        settings=settings.answers,
-        top_k=settings.search.top_k,
-        claude=agent,
-    )
-    server = TestServer(
-        http_app(build_slack_app(settings, engine, store, socket_mode=False)), host="127.0.0.1"
-    )
-    await server.start_server()
-    url = str(server.make_url(EVENTS_PATH))
-    verifier = SignatureVerifier(SECRET)
+    start = make_harness_factory(kb, minilm, data_dir / "state")
+    slack, stop = await start(agent, BOT_LOGGING__LEVEL="WARNING")
+    configure_logging(slack.settings.logging)
 
-    async def send(http: ClientSession, n: int) -> tuple[int, float]:
-        ts = f"1700001000.{n:06d}"
-        payload = json.dumps(
-            {
-                "type": "event_callback",
-                "team_id": TEAM,
-                "api_app_id": "A1",
-                "event_id": f"EvLoad{n}",
-                "event_time": int(time.time()),
-                "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
-                "event": {
-                    "type": "app_mention",
-                    "user": f"U{n}",
-                    "channel": "C1",
-                    "ts": ts,
-                    "text": f"<@{BOT_USER}> {QUESTIONS[n % len(QUESTIONS)]}",
-                },
-            }
-        )
-        stamp = str(int(time.time()))
-        headers = {
-            "X-Slack-Request-Timestamp": stamp,
-            "Content-Type": "application/json",
-            "X-Slack-Signature": verifier.generate_signature(timestamp=stamp, body=payload),
+    async def send(n: int) -> tuple[int, float]:
+        event = {
+            "type": "app_mention",
+            "user": f"U{n}",
+            "channel": "C1",
+            "ts": f"1700001000.{n:06d}",
+            "text": f"<@{BOT_USER}> {QUESTIONS[n % 5]}",
         }
         started = time.perf_counter()
-        async with http.post(url, data=payload, headers=headers) as response:
-            return response.status, (time.perf_counter() - started) * 1000
+        status = await slack.event(event, f"EvLoad{n}")
+        return status, (time.perf_counter() - started) * 1000
 
     def finals() -> int:
-        return sum(1 for u in emulator.called("chat.update") if u.get("blocks"))
+        return sum(1 for u in slack.emulator.called("chat.update") if u.get("blocks"))
 
-    async with ClientSession() as http:
-        await send(http, 10_000)  # warm-up: auth.test, first query embedding
-        while finals() < 1:
-            await asyncio.sleep(0.05)
+    try:
+        await send(10_000)  # warm-up: auth.test, first query embedding
+        await slack.until(lambda: finals() == 1, timeout=30)
         started = time.perf_counter()
-        acks = await asyncio.gather(*(send(http, n) for n in range(questions)))
-        while finals() < questions + 1 and time.perf_counter() - started < 60:
-            await asyncio.sleep(0.02)
+        acks = await asyncio.gather(*(send(n) for n in range(questions)))
+        with contextlib.suppress(AssertionError):
+            await slack.until(lambda: finals() == questions + 1, timeout=60)
         wall = time.perf_counter() - started
-    answered = finals() - 1
-    await server.close()
-    await api.close()
-    await engine.close()
-    await index.close()
+        answered = finals() - 1
+    finally:
+        await stop()
     ack_ms = [ms for _, ms in acks]
     return {
         "statuses": sorted({status for status, _ in acks}),

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Annotated
 
+import discord
 import httpx
 import typer
 from rich.console import Console
@@ -24,11 +26,13 @@ from bot.progress import RichIngestProgress
 from bot.wiring import (
     MissingSecret,
     build_claude,
+    build_discord_bot,
     build_embedder,
     build_engine,
     build_index,
     build_slack_app,
     build_store,
+    discord_token,
 )
 from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
 from core.config import ConfigError, Settings, load_settings
@@ -295,6 +299,54 @@ async def _run_slack(socket_mode: bool, port: int | None) -> None:
         else:
             await run_http(bolt, port or int(os.environ.get("PORT") or s.slack.port))
     finally:
+        await engine.close()
+        await index.close()
+
+
+discord_app = typer.Typer(help="The Discord bot.", invoke_without_command=True)
+app.add_typer(discord_app, name="discord")
+
+
+@discord_app.callback()
+def discord_run(ctx: typer.Context) -> None:
+    """Run the Discord bot (the Procfile's worker): /ask, threads, follow-ups."""
+    if ctx.invoked_subcommand is None:
+        asyncio.run(_run_discord(sync_guild=None, sync_only=False))
+
+
+@discord_app.command("sync")
+def discord_sync(
+    guild: Annotated[
+        int | None, typer.Option(help="Register in one server only (instant; for testing).")
+    ] = None,
+) -> None:
+    """Register the /ask command with Discord. Run on deploy, not on every start."""
+    asyncio.run(_run_discord(sync_guild=guild, sync_only=True))
+
+
+async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
+    s = state.settings
+    token = discord_token(s)
+    index = build_index(s, build_embedder(s))
+    store = build_store(s)
+    engine = build_engine(s, index, store)
+    bot = build_discord_bot(s, engine, store)
+    try:
+        if sync_only:
+            await bot.login(token)
+            target = discord.Object(id=sync_guild) if sync_guild else None
+            if target is not None:
+                bot.tree.copy_global_to(guild=target)
+            commands = await bot.tree.sync(guild=target)
+            where = f"in server {sync_guild}" if target else "globally (may take up to an hour)"
+            out.print(f"Registered {len(commands)} command(s) {where}.")
+            return
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, lambda: asyncio.ensure_future(bot.close()))
+        await bot.start(token, reconnect=True)
+    finally:
+        await bot.close()
         await engine.close()
         await index.close()
 

@@ -10,6 +10,7 @@ from pydantic import SecretStr
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.discord.bot import DiscordLimits, DocsBot
 from adapters.slack.app import SlackBot, SlackLimits
 from core.claude_agent import ClaudeAgent
 from core.config import Settings
@@ -139,3 +140,20 @@ def build_slack_app(
     )
     SlackBot(engine, store, state, limits).register(app)
     return app
+
+
+def build_discord_bot(
+    settings: Settings, engine: AnswerEngine, store: SqliteConversationStore
+) -> DocsBot:
+    d = settings.discord
+    state = PlatformState(settings.state_path, settings.search.busy_timeout_ms, d.dedup_ttl_s)
+    limits = DiscordLimits(
+        description_chars=d.description_chars,
+        max_sources=d.max_sources,
+        history_messages=d.history_messages,
+    )
+    return DocsBot(engine, store, state, limits)
+
+
+def discord_token(settings: Settings) -> str:
+    return _secret(settings.secrets.discord_token, "DISCORD_TOKEN", "to connect to Discord")

@@ -142,6 +142,13 @@ class SlackSettings(_Section):
     stream_api: bool = True
 
 
+class DiscordSettings(_Section):
+    description_chars: int = Field(4_096, ge=100, le=4_096)
+    max_sources: int = Field(10, ge=1, le=10)
+    history_messages: int = Field(50, ge=1, le=100)
+    dedup_ttl_s: float = Field(86_400, gt=0)
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["console", "json"] = "console"
@@ -168,6 +175,7 @@ class Settings(_Section):
     anthropic: AnthropicSettings = AnthropicSettings()
     openai: OpenAICompatibleSettings = OpenAICompatibleSettings()
     slack: SlackSettings = SlackSettings()
+    discord: DiscordSettings = DiscordSettings()
     logging: LoggingSettings = LoggingSettings()
     secrets: Secrets = Field(default_factory=Secrets)
 

@@ -1,0 +1,234 @@
+"""Discord: `/ask` answered in a thread created from the answer, follow-ups in that thread.
+
+The interaction is deferred first (Discord allows 3 s); the answer then goes out as the
+interaction's follow-up, and a thread is created from that message so the conversation can go
+on without another `/ask`. Whatever does not fit in the first message is posted in the thread
+with the bot token, so the 15-minute interaction token can never cut an answer off. Every send
+disables mentions: nothing from a document or a model can ping anyone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+import structlog
+from discord import app_commands
+
+from adapters.discord.render import answer_embeds
+from core.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.conversation_store import ConversationStore
+from core.engine import AnswerEngine
+from core.platform_state import PlatformState
+
+log = structlog.get_logger(__name__)
+
+NO_MENTIONS = discord.AllowedMentions.none()
+APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
+NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
+THREAD_NAME_CHARS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class DiscordLimits:
+    description_chars: int
+    max_sources: int
+    history_messages: int
+
+
+class FeedbackButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"docbot:fb:(?P<vote>up|down):(?P<answer_id>[0-9a-f]{32})",
+):
+    """A 👍/👎 button whose custom id carries the answer id, so clicks work after a restart."""
+
+    state: PlatformState | None = None  # set once by the bot at start
+
+    def __init__(self, vote: str, answer_id: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                style=discord.ButtonStyle.secondary,
+                label="👍 Helpful" if vote == "up" else "👎 Not helpful",
+                custom_id=f"docbot:fb:{vote}:{answer_id}",
+            )
+        )
+        self.vote = vote
+        self.answer_id = answer_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
+        item: discord.ui.Item[Any],  # noqa: ARG003
+        match: re.Match[str],
+    ) -> FeedbackButton:
+        return cls(match["vote"], match["answer_id"])
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        stored = False
+        if FeedbackButton.state is not None:
+            stored = await FeedbackButton.state.record_feedback(
+                self.answer_id, str(interaction.user.id), self.vote == "up"
+            )
+        text = "Thanks for the feedback." if stored else "That answer is no longer known."
+        await interaction.response.send_message(text, ephemeral=True)
+
+
+def feedback_view(answer_id: str) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    view.add_item(FeedbackButton("up", answer_id))
+    view.add_item(FeedbackButton("down", answer_id))
+    return view
+
+
+class DocsBot(discord.Client):
+    def __init__(
+        self,
+        engine: AnswerEngine,
+        store: ConversationStore,
+        state: PlatformState,
+        limits: DiscordLimits,
+        **options: Any,
+    ) -> None:
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.message_content = True  # privileged: follow-ups in threads are read as text
+        super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, **options)
+        self.engine = engine
+        self.store = store
+        self.state = state
+        self.limits = limits
+        self.tree = app_commands.CommandTree(self)
+        self.tree.add_command(
+            app_commands.Command(
+                name="ask",
+                description="Ask the docs; the answer opens a thread for follow-ups.",
+                callback=self._ask,
+            )
+        )
+        FeedbackButton.state = state
+
+    async def setup_hook(self) -> None:
+        self.add_dynamic_items(FeedbackButton)
+
+    # -- /ask --------------------------------------------------------------------------------
+
+    @app_commands.describe(question="What you want to know")
+    async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
+        await interaction.response.defer(thinking=True)
+        guild = interaction.guild_id or 0
+        key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
+        try:
+            answer = await self.engine.answer(
+                Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
+            )
+            answer_id = await self._record(key, question, answer)
+            embeds = answer_embeds(
+                answer,
+                description_chars=self.limits.description_chars,
+                max_sources=self.limits.max_sources,
+            )
+            first_view = feedback_view(answer_id) if answer_id and len(embeds) == 1 else None
+            await interaction.followup.send(
+                embed=embeds[0],
+                wait=True,
+                allowed_mentions=NO_MENTIONS,
+                **({"view": first_view} if first_view else {}),
+            )
+            thread, reason = await self._open_thread(interaction, question, answer)
+            rest = embeds[1:]
+            target: discord.abc.Messageable = thread or interaction.followup  # type: ignore[assignment]
+            for n, embed in enumerate(rest, start=1):
+                view = feedback_view(answer_id) if answer_id and n == len(rest) else None
+                await target.send(
+                    embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
+                )
+            if thread is None:
+                await interaction.followup.send(
+                    NO_THREAD.format(reason=reason), allowed_mentions=NO_MENTIONS
+                )
+        except Exception:
+            log.exception("ask_failed", platform="discord")
+            await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+
+    async def _open_thread(
+        self, interaction: discord.Interaction[Any], question: str, answer: Answer
+    ) -> tuple[discord.Thread | None, str]:
+        channel = interaction.channel
+        if not isinstance(channel, discord.TextChannel):
+            return None, "not a server text channel"
+        try:
+            original = await interaction.original_response()  # carries the guild; followups don't
+            thread = await channel.create_thread(
+                name=question[:THREAD_NAME_CHARS] or "Question", message=original
+            )
+        except discord.Forbidden:
+            return None, "no permission to create threads"
+        except discord.HTTPException as exc:
+            return None, f"Discord said: {exc.text or exc.status}"
+        thread_key = f"discord/{interaction.guild_id or 0}/{thread.id}"
+        await self.state.remember_thread(thread_key)
+        if answer.status is not AnswerStatus.ERROR:
+            await self.store.append(thread_key, Turn(question, answer.text))
+        return thread, ""
+
+    # -- follow-ups --------------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or (self.user and message.author.id == self.user.id):
+            return
+        guild = message.guild.id if message.guild else 0
+        key = f"discord/{guild}/{message.channel.id}"
+        if not await self.state.is_bot_thread(key):
+            return
+        if not await self.state.first_delivery(f"discord-message:{message.id}"):
+            return
+        try:
+            if not await self.store.recent(key, 1):
+                await self._seed_history(message, key)
+            async with message.channel.typing():
+                answer = await self.engine.answer(
+                    Question(
+                        "discord", key, str(message.author.id), message.content, ChannelKind.THREAD
+                    )
+                )
+            answer_id = await self._record(key, message.content, answer)
+            embeds = answer_embeds(
+                answer,
+                description_chars=self.limits.description_chars,
+                max_sources=self.limits.max_sources,
+            )
+            for n, embed in enumerate(embeds, start=1):
+                view = feedback_view(answer_id) if answer_id and n == len(embeds) else None
+                await message.channel.send(
+                    embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
+                )
+        except Exception:
+            log.exception("follow_up_failed", platform="discord")
+            await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+
+    async def _seed_history(self, message: discord.Message, key: str) -> None:
+        """The thread's earlier turns from Discord when our store lost them."""
+        question: str | None = None
+        async for earlier in message.channel.history(
+            limit=self.limits.history_messages, before=message, oldest_first=True
+        ):
+            if self.user and earlier.author.id == self.user.id:
+                text = earlier.embeds[0].description if earlier.embeds else earlier.content
+                if question and text:
+                    await self.store.append(key, Turn(question, text))
+                    question = None
+            elif not earlier.author.bot:
+                question = earlier.content
+
+    async def _record(self, key: str, question: str, answer: Answer) -> str | None:
+        if answer.status is AnswerStatus.ERROR:
+            return None
+        try:
+            return await self.state.record_answer(key, question, answer)
+        except Exception:
+            log.warning("answer_not_recorded", platform="discord", exc_info=True)
+            return None

@@ -1,0 +1,130 @@
+"""An `Answer` as Discord content: an embed per 4,096 characters (or plain messages of 2,000),
+numbered source links, a status line. Mentions are neutralised in the text as well as disabled
+on send (`AllowedMentions.none()`), so nothing from a document or a model can ping anyone."""
+
+from __future__ import annotations
+
+import re
+
+import discord
+
+from core.citations import defuse_pings
+from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+
+_FENCE = re.compile(r"^\s*```")
+_MARKER = re.compile(r"\[(\d+)\]")
+_STATUS = {
+    AnswerStatus.PARTIAL: "⚠️ Partial answer: the docs cover only part of this.",
+    AnswerStatus.NOT_FOUND: "🔍 Not found in the docs.",
+}
+_MODE = {
+    AnswerMode.EXTRACTIVE: "📄 Quoted passages (no language model answered).",
+    AnswerMode.SEARCH_THEN_ANSWER: "🤖 Answered from the top search results.",
+}
+_KIND = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
+_FROM_WEB = "🌐 Draws on knowledge found on the web."
+_EMPTY = "*(The answer came back empty. Please try asking again.)*"
+
+
+def neutralise(text: str) -> str:
+    """Defuse Discord and Slack mention syntax in text we did not write."""
+    text = defuse_pings(text)
+    return re.sub(r"<(@[!&]?|#)(\d+)>", r"<\1​\2>", text)
+
+
+def link_markers(text: str, citations: list[Citation]) -> str:
+    urls = {c.number: c.url for c in citations}
+    return _MARKER.sub(
+        lambda m: (
+            f"[[{m.group(1)}]]({urls[int(m.group(1))]})" if int(m.group(1)) in urls else m.group(0)
+        ),
+        text,
+    )
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Pieces of at most `limit` characters, cut between paragraphs (never inside a code
+    fence unless the fence alone is longer), then between lines, then between words."""
+    blocks: list[str] = []
+    current: list[str] = []
+    in_fence = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        current.append(line)
+        if not in_fence and not line.strip():
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        blocks.append("\n".join(current))
+    pieces: list[str] = []
+    buffer = ""
+    for block in blocks:
+        for part in _cut(block.strip("\n"), limit):
+            joined = f"{buffer}\n\n{part}" if buffer else part
+            if len(joined) <= limit:
+                buffer = joined
+            else:
+                if buffer:
+                    pieces.append(buffer)
+                buffer = part
+    if buffer.strip():
+        pieces.append(buffer)
+    return pieces
+
+
+def _cut(block: str, limit: int) -> list[str]:
+    parts: list[str] = []
+    while len(block) > limit:
+        cut = block.rfind("\n", 0, limit)
+        if cut < limit // 2:
+            cut = block.rfind(" ", 0, limit)
+        if cut < limit // 2:
+            cut = limit
+        parts.append(block[:cut].rstrip())
+        block = block[cut:].lstrip()
+    if block:
+        parts.append(block)
+    return parts
+
+
+FIELD_CHARS = 1_024  # Discord's limit for an embed field value
+
+
+def sources_text(citations: list[Citation], limit: int) -> str:
+    """Numbered source links, deduplicated, at most `limit`, never cut inside a link."""
+    seen: dict[str, Citation] = {}
+    for c in citations:
+        seen.setdefault(c.url, c)
+    lines: list[str] = []
+    for c in list(seen.values())[:limit]:
+        title = discord.utils.escape_markdown(neutralise(c.title))
+        note = "" if c.verified else " *(quote not verified)*"
+        line = f"[{c.number}] [{title}]({c.url}){_KIND.get(c.source_kind, '')}{note}"
+        if sum(len(x) + 1 for x in lines) + len(line) > FIELD_CHARS:
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def status_line(answer: Answer) -> str:
+    labels = [label for label in (_MODE.get(answer.mode), _STATUS.get(answer.status)) if label]
+    if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
+        labels.append(_FROM_WEB)
+    return " ".join(labels)
+
+
+def answer_embeds(
+    answer: Answer, *, description_chars: int, max_sources: int
+) -> list[discord.Embed]:
+    """One embed per piece of the answer; the last one lists the sources and the status."""
+    body = link_markers(neutralise(answer.text), answer.citations) or _EMPTY
+    embeds = [discord.Embed(description=part) for part in split_text(body, description_chars)]
+    last = embeds[-1]
+    if answer.citations:
+        last.add_field(
+            name="Sources", value=sources_text(answer.citations, max_sources)[:1024], inline=False
+        )
+    if status := status_line(answer):
+        last.set_footer(text=status)
+    return embeds

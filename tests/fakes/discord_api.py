@@ -1,0 +1,182 @@
+"""A local Discord REST emulator (aiohttp) for the real discord.py HTTP client and webhook
+adapter: both are pointed at it through their `Route.BASE`. It answers the calls the bot makes
+and records them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from aiohttp import web
+
+BOT_ID = "900"
+APP_ID = "800"
+GUILD_ID = "500"
+CHANNEL_ID = "600"
+NOW = "2026-11-22T00:00:00.000000+00:00"
+
+
+def user(user_id: str, name: str, bot: bool = False) -> dict[str, Any]:
+    return {
+        "id": user_id,
+        "username": name,
+        "discriminator": "0",
+        "global_name": name,
+        "avatar": None,
+        "bot": bot,
+    }
+
+
+def message(
+    message_id: str,
+    channel_id: str,
+    author: dict[str, Any],
+    content: str = "",
+    embeds: list[Any] | None = None,
+    guild_id: str | None = None,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": message_id,
+        "channel_id": channel_id,
+        "author": author,
+        "content": content,
+        "timestamp": NOW,
+        "edited_timestamp": None,
+        "tts": False,
+        "mention_everyone": False,
+        "mentions": [],
+        "mention_roles": [],
+        "attachments": [],
+        "embeds": embeds or [],
+        "pinned": False,
+        "type": 0,
+        "flags": 0,
+        "components": [],
+    }
+    if guild_id:
+        data["guild_id"] = guild_id
+    return data
+
+
+def _json(payload: Any, status: int = 200) -> web.Response:
+    # discord.py parses a body as JSON only when the content type is exactly this, no charset.
+    return web.Response(
+        status=status,
+        body=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+
+
+class DiscordEmulator:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []  # (method, path, json body)
+        self.refuse_threads: int | None = None  # an HTTP status to answer thread creation with
+        self.history: list[dict[str, Any]] = []
+        self._ids = itertools.count(10_000)
+        self.app = web.Application()
+        self.app.router.add_route("*", "/api/v10/{tail:.*}", self._handle)
+
+    def called(self, method: str, fragment: str) -> list[Any]:
+        return [body for m, path, body in self.calls if m == method and fragment in path]
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        path = "/" + request.match_info["tail"]
+        body: Any = None
+        if request.can_read_body:
+            if request.content_type == "application/json":
+                body = await request.json()
+            elif request.content_type.startswith("multipart/"):
+                reader = await request.multipart()
+                part = await reader.next()
+                body = await part.json() if part is not None else None  # type: ignore[union-attr]
+        self.calls.append((request.method, path, body))
+        return self._answer(request.method, path, body or {})
+
+    def _answer(self, method: str, path: str, body: dict[str, Any]) -> web.Response:
+        me = user(BOT_ID, "docbot", bot=True)
+        if path == "/users/@me":
+            return _json(me)
+        if path == "/oauth2/applications/@me":
+            return _json(
+                {
+                    "id": APP_ID,
+                    "name": "Docs",
+                    "description": "",
+                    "icon": None,
+                    "bot_public": True,
+                    "bot_require_code_grant": False,
+                    "verify_key": "00",
+                    "flags": 0,
+                    "owner": user("1", "owner"),
+                    "team": None,
+                    "summary": "",
+                    "rpc_origins": [],
+                }
+            )
+        if path.endswith("/callback"):
+            interaction_id = path.split("/")[2]
+            return _json(
+                {
+                    "interaction": {
+                        "id": interaction_id,
+                        "type": 2,
+                        "response_message_loading": body.get("type") == 5,
+                        "response_message_ephemeral": False,
+                    },
+                    "resource": {"type": body.get("type", 4)},
+                }
+            )
+        if path.startswith("/webhooks/") and method == "POST":
+            return _json(
+                message(
+                    str(next(self._ids)),
+                    CHANNEL_ID,
+                    me,
+                    body.get("content", ""),
+                    body.get("embeds"),
+                )
+            )
+        if path.endswith("/messages/@original"):
+            return _json(message(str(next(self._ids)), CHANNEL_ID, me, guild_id=GUILD_ID))
+        if path.endswith("/threads") and method == "POST":
+            if self.refuse_threads:
+                return _json(
+                    {"message": "Missing Permissions", "code": 50013}, status=self.refuse_threads
+                )
+            return _json(
+                {
+                    "id": str(next(self._ids)),
+                    "type": 11,
+                    "guild_id": GUILD_ID,
+                    "parent_id": CHANNEL_ID,
+                    "name": body.get("name", ""),
+                    "owner_id": BOT_ID,
+                    "thread_metadata": {
+                        "archived": False,
+                        "auto_archive_duration": 1440,
+                        "archive_timestamp": NOW,
+                        "locked": False,
+                    },
+                    "message_count": 0,
+                    "member_count": 1,
+                    "rate_limit_per_user": 0,
+                    "flags": 0,
+                }
+            )
+        if path.endswith("/typing"):
+            return web.Response(status=204)
+        if path.startswith("/channels/") and path.endswith("/messages"):
+            if method == "GET":
+                return _json(self.history)
+            channel_id = path.split("/")[2]
+            return _json(
+                message(
+                    str(next(self._ids)),
+                    channel_id,
+                    me,
+                    body.get("content", ""),
+                    body.get("embeds"),
+                )
+            )
+        return _json({"message": f"emulator: no route {method} {path}"}, status=404)

@@ -1,0 +1,212 @@
+"""A real discord.py client whose REST and webhook traffic goes to the local Discord emulator;
+gateway events are raw payloads handed to its connection state, as the gateway would."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import discord
+import discord.webhook.async_
+import pytest
+from aiohttp.test_utils import TestServer
+
+from adapters.discord.bot import DiscordLimits, DocsBot
+from core.claude_agent import ClaudeAgent
+from core.config import Settings
+from core.conversation_store import SqliteConversationStore
+from core.embedder import MiniLMEmbedder
+from core.engine import AnswerEngine
+from core.platform_state import PlatformState
+from core.sqlite_index import SqliteIndex
+from tests.fakes.discord_api import (
+    APP_ID,
+    CHANNEL_ID,
+    GUILD_ID,
+    NOW,
+    DiscordEmulator,
+    message,
+    user,
+)
+from tests.integration.answers.helpers import cached
+
+_ids = itertools.count(1_000_000)
+
+
+def ask_payload(question: str, *, channel_type: int = 0, guild: bool = True) -> dict[str, Any]:
+    asker = user("42", "alice")
+    payload: dict[str, Any] = {
+        "id": str(next(_ids)),
+        "application_id": APP_ID,
+        "type": 2,
+        "token": "interaction-token",
+        "version": 1,
+        "channel_id": CHANNEL_ID,
+        "channel": {
+            "id": CHANNEL_ID,
+            "type": channel_type,
+            "name": "general",
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+        },
+        "data": {
+            "id": "700",
+            "name": "ask",
+            "type": 1,
+            "options": [{"name": "question", "type": 3, "value": question}],
+        },
+        "locale": "en-US",
+        "entitlements": [],
+        "attachment_size_limit": 8_388_608,
+        "authorizing_integration_owners": {},
+        "app_permissions": "2248473465835073",
+    }
+    if guild:
+        payload["guild_id"] = GUILD_ID
+        payload["guild_locale"] = "en-US"
+        payload["channel"]["guild_id"] = GUILD_ID
+        payload["member"] = {
+            "user": asker,
+            "roles": [],
+            "joined_at": NOW,
+            "deaf": False,
+            "mute": False,
+            "permissions": "2248473465835073",
+            "flags": 0,
+        }
+    else:
+        payload["user"] = asker
+        payload["channel"] = {"id": CHANNEL_ID, "type": 1, "recipients": [asker]}
+    return payload
+
+
+def click_payload(custom_id: str) -> dict[str, Any]:
+    clicker = user("43", "bob")
+    return {
+        "id": str(next(_ids)),
+        "application_id": APP_ID,
+        "type": 3,
+        "token": "click-token",
+        "version": 1,
+        "guild_id": GUILD_ID,
+        "channel_id": CHANNEL_ID,
+        "channel": {
+            "id": CHANNEL_ID,
+            "type": 0,
+            "guild_id": GUILD_ID,
+            "name": "general",
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+        },
+        "member": {
+            "user": clicker,
+            "roles": [],
+            "joined_at": NOW,
+            "deaf": False,
+            "mute": False,
+            "permissions": "2248473465835073",
+            "flags": 0,
+        },
+        "message": message("555", CHANNEL_ID, user("900", "docbot", bot=True)),
+        "data": {"custom_id": custom_id, "component_type": 2},
+        "locale": "en-US",
+        "guild_locale": "en-US",
+        "entitlements": [],
+        "attachment_size_limit": 8_388_608,
+        "authorizing_integration_owners": {},
+    }
+
+
+def thread_message(
+    thread_id: str, text: str, *, author_id: str = "42", bot: bool = False
+) -> dict[str, Any]:
+    return message(
+        str(next(_ids)), thread_id, user(author_id, "alice", bot=bot), text, guild_id=GUILD_ID
+    )
+
+
+@dataclass
+class DiscordHarness:
+    emulator: DiscordEmulator
+    bot: DocsBot
+    state: PlatformState
+    store: SqliteConversationStore
+
+    def interaction(self, payload: dict[str, Any]) -> None:
+        self.bot._connection.parse_interaction_create(payload)
+
+    def gateway_message(self, payload: dict[str, Any]) -> None:
+        self.bot._connection.parse_message_create(payload)
+
+    async def until(self, check: Callable[[], bool], timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; Discord calls: {self.emulator.calls}")
+            await asyncio.sleep(0.02)
+
+
+def make_discord_factory(
+    kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    async def start(claude: ClaudeAgent | None = None) -> tuple[DiscordHarness, Callable]:
+        emulator = DiscordEmulator()
+        server = TestServer(emulator.app, host="127.0.0.1")
+        await server.start_server()
+        base = str(server.make_url("/api/v10"))
+        monkeypatch.setattr(discord.http.Route, "BASE", base)
+        monkeypatch.setattr(discord.webhook.async_.Route, "BASE", base)
+        settings = kb.model_copy(
+            update={
+                "storage": kb.storage.model_copy(update={"data_dir": tmp_path}),
+                "search": kb.search.model_copy(update={"sqlite_path": kb.index_path}),
+            }
+        )
+        index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
+        store = SqliteConversationStore(settings.state_path, 5_000)
+        state = PlatformState(settings.state_path, 5_000, 3_600)
+        engine = AnswerEngine(
+            index=index,
+            store=store,
+            settings=settings.answers,
+            top_k=settings.search.top_k,
+            claude=claude,
+        )
+        bot = DocsBot(
+            engine,
+            store,
+            state,
+            DiscordLimits(description_chars=4096, max_sources=10, history_messages=50),
+        )
+        await bot.login("bot-token")
+
+        async def stop() -> None:
+            await bot.close()
+            await server.close()
+            await engine.close()
+            await index.close()
+            await state.close()
+
+        return DiscordHarness(emulator, bot, state, store), stop
+
+    return start
+
+
+@pytest.fixture
+async def discord_bot(kb, minilm, tmp_path, monkeypatch) -> AsyncIterator[DiscordHarness]:
+    harness, stop = await make_discord_factory(kb, minilm, tmp_path, monkeypatch)()
+    yield harness
+    await stop()
+
+
+@pytest.fixture
+def discord_factory(kb, minilm, tmp_path, monkeypatch):
+    return make_discord_factory(kb, minilm, tmp_path, monkeypatch)

@@ -169,7 +169,7 @@ class DocsBot(discord.Client):
             return None, "no permission to create threads"
         except discord.HTTPException as exc:
             return None, f"Discord said: {exc.text or exc.status}"
-        thread_key = f"discord/{interaction.guild_id or 0}/{thread.id}"
+        thread_key = _thread_key(thread.id)
         await self.state.remember_thread(thread_key)
         if answer.status is not AnswerStatus.ERROR:
             await self.store.append(thread_key, Turn(question, answer.text))
@@ -180,8 +180,7 @@ class DocsBot(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or (self.user and message.author.id == self.user.id):
             return
-        guild = message.guild.id if message.guild else 0
-        key = f"discord/{guild}/{message.channel.id}"
+        key = _thread_key(message.channel.id)
         if not await self.state.is_bot_thread(key):
             return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
@@ -232,3 +231,9 @@ class DocsBot(discord.Client):
         except Exception:
             log.warning("answer_not_recorded", platform="discord", exc_info=True)
             return None
+
+
+def _thread_key(thread_id: int) -> str:
+    """Thread ids are unique across Discord, and a message in a thread whose guild is not
+    cached yet (right after a restart) still carries the thread's id."""
+    return f"discord/thread/{thread_id}"

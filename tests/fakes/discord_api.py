@@ -73,6 +73,7 @@ class DiscordEmulator:
         self.calls: list[tuple[str, str, Any]] = []  # (method, path, json body)
         self.refuse_threads: int | None = None  # an HTTP status to answer thread creation with
         self.history: list[dict[str, Any]] = []
+        self.threads: list[str] = []  # ids of the threads created
         self._ids = itertools.count(10_000)
         self.app = web.Application()
         self.app.router.add_route("*", "/api/v10/{tail:.*}", self._handle)
@@ -144,9 +145,11 @@ class DiscordEmulator:
                 return _json(
                     {"message": "Missing Permissions", "code": 50013}, status=self.refuse_threads
                 )
+            thread_id = str(next(self._ids))
+            self.threads.append(thread_id)
             return _json(
                 {
-                    "id": str(next(self._ids)),
+                    "id": thread_id,
                     "type": 11,
                     "guild_id": GUILD_ID,
                     "parent_id": CHANNEL_ID,

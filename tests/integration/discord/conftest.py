@@ -115,7 +115,18 @@ def click_payload(custom_id: str) -> dict[str, Any]:
             "permissions": "2248473465835073",
             "flags": 0,
         },
-        "message": message("555", CHANNEL_ID, user("900", "docbot", bot=True)),
+        # Discord sends the clicked message with its components, as the bot posted them.
+        "message": {
+            **message("555", CHANNEL_ID, user("900", "docbot", bot=True)),
+            "components": [
+                {
+                    "type": 1,
+                    "components": [
+                        {"type": 2, "style": 2, "label": "vote", "custom_id": custom_id}
+                    ],
+                }
+            ],
+        },
         "data": {"custom_id": custom_id, "component_type": 2},
         "locale": "en-US",
         "guild_locale": "en-US",

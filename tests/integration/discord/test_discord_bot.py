@@ -3,7 +3,20 @@ real REST and webhook calls out to the local emulator."""
 
 from __future__ import annotations
 
-from tests.integration.discord.conftest import DiscordHarness, ask_payload
+import asyncio
+import json
+from typing import Any
+
+from core.claude_agent import ClaudeAgent
+from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
+from tests.fakes.discord_api import BOT_ID
+from tests.integration.discord.conftest import (
+    DiscordHarness,
+    ask_payload,
+    click_payload,
+    thread_message,
+)
 
 QUESTION = "How do I re-ingest changed documents?"
 
@@ -23,3 +36,136 @@ async def test_ask_defers_answers_and_opens_a_thread(discord_bot: DiscordHarness
     assert sent["allowed_mentions"] == {"parse": []}
     thread = discord_bot.emulator.called("POST", "/threads")[0]
     assert thread["name"] == QUESTION
+
+
+def _sent_to(discord_bot: DiscordHarness, channel_id: str) -> list[dict[str, Any]]:
+    return discord_bot.emulator.called("POST", f"/channels/{channel_id}/messages")
+
+
+async def test_follow_ups_in_the_thread_need_no_mention(discord_bot: DiscordHarness) -> None:
+    discord_bot.interaction(ask_payload(QUESTION))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.threads))
+    thread_id = discord_bot.emulator.threads[0]
+    discord_bot.gateway_message(thread_message(thread_id, "and what does --prune delete?"))
+    await discord_bot.until(lambda: bool(_sent_to(discord_bot, thread_id)))
+    reply = _sent_to(discord_bot, thread_id)[0]
+    assert reply["embeds"][0]["description"]
+    assert reply["allowed_mentions"] == {"parse": []}
+    turns = await discord_bot.store.recent(f"discord/thread/{thread_id}", 10)
+    assert [t.question for t in turns] == [QUESTION, "and what does --prune delete?"]
+
+
+async def test_bots_and_other_channels_are_ignored(discord_bot: DiscordHarness) -> None:
+    discord_bot.interaction(ask_payload(QUESTION))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.threads))
+    thread_id = discord_bot.emulator.threads[0]
+    discord_bot.gateway_message(thread_message(thread_id, "beep", author_id="77", bot=True))
+    discord_bot.gateway_message(thread_message(thread_id, "mine", author_id=BOT_ID, bot=True))
+    discord_bot.gateway_message(thread_message("123456", "a thread that isn't ours"))
+    await asyncio.sleep(0.5)
+    assert not [
+        c
+        for c in discord_bot.emulator.calls
+        if "/channels/" in c[1] and c[1].endswith("/messages") and c[0] == "POST"
+    ]
+
+
+async def test_without_a_thread_the_bot_answers_in_place_and_says_why(
+    discord_bot: DiscordHarness,
+) -> None:
+    discord_bot.emulator.refuse_threads = 403
+    discord_bot.interaction(ask_payload(QUESTION))
+    await discord_bot.until(lambda: len(discord_bot.emulator.called("POST", "/webhooks/")) == 2)
+    answer, note = discord_bot.emulator.called("POST", "/webhooks/")
+    assert answer["embeds"]
+    assert "no permission to create threads" in note["content"]
+    assert "/ask" in note["content"]
+
+
+async def test_in_a_dm_there_is_no_thread(discord_bot: DiscordHarness) -> None:
+    discord_bot.interaction(ask_payload(QUESTION, guild=False))
+    await discord_bot.until(lambda: len(discord_bot.emulator.called("POST", "/webhooks/")) == 2)
+    note = discord_bot.emulator.called("POST", "/webhooks/")[1]
+    assert "not a server text channel" in note["content"]
+    assert not discord_bot.emulator.called("POST", "/threads")
+
+
+def _answering(text: str) -> ClaudeAgent:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        return message(tool_use(RESPOND_TOOL, answer=text, citations=[], status="answered"))
+
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), respond])
+    return ClaudeAgent(
+        api.client(), model="claude-test", max_tokens=1024, max_rounds=4, tool_timeout_s=5
+    )
+
+
+async def test_long_answers_continue_in_the_thread_with_mentions_suppressed(
+    discord_factory,
+) -> None:
+    paragraph = "Unchanged files are skipped on re-ingest [1]. " * 40
+    text = "\n\n".join([paragraph] * 5) + "\n\n@everyone <@&123> <@456> done"
+    harness, stop = await discord_factory(_answering(text))
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: bool(harness.emulator.threads))
+        thread_id = harness.emulator.threads[0]
+        await harness.until(lambda: len(_sent_to(harness, thread_id)) >= 2)
+        first = harness.emulator.called("POST", "/webhooks/")[0]
+        parts = [first, *_sent_to(harness, thread_id)]
+        descriptions = [p["embeds"][0]["description"] for p in parts]
+        assert all(len(d) <= 4096 for d in descriptions)
+        assert "".join(descriptions).count("Unchanged files are skipped") == 200
+        assert all(p["allowed_mentions"] == {"parse": []} for p in parts)
+        everything = json.dumps(parts)
+        assert "@everyone" not in everything
+        assert "<@&123>" not in everything
+        assert "<@456>" not in everything
+        assert parts[-1]["components"]  # the buttons come with the last part
+        assert not first.get("components")
+    finally:
+        await stop()
+
+
+async def test_a_feedback_click_after_a_restart_is_stored(discord_factory) -> None:
+    harness, stop = await discord_factory()
+    harness.interaction(ask_payload(QUESTION))
+    await harness.until(lambda: bool(harness.emulator.threads))  # the /ask has finished
+    buttons = harness.emulator.called("POST", "/webhooks/")[0]["components"][0]["components"]
+    down = next(b["custom_id"] for b in buttons if ":down:" in b["custom_id"])
+    answer_id = down.rsplit(":", 1)[1]
+    await stop()
+
+    restarted, stop = await discord_factory()  # a new process: same store, new client
+    try:
+        restarted.interaction(click_payload(down))
+        await restarted.until(lambda: bool(restarted.emulator.called("POST", "/callback")))
+        response = restarted.emulator.called("POST", "/callback")[0]
+        assert response["type"] == 4
+        assert response["data"]["flags"] == 64  # ephemeral
+        assert "Thanks" in response["data"]["content"]
+        assert await restarted.state.feedback_for(answer_id) == [("43", -1)]
+    finally:
+        await stop()
+
+
+async def test_a_model_failure_produces_a_visible_message(discord_factory) -> None:
+    api = FakeMessagesAPI(
+        [
+            message(tool_use(SEARCH_TOOL, query="x y")),
+            message(text("hm")),
+            message(text("still text")),
+        ]
+    )
+    agent = ClaudeAgent(
+        api.client(), model="claude-test", max_tokens=256, max_rounds=4, tool_timeout_s=5
+    )
+    harness, stop = await discord_factory(agent)
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        sent = harness.emulator.called("POST", "/webhooks/")[0]
+        assert "Sorry" in sent["embeds"][0]["description"]
+        assert not sent.get("components")  # no feedback on errors
+    finally:
+        await stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from typing import Any
 
 from aiohttp import web
@@ -71,6 +72,7 @@ def _json(payload: Any, status: int = 200) -> web.Response:
 class DiscordEmulator:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, Any]] = []  # (method, path, json body)
+        self.times: list[float] = []  # time.perf_counter() of each call, in order
         self.refuse_threads: int | None = None  # an HTTP status to answer thread creation with
         self.history: list[dict[str, Any]] = []
         self.threads: list[str] = []  # ids of the threads created
@@ -92,6 +94,7 @@ class DiscordEmulator:
                 part = await reader.next()
                 body = await part.json() if part is not None else None  # type: ignore[union-attr]
         self.calls.append((request.method, path, body))
+        self.times.append(time.perf_counter())
         return self._answer(request.method, path, body or {})
 
     def _answer(self, method: str, path: str, body: dict[str, Any]) -> web.Response:
@@ -166,6 +169,19 @@ class DiscordEmulator:
                     "rate_limit_per_user": 0,
                     "flags": 0,
                 }
+            )
+        if "/commands" in path and method == "PUT":
+            return _json(
+                [
+                    {
+                        **c,
+                        "id": str(next(self._ids)),
+                        "application_id": APP_ID,
+                        "version": "1",
+                        "default_member_permissions": None,
+                    }
+                    for c in body or []
+                ]
             )
         if path.endswith("/typing"):
             return web.Response(status=204)

@@ -1,0 +1,110 @@
+"""Discord under load: 50 `/ask` at once while the model takes 2 s per answer.
+
+Real parts: discord.py's client, command tree, interaction and webhook machinery, its REST
+client pointed at the local Discord emulator used by the tests, the real `anthropic` SDK
+streaming from a scripted model (two turns of 1 s), the real index of the bundled docs. Measured:
+how long after its arrival each interaction is deferred (Discord allows 3 s), and whether every
+question gets its answer.
+
+    python -m bench.discord_load [--questions 50] [--runs 3] [--model-seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.common import percentile, write_result
+from bench.slack_load import QUESTIONS, scripted_model
+from core.claude_agent import ClaudeAgent
+from core.embedder import MiniLMEmbedder
+from tests.integration.answers.helpers import build_kb
+from tests.integration.discord.conftest import ask_payload, make_discord_factory
+
+
+async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[str, Any]:
+    minilm = MiniLMEmbedder(batch_size=32, max_tokens=256, threads=0)
+    kb = await asyncio.to_thread(build_kb, data_dir / "kb", minilm)  # it runs its own loop
+    agent = ClaudeAgent(
+        scripted_model(model_seconds / 2),
+        model="scripted",
+        max_tokens=1024,
+        max_rounds=4,
+        tool_timeout_s=20,
+    )
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        start = make_discord_factory(kb, minilm, data_dir / "state", monkeypatch)
+        discord_bot, stop = await start(agent)
+        emulator = discord_bot.emulator
+
+        def answered() -> int:
+            # An /ask is done when its answer is posted and its thread opened.
+            return len(emulator.threads)
+
+        try:
+            discord_bot.interaction(ask_payload(QUESTIONS[0]))  # warm-up
+            await discord_bot.until(lambda: answered() == 1, timeout=30)
+            arrivals: dict[str, float] = {}
+            started = time.perf_counter()
+            for n in range(questions):
+                payload = ask_payload(QUESTIONS[n % len(QUESTIONS)])
+                arrivals[payload["id"]] = time.perf_counter()
+                discord_bot.interaction(payload)
+            with contextlib.suppress(AssertionError):
+                await discord_bot.until(lambda: answered() == questions + 1, timeout=60)
+            wall = time.perf_counter() - started
+            await asyncio.sleep(0.5)  # let each /ask record its thread before closing the store
+            defer_ms = [
+                (at - arrivals[path.split("/")[2]]) * 1000
+                for (method, path, _), at in zip(emulator.calls, emulator.times, strict=True)
+                if method == "POST"
+                and path.endswith("/callback")
+                and path.split("/")[2] in arrivals
+            ]
+        finally:
+            await stop()
+    return {
+        "deferred": len(defer_ms),
+        "defer_ms_p50": round(statistics.median(defer_ms), 1),
+        "defer_ms_p99": round(percentile(defer_ms, 99), 1),
+        "defer_ms_max": round(max(defer_ms), 1),
+        "answered": answered() - 1,
+        "wall_s": round(wall, 2),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--questions", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--model-seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    runs = []
+    for n in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="bench-discord-") as tmp:
+            runs.append(await one_run(Path(tmp), args.questions, args.model_seconds))
+        print(f"run {n + 1}: {runs[-1]}")
+    result = {
+        "questions": args.questions,
+        "model_seconds_per_answer": args.model_seconds,
+        "runs": runs,
+        "defer_ms_p99_median": statistics.median(r["defer_ms_p99"] for r in runs),
+        "all_answered": all(r["answered"] == args.questions for r in runs),
+    }
+    path = write_result("discord-load.json", result)
+    print(
+        f"defer p99 {result['defer_ms_p99_median']} ms, all answered: "
+        f"{result['all_answered']} -> {path}"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

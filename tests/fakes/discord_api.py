@@ -74,7 +74,7 @@ class DiscordEmulator:
         self.calls: list[tuple[str, str, Any]] = []  # (method, path, json body)
         self.times: list[float] = []  # time.perf_counter() of each call, in order
         self.refuse_threads: int | None = None  # an HTTP status to answer thread creation with
-        self.history: list[dict[str, Any]] = []
+        self.history: list[dict[str, Any]] = []  # a channel's messages, oldest first
         self.threads: list[str] = []  # ids of the threads created
         self._ids = itertools.count(10_000)
         self.app = web.Application()
@@ -186,8 +186,8 @@ class DiscordEmulator:
         if path.endswith("/typing"):
             return web.Response(status=204)
         if path.startswith("/channels/") and path.endswith("/messages"):
-            if method == "GET":
-                return _json(self.history)
+            if method == "GET":  # newest first, as Discord answers `before=` queries
+                return _json(list(reversed(self.history)))
             channel_id = path.split("/")[2]
             return _json(
                 message(

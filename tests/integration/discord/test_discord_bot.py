@@ -169,3 +169,41 @@ async def test_a_model_failure_produces_a_visible_message(discord_factory) -> No
         assert not sent.get("components")  # no feedback on errors
     finally:
         await stop()
+
+
+async def test_starting_and_answering_never_syncs_commands(discord_bot: DiscordHarness) -> None:
+    discord_bot.interaction(ask_payload(QUESTION))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.threads))
+    assert not [c for c in discord_bot.emulator.calls if "/commands" in c[1]]
+
+
+async def test_sync_registers_ask_in_one_guild(discord_bot: DiscordHarness) -> None:
+    import discord
+
+    guild = discord.Object(id=500)
+    discord_bot.bot.tree.copy_global_to(guild=guild)
+    commands = await discord_bot.bot.tree.sync(guild=guild)
+    assert [c.name for c in commands] == ["ask"]
+    put = discord_bot.emulator.called("PUT", "/guilds/500/commands")[0]
+    assert put[0]["options"][0]["name"] == "question"
+
+
+async def test_thread_history_is_read_when_the_store_has_none(discord_bot: DiscordHarness) -> None:
+    from tests.fakes.discord_api import message as msg
+    from tests.fakes.discord_api import user
+
+    await discord_bot.state.remember_thread("discord/thread/777")
+    discord_bot.emulator.history = [
+        msg("1", "777", user("42", "alice"), "what is prune?"),
+        msg(
+            "2",
+            "777",
+            user(BOT_ID, "docbot", bot=True),
+            embeds=[{"type": "rich", "description": "Prune deletes removed files."}],
+        ),
+    ]
+    discord_bot.gateway_message(thread_message("777", "and how do I turn it off?"))
+    await discord_bot.until(lambda: bool(_sent_to(discord_bot, "777")))
+    turns = await discord_bot.store.recent("discord/thread/777", 10)
+    assert turns[0].question == "what is prune?"
+    assert turns[0].answer == "Prune deletes removed files."

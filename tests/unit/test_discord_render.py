@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from adapters.discord.render import (
+    FIELD_CHARS,
+    answer_embeds,
+    link_markers,
+    neutralise,
+    sources_text,
+    split_text,
+)
+from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+
+
+def _citation(
+    n: int, title: str = "Guide", kind: SourceKind = SourceKind.KNOWLEDGE_BASE
+) -> Citation:
+    return Citation(n, title, f"https://docs.example/{n}#sec", "q", True, kind)
+
+
+def test_mentions_are_neutralised() -> None:
+    text = neutralise("@everyone @here <@123> <@!456> <@&789> <#42> <!channel>")
+    assert "@everyone" not in text
+    assert "@here" not in text
+    for raw in ("<@123>", "<@!456>", "<@&789>", "<#42>", "<!channel>"):
+        assert raw not in text
+
+
+def test_markers_link_to_their_source_only() -> None:
+    assert link_markers("a [1] b [7]", [_citation(1)]) == (
+        "a [[1]](https://docs.example/1#sec) b [7]"
+    )
+
+
+def test_embeds_respect_discord_limits() -> None:
+    answer = Answer(
+        "\n\n".join(["word " * 400] * 6),
+        AnswerStatus.PARTIAL,
+        AnswerMode.AGENT,
+        citations=[_citation(n, "T" * 90) for n in range(1, 11)],
+    )
+    embeds = answer_embeds(answer, description_chars=4096, max_sources=10)
+    assert len(embeds) >= 3
+    assert all(len(e.description or "") <= 4096 for e in embeds)
+    sources = embeds[-1].fields[0].value or ""
+    assert len(sources) <= FIELD_CHARS
+    assert sources.count("](https://") == sources.count("\n") + 1  # whole links only
+    assert "Partial answer" in (embeds[-1].footer.text or "")
+    assert not embeds[0].fields
+
+
+def test_sources_deduplicated_and_marked() -> None:
+    text = sources_text(
+        [_citation(1, "A"), _citation(1, "A again"), _citation(2, "Web", SourceKind.LEARNED)], 10
+    )
+    assert "A again" not in text
+    assert "(learned from the web)" in text
+
+
+def test_split_keeps_code_fences_together() -> None:
+    code = "```\n" + "\n".join(f"x = {i}" for i in range(50)) + "\n```"
+    pieces = split_text(f"{'intro ' * 300}\n\n{code}\n\nend", 2000)
+    assert all(len(p) <= 2000 for p in pieces)
+    assert any(code in p for p in pieces)  # the fence was not cut

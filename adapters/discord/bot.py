@@ -9,6 +9,7 @@ disables mentions: nothing from a document or a model can ping anyone.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ NO_MENTIONS = discord.AllowedMentions.none()
 APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 THREAD_NAME_CHARS = 100
+_ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +69,17 @@ class FeedbackButton(
         return cls(match["vote"], match["answer_id"])
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        stored = False
-        if FeedbackButton.state is not None:
-            stored = await FeedbackButton.state.record_feedback(
-                self.answer_id, str(interaction.user.id), self.vote == "up"
+        try:
+            stored = (
+                FeedbackButton.state is not None
+                and await FeedbackButton.state.record_feedback(
+                    self.answer_id, str(interaction.user.id), self.vote == "up"
+                )
             )
-        text = "Thanks for the feedback." if stored else "That answer is no longer known."
+            text = "Thanks for the feedback." if stored else "That answer is no longer known."
+        except Exception:
+            log.exception("feedback_failed", platform="discord")
+            text = "Sorry, your feedback could not be saved. Please try again later."
         await interaction.response.send_message(text, ephemeral=True)
 
 
@@ -170,9 +177,13 @@ class DocsBot(discord.Client):
         except discord.HTTPException as exc:
             return None, f"Discord said: {exc.text or exc.status}"
         thread_key = _thread_key(thread.id)
-        await self.state.remember_thread(thread_key)
-        if answer.status is not AnswerStatus.ERROR:
-            await self.store.append(thread_key, Turn(question, answer.text))
+        try:
+            await self.state.remember_thread(thread_key)
+            if answer.status is not AnswerStatus.ERROR:
+                await self.store.append(thread_key, Turn(question, answer.text))
+        except Exception:
+            # The answer and its thread are out; only follow-ups there will need /ask.
+            log.exception("thread_not_recorded", platform="discord")
         return thread, ""
 
     # -- follow-ups --------------------------------------------------------------------------
@@ -180,12 +191,14 @@ class DocsBot(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or (self.user and message.author.id == self.user.id):
             return
+        if message.type not in _ANSWERED_TYPES or not message.content.strip():
+            return  # renames, joins, pins, sticker- or file-only messages
         key = _thread_key(message.channel.id)
-        if not await self.state.is_bot_thread(key):
-            return
-        if not await self.state.first_delivery(f"discord-message:{message.id}"):
-            return
         try:
+            if not await self.state.is_bot_thread(key):
+                return
+            if not await self.state.first_delivery(f"discord-message:{message.id}"):
+                return
             if not await self.store.recent(key, 1):
                 await self._seed_history(message, key)
             async with message.channel.typing():
@@ -207,21 +220,32 @@ class DocsBot(discord.Client):
                 )
         except Exception:
             log.exception("follow_up_failed", platform="discord")
-            await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+            with contextlib.suppress(discord.HTTPException):
+                await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
 
     async def _seed_history(self, message: discord.Message, key: str) -> None:
-        """The thread's earlier turns from Discord when our store lost them."""
+        """The thread's latest turns from Discord when our store lost them: fetched newest
+        first (the latest `history_messages`), replayed oldest first; a bot answer split over
+        several messages is joined back into one."""
+        recent = [
+            m
+            async for m in message.channel.history(
+                limit=self.limits.history_messages, before=message
+            )
+        ]
         question: str | None = None
-        async for earlier in message.channel.history(
-            limit=self.limits.history_messages, before=message, oldest_first=True
-        ):
+        answer_parts: list[str] = []
+        for earlier in reversed(recent):
             if self.user and earlier.author.id == self.user.id:
                 text = earlier.embeds[0].description if earlier.embeds else earlier.content
-                if question and text:
-                    await self.store.append(key, Turn(question, text))
-                    question = None
+                if text:
+                    answer_parts.append(text)
             elif not earlier.author.bot:
-                question = earlier.content
+                if question and answer_parts:
+                    await self.store.append(key, Turn(question, "\n\n".join(answer_parts)))
+                question, answer_parts = earlier.content, []
+        if question and answer_parts:
+            await self.store.append(key, Turn(question, "\n\n".join(answer_parts)))
 
     async def _record(self, key: str, question: str, answer: Answer) -> str | None:
         if answer.status is AnswerStatus.ERROR:

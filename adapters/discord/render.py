@@ -32,8 +32,23 @@ def neutralise(text: str) -> str:
     return re.sub(r"<(@[!&]?|#)(\d+)>", r"<\1​\2>", text)
 
 
+_URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
+TITLE_CHARS = 100
+
+
+def safe_url(url: str) -> str:
+    """A URL that can't close a Markdown link early and start another one."""
+    return url.translate(_URL_UNSAFE)
+
+
+def safe_label(text: str) -> str:
+    """Link text that can't close the link or open a new one (`escape_markdown` leaves `]`)."""
+    label = discord.utils.escape_markdown(neutralise(text)[:TITLE_CHARS])
+    return label.replace("[", "\\[").replace("]", "\\]")
+
+
 def link_markers(text: str, citations: list[Citation]) -> str:
-    urls = {c.number: c.url for c in citations}
+    urls = {c.number: safe_url(c.url) for c in citations}
     return _MARKER.sub(
         lambda m: (
             f"[[{m.group(1)}]]({urls[int(m.group(1))]})" if int(m.group(1)) in urls else m.group(0)
@@ -98,9 +113,9 @@ def sources_text(citations: list[Citation], limit: int) -> str:
         seen.setdefault(c.url, c)
     lines: list[str] = []
     for c in list(seen.values())[:limit]:
-        title = discord.utils.escape_markdown(neutralise(c.title))
         note = "" if c.verified else " *(quote not verified)*"
-        line = f"[{c.number}] [{title}]({c.url}){_KIND.get(c.source_kind, '')}{note}"
+        line = f"[{c.number}] [{safe_label(c.title)}]({safe_url(c.url)})"
+        line += f"{_KIND.get(c.source_kind, '')}{note}"
         if sum(len(x) + 1 for x in lines) + len(line) > FIELD_CHARS:
             break
         lines.append(line)
@@ -118,13 +133,12 @@ def answer_embeds(
     answer: Answer, *, description_chars: int, max_sources: int
 ) -> list[discord.Embed]:
     """One embed per piece of the answer; the last one lists the sources and the status."""
-    body = link_markers(neutralise(answer.text), answer.citations) or _EMPTY
+    body = link_markers(neutralise(answer.text), answer.citations)
+    body = body if body.strip() else _EMPTY
     embeds = [discord.Embed(description=part) for part in split_text(body, description_chars)]
     last = embeds[-1]
-    if answer.citations:
-        last.add_field(
-            name="Sources", value=sources_text(answer.citations, max_sources)[:1024], inline=False
-        )
+    if answer.citations and (sources := sources_text(answer.citations, max_sources)):
+        last.add_field(name="Sources", value=sources, inline=False)
     if status := status_line(answer):
         last.set_footer(text=status)
     return embeds

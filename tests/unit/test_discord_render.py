@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from adapters.discord.render import (
     FIELD_CHARS,
     answer_embeds,
@@ -61,3 +63,29 @@ def test_split_keeps_code_fences_together() -> None:
     pieces = split_text(f"{'intro ' * 300}\n\n{code}\n\nend", 2000)
     assert all(len(p) <= 2000 for p in pieces)
     assert any(code in p for p in pieces)  # the fence was not cut
+
+
+def test_titles_and_urls_cannot_inject_links() -> None:
+    evil = Citation(
+        1,
+        "Docs](https://evil.example/login) click",
+        "https://docs.example/x) [pwn](https://evil.example)",
+        "q",
+        True,
+        SourceKind.WEB,
+    )
+    text = sources_text([evil], 10)
+    # One link only: the label's brackets are escaped, the URL's parentheses encoded.
+    assert len(re.findall(r"(?<!\\)\]\(", text)) == 1
+    assert "\\](https://evil" in text
+    assert "%29" in text
+
+
+def test_blank_answers_and_oversized_sources_still_render() -> None:
+    blank = Answer(" \n ", AnswerStatus.ANSWERED, AnswerMode.AGENT)
+    (embed,) = answer_embeds(blank, description_chars=4096, max_sources=10)
+    assert "empty" in (embed.description or "")
+    huge = Citation(1, "T", "https://docs.example/" + "x" * 2000, "q", True)
+    answer = Answer("Fact [1].", AnswerStatus.ANSWERED, AnswerMode.AGENT, citations=[huge])
+    (embed,) = answer_embeds(answer, description_chars=4096, max_sources=10)
+    assert all(f.value for f in embed.fields)  # no empty field for Discord to refuse

@@ -208,3 +208,15 @@ async def test_thread_history_is_read_when_the_store_has_none(discord_bot: Disco
     turns = await discord_bot.store.recent("discord/thread/777", 10)
     assert turns[0].question == "what is prune?"
     assert turns[0].answer == "Prune deletes removed files."
+
+
+async def test_system_and_empty_messages_in_a_bot_thread_are_ignored(
+    discord_bot: DiscordHarness,
+) -> None:
+    await discord_bot.state.remember_thread("discord/thread/888")
+    renamed = thread_message("888", "New thread name")
+    renamed["type"] = 4  # CHANNEL_NAME_CHANGE
+    discord_bot.gateway_message(renamed)
+    discord_bot.gateway_message(thread_message("888", "   "))
+    await asyncio.sleep(0.5)
+    assert not _sent_to(discord_bot, "888")

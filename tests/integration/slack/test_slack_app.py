@@ -189,10 +189,14 @@ async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> No
     harness, stop = await slack_factory(_long_answer_model(text))
     try:
         await harness.event(mention("1700000000.001100"), "Ev1")
-        await harness.until(
-            lambda: any(u.get("blocks") for u in harness.emulator.called("chat.update"))
-        )
-        await harness.settle()
+
+        def last_part_sent() -> bool:  # the last message carries the feedback buttons
+            sent = harness.emulator.called("chat.update") + harness.emulator.called(
+                "chat.postMessage"
+            )
+            return any(b["type"] == "actions" for m in sent for b in m.get("blocks") or [])
+
+        await harness.until(last_part_sent)
         final = [u for u in harness.emulator.called("chat.update") if u.get("blocks")]
         parts = final + harness.emulator.called("chat.postMessage")[1:]
         assert len(parts) >= 2

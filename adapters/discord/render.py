@@ -1,5 +1,5 @@
 """An `Answer` as Discord content: an embed per 4,096 characters (or plain messages of 2,000),
-numbered source links, a status line. Mentions are neutralised in the text as well as disabled
+numbered source links, a status line. Mentions are defused in the text as well as disabled
 on send (`AllowedMentions.none()`), so nothing from a document or a model can ping anyone."""
 
 from __future__ import annotations
@@ -8,28 +8,20 @@ import re
 
 import discord
 
+from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
 from core.citations import defuse_pings
-from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from core.conversation import Answer, Citation
 
 _FENCE = re.compile(r"^\s*```")
 _MARKER = re.compile(r"\[(\d+)\]")
-_STATUS = {
-    AnswerStatus.PARTIAL: "⚠️ Partial answer: the docs cover only part of this.",
-    AnswerStatus.NOT_FOUND: "🔍 Not found in the docs.",
+_ICONS = {
+    "partial": "⚠️",
+    "not_found": "🔍",
+    "extractive": "📄",
+    "search_then_answer": "🤖",
+    FROM_WEB: "🌐",
 }
-_MODE = {
-    AnswerMode.EXTRACTIVE: "📄 Quoted passages (no language model answered).",
-    AnswerMode.SEARCH_THEN_ANSWER: "🤖 Answered from the top search results.",
-}
-_KIND = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
-_FROM_WEB = "🌐 Draws on knowledge found on the web."
-_EMPTY = "*(The answer came back empty. Please try asking again.)*"
-
-
-def neutralise(text: str) -> str:
-    """Defuse Discord and Slack mention syntax in text we did not write."""
-    text = defuse_pings(text)
-    return re.sub(r"<(@[!&]?|#)(\d+)>", r"<\1​\2>", text)
+_EMPTY = f"*({EMPTY_ANSWER})*"
 
 
 _URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
@@ -43,7 +35,7 @@ def safe_url(url: str) -> str:
 
 def safe_label(text: str) -> str:
     """Link text that can't close the link or open a new one (`escape_markdown` leaves `]`)."""
-    label = discord.utils.escape_markdown(neutralise(text)[:TITLE_CHARS])
+    label = discord.utils.escape_markdown(defuse_pings(text)[:TITLE_CHARS])
     return label.replace("[", "\\[").replace("]", "\\]")
 
 
@@ -115,7 +107,7 @@ def sources_text(citations: list[Citation], limit: int) -> str:
     for c in list(seen.values())[:limit]:
         note = "" if c.verified else " *(quote not verified)*"
         line = f"[{c.number}] [{safe_label(c.title)}]({safe_url(c.url)})"
-        line += f"{_KIND.get(c.source_kind, '')}{note}"
+        line += f"{KIND_MARKS.get(c.source_kind, '')}{note}"
         if sum(len(x) + 1 for x in lines) + len(line) > FIELD_CHARS:
             break
         lines.append(line)
@@ -123,17 +115,14 @@ def sources_text(citations: list[Citation], limit: int) -> str:
 
 
 def status_line(answer: Answer) -> str:
-    labels = [label for label in (_MODE.get(answer.mode), _STATUS.get(answer.status)) if label]
-    if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
-        labels.append(_FROM_WEB)
-    return " ".join(labels)
+    return answer_labels(answer, _ICONS)
 
 
 def answer_embeds(
     answer: Answer, *, description_chars: int, max_sources: int
 ) -> list[discord.Embed]:
     """One embed per piece of the answer; the last one lists the sources and the status."""
-    body = link_markers(neutralise(answer.text), answer.citations)
+    body = link_markers(defuse_pings(answer.text), answer.citations)
     body = body if body.strip() else _EMPTY
     embeds = [discord.Embed(description=part) for part in split_text(body, description_chars)]
     last = embeds[-1]

@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
 from core.citations import defuse_pings
-from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from core.conversation import Answer, AnswerStatus, Citation
 
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"
@@ -23,17 +24,14 @@ _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _HEADING = re.compile(r"^#{1,6}\s+(.*)$")
 _MARKER = re.compile(r"\[(\d+)\]")
-_STATUS = {
-    AnswerStatus.PARTIAL: ":warning: Partial answer: the docs cover only part of this.",
-    AnswerStatus.NOT_FOUND: ":mag: Not found in the docs.",
+_ICONS = {
+    "partial": ":warning:",
+    "not_found": ":mag:",
+    "extractive": ":page_facing_up:",
+    "search_then_answer": ":robot_face:",
+    FROM_WEB: ":globe_with_meridians:",
 }
-_MODE = {
-    AnswerMode.EXTRACTIVE: ":page_facing_up: Quoted passages (no language model answered).",
-    AnswerMode.SEARCH_THEN_ANSWER: ":robot_face: Answered from the top search results.",
-}
-_FROM_WEB = ":globe_with_meridians: Draws on knowledge found on the web."
-_EMPTY = "_(The answer came back empty. Please try asking again.)_"
-_KIND = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
+_EMPTY = f"_({EMPTY_ANSWER})_"
 
 
 @dataclass(slots=True)
@@ -156,7 +154,7 @@ def sources_line(citations: list[Citation], limit: int) -> str:
         seen.setdefault(c.url, c)
     parts = []
     for c in list(seen.values())[:limit]:
-        label = escape(defuse_pings(f"[{c.number}] {c.title}{_KIND.get(c.source_kind, '')}"))
+        label = escape(defuse_pings(f"[{c.number}] {c.title}{KIND_MARKS.get(c.source_kind, '')}"))
         unverified = " _(quote not verified)_" if not c.verified else ""
         parts.append(_link(c.url, label) + unverified)
     return "*Sources:* " + " · ".join(parts)
@@ -207,10 +205,7 @@ def plain_messages(answer: Answer, limit: int) -> list[str]:
 
 
 def _labels(answer: Answer) -> str:
-    labels = [label for label in (_MODE.get(answer.mode), _STATUS.get(answer.status)) if label]
-    if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
-        labels.append(_FROM_WEB)
-    return " ".join(labels)
+    return answer_labels(answer, _ICONS)
 
 
 def _mrkdwn(text: str) -> dict[str, Any]:

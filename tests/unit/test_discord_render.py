@@ -6,10 +6,10 @@ from adapters.discord.render import (
     FIELD_CHARS,
     answer_embeds,
     link_markers,
-    neutralise,
     sources_text,
     split_text,
 )
+from core.citations import defuse_pings
 from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
 
 
@@ -20,7 +20,7 @@ def _citation(
 
 
 def test_mentions_are_neutralised() -> None:
-    text = neutralise("@everyone @here <@123> <@!456> <@&789> <#42> <!channel>")
+    text = defuse_pings("@everyone @here <@123> <@!456> <@&789> <#42> <!channel>")
     assert "@everyone" not in text
     assert "@here" not in text
     for raw in ("<@123>", "<@!456>", "<@&789>", "<#42>", "<!channel>"):

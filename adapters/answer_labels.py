@@ -1,0 +1,34 @@
+"""What every chat platform says about an answer besides the answer: how it was produced, how
+complete it is, where its sources came from. One wording; each platform brings its own icons."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
+
+STATUS_TEXT = {
+    AnswerStatus.PARTIAL: "Partial answer: the docs cover only part of this.",
+    AnswerStatus.NOT_FOUND: "Not found in the docs.",
+}
+MODE_TEXT = {
+    AnswerMode.EXTRACTIVE: "Quoted passages (no language model answered).",
+    AnswerMode.SEARCH_THEN_ANSWER: "Answered from the top search results.",
+}
+FROM_WEB = "from_web"
+FROM_WEB_TEXT = "Draws on knowledge found on the web."
+KIND_MARKS = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
+EMPTY_ANSWER = "The answer came back empty. Please try asking again."
+
+
+def answer_labels(answer: Answer, icons: Mapping[str, str]) -> str:
+    """The labels that apply, each behind its icon (`icons` is keyed by the mode's or status's
+    value, or FROM_WEB), joined by spaces; empty when the answer needs none."""
+    labels: list[tuple[str, str]] = []
+    if answer.mode in MODE_TEXT:
+        labels.append((answer.mode.value, MODE_TEXT[answer.mode]))
+    if answer.status in STATUS_TEXT:
+        labels.append((answer.status.value, STATUS_TEXT[answer.status]))
+    if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
+        labels.append((FROM_WEB, FROM_WEB_TEXT))
+    return " ".join(f"{icons[key]} {text}" for key, text in labels)

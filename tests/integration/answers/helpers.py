@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,31 @@ def engine(
         claude=claude,
         openai=openai,
     )
+
+
+def kb_engine(
+    kb: Settings, minilm: MiniLMEmbedder, settings: Settings, claude: ClaudeAgent | None
+) -> tuple[SqliteIndex, SqliteConversationStore, AnswerEngine]:
+    """The shared knowledge base's index, a conversation store of `settings`, and an engine."""
+    index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
+    store = SqliteConversationStore(settings.state_path, 5_000)
+    answers = AnswerEngine(
+        index=index,
+        store=store,
+        settings=settings.answers,
+        top_k=settings.search.top_k,
+        claude=claude,
+    )
+    return index, store, answers
+
+
+async def poll_until(check: Callable[[], bool], timeout: float, calls: object) -> None:
+    """Wait for a background listener's effect; on time-out, show what the platform saw."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out; platform calls: {calls}")
+        await asyncio.sleep(0.02)
 
 
 def question(text: str, key: str = "slack/T1/C1/1700000000.000100") -> Question:

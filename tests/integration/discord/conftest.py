@@ -3,9 +3,7 @@ gateway events are raw payloads handed to its connection state, as the gateway w
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,14 +14,13 @@ import discord.webhook.async_
 import pytest
 from aiohttp.test_utils import TestServer
 
-from adapters.discord.bot import DiscordLimits, DocsBot
+from adapters.discord.bot import DocsBot
+from bot.wiring import build_discord_bot
 from core.claude_agent import ClaudeAgent
 from core.config import Settings
 from core.conversation_store import SqliteConversationStore
 from core.embedder import MiniLMEmbedder
-from core.engine import AnswerEngine
 from core.platform_state import PlatformState
-from core.sqlite_index import SqliteIndex
 from tests.fakes.discord_api import (
     APP_ID,
     CHANNEL_ID,
@@ -33,7 +30,7 @@ from tests.fakes.discord_api import (
     message,
     user,
 )
-from tests.integration.answers.helpers import cached
+from tests.integration.answers.helpers import kb_engine, poll_until
 
 _ids = itertools.count(1_000_000)
 
@@ -158,11 +155,7 @@ class DiscordHarness:
         self.bot._connection.parse_message_create(payload)
 
     async def until(self, check: Callable[[], bool], timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; Discord calls: {self.emulator.calls}")
-            await asyncio.sleep(0.02)
+        await poll_until(check, timeout, self.emulator.calls)
 
 
 def make_discord_factory(
@@ -181,22 +174,9 @@ def make_discord_factory(
                 "search": kb.search.model_copy(update={"sqlite_path": kb.index_path}),
             }
         )
-        index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
-        store = SqliteConversationStore(settings.state_path, 5_000)
-        state = PlatformState(settings.state_path, 5_000, 3_600)
-        engine = AnswerEngine(
-            index=index,
-            store=store,
-            settings=settings.answers,
-            top_k=settings.search.top_k,
-            claude=claude,
-        )
-        bot = DocsBot(
-            engine,
-            store,
-            state,
-            DiscordLimits(description_chars=4096, max_sources=10, history_messages=50),
-        )
+        index, store, engine = kb_engine(kb, minilm, settings, claude)
+        bot = build_discord_bot(settings, engine, store)
+        state = bot.state
         await bot.login("bot-token")
 
         async def stop() -> None:

@@ -22,12 +22,10 @@ from core.claude_agent import ClaudeAgent
 from core.config import Settings, load_settings
 from core.conversation_store import SqliteConversationStore
 from core.embedder import MiniLMEmbedder
-from core.engine import AnswerEngine
 from core.platform_state import PlatformState
-from core.sqlite_index import SqliteIndex
 from tests.conftest import REPO
 from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
-from tests.integration.answers.helpers import cached
+from tests.integration.answers.helpers import kb_engine, poll_until
 
 SECRET = "test-signing-secret"
 
@@ -96,11 +94,7 @@ class SlackHarness:
         return await self.post(body, content_type="application/x-www-form-urlencoded")
 
     async def until(self, check: Callable[[], bool], timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; Slack calls: {self.emulator.calls}")
-            await asyncio.sleep(0.02)
+        await poll_until(check, timeout, self.emulator.calls)
 
     async def settle(self, seconds: float = 0.5) -> None:
         """Give background listeners time to do something they should not do."""
@@ -123,15 +117,7 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
                 **env,
             },
         )
-        index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
-        store = SqliteConversationStore(settings.state_path, 5_000)
-        engine = AnswerEngine(
-            index=index,
-            store=store,
-            settings=settings.answers,
-            top_k=settings.search.top_k,
-            claude=claude,
-        )
+        index, store, engine = kb_engine(kb, minilm, settings, claude)
         bolt = build_slack_app(settings, engine, store, socket_mode=False)
         server = TestServer(http_app(bolt), host="127.0.0.1")
         await server.start_server()

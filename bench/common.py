@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from core.config import Settings, load_settings
 
@@ -30,3 +34,44 @@ def write_result(name: str, payload: dict[str, object]) -> Path:
     path = RESULTS / name
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def latency_summary(prefix: str, values_ms: list[float]) -> dict[str, float]:
+    return {
+        f"{prefix}_p50": round(statistics.median(values_ms), 1),
+        f"{prefix}_p99": round(percentile(values_ms, 99), 1),
+        f"{prefix}_max": round(max(values_ms), 1),
+    }
+
+
+async def load_bench_main(
+    description: str | None,
+    name: str,
+    one_run: Callable[[Path, int, float], Awaitable[dict[str, Any]]],
+    latency_key: str,
+) -> None:
+    """The command line shared by the chat load benches: N questions at once, R runs, a scripted
+    model of S seconds per answer; prints each run and writes the medians to bench/results/."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--questions", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--model-seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    runs = []
+    for n in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+            runs.append(await one_run(Path(tmp), args.questions, args.model_seconds))
+        print(f"run {n + 1}: {runs[-1]}")
+    result = {
+        "questions": args.questions,
+        "model_seconds_per_answer": args.model_seconds,
+        "runs": runs,
+        f"{latency_key}_median": statistics.median(r[latency_key] for r in runs),
+        "wall_s_median": statistics.median(r["wall_s"] for r in runs),
+        "all_answered": all(r["answered"] == args.questions for r in runs),
+    }
+    path = write_result(f"{name}-load.json", result)
+    print(
+        f"{latency_key} {result[f'{latency_key}_median']} ms, wall {result['wall_s_median']} s, "
+        f"all answered: {result['all_answered']} -> {path}"
+    )

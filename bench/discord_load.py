@@ -11,18 +11,15 @@ question gets its answer.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.common import percentile, write_result
+from bench.common import latency_summary, load_bench_main
 from bench.slack_load import QUESTIONS, scripted_model
 from core.claude_agent import ClaudeAgent
 from core.embedder import MiniLMEmbedder
@@ -73,37 +70,14 @@ async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[
             await stop()
     return {
         "deferred": len(defer_ms),
-        "defer_ms_p50": round(statistics.median(defer_ms), 1),
-        "defer_ms_p99": round(percentile(defer_ms, 99), 1),
-        "defer_ms_max": round(max(defer_ms), 1),
+        **latency_summary("defer_ms", defer_ms),
         "answered": answered() - 1,
         "wall_s": round(wall, 2),
     }
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--model-seconds", type=float, default=2.0)
-    args = parser.parse_args()
-    runs = []
-    for n in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="bench-discord-") as tmp:
-            runs.append(await one_run(Path(tmp), args.questions, args.model_seconds))
-        print(f"run {n + 1}: {runs[-1]}")
-    result = {
-        "questions": args.questions,
-        "model_seconds_per_answer": args.model_seconds,
-        "runs": runs,
-        "defer_ms_p99_median": statistics.median(r["defer_ms_p99"] for r in runs),
-        "all_answered": all(r["answered"] == args.questions for r in runs),
-    }
-    path = write_result("discord-load.json", result)
-    print(
-        f"defer p99 {result['defer_ms_p99_median']} ms, all answered: "
-        f"{result['all_answered']} -> {path}"
-    )
+    await load_bench_main(__doc__, "discord", one_run, "defer_ms_p99")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,9 @@ the real index of the bundled docs. Measured: how long each event takes to be ac
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
-import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from bench.common import percentile, write_result
+from bench.common import latency_summary, load_bench_main
 from bot.logs import configure_logging
 from core.claude_agent import ClaudeAgent
 from core.embedder import MiniLMEmbedder
@@ -121,38 +118,14 @@ async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[
     ack_ms = [ms for _, ms in acks]
     return {
         "statuses": sorted({status for status, _ in acks}),
-        "ack_ms_p50": round(statistics.median(ack_ms), 1),
-        "ack_ms_p99": round(percentile(ack_ms, 99), 1),
-        "ack_ms_max": round(max(ack_ms), 1),
+        **latency_summary("ack_ms", ack_ms),
         "answered": answered,
         "wall_s": round(wall, 2),
     }
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--model-seconds", type=float, default=2.0)
-    args = parser.parse_args()
-    runs = []
-    for n in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="bench-slack-") as tmp:
-            runs.append(await one_run(Path(tmp), args.questions, args.model_seconds))
-        print(f"run {n + 1}: {runs[-1]}")
-    result = {
-        "questions": args.questions,
-        "model_seconds_per_answer": args.model_seconds,
-        "runs": runs,
-        "ack_ms_p99_median": statistics.median(r["ack_ms_p99"] for r in runs),
-        "wall_s_median": statistics.median(r["wall_s"] for r in runs),
-        "all_answered": all(r["answered"] == args.questions for r in runs),
-    }
-    path = write_result("slack-load.json", result)
-    print(
-        f"ack p99 {result['ack_ms_p99_median']} ms, wall {result['wall_s_median']} s, "
-        f"all answered: {result['all_answered']} -> {path}"
-    )
+    await load_bench_main(__doc__, "slack", one_run, "ack_ms_p99")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Annotated
 
@@ -24,24 +25,26 @@ from adapters.slack.server import run_http, run_socket_mode
 from bot.logs import configure_logging
 from bot.progress import RichIngestProgress
 from bot.wiring import (
+    Index,
     MissingSecret,
     build_claude,
     build_discord_bot,
     build_embedder,
     build_engine,
-    build_index,
+    build_platform_state,
     build_slack_app,
     build_store,
     discord_token,
+    open_index,
 )
 from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
 from core.config import ConfigError, Settings, load_settings
+from core.elasticsearch_index import ElasticsearchIndex, drop_indices
 from core.embedder import CachedEmbedder, EmbedderError
 from core.evaluation import Dataset, DatasetError, evaluate, load_dataset, prepared_corpus
 from core.index import IndexError_
 from core.ingest import Ingestor, IngestReport, Outcome
 from core.models import SearchFilters, SearchHit, SearchMode
-from core.sqlite_index import SqliteIndex
 
 app = typer.Typer(help="A docs bot: answers questions from your documentation, with sources.")
 eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
@@ -94,7 +97,7 @@ async def _ingest(
 ) -> IngestReport:
     s = state.settings
     embedder = build_embedder(s)
-    index = build_index(s, embedder)
+    index = await open_index(s, embedder)
     headers = {"User-Agent": s.ingest.user_agent}
     timeout = httpx.Timeout(s.ingest.url_timeout_s)
     try:
@@ -163,7 +166,7 @@ def search(
 
 async def _search(query: str, k: int, mode: SearchMode, filters: SearchFilters) -> list[SearchHit]:
     s = state.settings
-    index = build_index(s, build_embedder(s))
+    index = await open_index(s, build_embedder(s))
     try:
         return await index.search(query, k=k, mode=mode, filters=filters)
     finally:
@@ -244,7 +247,7 @@ async def _converse(questions: list[str] | None, as_json: bool, conversation: st
     s = state.settings
     if s.logging.level == "INFO":  # service logs would interleave with the answers on screen
         configure_logging(s.logging.model_copy(update={"level": "WARNING"}))
-    index = build_index(s, build_embedder(s))
+    index = await open_index(s, build_embedder(s))
     engine = build_engine(s, index)
     session = ConsoleSession(engine, out, conversation)
     try:
@@ -286,10 +289,11 @@ def slack(
 
 async def _run_slack(socket_mode: bool, port: int | None) -> None:
     s = state.settings
-    index = build_index(s, build_embedder(s))
-    store = build_store(s)
+    index = await open_index(s, build_embedder(s))
+    store = build_store(s, index)
     engine = build_engine(s, index, store)
-    bolt = build_slack_app(s, engine, store, socket_mode=socket_mode)
+    platform = build_platform_state(s, index, s.slack.dedup_ttl_s)
+    bolt = build_slack_app(s, engine, store, platform, socket_mode=socket_mode)
     try:
         if socket_mode:
             app_token = s.secrets.slack_app_token
@@ -300,6 +304,7 @@ async def _run_slack(socket_mode: bool, port: int | None) -> None:
             await run_http(bolt, port or int(os.environ.get("PORT") or s.slack.port))
     finally:
         await engine.close()
+        await platform.close()
         await index.close()
 
 
@@ -327,10 +332,11 @@ def discord_sync(
 async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
     s = state.settings
     token = discord_token(s)
-    index = build_index(s, build_embedder(s))
-    store = build_store(s)
+    index = await open_index(s, build_embedder(s))
+    store = build_store(s, index)
     engine = build_engine(s, index, store)
-    bot = build_discord_bot(s, engine, store)
+    platform = build_platform_state(s, index, s.discord.dedup_ttl_s)
+    bot = build_discord_bot(s, engine, store, platform)
     try:
         if sync_only:
             await bot.login(token)
@@ -348,6 +354,7 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
     finally:
         await bot.close()
         await engine.close()
+        await platform.close()
         await index.close()
 
 
@@ -387,7 +394,7 @@ def eval_retrieval(
         out.print(f"Wrote {json_path}")
 
 
-async def _index_dataset(data: Dataset, index: SqliteIndex, embedder: CachedEmbedder) -> float:
+async def _index_dataset(data: Dataset, index: Index, embedder: CachedEmbedder) -> float:
     """Index a BEIR corpus through the product's pipeline; returns the seconds it took."""
     s = state.settings
     started = time.perf_counter()
@@ -402,6 +409,14 @@ async def _index_dataset(data: Dataset, index: SqliteIndex, embedder: CachedEmbe
     return time.perf_counter() - started
 
 
+def _eval_prefix(s: Settings, dataset: str) -> Settings:
+    """Evaluation on Elasticsearch writes to its own throwaway indices, never the bot's."""
+    name = "".join(c if c.isalnum() else "-" for c in dataset.lower())
+    prefix = f"{s.elasticsearch.index_prefix}-eval-{name}-{uuid.uuid4().hex[:8]}"
+    es = s.elasticsearch.model_copy(update={"index_prefix": prefix})
+    return s.model_copy(update={"elasticsearch": es})
+
+
 async def _eval_retrieval(
     folder: Path, limit: int | None, index_path: Path | None
 ) -> dict[str, object]:
@@ -409,15 +424,22 @@ async def _eval_retrieval(
     data = load_dataset(folder, limit)
     embedder = build_embedder(s)
     with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
-        index = build_index(s, embedder, index_path or Path(tmp) / "index.sqlite")
+        if s.search.backend == "elasticsearch":
+            s = _eval_prefix(s, data.name)
+            index = await open_index(s, embedder)
+        else:
+            index = await open_index(s, embedder, index_path or Path(tmp) / "index.sqlite")
         try:
             index_seconds = await _index_dataset(data, index, embedder)
             stats = await index.stats()
             modes = await evaluate(index, data, list(SearchMode))
         finally:
+            if isinstance(index, ElasticsearchIndex):
+                await drop_indices(index)
             await index.close()
     return {
         "dataset": data.name,
+        "backend": s.search.backend,
         "queries": len(data.queries),
         "documents": len(data.corpus),
         "chunks": stats.chunks,
@@ -476,7 +498,7 @@ async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
         scratch = s.model_copy(
             update={"storage": s.storage.model_copy(update={"data_dir": Path(tmp)})}
         )
-        index = build_index(scratch, embedder, Path(tmp) / "index.sqlite")
+        index = await open_index(scratch, embedder, Path(tmp) / "index.sqlite")
         engine = build_engine(scratch, index)
         try:
             await _index_dataset(data, index, embedder)

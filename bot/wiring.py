@@ -14,13 +14,24 @@ from adapters.discord.bot import DiscordLimits, DocsBot
 from adapters.slack.app import SlackBot, SlackLimits
 from core.claude_agent import ClaudeAgent
 from core.config import Settings
-from core.conversation_store import SqliteConversationStore
+from core.conversation_store import ConversationStore, SqliteConversationStore
+from core.elasticsearch_connection import build_client
+from core.elasticsearch_index import ElasticsearchIndex
+from core.elasticsearch_state import (
+    ElasticsearchConversationStore,
+    ElasticsearchPlatformState,
+    ElasticsearchRunLocks,
+    ensure_state_indices,
+)
 from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
 from core.engine import AnswerEngine
 from core.openai_agent import OpenAICompatibleAgent
-from core.platform_state import PlatformState
+from core.platform_state import PlatformState, SqlitePlatformState
+from core.run_locks import RunLocks, SqliteRunLocks
 from core.sqlite_index import SqliteIndex
+
+Index = SqliteIndex | ElasticsearchIndex
 
 
 def build_embedder(settings: Settings) -> CachedEmbedder:
@@ -30,10 +41,26 @@ def build_embedder(settings: Settings) -> CachedEmbedder:
     return CachedEmbedder(model, cache, e.query_cache_size)
 
 
-def build_index(
-    settings: Settings, embedder: CachedEmbedder, path: Path | None = None
-) -> SqliteIndex:
-    return SqliteIndex(path or settings.index_path, embedder, settings.search)
+async def open_index(
+    settings: Settings,
+    embedder: CachedEmbedder,
+    path: Path | None = None,
+    *,
+    check_compatible: bool = True,
+) -> Index:
+    """The configured backend, checked and ready: a bad cluster address, wrong credentials or
+    a version mismatch fail here, at start, with a clear message. `path` forces SQLite."""
+    if settings.search.backend == "sqlite" or path is not None:
+        return SqliteIndex(path or settings.index_path, embedder, settings.search)
+    es = settings.elasticsearch
+    index = ElasticsearchIndex(build_client(es, settings.secrets), embedder, settings.search, es)
+    try:
+        await index.open(check_compatible=check_compatible)
+        await ensure_state_indices(index.client, index.names, es)
+    except BaseException:
+        await index.close()
+        raise
+    return index
 
 
 def build_claude(settings: Settings) -> ClaudeAgent | None:
@@ -76,17 +103,32 @@ def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
     )
 
 
-def build_store(settings: Settings) -> SqliteConversationStore:
+def build_store(settings: Settings, index: Index) -> ConversationStore:
+    """Conversation turns where the index lives: shared by every process on Elasticsearch."""
+    if isinstance(index, ElasticsearchIndex):
+        return ElasticsearchConversationStore(index.client, settings.elasticsearch)
     return SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms)
 
 
+def build_platform_state(settings: Settings, index: Index, dedup_ttl_s: float) -> PlatformState:
+    if isinstance(index, ElasticsearchIndex):
+        return ElasticsearchPlatformState(index.client, settings.elasticsearch, dedup_ttl_s)
+    return SqlitePlatformState(settings.state_path, settings.search.busy_timeout_ms, dedup_ttl_s)
+
+
+def build_locks(settings: Settings, index: Index) -> RunLocks:
+    if isinstance(index, ElasticsearchIndex):
+        return ElasticsearchRunLocks(index.client, settings.elasticsearch)
+    return SqliteRunLocks(settings.state_path, settings.search.busy_timeout_ms)
+
+
 def build_engine(
-    settings: Settings, index: SqliteIndex, store: SqliteConversationStore | None = None
+    settings: Settings, index: Index, store: ConversationStore | None = None
 ) -> AnswerEngine:
     claude = build_claude(settings)
     return AnswerEngine(
         index=index,
-        store=store or build_store(settings),
+        store=store or build_store(settings, index),
         settings=settings.answers,
         top_k=settings.search.top_k,
         claude=claude,
@@ -107,7 +149,8 @@ def _secret(value: SecretStr | None, name: str, purpose: str) -> str:
 def build_slack_app(
     settings: Settings,
     engine: AnswerEngine,
-    store: SqliteConversationStore,
+    store: ConversationStore,
+    state: PlatformState,
     *,
     socket_mode: bool,
 ) -> AsyncApp:
@@ -126,7 +169,6 @@ def build_slack_app(
         client=client,
         request_verification_enabled=not socket_mode,
     )
-    state = PlatformState(settings.state_path, settings.search.busy_timeout_ms, s.dedup_ttl_s)
     limits = SlackLimits(
         section_chars=s.section_chars,
         message_chars=s.message_chars,
@@ -143,10 +185,9 @@ def build_slack_app(
 
 
 def build_discord_bot(
-    settings: Settings, engine: AnswerEngine, store: SqliteConversationStore
+    settings: Settings, engine: AnswerEngine, store: ConversationStore, state: PlatformState
 ) -> DocsBot:
     d = settings.discord
-    state = PlatformState(settings.state_path, settings.search.busy_timeout_ms, d.dedup_ttl_s)
     limits = DiscordLimits(
         description_chars=d.description_chars,
         max_sources=d.max_sources,

@@ -34,6 +34,8 @@ SECRET_ENV_VARS: dict[str, str] = {
     "ELASTICSEARCH_API_KEY": "elasticsearch_api_key",
     "ELASTICSEARCH_PASSWORD": "elasticsearch_password",
 }
+# Conventional variables of the Elasticsearch tooling, honoured when the BOT_ form is not set.
+ENV_ALIASES: dict[str, str] = {"ELASTICSEARCH_URL": "url", "ELASTICSEARCH_CLOUD_ID": "cloud_id"}
 _SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key|credentials?)$", re.I)
 
 
@@ -58,7 +60,7 @@ class Bm25Weights(_Section):
 
 
 class SearchSettings(_Section):
-    backend: Literal["sqlite"] = "sqlite"
+    backend: Literal["sqlite", "elasticsearch"] = "sqlite"
     sqlite_path: Path | None = None
     rrf_k: int = Field(60, ge=1, le=10_000)
     candidates: int = Field(100, ge=1, le=10_000)
@@ -70,6 +72,30 @@ class SearchSettings(_Section):
     snippet_chars: int = Field(240, ge=20, le=5_000)
     busy_timeout_ms: int = Field(10_000, ge=0)
     max_query_chars: int = Field(2_000, ge=10, le=100_000)
+
+
+class ElasticsearchSettings(_Section):
+    url: str | None = None
+    cloud_id: str | None = None
+    username: str | None = None
+    ca_certs: Path | None = None
+    verify_certs: bool = True
+    ssl_assert_fingerprint: str | None = None
+    request_timeout_s: float = Field(10.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=20)
+    retry_on_timeout: bool = True
+    index_prefix: str = Field("docbot", pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")
+    number_of_shards: int = Field(1, ge=1, le=1_024)
+    number_of_replicas: int = Field(1, ge=0, le=16)
+    fusion: Literal["client", "server"] = "client"
+    num_candidates: int = Field(200, ge=1, le=10_000)
+    bulk_chunk_size: int = Field(500, ge=1, le=10_000)
+    bulk_max_retries: int = Field(5, ge=0, le=20)
+    bulk_initial_backoff_s: float = Field(1.0, ge=0)
+    write_refresh: bool = True
+    conversation_max_turns: int = Field(100, ge=1, le=10_000)
+    state_purge_interval_s: float = Field(3_600, gt=0)
+    scan_page_size: int = Field(1_000, ge=10, le=10_000)
 
 
 class EmbeddingSettings(_Section):
@@ -170,6 +196,7 @@ class Settings(_Section):
     storage: StorageSettings = StorageSettings()
     search: SearchSettings = SearchSettings()
     embeddings: EmbeddingSettings = EmbeddingSettings()
+    elasticsearch: ElasticsearchSettings = ElasticsearchSettings()
     ingest: IngestSettings = IngestSettings()
     answers: AnswerSettings = AnswerSettings()
     anthropic: AnthropicSettings = AnthropicSettings()
@@ -208,6 +235,10 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     for key, raw in env.items():
         if key.startswith(ENV_PREFIX) and key != CONFIG_ENV:
             _apply_override(data, key, raw)
+    es = data.setdefault("elasticsearch", {})
+    for name, key in ENV_ALIASES.items():
+        if env.get(name) and isinstance(es, dict) and es.get(key) is None:
+            es[key] = env[name]
     data["secrets"] = {attr: env[name] for name, attr in SECRET_ENV_VARS.items() if env.get(name)}
     try:
         return Settings.model_validate(data)

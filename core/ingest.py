@@ -3,11 +3,11 @@
 Why it is safe to rerun at any point:
 - a document's checksum covers its bytes, its link and everything that shapes its chunks, so an
   unchanged document is recognised before it is even parsed, and skipped;
-- each document is written in one transaction with that checksum: a crash loses at most the
-  document being written, and the rerun redoes exactly what is missing;
+- each document's checksum is written with (SQLite) or after (Elasticsearch) its chunks: a crash
+  loses at most the documents being written, and the rerun redoes exactly what is missing;
 - vectors come from the content-hash cache, so redoing work costs no embedding.
-Vectors are computed for several documents at once (the model is much faster in batches), but
-written per document, so batching never widens what a crash can lose.
+Vectors are computed for several documents at once (the model is much faster in batches) and
+handed to the index as one batch (one bulk request on a server); failures are still per document.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from core.chunker import split_text
 from core.config import IngestSettings
 from core.document_formats import ParsedDocument, UnreadableDocument, parse_document
 from core.embedder import Embedder
-from core.index import SearchIndex
+from core.index import DocumentWrite, IndexUnavailable, SearchIndex
 from core.models import Chunk, DocumentRecord
 from core.sources import Skipped, SourceItem, discover, read_item
 
@@ -216,14 +216,23 @@ class Ingestor:
                 report.failed.append(Skipped(doc.display, f"embedding failed: {exc}"))
                 _count(report, progress, doc.display, Outcome.FAILED)
             return
+        writes: list[DocumentWrite] = []
         offset = 0
         for doc in group:
-            doc_vectors = vectors[offset : offset + len(doc.chunks)]
+            writes.append(
+                DocumentWrite(doc.record, doc.chunks, vectors[offset : offset + len(doc.chunks)])
+            )
             offset += len(doc.chunks)
-            try:
-                await self._index.replace_document(doc.record, doc.chunks, doc_vectors)
-            except Exception as exc:  # noqa: BLE001 (reported per document; the run goes on)
-                report.failed.append(Skipped(doc.display, f"index write failed: {exc}"))
+        try:
+            failures = await self._index.write_documents(writes)
+        except IndexUnavailable:
+            raise  # the server is gone: every later write would fail too; rerun to resume
+        except Exception as exc:  # noqa: BLE001 (reported per document; the run goes on)
+            failures = {doc.record.doc_id: str(exc) for doc in group}
+        for doc in group:
+            reason = failures.get(doc.record.doc_id)
+            if reason is not None:
+                report.failed.append(Skipped(doc.display, f"index write failed: {reason}"))
                 _count(report, progress, doc.display, Outcome.FAILED)
                 continue
             report.chunks_written += len(doc.chunks)

@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Protocol
 
 from core.conversation import Answer
 
@@ -30,7 +31,30 @@ _SCHEMA = (
 )
 
 
-class PlatformState:
+class PlatformState(Protocol):
+    async def first_delivery(self, *keys: str) -> bool:
+        """True exactly once for any of these keys (an event id, a message id) within the TTL."""
+
+    async def remember_thread(self, key: str) -> None: ...
+
+    async def is_bot_thread(self, key: str) -> bool: ...
+
+    async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
+        """Keep what was answered, so a feedback click can be stored with its context."""
+
+    async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
+        """Store (or change) one user's vote; False when the answer is unknown."""
+
+    async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]: ...
+
+    async def close(self) -> None: ...
+
+
+def citations_json(answer: Answer) -> list[dict[str, object]]:
+    return [json.loads(json.dumps(asdict(c), default=str)) for c in answer.citations]
+
+
+class SqlitePlatformState:
     def __init__(self, path: Path, busy_timeout_ms: int, dedup_ttl_s: float) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._ttl = dedup_ttl_s
@@ -64,7 +88,6 @@ class PlatformState:
         return seen is None
 
     async def first_delivery(self, *keys: str) -> bool:
-        """True exactly once for any of these keys (an event id, a message id) within the TTL."""
         return await asyncio.to_thread(self._first_delivery, keys)
 
     def _execute(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
@@ -85,9 +108,8 @@ class PlatformState:
         return bool(rows)
 
     async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
-        """Keep what was answered, so a feedback click can be stored with its context."""
         answer_id = uuid.uuid4().hex
-        citations = json.dumps([asdict(c) for c in answer.citations], default=str)
+        citations = json.dumps(citations_json(answer))
         await asyncio.to_thread(
             self._execute,
             "INSERT INTO answers (id, conversation_key, question, answer, status, citations,"
@@ -105,7 +127,6 @@ class PlatformState:
         return answer_id
 
     async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
-        """Store (or change) one user's vote; False when the answer is unknown."""
         known = await asyncio.to_thread(
             self._execute, "SELECT 1 FROM answers WHERE id = ?", (answer_id,)
         )

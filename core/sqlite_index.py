@@ -28,14 +28,13 @@ import numpy.typing as npt
 from core.config import SearchSettings
 from core.embedder import Embedder, Vectors
 from core.fusion import Ranked, reciprocal_rank_fusion
-from core.index import IndexError_
+from core.index import DocumentWrite, IndexError_, check_vectors, checked_query
 from core.models import Chunk, DocumentRecord, IndexStats, SearchFilters, SearchHit, SearchMode
 from core.query_terms import fts_or_expression, query_terms, within_postings_budget
 
 SCHEMA_VERSION = "1"
 _KEYWORD_SEPARATOR = "\n"
 _MAX_QUERY_TERMS = 64
-_MAX_K = 10_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -179,13 +178,7 @@ class SqliteIndex:
     def _replace_document(
         self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-        if len(chunks) and vectors.shape[1] != self._embedder.dimensions:
-            raise ValueError(
-                f"vectors have {vectors.shape[1]} dimensions, index expects "
-                f"{self._embedder.dimensions}"
-            )
+        check_vectors(chunks, vectors, self._embedder.dimensions)
         rows = [
             (
                 c.chunk_id,
@@ -234,6 +227,16 @@ class SqliteIndex:
         self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
     ) -> None:
         await asyncio.to_thread(self._replace_document, record, chunks, vectors)
+
+    async def write_documents(self, writes: Sequence[DocumentWrite]) -> dict[str, str]:
+        """One transaction per document, so a failure never takes its neighbours with it."""
+        failed: dict[str, str] = {}
+        for w in writes:
+            try:
+                await self.replace_document(w.record, w.chunks, w.vectors)
+            except (ValueError, sqlite3.Error) as exc:
+                failed[w.record.doc_id] = str(exc)
+        return failed
 
     async def delete_document(self, doc_id: str) -> int:
         return await asyncio.to_thread(self._delete_document, doc_id)
@@ -413,9 +416,7 @@ class SqliteIndex:
         mode: SearchMode = SearchMode.HYBRID,
         filters: SearchFilters | None = None,
     ) -> list[SearchHit]:
-        if not 1 <= k <= _MAX_K:
-            raise ValueError(f"k must be between 1 and {_MAX_K}, got {k}")
-        query = query[: self._settings.max_query_chars]
+        query = checked_query(query, k, self._settings.max_query_chars)
         if not query.strip():
             return []
         filters = filters or SearchFilters()

@@ -15,7 +15,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from adapters.discord.bot import DocsBot
-from bot.wiring import build_discord_bot
+from bot.wiring import build_discord_bot, build_platform_state
 from core.claude_agent import ClaudeAgent
 from core.config import Settings
 from core.conversation_store import SqliteConversationStore
@@ -175,8 +175,8 @@ def make_discord_factory(
             }
         )
         index, store, engine = kb_engine(kb, minilm, settings, claude)
-        bot = build_discord_bot(settings, engine, store)
-        state = bot.state
+        state = build_platform_state(settings, index, settings.discord.dedup_ttl_s)
+        bot = build_discord_bot(settings, engine, store, state)
         await bot.login("bot-token")
 
         async def stop() -> None:

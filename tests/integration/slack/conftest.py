@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.server import EVENTS_PATH, http_app
-from bot.wiring import build_slack_app
+from bot.wiring import build_platform_state, build_slack_app
 from core.claude_agent import ClaudeAgent
 from core.config import Settings, load_settings
 from core.conversation_store import SqliteConversationStore
@@ -118,11 +118,11 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
             },
         )
         index, store, engine = kb_engine(kb, minilm, settings, claude)
-        bolt = build_slack_app(settings, engine, store, socket_mode=False)
+        state = build_platform_state(settings, index, settings.slack.dedup_ttl_s)
+        bolt = build_slack_app(settings, engine, store, state, socket_mode=False)
         server = TestServer(http_app(bolt), host="127.0.0.1")
         await server.start_server()
         http = ClientSession()
-        state = PlatformState(settings.state_path, 5_000, 60)
         harness = SlackHarness(
             emulator, str(server.make_url("")).rstrip("/"), http, settings, store, state
         )

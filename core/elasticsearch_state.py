@@ -1,0 +1,266 @@
+"""Shared state on Elasticsearch: conversation turns, delivery de-duplication, bot threads,
+answers and feedback, and run locks, so several bot processes behave as one.
+
+Elasticsearch has no transactions, so every claim is a single-document operation:
+- a claim is a `create` (`op_type=create`): of two processes, exactly one gets 201, the other
+  409; an expired claim is taken over by an update conditioned on the sequence number seen
+  (`if_seq_no` / `if_primary_term`), which again only one process can win;
+- a conversation is one document updated by read-modify-write under the same condition, retried
+  on conflict, so two answers finishing at once both land;
+- reads that must see the latest write use GET by id, which is real-time (no refresh needed).
+
+These stores share the index's client and do not close it: the index does.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError
+
+from core.config import ElasticsearchSettings
+from core.conversation import Answer, Turn
+from core.elasticsearch_connection import explain
+from core.elasticsearch_schema import IndexNames, hashed_id
+from core.platform_state import citations_json
+
+# Read-modify-write attempts before a conversation append gives up (each conflict means another
+# process wrote in between; more than a few in a row means something is wrong).
+_CAS_ATTEMPTS = 10
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def ensure_state_indices(
+    client: AsyncElasticsearch, names: IndexNames, settings: ElasticsearchSettings
+) -> None:
+    """Create the state indices that are missing (a race with another process is harmless)."""
+    try:
+        for index, properties in names.state_indices().items():
+            if await client.indices.exists(index=index):
+                continue
+            try:
+                await client.indices.create(
+                    index=index,
+                    settings={
+                        "number_of_shards": 1,
+                        "number_of_replicas": settings.number_of_replicas,
+                    },
+                    mappings={"dynamic": "strict", "properties": properties},
+                )
+            except ApiError as exc:
+                if exc.error != "resource_already_exists_exception":
+                    raise
+    except Exception as exc:
+        raise explain(exc, settings) from exc
+
+
+class _Store:
+    def __init__(self, client: AsyncElasticsearch, settings: ElasticsearchSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self._names = IndexNames(settings.index_prefix)
+
+    async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        try:
+            return dict((await self._client.get(index=index, id=doc_id)).body)
+        except NotFoundError:
+            return None
+
+    async def _create(self, index: str, doc_id: str, document: dict[str, Any]) -> bool:
+        """True when this call created the document; False when it already existed."""
+        try:
+            await self._client.create(index=index, id=doc_id, document=document)
+        except ConflictError:
+            return False
+        return True
+
+    async def _take_over(
+        self, index: str, current: dict[str, Any], document: dict[str, Any]
+    ) -> bool:
+        """Replace `current` only if nobody changed it since it was read."""
+        try:
+            await self._client.index(
+                index=index,
+                id=current["_id"],
+                document=document,
+                if_seq_no=current["_seq_no"],
+                if_primary_term=current["_primary_term"],
+            )
+        except ConflictError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """The client belongs to the index, which closes it."""
+
+
+class ElasticsearchConversationStore(_Store):
+    async def recent(self, key: str, limit: int) -> list[Turn]:
+        if limit <= 0:
+            return []
+        try:
+            found = await self._get(self._names.conversations, hashed_id(key))
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+        turns = (found or {}).get("_source", {}).get("turns", [])
+        return [Turn(t["question"], t["answer"]) for t in turns[-limit:]]
+
+    async def append(self, key: str, turn: Turn) -> None:
+        index, doc_id = self._names.conversations, hashed_id(key)
+        entry = {"question": turn.question, "answer": turn.answer, "at": _now_ms()}
+        keep = self._settings.conversation_max_turns
+        try:
+            for _ in range(_CAS_ATTEMPTS):
+                current = await self._get(index, doc_id)
+                if current is None:
+                    fresh = {"key": key, "turns": [entry], "updated_at": entry["at"]}
+                    if await self._create(index, doc_id, fresh):
+                        return
+                    continue
+                turns = [*current["_source"].get("turns", []), entry][-keep:]
+                updated = {"key": key, "turns": turns, "updated_at": entry["at"]}
+                if await self._take_over(index, current, updated):
+                    return
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+        raise RuntimeError(f"conversation {key!r}: {_CAS_ATTEMPTS} concurrent writes in a row")
+
+
+class ElasticsearchPlatformState(_Store):
+    def __init__(
+        self, client: AsyncElasticsearch, settings: ElasticsearchSettings, dedup_ttl_s: float
+    ) -> None:
+        super().__init__(client, settings)
+        self._ttl_ms = int(dedup_ttl_s * 1000)
+        self._next_purge = 0.0
+
+    async def first_delivery(self, *keys: str) -> bool:
+        index = self._names.deliveries
+        now = _now_ms()
+        first = True
+        try:
+            await self._purge_expired(now)
+            for key in keys:
+                doc = {"key": key, "seen_at": now}
+                if await self._create(index, hashed_id(key), doc):
+                    continue
+                current = await self._get(index, hashed_id(key))
+                expired = current is not None and current["_source"]["seen_at"] < now - self._ttl_ms
+                if not (expired and await self._take_over(index, current or {}, doc)):
+                    first = False
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+        return first
+
+    async def _purge_expired(self, now: int) -> None:
+        """Delete expired keys now and then, so the index does not grow without end."""
+        if time.monotonic() < self._next_purge:
+            return
+        self._next_purge = time.monotonic() + self._settings.state_purge_interval_s
+        await self._client.delete_by_query(
+            index=self._names.deliveries,
+            query={"range": {"seen_at": {"lt": now - self._ttl_ms}}},
+            conflicts="proceed",
+            wait_for_completion=False,
+        )
+
+    async def remember_thread(self, key: str) -> None:
+        try:
+            await self._create(
+                self._names.threads, hashed_id(key), {"key": key, "created_at": _now_ms()}
+            )
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+
+    async def is_bot_thread(self, key: str) -> bool:
+        try:
+            return bool(await self._client.exists(index=self._names.threads, id=hashed_id(key)))
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+
+    async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
+        answer_id = uuid.uuid4().hex
+        document = {
+            "conversation_key": conversation_key,
+            "question": question,
+            "answer": answer.text,
+            "status": answer.status.value,
+            "citations": {"items": citations_json(answer)},
+            "created_at": _now_ms(),
+        }
+        try:
+            await self._client.index(index=self._names.answers, id=answer_id, document=document)
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+        return answer_id
+
+    async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
+        try:
+            if not await self._client.exists(index=self._names.answers, id=answer_id):
+                return False
+            await self._client.index(
+                index=self._names.feedback,
+                id=hashed_id(f"{answer_id}\n{user}"),
+                document={
+                    "answer_id": answer_id,
+                    "user": user,
+                    "vote": 1 if helpful else -1,
+                    "at": _now_ms(),
+                },
+                refresh="wait_for",
+            )
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+        return True
+
+    async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]:
+        try:
+            response = await self._client.search(
+                index=self._names.feedback,
+                query={"term": {"answer_id": answer_id}},
+                size=self._settings.scan_page_size,
+            )
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+        return [(h["_source"]["user"], int(h["_source"]["vote"])) for h in response["hits"]["hits"]]
+
+
+class ElasticsearchRunLocks(_Store):
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        index, doc_id = self._names.locks, hashed_id(name)
+        now = _now_ms()
+        document = {"name": name, "holder": holder, "expires_at": now + int(ttl_s * 1000)}
+        try:
+            if await self._create(index, doc_id, document):
+                return True
+            current = await self._get(index, doc_id)
+            if current is None:  # released between our create and our read
+                return await self._create(index, doc_id, document)
+            held = current["_source"]
+            if held["holder"] != holder and held["expires_at"] > now:
+                return False
+            return await self._take_over(index, current, document)
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+
+    async def release(self, name: str, holder: str) -> None:
+        index, doc_id = self._names.locks, hashed_id(name)
+        try:
+            current = await self._get(index, doc_id)
+            if current is None or current["_source"]["holder"] != holder:
+                return
+            await self._client.delete(
+                index=index,
+                id=doc_id,
+                if_seq_no=current["_seq_no"],
+                if_primary_term=current["_primary_term"],
+            )
+        except (ConflictError, NotFoundError):
+            return
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc

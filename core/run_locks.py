@@ -1,0 +1,72 @@
+"""Run locks: a job claims its run before doing it, so a second scheduler or a second
+`bot index reindex` started by mistake does nothing instead of doing the work twice.
+
+A lock expires (`ttl_s`) so a holder that died without releasing does not block forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Protocol
+
+
+class RunLocks(Protocol):
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        """True when `holder` now holds `name` (it was free, expired, or already its own)."""
+
+    async def release(self, name: str, holder: str) -> None:
+        """Free `name` if `holder` still holds it; someone else's claim is left alone."""
+
+    async def close(self) -> None: ...
+
+
+class SqliteRunLocks:
+    def __init__(self, path: Path, busy_timeout_ms: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS run_locks (name TEXT PRIMARY KEY, holder TEXT NOT NULL,"
+            " expires_at REAL NOT NULL)"
+        )
+
+    def _claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT holder, expires_at FROM run_locks WHERE name = ?", (name,)
+                ).fetchone()
+                free = row is None or row[0] == holder or float(row[1]) <= now
+                if free:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO run_locks (name, holder, expires_at)"
+                        " VALUES (?, ?, ?)",
+                        (name, holder, now + ttl_s),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return free
+
+    def _release(self, name: str, holder: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM run_locks WHERE name = ? AND holder = ?", (name, holder))
+
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        return await asyncio.to_thread(self._claim, name, holder, ttl_s)
+
+    async def release(self, name: str, holder: str) -> None:
+        await asyncio.to_thread(self._release, name, holder)
+
+    async def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -22,8 +23,9 @@ from rich.text import Text
 
 from adapters.console.session import ConsoleSession
 from adapters.slack.server import run_http, run_socket_mode
+from bot.diagnostics import Check, diagnose
 from bot.logs import configure_logging
-from bot.progress import RichIngestProgress
+from bot.progress import RichCountProgress, RichIngestProgress
 from bot.wiring import (
     Index,
     MissingSecret,
@@ -31,6 +33,7 @@ from bot.wiring import (
     build_discord_bot,
     build_embedder,
     build_engine,
+    build_locks,
     build_platform_state,
     build_slack_app,
     build_store,
@@ -40,6 +43,7 @@ from bot.wiring import (
 from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
 from core.config import ConfigError, Settings, load_settings
 from core.elasticsearch_index import ElasticsearchIndex, drop_indices
+from core.elasticsearch_reindex import REINDEX_LOCK, ReindexReport, reindex
 from core.embedder import CachedEmbedder, EmbedderError
 from core.evaluation import Dataset, DatasetError, evaluate, load_dataset, prepared_corpus
 from core.index import IndexError_
@@ -355,6 +359,77 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
         await bot.close()
         await engine.close()
         await platform.close()
+        await index.close()
+
+
+index_app = typer.Typer(help="Index maintenance.")
+app.add_typer(index_app, name="index")
+
+
+@index_app.command("reindex")
+def index_reindex(
+    delete_old: Annotated[
+        bool, typer.Option(help="Delete the previous index version after the swap.")
+    ] = False,
+) -> None:
+    """Build a new index version (new embedder or mapping) and swap the alias, no downtime."""
+    report = asyncio.run(_reindex(delete_old))
+    vectors = "re-embedded" if report.reembedded else "copied"
+    out.print(
+        f"{report.new_index} now serves {report.chunks} chunks of {report.documents} documents "
+        f"(vectors {vectors}); {report.old_index} "
+        + ("deleted." if report.old_deleted else "kept: delete it when satisfied."),
+        soft_wrap=True,
+    )
+
+
+async def _reindex(delete_old: bool) -> ReindexReport:
+    s = state.settings
+    if s.search.backend != "elasticsearch":
+        raise IndexError_(
+            "reindex is for the elasticsearch backend; for SQLite, delete "
+            f"{s.index_path} and run `bot ingest` again (the embedding cache makes it quick)"
+        )
+    index = await open_index(s, build_embedder(s), check_compatible=False)
+    locks = build_locks(s, index)
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        if not await locks.claim(REINDEX_LOCK, holder, s.elasticsearch.reindex_lock_ttl_s):
+            raise IndexError_("another reindex is running (its lock has not expired)")
+        assert isinstance(index, ElasticsearchIndex)
+        with RichCountProgress(err, "Reindexing") as progress:
+            report = await reindex(index, delete_old=delete_old, on_progress=progress.update)
+        await locks.release(REINDEX_LOCK, holder)
+        return report
+    finally:
+        await locks.close()
+        await index.close()
+
+
+@app.command()
+def doctor() -> None:
+    """Check the configured backend: reachable, versions, licence, index state."""
+    checks = asyncio.run(_doctor())
+    table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
+    for check in checks:
+        table.add_row(
+            check.name, "[green]ok[/green]" if check.ok else "[red]FAIL[/red]", check.detail
+        )
+    out.print(table)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+async def _doctor() -> list[Check]:
+    s = state.settings
+    embedder = build_embedder(s)
+    try:
+        index = await open_index(s, embedder, check_compatible=False)
+    except IndexError_ as exc:
+        return [Check("connection", False, str(exc))]
+    try:
+        return await diagnose(index, embedder)
+    finally:
         await index.close()
 
 

@@ -10,9 +10,15 @@ import structlog
 from core.config import LoggingSettings
 
 
+# Libraries that log every request at INFO: one line per search would drown the bot's own logs.
+_CHATTY = ("elastic_transport.transport", "elasticsearch")
+
+
 def configure_logging(settings: LoggingSettings) -> None:
     level = getattr(logging, settings.level)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
     renderer = (
         structlog.processors.JSONRenderer()
         if settings.format == "json"

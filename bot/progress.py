@@ -58,3 +58,38 @@ class RichIngestProgress:
         elif self._next_log and (self._done >= self._next_log or self._done == self._total):
             self._console.print(f"Indexing: {self._done}/{self._total} documents")
             self._next_log += max(1, self._total // _LOG_STEPS)
+
+
+class RichCountProgress:
+    """A bar for work counted in items whose total is known up front (a reindex)."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self._console = console
+        self._label = label
+        self._bar = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task: int | None = None
+
+    def __enter__(self) -> RichCountProgress:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._task is not None:
+            self._bar.stop()
+
+    def update(self, done: int, total: int) -> None:
+        if not self._console.is_terminal:
+            self._console.print(f"{self._label}: {done}/{total}")
+            return
+        if self._task is None:
+            self._task = self._bar.add_task(self._label, total=total)
+            self._bar.start()
+        self._bar.update(self._task, completed=done, total=total)

@@ -96,6 +96,7 @@ class ElasticsearchSettings(_Section):
     conversation_max_turns: int = Field(100, ge=1, le=10_000)
     state_purge_interval_s: float = Field(3_600, gt=0)
     scan_page_size: int = Field(1_000, ge=10, le=10_000)
+    reindex_lock_ttl_s: float = Field(6 * 3_600, gt=0)
 
 
 class EmbeddingSettings(_Section):

@@ -526,7 +526,10 @@ class ElasticsearchIndex:
 async def drop_indices(index: ElasticsearchIndex) -> None:
     """Delete every index and the template under the index's prefix (evaluations, tests)."""
     client, names = index.client, index.names
-    await client.indices.delete(index=f"{names.prefix}-*", ignore_unavailable=True)
+    # By name: clusters refuse wildcard deletes (action.destructive_requires_name).
+    existing = list((await client.indices.get(index=f"{names.prefix}-*")).body)
+    if existing:
+        await client.indices.delete(index=",".join(existing))
     with contextlib.suppress(NotFoundError):
         await client.indices.delete_index_template(name=names.template)
 

@@ -24,6 +24,9 @@ from core.elasticsearch_schema import CHUNK
 from core.index import IndexError_
 from core.ingest import embedding_text
 
+# The run lock a reindex holds, so two started at once don't both build a version.
+REINDEX_LOCK = "reindex"
+
 
 @dataclass(frozen=True, slots=True)
 class ReindexReport:

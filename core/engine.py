@@ -29,7 +29,7 @@ from core.conversation import (
 )
 from core.conversation_store import ConversationStore
 from core.extractive import extractive_answer
-from core.index import SearchIndex
+from core.index import IndexError_, SearchIndex
 from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
 from core.models import SearchHit
 from core.openai_agent import OpenAICompatibleAgent
@@ -41,6 +41,10 @@ log = structlog.get_logger(__name__)
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CHARS_PER_TOKEN = 4  # a rough, conservative estimate for English prose
+INDEX_UNAVAILABLE = (
+    "I can't reach the knowledge base right now, so I can't answer. "
+    "Please try again in a few minutes."
+)
 NO_MODEL = "No language model is configured, so this is not a written answer."
 NO_ANSWER = (
     "Sorry, I couldn't put an answer together this time. Please try again, or rephrase the "
@@ -111,15 +115,23 @@ class AnswerEngine:
         cleaned = clean_question(question.text, self._settings.max_question_chars)
         if isinstance(cleaned, InvalidQuestion):
             return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
-        history = within_budget(
-            await self._store.recent(question.conversation_key, self._settings.history_turns),
-            self._settings.history_token_budget,
-        )
-        answer = await self._produce(cleaned, history, trace, on_progress)
+        try:
+            history = within_budget(
+                await self._store.recent(question.conversation_key, self._settings.history_turns),
+                self._settings.history_token_budget,
+            )
+            answer = await self._produce(cleaned, history, trace, on_progress)
+        except IndexError_ as exc:  # the index or its server is down: say so, not silence
+            log.warning("index_unavailable", error=str(exc))
+            trace.notes.append(str(exc))
+            answer = Answer(INDEX_UNAVAILABLE, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE)
         trace.total_seconds = time.perf_counter() - started
         answer.trace = trace
         if answer.status is not AnswerStatus.ERROR:
-            await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
+            try:
+                await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
+            except IndexError_ as exc:  # the answer stands; only the follow-up context is lost
+                log.warning("turn_not_stored", error=str(exc))
         log.info(
             "answered",
             platform=question.platform,

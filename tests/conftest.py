@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from bot.wiring import Index, open_index
 from core.config import Settings, load_settings
+from core.elasticsearch_index import ElasticsearchIndex, drop_indices
 from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
 from core.ingest import Ingestor
-from core.sqlite_index import SqliteIndex
+from tests.elasticsearch_emulator import NoidaServer
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_EVAL = REPO.parent / "shared" / "eval"
@@ -25,7 +29,7 @@ def minilm() -> MiniLMEmbedder:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return load_settings(
-        REPO / "config.yaml", environ={"BOT_STORAGE__DATA_DIR": str(tmp_path / "data")}
+        settings_file(), environ={"BOT_STORAGE__DATA_DIR": str(tmp_path / "data")}
     )
 
 
@@ -35,15 +39,64 @@ def embedder(minilm: MiniLMEmbedder, settings: Settings) -> CachedEmbedder:
     return CachedEmbedder(minilm, cache, settings.embeddings.query_cache_size)
 
 
-@pytest.fixture
-async def index(settings: Settings, embedder: CachedEmbedder) -> AsyncIterator[SqliteIndex]:
-    idx = SqliteIndex(settings.index_path, embedder, settings.search)
-    yield idx
-    await idx.close()
+# Every test of the index interface runs on each backend: the embedded default, Elasticsearch
+# as emulated by noida-db, and a real cluster when ELASTICSEARCH_URL names one.
+BACKENDS = ["sqlite", "elasticsearch", "elasticsearch-real"]
+NO_REAL_CLUSTER = "ELASTICSEARCH_URL is not set: no real Elasticsearch cluster to test against"
+
+
+@pytest.fixture(scope="session")
+def es_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoidaServer]:
+    server = NoidaServer(tmp_path_factory.mktemp("noida")).start()
+    yield server
+    server.stop()
+
+
+def elasticsearch_settings(settings: Settings, url: str | None) -> Settings:
+    """`settings` on Elasticsearch under a prefix of its own, so tests never share indices.
+
+    With `url` None, the real cluster from the environment (ELASTICSEARCH_URL and its
+    credentials) is used."""
+    if url is None:
+        env = {**os.environ, "BOT_STORAGE__DATA_DIR": str(settings.storage.data_dir)}
+        settings = load_settings(settings_file(), environ=env)
+        url = settings.elasticsearch.url
+    es = settings.elasticsearch.model_copy(
+        update={"url": url, "index_prefix": f"test-{uuid.uuid4().hex[:12]}", "number_of_replicas": 0}
+    )
+    search = settings.search.model_copy(update={"backend": "elasticsearch"})
+    return settings.model_copy(update={"elasticsearch": es, "search": search})
+
+
+def settings_file() -> Path:
+    return REPO / "config.yaml"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    if request.param == "sqlite":
+        return settings
+    if request.param == "elasticsearch-real":
+        if not os.environ.get("ELASTICSEARCH_URL"):
+            pytest.skip(NO_REAL_CLUSTER)
+        return elasticsearch_settings(settings, None)
+    emulator: NoidaServer = request.getfixturevalue("es_emulator")
+    return elasticsearch_settings(settings, emulator.url)
 
 
 @pytest.fixture
-def ingestor(index: SqliteIndex, embedder: CachedEmbedder, settings: Settings) -> Ingestor:
+async def index(backend_settings: Settings, embedder: CachedEmbedder) -> AsyncIterator[Index]:
+    idx = await open_index(backend_settings, embedder)
+    try:
+        yield idx
+        if isinstance(idx, ElasticsearchIndex):
+            await drop_indices(idx)
+    finally:
+        await idx.close()
+
+
+@pytest.fixture
+def ingestor(index: Index, embedder: CachedEmbedder, settings: Settings) -> Ingestor:
     return Ingestor(index, embedder, settings.ingest)
 
 

@@ -12,7 +12,7 @@ from core.config import Settings
 from core.evaluation import evaluate, load_dataset, prepared_corpus
 from core.ingest import Ingestor, IngestReport
 from core.models import SearchMode
-from core.sqlite_index import SqliteIndex
+from bot.wiring import Index
 from tests.conftest import SHARED_EVAL
 
 DATASET = SHARED_EVAL / "anthropic_docs_qa"
@@ -21,7 +21,7 @@ DATASET = SHARED_EVAL / "anthropic_docs_qa"
 @pytest.mark.slow
 @pytest.mark.skipif(not DATASET.exists(), reason=f"{DATASET} is not beside this checkout")
 async def test_anthropic_docs_hybrid_beats_targets(
-    settings: Settings, index: SqliteIndex, ingestor: Ingestor
+    settings: Settings, index: Index, ingestor: Ingestor
 ) -> None:
     data = load_dataset(DATASET)
     report = IngestReport()

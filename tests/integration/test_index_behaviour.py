@@ -8,6 +8,7 @@ from core.embedder import CachedEmbedder
 from core.index import IndexError_
 from core.ingest import embedding_text
 from core.models import Chunk, DocumentRecord, SearchFilters, SearchMode
+from bot.wiring import Index
 from core.sqlite_index import SqliteIndex
 
 DOCS = {
@@ -43,7 +44,7 @@ DOCS = {
 }
 
 
-async def _fill(index: SqliteIndex, embedder: CachedEmbedder) -> None:
+async def _fill(index: Index, embedder: CachedEmbedder) -> None:
     for doc_id, (source, learned, texts) in DOCS.items():
         chunks = [
             Chunk(
@@ -67,7 +68,7 @@ async def _fill(index: SqliteIndex, embedder: CachedEmbedder) -> None:
         await index.replace_document(record, chunks, vectors)
 
 
-async def test_hybrid_search_explains_both_sides(index: SqliteIndex, embedder) -> None:
+async def test_hybrid_search_explains_both_sides(index: Index, embedder) -> None:
     await _fill(index, embedder)
     hits = await index.search("slash command in Discord", k=3)
     top = hits[0]
@@ -82,7 +83,7 @@ async def test_hybrid_search_explains_both_sides(index: SqliteIndex, embedder) -
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
-async def test_modes_use_one_side_only(index: SqliteIndex, embedder) -> None:
+async def test_modes_use_one_side_only(index: Index, embedder) -> None:
     await _fill(index, embedder)
     bm25 = await index.search("invoices", k=5, mode=SearchMode.BM25)
     assert [h.chunk.doc_id for h in bm25] == ["doc:billing"]
@@ -92,7 +93,7 @@ async def test_modes_use_one_side_only(index: SqliteIndex, embedder) -> None:
     assert all(h.bm25_rank is None for h in vector)
 
 
-async def test_filters_apply_on_both_sides(index: SqliteIndex, embedder) -> None:
+async def test_filters_apply_on_both_sides(index: Index, embedder) -> None:
     await _fill(index, embedder)
     query = "Discord slash command thread"
     only_finance = await index.search(query, k=10, filters=SearchFilters(sources=("finance",)))
@@ -107,13 +108,13 @@ async def test_filters_apply_on_both_sides(index: SqliteIndex, embedder) -> None
     assert all(not h.chunk.learned for h in not_learned)
 
 
-async def test_keywords_field_is_searched(index: SqliteIndex, embedder) -> None:
+async def test_keywords_field_is_searched(index: Index, embedder) -> None:
     await _fill(index, embedder)
     hits = await index.search("e1234", k=1, mode=SearchMode.BM25)
     assert hits[0].chunk.doc_id == "doc:learned"
 
 
-async def test_replace_and_delete_document(index: SqliteIndex, embedder) -> None:
+async def test_replace_and_delete_document(index: Index, embedder) -> None:
     await _fill(index, embedder)
     stats = await index.stats()
     assert (stats.documents, stats.chunks, stats.learned_chunks) == (4, 5, 1)
@@ -134,7 +135,7 @@ async def test_replace_and_delete_document(index: SqliteIndex, embedder) -> None
 
 
 @pytest.mark.parametrize("query", ["", "   ", "the of and", '"NEAR(* OR', "🚀"])
-async def test_odd_queries_never_fail(index: SqliteIndex, embedder, query: str) -> None:
+async def test_odd_queries_never_fail(index: Index, embedder, query: str) -> None:
     await _fill(index, embedder)
     hits = await index.search(query, k=3)
     assert isinstance(hits, list)
@@ -142,11 +143,11 @@ async def test_odd_queries_never_fail(index: SqliteIndex, embedder, query: str) 
         assert hits == []
 
 
-async def test_empty_index_returns_nothing(index: SqliteIndex) -> None:
+async def test_empty_index_returns_nothing(index: Index) -> None:
     assert await index.search("anything", k=5) == []
 
 
-async def test_mismatched_vectors_are_refused(index: SqliteIndex) -> None:
+async def test_mismatched_vectors_are_refused(index: Index) -> None:
     chunk = Chunk("c", "d", "s", "t", "", "u", "text", 0)
     record = DocumentRecord("d", "s", "t", "u", "x", 1)
     with pytest.raises(ValueError, match="dimensions"):
@@ -175,6 +176,6 @@ async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> 
 
 
 @pytest.mark.parametrize("k", [0, -1, 10_001])
-async def test_k_out_of_range_is_refused(index: SqliteIndex, k: int) -> None:
+async def test_k_out_of_range_is_refused(index: Index, k: int) -> None:
     with pytest.raises(ValueError, match="k must be between 1 and 10000"):
         await index.search("anything", k=k)

@@ -19,6 +19,9 @@ import uuid
 from typing import Any
 
 from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError
+from tenacity import (
+    wait_random_exponential,
+)
 
 from core.config import ElasticsearchSettings
 from core.conversation import Answer, Turn
@@ -26,9 +29,14 @@ from core.elasticsearch_connection import explain
 from core.elasticsearch_schema import IndexNames, hashed_id
 from core.platform_state import citations_json
 
-# Read-modify-write attempts before a conversation append gives up (each conflict means another
-# process wrote in between; more than a few in a row means something is wrong).
-_CAS_ATTEMPTS = 10
+# Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
+# random, growing moment and retry, so writers racing on one thread spread out and all land.
+_CAS_ATTEMPTS = 30
+_CAS_WAIT = wait_random_exponential(multiplier=0.01, max=0.5)
+
+
+class _Conflict(Exception):
+    """Another writer changed the document between our read and our write."""
 
 
 def _now_ms() -> int:

@@ -28,9 +28,7 @@ def minilm() -> MiniLMEmbedder:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return load_settings(
-        settings_file(), environ={"BOT_STORAGE__DATA_DIR": str(tmp_path / "data")}
-    )
+    return load_settings(settings_file(), environ={"BOT_STORAGE__DATA_DIR": str(tmp_path / "data")})
 
 
 @pytest.fixture
@@ -62,7 +60,11 @@ def elasticsearch_settings(settings: Settings, url: str | None) -> Settings:
         settings = load_settings(settings_file(), environ=env)
         url = settings.elasticsearch.url
     es = settings.elasticsearch.model_copy(
-        update={"url": url, "index_prefix": f"test-{uuid.uuid4().hex[:12]}", "number_of_replicas": 0}
+        update={
+            "url": url,
+            "index_prefix": f"test-{uuid.uuid4().hex[:12]}",
+            "number_of_replicas": 0,
+        }
     )
     search = settings.search.model_copy(update={"backend": "elasticsearch"})
     return settings.model_copy(update={"elasticsearch": es, "search": search})

@@ -3,12 +3,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bot.wiring import Index
 from core.config import Settings
 from core.embedder import CachedEmbedder
 from core.index import IndexError_
 from core.ingest import embedding_text
 from core.models import Chunk, DocumentRecord, SearchFilters, SearchMode
-from bot.wiring import Index
 from core.sqlite_index import SqliteIndex
 
 DOCS = {

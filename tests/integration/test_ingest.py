@@ -12,11 +12,11 @@ from typing import ClassVar
 import httpx
 import pytest
 
+from bot.wiring import Index
 from core.config import Settings
 from core.embedder import CachedEmbedder
 from core.ingest import Ingestor, Outcome
 from core.models import SearchMode
-from bot.wiring import Index
 from core.sqlite_index import SqliteIndex
 from tests.pdf_maker import make_pdf
 

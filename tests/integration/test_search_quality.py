@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from bot.wiring import Index
 from core.config import Settings
 from core.evaluation import evaluate, load_dataset, prepared_corpus
 from core.ingest import Ingestor, IngestReport
 from core.models import SearchMode
-from bot.wiring import Index
 from tests.conftest import SHARED_EVAL
 
 DATASET = SHARED_EVAL / "anthropic_docs_qa"

@@ -1,0 +1,147 @@
+"""Shared state behaves the same on every backend: conversation turns, delivery de-duplication,
+bot threads, answers and feedback, run locks. On Elasticsearch, two "processes" (two clients of
+their own) racing for the same claim get exactly one winner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import time_machine
+
+from bot.wiring import Index, build_locks, build_platform_state, build_store, open_index
+from core.config import Settings
+from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, Turn
+from core.conversation_store import ConversationStore
+from core.elasticsearch_index import ElasticsearchIndex, drop_indices
+from core.embedder import CachedEmbedder
+from core.platform_state import PlatformState
+from core.run_locks import RunLocks
+
+TTL_S = 60.0
+
+
+@dataclass
+class Process:
+    """What one bot process holds: its own index connection and the stores built on it."""
+
+    index: Index
+    store: ConversationStore
+    state: PlatformState
+    locks: RunLocks
+
+    async def close(self) -> None:
+        for part in (self.store, self.state, self.locks):
+            await part.close()
+        await self.index.close()
+
+
+async def _process(settings: Settings, embedder: CachedEmbedder) -> Process:
+    index = await open_index(settings, embedder)
+    return Process(
+        index,
+        build_store(settings, index),
+        build_platform_state(settings, index, TTL_S),
+        build_locks(settings, index),
+    )
+
+
+@pytest.fixture
+async def two(
+    backend_settings: Settings, embedder: CachedEmbedder
+) -> AsyncIterator[tuple[Process, Process]]:
+    first = await _process(backend_settings, embedder)
+    second = await _process(backend_settings, embedder)
+    try:
+        yield first, second
+        if isinstance(first.index, ElasticsearchIndex):
+            await drop_indices(first.index)
+    finally:
+        await first.close()
+        await second.close()
+
+
+def _answer(text: str) -> Answer:
+    citation = Citation(1, "Guide", "https://x/guide#setup", "quote", True)
+    return Answer(text, AnswerStatus.ANSWERED, AnswerMode.AGENT, citations=[citation])
+
+
+async def test_conversation_turns_are_shared_and_ordered(two: tuple[Process, Process]) -> None:
+    a, b = two
+    await a.store.append("slack:T1/C1/1.0", Turn("q1", "a1"))
+    await b.store.append("slack:T1/C1/1.0", Turn("q2", "a2"))
+    await a.store.append("slack:T1/C1/2.0", Turn("other", "thread"))
+    assert await b.store.recent("slack:T1/C1/1.0", 10) == [Turn("q1", "a1"), Turn("q2", "a2")]
+    assert await a.store.recent("slack:T1/C1/1.0", 1) == [Turn("q2", "a2")]
+    assert await a.store.recent("slack:T1/C1/1.0", 0) == []
+    assert await a.store.recent("unknown", 5) == []
+
+
+async def test_concurrent_appends_are_all_kept(two: tuple[Process, Process]) -> None:
+    a, b = two
+    await asyncio.gather(
+        *(
+            (a if i % 2 else b).store.append("discord:thread-9", Turn(f"q{i}", f"a{i}"))
+            for i in range(20)
+        )
+    )
+    turns = await a.store.recent("discord:thread-9", 100)
+    assert sorted(t.question for t in turns) == sorted(f"q{i}" for i in range(20))
+
+
+async def test_a_delivery_is_handled_once_across_processes(two: tuple[Process, Process]) -> None:
+    a, b = two
+    results = await asyncio.gather(
+        *((a if i % 2 else b).state.first_delivery("event:Ev1", "msg:C1/1.0") for i in range(10))
+    )
+    assert sorted(results) == [False] * 9 + [True]
+    # The same message under another event id (app_mention + message) is still a duplicate.
+    assert not await b.state.first_delivery("event:Ev2", "msg:C1/1.0")
+    assert await a.state.first_delivery("event:Ev3", "msg:C1/2.0")
+
+
+async def test_delivery_keys_expire(two: tuple[Process, Process]) -> None:
+    a, b = two
+    with time_machine.travel(1_800_000_000, tick=False) as clock:
+        assert await a.state.first_delivery("event:old")
+        assert not await b.state.first_delivery("event:old")
+        clock.shift(TTL_S + 1)
+        assert await b.state.first_delivery("event:old")
+        assert not await a.state.first_delivery("event:old")
+
+
+async def test_threads_answers_and_feedback(two: tuple[Process, Process]) -> None:
+    a, b = two
+    assert not await b.state.is_bot_thread("slack:T/C/5.0")
+    await a.state.remember_thread("slack:T/C/5.0")
+    await a.state.remember_thread("slack:T/C/5.0")  # idempotent
+    assert await b.state.is_bot_thread("slack:T/C/5.0")
+    answer_id = await a.state.record_answer("slack:T/C/5.0", "how?", _answer("like this [1]"))
+    assert await b.state.record_feedback(answer_id, "U1", helpful=True)
+    assert await a.state.record_feedback(answer_id, "U2", helpful=False)
+    assert await b.state.record_feedback(answer_id, "U1", helpful=False)  # changed their mind
+    assert sorted(await a.state.feedback_for(answer_id)) == [("U1", -1), ("U2", -1)]
+    assert not await a.state.record_feedback("no-such-answer", "U1", helpful=True)
+    assert await a.state.feedback_for("no-such-answer") == []
+
+
+async def test_run_locks_exclude_a_second_holder_until_expiry(
+    two: tuple[Process, Process],
+) -> None:
+    a, b = two
+    with time_machine.travel(1_800_000_000, tick=False) as clock:
+        won = await asyncio.gather(
+            a.locks.claim("prune", "clock-a", 30), b.locks.claim("prune", "clock-b", 30)
+        )
+        assert sorted(won) == [False, True]
+        holder, other = ("clock-a", b) if won[0] else ("clock-b", a)
+        assert not await other.locks.claim("prune", "clock-x", 30)
+        await other.locks.release("prune", "clock-x")  # not the holder: nothing happens
+        assert not await other.locks.claim("prune", "clock-x", 30)
+        clock.shift(31)  # the holder died without releasing; its claim expires
+        assert await other.locks.claim("prune", "clock-x", 30)
+        await other.locks.release("prune", "clock-x")
+        assert await a.locks.claim("prune", holder, 30)
+        assert await a.locks.claim("prune", holder, 30)  # re-entrant for its holder

@@ -1,8 +1,8 @@
 """noida-db (PyPI), a local emulator of Elasticsearch 8.15's REST API, as a test server.
 
-Started on a free loopback port with its own data directory; `stop()` kills it the way a crashed
-cluster goes away, and `start()` again on the same port and directory brings it back with its
-data, which is what the fault tests need.
+Started on a free loopback port with its own data directory; `stop()` makes it go away under
+its clients, and `start()` again on the same port and directory brings it back with its data,
+which is what the fault tests need.
 """
 
 from __future__ import annotations
@@ -70,8 +70,14 @@ class NoidaServer:
         self.stop()
         raise RuntimeError(f"noida-db did not answer on {self.url} within {_STARTUP_S} s")
 
-    def stop(self) -> None:
+    def stop(self, *, graceful: bool = False) -> None:
+        """Kill the server; `graceful` lets it save its data first. (noida-db saves writes
+        after a short delay, so a hard kill can lose the last acknowledged ones, which
+        Elasticsearch's translog would keep: tests that restart a cluster stop it gracefully.)"""
         if self._process is not None and self._process.poll() is None:
-            self._process.kill()
+            if graceful:
+                self._process.terminate()
+            else:
+                self._process.kill()
             self._process.wait()
         self._process = None

@@ -1,0 +1,427 @@
+"""Elasticsearch when things go wrong: unreachable, wrong credentials, another major version,
+licence refusals, bulk items refused, mapping conflicts, a new embedder, and the cluster going
+away in the middle of an ingest or a question. The real client against noida-db, with a
+scripted proxy in front where the emulator can't play the part."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestServer
+from elasticsearch import AsyncElasticsearch
+from pydantic import SecretStr
+from typer.testing import CliRunner
+
+from bot.cli import app
+from bot.wiring import build_engine, build_locks, build_store, open_index
+from core.config import Settings
+from core.conversation import AnswerStatus, ChannelKind, Question
+from core.elasticsearch_connection import build_client
+from core.elasticsearch_index import ElasticsearchIndex, drop_indices
+from core.elasticsearch_reindex import REINDEX_LOCK, reindex
+from core.embedder import CachedEmbedder, Vectors
+from core.engine import INDEX_UNAVAILABLE
+from core.index import DocumentWrite, IndexError_, IndexUnavailable
+from core.ingest import Ingestor, Outcome, embedding_text
+from core.models import Chunk, DocumentRecord, SearchMode
+from tests.conftest import REPO, elasticsearch_settings
+from tests.elasticsearch_emulator import NoidaServer, free_port
+from tests.fakes.elasticsearch_proxy import ElasticsearchProxy, ProxyScript
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def es_settings(settings: Settings, es_emulator: NoidaServer) -> Settings:
+    return elasticsearch_settings(settings, es_emulator.url)
+
+
+@pytest.fixture
+async def proxied(
+    es_settings: Settings, es_emulator: NoidaServer
+) -> AsyncIterator[tuple[Settings, ProxyScript]]:
+    script = ProxyScript()
+    proxy = ElasticsearchProxy(es_emulator.url, script)
+    server = TestServer(proxy.app, host="127.0.0.1")
+    await server.start_server()
+    es = es_settings.elasticsearch.model_copy(update={"url": str(server.make_url("")).rstrip("/")})
+    yield es_settings.model_copy(update={"elasticsearch": es}), script
+    await server.close()
+    await proxy.close()
+
+
+async def _cleanup(settings: Settings, embedder: CachedEmbedder) -> None:
+    index = await open_index(settings, embedder, check_compatible=False)
+    assert isinstance(index, ElasticsearchIndex)
+    await drop_indices(index)
+    await index.close()
+
+
+def _doc(doc_id: str, texts: list[str], checksum: str = "c1") -> tuple[DocumentRecord, list[Chunk]]:
+    chunks = [
+        Chunk(f"{doc_id}-{i}", doc_id, "kb", doc_id.title(), "", f"https://x/{doc_id}#{i}", t, i)
+        for i, t in enumerate(texts)
+    ]
+    record = DocumentRecord(doc_id, "kb", doc_id.title(), f"https://x/{doc_id}", checksum, 0)
+    return record, chunks
+
+
+async def _write(index, embedder, docs) -> dict[str, str]:
+    writes = []
+    for record, chunks in docs:
+        vectors = await embedder.embed_documents([embedding_text(c) for c in chunks])
+        writes.append(DocumentWrite(record, chunks, vectors))
+    return await index.write_documents(writes)
+
+
+async def test_unreachable_cluster_is_a_clear_start_error(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    es = es_settings.elasticsearch.model_copy(update={"url": url, "max_retries": 0})
+    with pytest.raises(IndexUnavailable, match=f"can't reach Elasticsearch at {url}"):
+        await open_index(es_settings.model_copy(update={"elasticsearch": es}), embedder)
+
+
+def test_doctor_reports_an_unreachable_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_CONFIG", str(REPO / "config.yaml"))
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BOT_SEARCH__BACKEND", "elasticsearch")
+    monkeypatch.setenv("ELASTICSEARCH_URL", f"http://user:pw@127.0.0.1:{free_port()}")
+    monkeypatch.setenv("BOT_ELASTICSEARCH__MAX_RETRIES", "0")
+    result = runner.invoke(app, ["doctor"])
+    assert result.exit_code == 1
+    assert "FAIL" in result.output
+    assert "can't reach" in result.output.replace("\n", " ")
+    assert "pw@" not in result.output  # credentials in the URL never reach the screen
+
+
+async def test_wrong_credentials_are_named(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    settings, script = proxied
+    script.unauthorized = True
+    es = settings.elasticsearch.model_copy(update={"username": "elastic"})
+    secrets = settings.secrets.model_copy(update={"elasticsearch_password": SecretStr("s3cret-pw")})
+    bad = settings.model_copy(update={"elasticsearch": es, "secrets": secrets})
+    with pytest.raises(IndexError_, match="refused the credentials \\(401\\)") as caught:
+        await open_index(bad, embedder)
+    assert "s3cret-pw" not in str(caught.value)
+
+
+def test_a_username_without_password_is_refused(es_settings: Settings) -> None:
+    es = es_settings.elasticsearch.model_copy(update={"username": "elastic"})
+    with pytest.raises(IndexError_, match="ELASTICSEARCH_PASSWORD is not set"):
+        build_client(es, es_settings.secrets)
+
+
+@pytest.mark.parametrize(("version", "major"), [("9.1.0", 9), ("7.17.24", 7)])
+async def test_another_major_version_is_refused_with_the_fix(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, version: str, major: int
+) -> None:
+    settings, script = proxied
+    script.server_version = version
+    with pytest.raises(IndexError_, match=f"is version {version}, but this bot has the 8.x") as e:
+        await open_index(settings, embedder)
+    assert f"elasticsearch[async]>={major},<{major + 1}" in str(e.value)
+
+
+async def _one_doc_index(settings: Settings, embedder: CachedEmbedder) -> ElasticsearchIndex:
+    index = await open_index(settings, embedder)
+    assert isinstance(index, ElasticsearchIndex)
+    await _write(index, embedder, [_doc("guide", ["Install the Slack app from the manifest."])])
+    return index
+
+
+async def test_basic_licence_keeps_fusion_in_the_bot(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    settings, script = proxied
+    script.licence = "basic"
+    es = settings.elasticsearch.model_copy(update={"fusion": "server"})
+    index = await _one_doc_index(settings.model_copy(update={"elasticsearch": es}), embedder)
+    try:
+        hits = await index.search("slack manifest", k=3)
+        assert hits[0].chunk.doc_id == "guide"
+        assert hits[0].bm25_rank == 1
+        assert hits[0].vector_rank == 1  # fused by us: both sides' evidence kept
+        assert script.seen.count("GET /_license") == 1
+    finally:
+        await drop_indices(index)
+        await index.close()
+
+
+async def test_a_refused_rrf_retriever_falls_back_to_our_fusion(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    settings, script = proxied
+    script.licence = "platinum"
+    script.refuse_rrf = True
+    es = settings.elasticsearch.model_copy(update={"fusion": "server"})
+    index = await _one_doc_index(settings.model_copy(update={"elasticsearch": es}), embedder)
+    try:
+        searches_before = script.seen.count("POST /" + index.names.chunks + "/_search")
+        first = await index.search("slack manifest", k=3)
+        second = await index.search("slack manifest", k=3)
+        assert first[0].chunk.doc_id == second[0].chunk.doc_id == "guide"
+        assert first[0].bm25_rank == 1
+        searches = script.seen.count("POST /" + index.names.chunks + "/_search") - searches_before
+        assert searches == 1 + 2 + 2  # one refused retriever, then two sides per search
+    finally:
+        await drop_indices(index)
+        await index.close()
+
+
+async def test_a_licensed_cluster_fuses_on_the_server(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    settings, script = proxied
+    script.licence = "enterprise"
+    es = settings.elasticsearch.model_copy(update={"fusion": "server"})
+    index = await _one_doc_index(settings.model_copy(update={"elasticsearch": es}), embedder)
+    try:
+        hits = await index.search("slack manifest", k=3)
+        assert [h.chunk.doc_id for h in hits] == ["guide"]
+        assert hits[0].bm25_rank is None  # the server reports only the fused score
+        assert hits[0].score > 0
+    finally:
+        await drop_indices(index)
+        await index.close()
+
+
+async def test_bulk_partial_failures_are_reported_per_document(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    settings, script = proxied
+    index = await open_index(settings, embedder)
+    assert isinstance(index, ElasticsearchIndex)
+    try:
+        docs = [
+            _doc("alpha", ["Alpha release notes."]),
+            _doc("beta", ["Beta part one.", "Beta part two."]),
+            _doc("gamma", ["Gamma migration guide."]),
+        ]
+        script.reject = {"beta-1"}
+        script.throttle_once = {"gamma-0"}
+        failed = await _write(index, embedder, docs)
+        assert set(failed) == {"beta"}
+        assert "scripted rejection" in failed["beta"]
+        assert script.throttle_once == set()  # the 429 was seen, and the item retried
+        assert set(await index.documents()) == {"alpha", "gamma"}  # beta is not marked done
+        hits = await index.search("gamma migration", k=1, mode=SearchMode.BM25)
+        assert hits[0].chunk.doc_id == "gamma"
+        script.reject = set()
+        assert await _write(index, embedder, [docs[1]]) == {}  # a rerun completes it
+        assert set(await index.documents()) == {"alpha", "beta", "gamma"}
+        assert (await index.stats()).chunks == 4
+    finally:
+        await drop_indices(index)
+        await index.close()
+
+
+async def test_mapping_conflicts_are_refused(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    es = es_settings.elasticsearch
+    client = AsyncElasticsearch(es.url)
+    alias = f"{es.index_prefix}-chunks"
+    try:
+        await client.indices.create(index=alias)  # a plain index where the alias belongs
+        with pytest.raises(IndexError_, match="is an index, not an alias"):
+            await open_index(es_settings, embedder)
+        await client.indices.delete(index=alias)
+        await client.indices.create(
+            index=f"{alias}-v1",
+            mappings={
+                "_meta": {
+                    "schema_version": "1",
+                    "embedder": embedder.model_id,
+                    "dimensions": str(embedder.dimensions),
+                },
+                "properties": {"embedding": {"type": "keyword"}, "text": {"type": "keyword"}},
+            },
+            aliases={alias: {}},
+        )
+        with pytest.raises(IndexError_, match="mapping conflict") as caught:
+            await open_index(es_settings, embedder)
+        assert "embedding is keyword, expected dense_vector" in str(caught.value)
+        assert "bot index reindex" in str(caught.value)
+    finally:
+        await client.close()
+        await _cleanup(es_settings, embedder)
+
+
+class HalfEmbedder:
+    """Another embedder (fewer dimensions): the first half of MiniLM's vector, renormalised."""
+
+    def __init__(self, inner: CachedEmbedder) -> None:
+        self._inner = inner
+        self.model_id = "minilm-first-half"
+        self.dimensions = inner.dimensions // 2
+        self.computed = 0
+
+    def _half(self, vectors: Vectors) -> Vectors:
+        half = vectors[:, : self.dimensions] if vectors.ndim == 2 else vectors[: self.dimensions]
+        norms = np.linalg.norm(half, axis=-1, keepdims=True)
+        return (half / norms).astype(np.float32)
+
+    async def embed_documents(self, texts: list[str]) -> Vectors:
+        self.computed += len(texts)
+        return self._half(await self._inner.embed_documents(texts))
+
+    async def embed_query(self, text: str) -> Vectors:
+        return self._half(await self._inner.embed_query(text))
+
+
+async def test_a_new_embedder_needs_a_reindex_which_swaps_the_alias(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    index = await open_index(es_settings, embedder)
+    assert isinstance(index, ElasticsearchIndex)
+    topics = ["billing invoices", "slack manifest", "discord threads", "pdf pages", "webhooks"]
+    docs = [_doc(f"doc{i}", [f"{t}, part {j}." for j in range(3)]) for i, t in enumerate(topics)]
+    await _write(index, embedder, docs)
+    before = await index.documents()
+    await index.close()
+    other = HalfEmbedder(embedder)
+    with pytest.raises(IndexError_, match="run `bot index reindex`"):
+        await open_index(es_settings, other)  # type: ignore[arg-type]
+    fresh = await open_index(es_settings, other, check_compatible=False)  # type: ignore[arg-type]
+    assert isinstance(fresh, ElasticsearchIndex)
+    try:
+        progress: list[tuple[int, int]] = []
+        report = await reindex(
+            fresh, delete_old=True, on_progress=lambda d, t: progress.append((d, t))
+        )
+        assert (report.old_index, report.new_index) == (
+            f"{fresh.names.chunks}-v1",
+            f"{fresh.names.chunks}-v2",
+        )
+        assert (report.chunks, report.documents, report.reembedded) == (15, 5, True)
+        assert other.computed == 15
+        assert progress[-1] == (20, 20)
+        assert await fresh.current_index() == report.new_index
+        assert not await fresh.client.indices.exists(index=report.old_index)
+        await fresh.check_compatible()  # the new version is the new embedder's
+        assert await fresh.documents() == before
+        hits = await fresh.search("threads in discord", k=3)
+        assert hits[0].chunk.doc_id == "doc2"
+        assert hits[0].vector_rank is not None
+    finally:
+        await drop_indices(fresh)
+        await fresh.close()
+
+
+def test_reindex_refuses_to_run_twice_at_once(
+    es_settings: Settings, embedder: CachedEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import asyncio
+
+    es = es_settings.elasticsearch
+    for key, value in {
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+        "BOT_STORAGE__DATA_DIR": str(tmp_path),
+        "BOT_SEARCH__BACKEND": "elasticsearch",
+        "ELASTICSEARCH_URL": str(es.url),
+        "BOT_ELASTICSEARCH__INDEX_PREFIX": es.index_prefix,
+        "BOT_ELASTICSEARCH__NUMBER_OF_REPLICAS": "0",
+    }.items():
+        monkeypatch.setenv(key, value)
+
+    async def hold_lock() -> None:
+        index = await open_index(es_settings, embedder)
+        await build_locks(es_settings, index).claim(REINDEX_LOCK, "another-host:1", 600)
+        await index.close()
+
+    asyncio.run(hold_lock())
+    try:
+        result = runner.invoke(app, ["index", "reindex"])
+        assert result.exit_code != 0
+        assert "another reindex is running" in str(result.exception or result.output)
+    finally:
+        asyncio.run(_cleanup(es_settings, embedder))
+
+
+class _StopAfter:
+    """Progress that kills the cluster once `n` documents are through."""
+
+    def __init__(self, server: NoidaServer, n: int) -> None:
+        self.server, self.n, self.done = server, n, 0
+
+    def start(self, total: int) -> None:
+        pass
+
+    def advance(self, display: str, outcome: Outcome) -> None:
+        self.done += 1
+        if self.done == self.n:
+            self.server.stop(graceful=True)
+
+
+async def test_cluster_going_away_mid_ingest_then_resume(
+    tmp_path: Path, settings: Settings, embedder: CachedEmbedder
+) -> None:
+    server = NoidaServer(tmp_path / "cluster").start()
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(24):
+        (folder / f"doc{i:02d}.md").write_text(f"# Doc {i}\n\nGadget {i} manual, about widgets.\n")
+    s = elasticsearch_settings(settings, server.url)
+    s = s.model_copy(
+        update={
+            "ingest": s.ingest.model_copy(update={"embed_group_chunks": 4}),
+            "elasticsearch": s.elasticsearch.model_copy(update={"max_retries": 0}),
+        }
+    )
+    index = await open_index(s, embedder)
+    try:
+        with pytest.raises(IndexUnavailable, match="can't reach Elasticsearch"):
+            await Ingestor(index, embedder, s.ingest).ingest(
+                [str(folder)], source="kb", progress=_StopAfter(server, 8)
+            )
+    finally:
+        await index.close()
+    server.start()  # same port, same data: the cluster is back
+    index = await open_index(s, embedder)
+    try:
+        report = await Ingestor(index, embedder, s.ingest).ingest([str(folder)], source="kb")
+        assert report.failed == []
+        assert report.counts[Outcome.UNCHANGED] >= 8  # what was done before is not redone
+        assert report.counts[Outcome.ADDED] + report.counts[Outcome.UNCHANGED] == 24
+        stats = await index.stats()
+        assert (stats.documents, stats.chunks) == (24, 24)  # nothing twice, nothing missing
+    finally:
+        await index.close()
+        server.stop()
+
+
+async def test_cluster_going_away_mid_question_is_a_clear_answer(
+    tmp_path: Path, settings: Settings, embedder: CachedEmbedder
+) -> None:
+    server = NoidaServer(tmp_path / "cluster").start()
+    s = elasticsearch_settings(settings, server.url)
+    s = s.model_copy(
+        update={"elasticsearch": s.elasticsearch.model_copy(update={"max_retries": 0})}
+    )
+    index = await open_index(s, embedder)
+    engine = build_engine(s, index, build_store(s, index))
+    try:
+        await _write(index, embedder, [_doc("guide", ["Invite the bot to a channel."])])
+        question = Question(
+            "slack", "slack:T/C/1.0", "U1", "How do I invite the bot?", ChannelKind.CHANNEL
+        )
+        ok = await engine.answer(question)
+        assert ok.status is not AnswerStatus.ERROR
+        server.stop()
+        down = await engine.answer(question)
+        assert down.status is AnswerStatus.ERROR
+        assert down.text == INDEX_UNAVAILABLE
+        assert any("can't reach Elasticsearch" in note for note in down.trace.notes)
+    finally:
+        await engine.close()
+        await index.close()
+        server.stop()

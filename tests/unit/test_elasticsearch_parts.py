@@ -1,0 +1,87 @@
+"""The pure parts of the Elasticsearch backend: names, mapping checks, ids, messages."""
+
+from __future__ import annotations
+
+import pytest
+from elasticsearch import AsyncElasticsearch
+
+from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings
+from core.elasticsearch_connection import allows_server_rrf, check_major, where
+from core.elasticsearch_index import ElasticsearchIndex
+from core.elasticsearch_schema import IndexNames, chunk_properties, doc_id_key, mapping_conflicts
+from core.index import IndexError_
+
+
+def test_index_names_and_versions() -> None:
+    names = IndexNames("docbot")
+    assert names.chunks == "docbot-chunks"
+    assert names.version(3) == "docbot-chunks-v3"
+    assert names.version_number("docbot-chunks-v12") == 12
+    assert names.version_number("docbot-chunks") is None
+    assert names.version_number("other-chunks-v1") is None
+    assert names.version_number("docbot-chunks-vx") is None
+
+
+def test_ids_are_kept_when_valid_and_hashed_otherwise() -> None:
+    assert doc_id_key("abc-00001") == "abc-00001"
+    long = "x" * 600
+    assert doc_id_key(long) != long
+    assert len(doc_id_key(long)) == 64
+    assert doc_id_key(long) == doc_id_key(long)
+    assert not doc_id_key("_reserved").startswith("_")  # ids may not start with "_"
+
+
+def test_mapping_conflicts_name_each_field() -> None:
+    good = chunk_properties(384)
+    assert mapping_conflicts(good, 384) == []
+    bad = {**good, "embedding": {"type": "dense_vector", "dims": 768}, "text": {"type": "keyword"}}
+    del bad["learned"]
+    assert mapping_conflicts(bad, 384) == [
+        "text is keyword, expected text",
+        "learned is missing",
+        "embedding has 768 dimensions, expected 384",
+    ]
+
+
+def test_addresses_in_messages_never_carry_credentials() -> None:
+    s = ElasticsearchSettings(url="https://elastic:hunter2@es.example.com:9200")
+    assert where(s) == "https://es.example.com:9200"
+    assert where(ElasticsearchSettings(cloud_id="prod-docs:ZXUtd2VzdC0x")) == (
+        "Elastic Cloud deployment 'prod-docs'"
+    )
+
+
+def test_major_version_check() -> None:
+    s = ElasticsearchSettings(url="http://localhost:9200")
+    assert check_major("8.15.3", s) == 8
+    with pytest.raises(IndexError_, match=r"pip install 'elasticsearch\[async\]>=9,<10'"):
+        check_major("9.0.1", s)
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "allowed"),
+    [
+        ("basic", "active", False),
+        ("platinum", "active", True),
+        ("enterprise", "active", True),
+        ("trial", "active", True),
+        ("platinum", "expired", False),
+        ("unknown", "400 invalid_index_name_exception", False),
+    ],
+)
+def test_server_rrf_needs_an_active_paid_licence(kind: str, status: str, allowed: bool) -> None:
+    assert allows_server_rrf(kind, status) is allowed
+
+
+async def test_bm25_weights_become_combined_fields_boosts() -> None:
+    client = AsyncElasticsearch("http://localhost:9200")
+    weights = Bm25Weights(title=1.0, heading=0.5, text=0.5, keywords=0.0)
+    index = ElasticsearchIndex(
+        client,
+        embedder=None,  # type: ignore[arg-type]
+        search=SearchSettings(bm25_columns=weights),
+        settings=ElasticsearchSettings(url="http://localhost:9200"),
+    )
+    # combined_fields refuses boosts below 1: scaled so the smallest is 1; weight 0 leaves out.
+    assert index._bm25_fields() == ["title^2", "heading^1", "text^1"]
+    await client.close()

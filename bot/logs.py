@@ -9,7 +9,6 @@ import structlog
 
 from core.config import LoggingSettings
 
-
 # Libraries that log every request at INFO: one line per search would drown the bot's own logs.
 _CHATTY = ("elastic_transport.transport", "elasticsearch")
 

@@ -6,19 +6,28 @@ Short runs show nothing but their summary.
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Self
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from core.ingest import Outcome
 
 _LOG_STEPS = 10
 
 
-class RichIngestProgress:
-    def __init__(self, console: Console, min_items: int) -> None:
+class _LiveBar:
+    """A transient rich bar, stopped when the `with` block ends however it ends."""
+
+    def __init__(self, console: Console) -> None:
         self._console = console
-        self._min_items = min_items
         self._bar = Progress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
@@ -27,12 +36,9 @@ class RichIngestProgress:
             console=console,
             transient=True,
         )
-        self._task: int | None = None
-        self._total = 0
-        self._done = 0
-        self._next_log = 0
+        self._task: TaskID | None = None
 
-    def __enter__(self) -> RichIngestProgress:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -40,6 +46,15 @@ class RichIngestProgress:
     ) -> None:
         if self._task is not None:
             self._bar.stop()
+
+
+class RichIngestProgress(_LiveBar):
+    def __init__(self, console: Console, min_items: int) -> None:
+        super().__init__(console)
+        self._min_items = min_items
+        self._total = 0
+        self._done = 0
+        self._next_log = 0
 
     def start(self, total: int) -> None:
         self._total = total
@@ -60,30 +75,12 @@ class RichIngestProgress:
             self._next_log += max(1, self._total // _LOG_STEPS)
 
 
-class RichCountProgress:
+class RichCountProgress(_LiveBar):
     """A bar for work counted in items whose total is known up front (a reindex)."""
 
     def __init__(self, console: Console, label: str) -> None:
-        self._console = console
+        super().__init__(console)
         self._label = label
-        self._bar = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-        )
-        self._task: int | None = None
-
-    def __enter__(self) -> RichCountProgress:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._task is not None:
-            self._bar.stop()
 
     def update(self, done: int, total: int) -> None:
         if not self._console.is_terminal:

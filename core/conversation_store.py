@@ -7,13 +7,13 @@ Kept by us, not fetched from the platform: Slack allows non-Marketplace apps one
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Protocol
 
 from core.conversation import Turn
+from core.sqlite_connection import connect_store
 
 
 class ConversationStore(Protocol):
@@ -27,11 +27,8 @@ class ConversationStore(Protocol):
 
 class SqliteConversationStore:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = connect_store(path, busy_timeout_ms)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS turns (id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
             " question TEXT NOT NULL, answer TEXT NOT NULL, created_at REAL NOT NULL)"

@@ -1,10 +1,11 @@
 """The production index: Elasticsearch, behind the same interface as the embedded SQLite one.
 
 Hybrid search sends a BM25F query (`combined_fields` over title, heading, text and learned
-keywords, weighted as in config) and a kNN query with the same filters at once, and fuses the two rankings with our own
-RRF (`core/fusion.py`), so both backends rank alike and the free licence is enough. When the
-licence allows it and `elasticsearch.fusion: server` is set, the server's `rrf` retriever does
-the fusion instead; a 403 from it switches this process back to ours.
+keywords, weighted as in config) and a kNN query with the same filters at once, and fuses the
+two rankings with our own RRF (`core/fusion.py`), so both backends rank alike and the free
+licence is enough. When the licence allows it and `elasticsearch.fusion: server` is set, the
+server's `rrf` retriever does the fusion instead; a 403 from it switches this process back to
+ours.
 
 Writes go through `helpers.async_bulk` with deterministic `_id`s (the chunk ids), so re-ingest
 overwrites instead of duplicating, and 429s are retried with backoff. Per document, the order

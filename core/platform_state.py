@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 import time
 import uuid
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from core.conversation import Answer
+from core.sqlite_connection import connect_store
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS deliveries (key TEXT PRIMARY KEY, seen_at REAL NOT NULL)",
@@ -56,12 +56,9 @@ def citations_json(answer: Answer) -> list[dict[str, object]]:
 
 class SqlitePlatformState:
     def __init__(self, path: Path, busy_timeout_ms: int, dedup_ttl_s: float) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._ttl = dedup_ttl_s
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = connect_store(path, busy_timeout_ms)
         for statement in _SCHEMA:
             self._db.execute(statement)
 

@@ -7,11 +7,12 @@ A lock expires (`ttl_s`) so a holder that died without releasing does not block 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Protocol
+
+from core.sqlite_connection import connect_store
 
 
 class RunLocks(Protocol):
@@ -26,11 +27,8 @@ class RunLocks(Protocol):
 
 class SqliteRunLocks:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = connect_store(path, busy_timeout_ms)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS run_locks (name TEXT PRIMARY KEY, holder TEXT NOT NULL,"
             " expires_at REAL NOT NULL)"

@@ -6,6 +6,7 @@ scripted proxy in front where the emulator can't play the part."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import numpy as np
@@ -131,40 +132,40 @@ async def test_another_major_version_is_refused_with_the_fix(
     assert f"elasticsearch[async]>={major},<{major + 1}" in str(e.value)
 
 
-async def _one_doc_index(settings: Settings, embedder: CachedEmbedder) -> ElasticsearchIndex:
-    index = await open_index(settings, embedder)
+@asynccontextmanager
+async def server_fusion_index(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, licence: str
+) -> AsyncIterator[tuple[ElasticsearchIndex, ProxyScript]]:
+    """One document, `fusion: server`, behind a proxy that claims `licence`."""
+    settings, script = proxied
+    script.licence = licence
+    es = settings.elasticsearch.model_copy(update={"fusion": "server"})
+    index = await open_index(settings.model_copy(update={"elasticsearch": es}), embedder)
     assert isinstance(index, ElasticsearchIndex)
-    await _write(index, embedder, [_doc("guide", ["Install the Slack app from the manifest."])])
-    return index
+    try:
+        await _write(index, embedder, [_doc("guide", ["Install the Slack app from the manifest."])])
+        yield index, script
+        await drop_indices(index)
+    finally:
+        await index.close()
 
 
 async def test_basic_licence_keeps_fusion_in_the_bot(
     proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
 ) -> None:
-    settings, script = proxied
-    script.licence = "basic"
-    es = settings.elasticsearch.model_copy(update={"fusion": "server"})
-    index = await _one_doc_index(settings.model_copy(update={"elasticsearch": es}), embedder)
-    try:
+    async with server_fusion_index(proxied, embedder, "basic") as (index, script):
         hits = await index.search("slack manifest", k=3)
         assert hits[0].chunk.doc_id == "guide"
         assert hits[0].bm25_rank == 1
         assert hits[0].vector_rank == 1  # fused by us: both sides' evidence kept
         assert script.seen.count("GET /_license") == 1
-    finally:
-        await drop_indices(index)
-        await index.close()
 
 
 async def test_a_refused_rrf_retriever_falls_back_to_our_fusion(
     proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
 ) -> None:
-    settings, script = proxied
-    script.licence = "platinum"
-    script.refuse_rrf = True
-    es = settings.elasticsearch.model_copy(update={"fusion": "server"})
-    index = await _one_doc_index(settings.model_copy(update={"elasticsearch": es}), embedder)
-    try:
+    proxied[1].refuse_rrf = True
+    async with server_fusion_index(proxied, embedder, "platinum") as (index, script):
         searches_before = script.seen.count("POST /" + index.names.chunks + "/_search")
         first = await index.search("slack manifest", k=3)
         second = await index.search("slack manifest", k=3)
@@ -172,26 +173,16 @@ async def test_a_refused_rrf_retriever_falls_back_to_our_fusion(
         assert first[0].bm25_rank == 1
         searches = script.seen.count("POST /" + index.names.chunks + "/_search") - searches_before
         assert searches == 1 + 2 + 2  # one refused retriever, then two sides per search
-    finally:
-        await drop_indices(index)
-        await index.close()
 
 
 async def test_a_licensed_cluster_fuses_on_the_server(
     proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
 ) -> None:
-    settings, script = proxied
-    script.licence = "enterprise"
-    es = settings.elasticsearch.model_copy(update={"fusion": "server"})
-    index = await _one_doc_index(settings.model_copy(update={"elasticsearch": es}), embedder)
-    try:
+    async with server_fusion_index(proxied, embedder, "enterprise") as (index, _):
         hits = await index.search("slack manifest", k=3)
         assert [h.chunk.doc_id for h in hits] == ["guide"]
         assert hits[0].bm25_rank is None  # the server reports only the fused score
         assert hits[0].score > 0
-    finally:
-        await drop_indices(index)
-        await index.close()
 
 
 async def test_bulk_partial_failures_are_reported_per_document(

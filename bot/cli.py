@@ -393,15 +393,17 @@ async def _reindex(delete_old: bool) -> ReindexReport:
     index = await open_index(s, build_embedder(s), check_compatible=False)
     locks = build_locks(s, index)
     holder = f"{socket.gethostname()}:{os.getpid()}"
+    claimed = False
     try:
-        if not await locks.claim(REINDEX_LOCK, holder, s.elasticsearch.reindex_lock_ttl_s):
+        claimed = await locks.claim(REINDEX_LOCK, holder, s.elasticsearch.reindex_lock_ttl_s)
+        if not claimed:
             raise IndexError_("another reindex is running (its lock has not expired)")
         assert isinstance(index, ElasticsearchIndex)
         with RichCountProgress(err, "Reindexing") as progress:
-            report = await reindex(index, delete_old=delete_old, on_progress=progress.update)
-        await locks.release(REINDEX_LOCK, holder)
-        return report
+            return await reindex(index, delete_old=delete_old, on_progress=progress.update)
     finally:
+        if claimed:  # also after a failure or Ctrl-C: a retry must not wait for the expiry
+            await locks.release(REINDEX_LOCK, holder)
         await locks.close()
         await index.close()
 

@@ -82,6 +82,7 @@ class ElasticsearchSettings(_Section):
     verify_certs: bool = True
     ssl_assert_fingerprint: str | None = None
     request_timeout_s: float = Field(10.0, gt=0)
+    bulk_timeout_s: float = Field(120.0, gt=0)
     max_retries: int = Field(3, ge=0, le=20)
     retry_on_timeout: bool = True
     index_prefix: str = Field("docbot", pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")

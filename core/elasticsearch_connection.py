@@ -77,7 +77,10 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
             settings.username,
             secrets.elasticsearch_password.get_secret_value(),
         )
-    return AsyncElasticsearch(**kwargs)
+    try:
+        return AsyncElasticsearch(**kwargs)
+    except ValueError as exc:  # a URL without scheme, TLS options on http://, a bad Cloud ID
+        raise IndexError_(f"elasticsearch settings: {exc}") from exc
 
 
 def where(settings: ElasticsearchSettings) -> str:

@@ -112,6 +112,8 @@ class ElasticsearchIndex:
         self.embedder = embedder
         self.settings = settings
         self.names = IndexNames(settings.index_prefix)
+        # Bulk writes and deletes by query can take far longer than a search on a busy cluster.
+        self.slow_client = client.options(request_timeout=settings.bulk_timeout_s)
         self._search = search
         self._server_rrf = False
 
@@ -142,12 +144,18 @@ class ElasticsearchIndex:
                         kind,
                         status,
                     )
-        except ApiError as exc:
+        except IndexError_:
+            raise
+        except Exception as exc:
             raise explain(exc, self.settings) from exc
         return info
 
     async def _create_first_version(self) -> None:
-        if await self.client.indices.exists(index=self.names.chunks):
+        alias = self.names.chunks
+        # `exists` is true for an alias too: another process may have just created it.
+        if await self.client.indices.exists(
+            index=alias
+        ) and not await self.client.indices.exists_alias(name=alias):
             raise IndexError_(
                 f"{self.names.chunks} is an index, not an alias; the bot keeps its chunks in "
                 f"versioned indices behind that alias. Rename or delete it, or set another "
@@ -199,7 +207,7 @@ class ElasticsearchIndex:
         s = self.settings
         try:
             _, errors = await helpers.async_bulk(
-                self.client,
+                self.slow_client,
                 actions,
                 chunk_size=s.bulk_chunk_size,
                 max_retries=s.bulk_max_retries,
@@ -278,7 +286,7 @@ class ElasticsearchIndex:
         }
         try:
             await self.client.indices.refresh(index=self.names.chunks)
-            await self.client.delete_by_query(
+            await self.slow_client.delete_by_query(
                 index=self.names.chunks, query=query, conflicts="proceed", refresh=True
             )
         except Exception as exc:
@@ -294,7 +302,7 @@ class ElasticsearchIndex:
 
     async def delete_document(self, doc_id: str) -> int:
         try:
-            deleted = await self.client.delete_by_query(
+            deleted = await self.slow_client.delete_by_query(
                 index=self.names.chunks,
                 query={
                     "bool": {"filter": [{"term": {"kind": CHUNK}}, {"term": {"doc_id": doc_id}}]}

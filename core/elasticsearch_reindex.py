@@ -12,6 +12,7 @@ Writes made to the old version while this runs are not copied: rerun `bot ingest
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -73,11 +74,19 @@ async def reindex(
                 {"add": {"index": new, "alias": names.chunks}},
             ]
         )
-    except BaseException:
-        await client.indices.delete(index=new, ignore_unavailable=True)
+    except BaseException as exc:
+        with contextlib.suppress(Exception):  # the cleanup must not hide why it failed
+            await client.indices.delete(index=new, ignore_unavailable=True)
+        if isinstance(exc, Exception) and not isinstance(exc, IndexError_):
+            raise explain(exc, index.settings) from exc
         raise
     if delete_old:
-        await client.indices.delete(index=old)
+        try:
+            await client.indices.delete(index=old)
+        except Exception as exc:
+            raise IndexError_(
+                f"{new} now serves, but deleting {old} failed: {explain(exc, index.settings)}"
+            ) from exc
     return ReindexReport(old, new, chunks, documents, reembed, delete_old)
 
 
@@ -109,7 +118,7 @@ async def _copy(
             for h in page
         ]
         _, errors = await helpers.async_bulk(
-            index.client,
+            index.slow_client,
             actions,
             chunk_size=index.settings.bulk_chunk_size,
             max_retries=index.settings.bulk_max_retries,

@@ -14,10 +14,12 @@ These stores share the index's client and do not close it: the index does.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
 
+import structlog
 from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError
 from tenacity import (
     wait_random_exponential,
@@ -37,6 +39,11 @@ _CAS_WAIT = wait_random_exponential(multiplier=0.01, max=0.5)
 
 class _Conflict(Exception):
     """Another writer changed the document between our read and our write."""
+
+
+# Answer ids are uuid4 hex (see `record_answer`).
+_ANSWER_ID = re.compile(r"[0-9a-f]{32}")
+log = structlog.get_logger(__name__)
 
 
 def _now_ms() -> int:
@@ -72,6 +79,7 @@ class _Store:
         self._client = client
         self._settings = settings
         self._names = IndexNames(settings.index_prefix)
+        self._once = client.options(max_retries=0)
 
     async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         try:
@@ -82,7 +90,9 @@ class _Store:
     async def _create(self, index: str, doc_id: str, document: dict[str, Any]) -> bool:
         """True when this call created the document; False when it already existed."""
         try:
-            await self._client.create(index=index, id=doc_id, document=document)
+            # Never retried by the client: a retry after a lost reply would see our own
+            # document as someone else's (409) and drop the claim.
+            await self._once.create(index=index, id=doc_id, document=document)
         except ConflictError:
             return False
         return True
@@ -92,7 +102,7 @@ class _Store:
     ) -> bool:
         """Replace `current` only if nobody changed it since it was read."""
         try:
-            await self._client.index(
+            await self._once.index(
                 index=index,
                 id=current["_id"],
                 document=document,
@@ -158,8 +168,11 @@ class ElasticsearchPlatformState(_Store):
                 if await self._create(index, hashed_id(key), doc):
                     continue
                 current = await self._get(index, hashed_id(key))
-                expired = current is not None and current["_source"]["seen_at"] < now - self._ttl_ms
-                if not (expired and await self._take_over(index, current or {}, doc)):
+                if current is None:  # purged between our create and our read: claim again
+                    first = await self._create(index, hashed_id(key), doc) and first
+                    continue
+                expired = current["_source"]["seen_at"] < now - self._ttl_ms
+                if not (expired and await self._take_over(index, current, doc)):
                     first = False
         except Exception as exc:
             raise explain(exc, self._settings) from exc
@@ -170,12 +183,15 @@ class ElasticsearchPlatformState(_Store):
         if time.monotonic() < self._next_purge:
             return
         self._next_purge = time.monotonic() + self._settings.state_purge_interval_s
-        await self._client.delete_by_query(
-            index=self._names.deliveries,
-            query={"range": {"seen_at": {"lt": now - self._ttl_ms}}},
-            conflicts="proceed",
-            wait_for_completion=False,
-        )
+        try:
+            await self._client.delete_by_query(
+                index=self._names.deliveries,
+                query={"range": {"seen_at": {"lt": now - self._ttl_ms}}},
+                conflicts="proceed",
+                wait_for_completion=False,
+            )
+        except ApiError as exc:  # housekeeping: never the reason a message goes unanswered
+            log.warning("delivery_purge_failed", error=str(exc.message))
 
     async def remember_thread(self, key: str) -> None:
         try:
@@ -208,6 +224,8 @@ class ElasticsearchPlatformState(_Store):
         return answer_id
 
     async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
+        if not _ANSWER_ID.fullmatch(answer_id):  # it came back from a button: untrusted
+            return False
         try:
             if not await self._client.exists(index=self._names.answers, id=answer_id):
                 return False

@@ -5,6 +5,7 @@ scripted proxy in front where the emulator can't play the part."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -113,6 +114,28 @@ async def test_wrong_credentials_are_named(
     with pytest.raises(IndexError_, match="refused the credentials \\(401\\)") as caught:
         await open_index(bad, embedder)
     assert "s3cret-pw" not in str(caught.value)
+
+
+async def test_processes_starting_together_on_a_fresh_cluster_all_start(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    indices = await asyncio.gather(*(open_index(es_settings, embedder) for _ in range(4)))
+    try:
+        assert {await i.current_index() for i in indices} == {f"{indices[0].names.chunks}-v1"}
+        await drop_indices(indices[0])
+    finally:
+        for index in indices:
+            await index.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [("localhost:9200", "scheme"), ("not a url at all", "")],
+)
+def test_malformed_urls_are_a_clear_error(es_settings: Settings, url: str, reason: str) -> None:
+    es = es_settings.elasticsearch.model_copy(update={"url": url})
+    with pytest.raises(IndexError_, match=f"elasticsearch settings: .*{reason}"):
+        build_client(es, es_settings.secrets)
 
 
 def test_a_username_without_password_is_refused(es_settings: Settings) -> None:

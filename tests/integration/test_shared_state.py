@@ -124,6 +124,7 @@ async def test_threads_answers_and_feedback(two: tuple[Process, Process]) -> Non
     assert await b.state.record_feedback(answer_id, "U1", helpful=False)  # changed their mind
     assert sorted(await a.state.feedback_for(answer_id)) == [("U1", -1), ("U2", -1)]
     assert not await a.state.record_feedback("no-such-answer", "U1", helpful=True)
+    assert not await b.state.record_feedback("", "U1", helpful=True)  # a forged button value
     assert await a.state.feedback_for("no-such-answer") == []
 
 

@@ -8,6 +8,7 @@ to a real REST API with only the scripted differences.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,7 @@ class ProxyScript:
     throttle_once: set[str] = field(default_factory=set)  # bulk ids refused with 429, once
     reject: set[str] = field(default_factory=set)  # bulk ids refused with 400, always
     seen: list[str] = field(default_factory=list)  # "METHOD path" of every request
+    delay_once: dict[str, float] = field(default_factory=dict)  # "METHOD path" -> seconds
 
 
 class ElasticsearchProxy:
@@ -94,7 +96,10 @@ class ElasticsearchProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         s = self.script
-        s.seen.append(f"{request.method} {request.path}")
+        key = f"{request.method} {request.path}"
+        s.seen.append(key)
+        if key in s.delay_once:  # this request, once, reaches the server late
+            await asyncio.sleep(s.delay_once.pop(key))
         body = await request.read()
         if s.unauthorized:
             return web.json_response(UNAUTHORIZED, status=401, headers=_HEADERS)

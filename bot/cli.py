@@ -11,6 +11,8 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +35,7 @@ from bot.wiring import (
     build_discord_bot,
     build_embedder,
     build_engine,
+    build_keyword_store,
     build_locks,
     build_platform_state,
     build_slack_app,
@@ -48,6 +51,7 @@ from core.embedder import CachedEmbedder, EmbedderError
 from core.evaluation import Dataset, DatasetError, evaluate, load_dataset, prepared_corpus
 from core.index import IndexError_
 from core.ingest import Ingestor, IngestReport, Outcome
+from core.keyword_store import LearnedKeyword
 from core.models import SearchFilters, SearchHit, SearchMode
 
 app = typer.Typer(help="A docs bot: answers questions from your documentation, with sources.")
@@ -405,6 +409,49 @@ async def _reindex(delete_old: bool) -> ReindexReport:
         if claimed:  # also after a failure or Ctrl-C: a retry must not wait for the expiry
             await locks.release(REINDEX_LOCK, holder)
         await locks.close()
+        await index.close()
+
+
+keywords_app = typer.Typer(help="Keywords learned from web searches.")
+app.add_typer(keywords_app, name="keywords")
+
+
+@keywords_app.command("list")
+def keywords_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Every learned keyword: how many answers saved it, how often it was used, and when."""
+    learned = asyncio.run(_keywords())
+    if as_json:
+        out.print_json(json.dumps([asdict(k) for k in learned]))
+        return
+    if not learned:
+        out.print("No learned keywords yet.")
+        return
+    table = Table("keyword", "saved by", "uses", "created", "last used")
+    for k in learned:
+        table.add_row(
+            Text(k.keyword),
+            str(k.associations),
+            str(k.uses),
+            _when(k.created_at),
+            _when(k.last_used_at) if k.last_used_at is not None else "never",
+        )
+    out.print(table)
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+async def _keywords() -> list[LearnedKeyword]:
+    s = state.settings
+    index = await open_index(s, build_embedder(s))
+    store = build_keyword_store(s, index)
+    try:
+        return await store.all()
+    finally:
+        await store.close()
         await index.close()
 
 

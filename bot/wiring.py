@@ -19,6 +19,7 @@ from core.elasticsearch_connection import build_client
 from core.elasticsearch_index import ElasticsearchIndex
 from core.elasticsearch_state import (
     ElasticsearchConversationStore,
+    ElasticsearchKeywordStore,
     ElasticsearchPlatformState,
     ElasticsearchRunLocks,
     ensure_state_indices,
@@ -26,6 +27,7 @@ from core.elasticsearch_state import (
 from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
 from core.engine import AnswerEngine
+from core.keyword_store import KeywordStore, SqliteKeywordStore
 from core.openai_agent import OpenAICompatibleAgent
 from core.platform_state import PlatformState, SqlitePlatformState
 from core.run_locks import RunLocks, SqliteRunLocks
@@ -120,6 +122,12 @@ def build_locks(settings: Settings, index: Index) -> RunLocks:
     if isinstance(index, ElasticsearchIndex):
         return ElasticsearchRunLocks(index.client, settings.elasticsearch)
     return SqliteRunLocks(settings.state_path, settings.search.busy_timeout_ms)
+
+
+def build_keyword_store(settings: Settings, index: Index) -> KeywordStore:
+    if isinstance(index, ElasticsearchIndex):
+        return ElasticsearchKeywordStore(index.client, settings.elasticsearch)
+    return SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
 
 
 def build_engine(

@@ -48,6 +48,8 @@ class IndexNames:
         self.answers = f"{prefix}-answers"
         self.feedback = f"{prefix}-feedback"
         self.locks = f"{prefix}-locks"
+        self.keywords = f"{prefix}-keywords"
+        self.keyword_links = f"{prefix}-keyword-links"
 
     def version(self, number: int) -> str:
         return f"{self.chunks}-v{number}"
@@ -89,6 +91,18 @@ class IndexNames:
                 "name": {"type": "keyword"},
                 "holder": {"type": "keyword"},
                 "expires_at": {"type": "date", "format": "epoch_millis"},
+            },
+            self.keywords: {
+                "keyword": {"type": "keyword"},
+                "uses": {"type": "integer"},
+                "created_at": {"type": "date", "format": "epoch_millis"},
+                "last_used_at": {"type": "date", "format": "epoch_millis"},
+            },
+            self.keyword_links: {
+                "keyword": {"type": "keyword"},
+                "doc_id": {"type": "keyword"},
+                "question": {"type": "text", "index": False},
+                "at": {"type": "date", "format": "epoch_millis"},
             },
         }
 

@@ -1,5 +1,5 @@
 """Shared state on Elasticsearch: conversation turns, delivery de-duplication, bot threads,
-answers and feedback, and run locks, so several bot processes behave as one.
+answers and feedback, run locks and learned keywords, so several bot processes behave as one.
 
 Elasticsearch has no transactions, so every claim is a single-document operation:
 - a claim is a `create` (`op_type=create`): of two processes, exactly one gets 201, the other
@@ -14,6 +14,7 @@ These stores share the index's client and do not close it: the index does.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
@@ -29,6 +30,7 @@ from core.config import ElasticsearchSettings
 from core.conversation import Answer, Turn
 from core.elasticsearch_connection import explain
 from core.elasticsearch_schema import IndexNames, hashed_id
+from core.keyword_store import LearnedKeyword
 from core.platform_state import citations_json
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
@@ -41,6 +43,10 @@ class _Conflict(Exception):
     """Another writer changed the document between our read and our write."""
 
 
+# Counted on the server, so concurrent uses never overwrite each other.
+_COUNT_USE = "ctx._source.uses += 1; ctx._source.last_used_at = params.now"
+# Most keywords one listing returns (pruning keeps the set far smaller).
+_MAX_KEYWORDS = 10_000
 # Answer ids are uuid4 hex (see `record_answer`).
 _ANSWER_ID = re.compile(r"[0-9a-f]{32}")
 log = structlog.get_logger(__name__)
@@ -288,5 +294,80 @@ class ElasticsearchRunLocks(_Store):
             )
         except (ConflictError, NotFoundError):
             return
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+
+
+class ElasticsearchKeywordStore(_Store):
+    """A keyword document (created once, `op_type=create`) and one link document per
+    association (its id derived from keyword, document and question, so a repeat is a no-op):
+    concurrent saves never contend for one document. Uses are counted by a server-side script."""
+
+    async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
+        now = _now_ms()
+        try:
+            document = {"keyword": keyword, "uses": 0, "created_at": now, "last_used_at": None}
+            await self._create(self._names.keywords, hashed_id(keyword), document)
+            await self._client.index(
+                index=self._names.keyword_links,
+                id=hashed_id(f"{keyword}\n{doc_id}\n{question}"),
+                document={"keyword": keyword, "doc_id": doc_id, "question": question, "at": now},
+            )
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+
+    async def _learned(self, query: dict[str, Any]) -> list[LearnedKeyword]:
+        try:
+            await self._client.indices.refresh(
+                index=[self._names.keywords, self._names.keyword_links]
+            )
+            found = await self._client.search(
+                index=self._names.keywords,
+                query=query,
+                size=_MAX_KEYWORDS,
+                sort=[{"keyword": "asc"}],
+            )
+            counts = await self._client.search(
+                index=self._names.keyword_links,
+                query={"match_all": {}},
+                size=0,
+                aggs={"k": {"terms": {"field": "keyword", "size": _MAX_KEYWORDS}}},
+            )
+        except Exception as exc:
+            raise explain(exc, self._settings) from exc
+        links = {b["key"]: int(b["doc_count"]) for b in counts["aggregations"]["k"]["buckets"]}
+        learned = []
+        for hit in found["hits"]["hits"]:
+            k = hit["_source"]
+            used = k.get("last_used_at")
+            learned.append(
+                LearnedKeyword(
+                    k["keyword"],
+                    links.get(k["keyword"], 0),
+                    int(k.get("uses", 0)),
+                    k["created_at"] / 1000,
+                    None if used is None else used / 1000,
+                )
+            )
+        return learned
+
+    async def get(self, keyword: str) -> LearnedKeyword | None:
+        found = await self._learned({"term": {"keyword": keyword}})
+        return found[0] if found else None
+
+    async def all(self) -> list[LearnedKeyword]:
+        return await self._learned({"match_all": {}})
+
+    async def record_use(self, keywords: list[str]) -> None:
+        now = _now_ms()
+        try:
+            for keyword in keywords:
+                with contextlib.suppress(NotFoundError):  # pruned meanwhile: nothing to count
+                    await self._client.update(
+                        index=self._names.keywords,
+                        id=hashed_id(keyword),
+                        script={"source": _COUNT_USE, "params": {"now": now}},
+                        retry_on_conflict=_CAS_ATTEMPTS,
+                    )
         except Exception as exc:
             raise explain(exc, self._settings) from exc

@@ -213,3 +213,32 @@ def test_slack_needs_exactly_one_mode(env: dict[str, str]) -> None:
     result = runner.invoke(app, ["slack"])
     assert result.exit_code == 2
     assert "exactly one of --socket and --http" in result.output
+
+
+def test_keywords_list_shows_learned_keywords(env: dict[str, str]) -> None:
+    import asyncio
+
+    from core.config import load_settings
+    from core.keyword_store import SqliteKeywordStore
+
+    result = runner.invoke(app, ["keywords", "list"])
+    assert result.exit_code == 0, result.output
+    assert "No learned keywords yet." in result.output
+
+    settings = load_settings()
+
+    async def save() -> None:
+        store = SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
+        await store.add("stripe webhooks", doc_id="web:1", question="why 400?")
+        await store.add("stripe webhooks", doc_id="web:2", question="retries?")
+        await store.close()
+
+    asyncio.run(save())
+    result = runner.invoke(app, ["keywords", "list"])
+    assert result.exit_code == 0, result.output
+    assert "stripe webhooks" in result.output
+    result = runner.invoke(app, ["keywords", "list", "--json"])
+    listed = json.loads(result.output)
+    assert [(k["keyword"], k["associations"], k["uses"]) for k in listed] == [
+        ("stripe webhooks", 2, 0)
+    ]

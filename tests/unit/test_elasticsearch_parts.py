@@ -10,6 +10,7 @@ from core.elasticsearch_connection import allows_server_rrf, check_major, where
 from core.elasticsearch_index import ElasticsearchIndex
 from core.elasticsearch_schema import IndexNames, chunk_properties, doc_id_key, mapping_conflicts
 from core.index import IndexError_
+from core.keyword_store import InvalidKeyword, normalise_keyword
 
 
 def test_index_names_and_versions() -> None:
@@ -85,3 +86,27 @@ async def test_bm25_weights_become_combined_fields_boosts() -> None:
     # combined_fields refuses boosts below 1: scaled so the smallest is 1; weight 0 leaves out.
     assert index._bm25_fields() == ["title^2", "heading^1", "text^1"]
     await client.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("  Error  E1234 ", "error e1234"), ("OAuth", "oauth"), ("ab", "ab"), ("x" * 50, "x" * 50)],
+)
+def test_keywords_are_normalised(raw: str, expected: str) -> None:
+    assert normalise_keyword(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("a", "has 1 characters; use 2 to 50"),
+        ("x" * 51, "has 51 characters; use 2 to 50"),
+        ("   ", "can't be empty"),
+        ("", "can't be empty"),
+        ("bad\x00word", "control characters"),
+        ("bell\x07", "control characters"),
+    ],
+)
+def test_bad_keywords_are_refused_with_a_reason(raw: str, why: str) -> None:
+    with pytest.raises(InvalidKeyword, match=why):
+        normalise_keyword(raw)

@@ -12,25 +12,29 @@ a real cluster's. With --es-url (and ELASTICSEARCH_API_KEY or ELASTICSEARCH_PASS
 in the environment) it measures that cluster, under a throwaway index prefix.
 
     python -m bench.backends [--chunks 50000] [--ingest-runs 1] [--runs 3] [--queries 100]
+                             [--backends sqlite,elasticsearch] [--es-url URL [--es-user NAME]]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from bench.common import REPO, bench_settings, write_result
+from bench.common import REPO, RESULTS, bench_settings, write_result
 from bench.search_latency import build, queries, query_embedder, timed_searches
 from bot.wiring import Index, open_index
 from core.config import Settings
 from core.elasticsearch_index import ElasticsearchIndex, drop_indices
 from core.embedder import CachedEmbedder
 from tests.elasticsearch_emulator import NoidaServer
+
+RESULT = "backends.json"
 
 
 async def fresh_index(settings: Settings, embedder: CachedEmbedder, scratch: Path) -> Index:
@@ -85,17 +89,23 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--es-url", help="A real cluster (default: start noida-db)")
     parser.add_argument("--es-user", help="Basic auth user (password: ELASTICSEARCH_PASSWORD)")
+    parser.add_argument(
+        "--backends",
+        default="sqlite,elasticsearch",
+        help="Which to measure; the others' figures already in the result file are kept",
+    )
     args = parser.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
 
     emulator = None
     with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
         scratch = Path(tmp)
         url = args.es_url
-        if url is None:
+        if url is None and "elasticsearch" in backends:
             emulator = NoidaServer(scratch / "noida").start()
             url = emulator.url
         env = {
-            "ELASTICSEARCH_URL": url,
+            "ELASTICSEARCH_URL": url or "",
             "BOT_ELASTICSEARCH__NUMBER_OF_REPLICAS": "0",
             "BOT_ELASTICSEARCH__REQUEST_TIMEOUT_S": "120",
         }
@@ -103,21 +113,20 @@ async def main() -> None:
             env["BOT_ELASTICSEARCH__USERNAME"] = args.es_user
         base = bench_settings(REPO / ".bot", **env)  # share the main embedding cache
         embedder = query_embedder(base)
-        report: dict[str, object] = {
-            "chunks": args.chunks,
-            "queries": args.queries,
-            "runs": args.runs,
-            "elasticsearch": "noida-db emulator" if emulator else "cluster at --es-url",
-        }
+        previous = RESULTS / RESULT
+        report: dict[str, object] = json.loads(previous.read_text()) if previous.exists() else {}
+        report.update(chunks=args.chunks, queries=args.queries, runs=args.runs)
+        if "elasticsearch" in backends:
+            report["elasticsearch_server"] = "noida-db emulator" if emulator else "--es-url"
         try:
-            for backend in ("sqlite", "elasticsearch"):
+            for backend in backends:
                 search = base.search.model_copy(update={"backend": backend})
                 settings = base.model_copy(update={"search": search})
                 report[backend] = await measure(settings, embedder, args, scratch)
         finally:
             if emulator is not None:
                 emulator.stop()
-    print(f"wrote {write_result('backends.json', report)}")
+    print(f"wrote {write_result(RESULT, report)}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ What goes wrong in practice, and what each check says:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +123,18 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> IndexError_:
     if isinstance(exc, ApiError):
         return IndexError_(f"Elasticsearch at {at} answered {exc.meta.status}: {exc.message}")
     return IndexError_(f"Elasticsearch at {at}: {exc}")
+
+
+@contextmanager
+def explained(settings: ElasticsearchSettings) -> Iterator[None]:
+    """Any client failure inside becomes one `IndexError_` with a reason a person can act on;
+    our own errors pass through unchanged (never wrapped twice)."""
+    try:
+        yield
+    except IndexError_:
+        raise
+    except Exception as exc:
+        raise explain(exc, settings) from exc
 
 
 def check_major(server_version: str, settings: ElasticsearchSettings) -> int:

@@ -31,7 +31,7 @@ from core.elasticsearch_connection import (
     ClusterInfo,
     allows_server_rrf,
     connect,
-    explain,
+    explained,
     licence,
 )
 from core.elasticsearch_schema import (
@@ -123,7 +123,7 @@ class ElasticsearchIndex:
         """Check the cluster, create the template and first index version if missing, and
         refuse an index built for another embedder or with a conflicting mapping."""
         info = await connect(self.client, self.settings)
-        try:
+        with explained(self.settings):
             await self.client.indices.put_index_template(
                 name=self.names.template,
                 **chunks_template(
@@ -144,10 +144,6 @@ class ElasticsearchIndex:
                         kind,
                         status,
                     )
-        except IndexError_:
-            raise
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
         return info
 
     async def _create_first_version(self) -> None:
@@ -205,7 +201,7 @@ class ElasticsearchIndex:
     ) -> list[dict[str, Any]]:
         """Send actions in bulk (429s retried with backoff); returns the failed items."""
         s = self.settings
-        try:
+        with explained(self.settings):
             _, errors = await helpers.async_bulk(
                 self.slow_client,
                 actions,
@@ -215,8 +211,6 @@ class ElasticsearchIndex:
                 raise_on_error=False,
                 refresh=refresh,
             )
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
         return list(errors) if isinstance(errors, list) else []
 
     async def write_documents(self, writes: Sequence[DocumentWrite]) -> dict[str, str]:
@@ -284,13 +278,11 @@ class ElasticsearchIndex:
                 "must_not": [{"ids": {"values": keep}}] if keep else [],
             }
         }
-        try:
+        with explained(self.settings):
             await self.client.indices.refresh(index=self.names.chunks)
             await self.slow_client.delete_by_query(
                 index=self.names.chunks, query=query, conflicts="proceed", refresh=True
             )
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
 
     async def replace_document(
         self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
@@ -301,7 +293,7 @@ class ElasticsearchIndex:
             raise IndexError_(f"{record.doc_id}: {failed[record.doc_id]}")
 
     async def delete_document(self, doc_id: str) -> int:
-        try:
+        with explained(self.settings):
             deleted = await self.slow_client.delete_by_query(
                 index=self.names.chunks,
                 query={
@@ -314,8 +306,6 @@ class ElasticsearchIndex:
                 await self.client.delete(
                     index=self.names.chunks, id=record_id(doc_id), refresh=True
                 )
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
         return int(deleted["deleted"])
 
     # -- reading ----------------------------------------------------------------------------
@@ -327,7 +317,7 @@ class ElasticsearchIndex:
         body: dict[str, Any] = {"query": query}
         if fields is not None:
             body["_source"] = fields
-        try:
+        with explained(self.settings):
             async for hit in helpers.async_scan(
                 self.client,
                 index=index or self.names.chunks,
@@ -335,14 +325,10 @@ class ElasticsearchIndex:
                 size=self.settings.scan_page_size,
             ):
                 yield hit
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
 
     async def documents(self) -> dict[str, DocumentRecord]:
-        try:
+        with explained(self.settings):
             await self.client.indices.refresh(index=self.names.chunks)
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
         records: dict[str, DocumentRecord] = {}
         async for hit in self.scan({"term": {"kind": DOCUMENT}}, fields=["document"]):
             d = hit["_source"]["document"]
@@ -352,7 +338,7 @@ class ElasticsearchIndex:
         return records
 
     async def stats(self) -> IndexStats:
-        try:
+        with explained(self.settings):
             response = await self.client.search(
                 index=self.names.chunks,
                 size=0,
@@ -368,8 +354,6 @@ class ElasticsearchIndex:
                     },
                 },
             )
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
         aggs = response["aggregations"]
         stats = IndexStats()
         stats.documents = int(aggs["documents"]["doc_count"])
@@ -442,14 +426,12 @@ class ElasticsearchIndex:
         filters = filters or SearchFilters()
         limit = max(self._search.candidates, k)
         vector = await self.embedder.embed_query(query) if mode is not SearchMode.BM25 else None
-        try:
+        with explained(self.settings):
             if vector is not None and mode is SearchMode.HYBRID and self._use_server_rrf():
                 served = await self._server_fused(query, vector, filters, k, limit)
                 if served is not None:
                     return served
             return await self._client_fused(query, vector, filters, k, limit, mode)
-        except Exception as exc:
-            raise explain(exc, self.settings) from exc
 
     def _use_server_rrf(self) -> bool:
         s = self._search

@@ -19,7 +19,7 @@ from typing import Any
 
 from elasticsearch import helpers
 
-from core.elasticsearch_connection import explain
+from core.elasticsearch_connection import explain, explained
 from core.elasticsearch_index import ElasticsearchIndex, chunk_from_source
 from core.elasticsearch_schema import CHUNK
 from core.index import IndexError_
@@ -47,7 +47,7 @@ async def reindex(
 ) -> ReindexReport:
     """Build the next version, fill it, swap the alias; `on_progress(done, total)` per page."""
     client, names = index.client, index.names
-    try:
+    with explained(index.settings):
         old = await index.current_index()
         old_meta, _ = await index.index_meta(old)
         existing = (await client.indices.get(index=f"{names.chunks}-v*")).body
@@ -56,29 +56,26 @@ async def reindex(
         await client.indices.refresh(index=old)
         total = int((await client.count(index=old))["count"])
         await client.indices.create(index=new)
-    except Exception as exc:
-        raise explain(exc, index.settings) from exc
     embedder = index.embedder
     reembed = old_meta.get("embedder") != embedder.model_id or old_meta.get("dimensions") != str(
         embedder.dimensions
     )
     try:
-        chunks, documents = await _copy(index, old, new, reembed, total, on_progress)
-        await client.indices.refresh(index=new)
-        copied = int((await client.count(index=new))["count"])
-        if copied != total:
-            raise IndexError_(f"{new} received {copied} of {total} entries; the alias stays")
-        await client.indices.update_aliases(
-            actions=[
-                {"remove": {"index": old, "alias": names.chunks}},
-                {"add": {"index": new, "alias": names.chunks}},
-            ]
-        )
-    except BaseException as exc:
+        with explained(index.settings):
+            chunks, documents = await _copy(index, old, new, reembed, total, on_progress)
+            await client.indices.refresh(index=new)
+            copied = int((await client.count(index=new))["count"])
+            if copied != total:
+                raise IndexError_(f"{new} received {copied} of {total} entries; the alias stays")
+            await client.indices.update_aliases(
+                actions=[
+                    {"remove": {"index": old, "alias": names.chunks}},
+                    {"add": {"index": new, "alias": names.chunks}},
+                ]
+            )
+    except BaseException:
         with contextlib.suppress(Exception):  # the cleanup must not hide why it failed
             await client.indices.delete(index=new, ignore_unavailable=True)
-        if isinstance(exc, Exception) and not isinstance(exc, IndexError_):
-            raise explain(exc, index.settings) from exc
         raise
     if delete_old:
         try:

@@ -23,13 +23,18 @@ from typing import Any
 import structlog
 from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError
 from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    retry_if_exception_type,
+    stop_after_attempt,
     wait_random_exponential,
 )
 
 from core.config import ElasticsearchSettings
 from core.conversation import Answer, Turn
-from core.elasticsearch_connection import explain
+from core.elasticsearch_connection import explained
 from core.elasticsearch_schema import IndexNames, hashed_id
+from core.index import IndexError_
 from core.keyword_store import LearnedKeyword
 from core.platform_state import citations_json
 
@@ -60,7 +65,7 @@ async def ensure_state_indices(
     client: AsyncElasticsearch, names: IndexNames, settings: ElasticsearchSettings
 ) -> None:
     """Create the state indices that are missing (a race with another process is harmless)."""
-    try:
+    with explained(settings):
         for index, properties in names.state_indices().items():
             if await client.indices.exists(index=index):
                 continue
@@ -76,8 +81,6 @@ async def ensure_state_indices(
             except ApiError as exc:
                 if exc.error != "resource_already_exists_exception":
                     raise
-    except Exception as exc:
-        raise explain(exc, settings) from exc
 
 
 class _Store:
@@ -127,10 +130,8 @@ class ElasticsearchConversationStore(_Store):
     async def recent(self, key: str, limit: int) -> list[Turn]:
         if limit <= 0:
             return []
-        try:
+        with explained(self._settings):
             found = await self._get(self._names.conversations, hashed_id(key))
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
         turns = (found or {}).get("_source", {}).get("turns", [])
         return [Turn(t["question"], t["answer"]) for t in turns[-limit:]]
 
@@ -138,21 +139,32 @@ class ElasticsearchConversationStore(_Store):
         index, doc_id = self._names.conversations, hashed_id(key)
         entry = {"question": turn.question, "answer": turn.answer, "at": _now_ms()}
         keep = self._settings.conversation_max_turns
+
+        async def attempt() -> None:
+            current = await self._get(index, doc_id)
+            if current is None:
+                fresh = {"key": key, "turns": [entry], "updated_at": entry["at"]}
+                if not await self._create(index, doc_id, fresh):
+                    raise _Conflict
+                return
+            turns = [*current["_source"].get("turns", []), entry][-keep:]
+            updated = {"key": key, "turns": turns, "updated_at": entry["at"]}
+            if not await self._take_over(index, current, updated):
+                raise _Conflict
+
         try:
-            for _ in range(_CAS_ATTEMPTS):
-                current = await self._get(index, doc_id)
-                if current is None:
-                    fresh = {"key": key, "turns": [entry], "updated_at": entry["at"]}
-                    if await self._create(index, doc_id, fresh):
-                        return
-                    continue
-                turns = [*current["_source"].get("turns", []), entry][-keep:]
-                updated = {"key": key, "turns": turns, "updated_at": entry["at"]}
-                if await self._take_over(index, current, updated):
-                    return
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
-        raise RuntimeError(f"conversation {key!r}: {_CAS_ATTEMPTS} concurrent writes in a row")
+            with explained(self._settings):
+                async for trying in AsyncRetrying(
+                    retry=retry_if_exception_type(_Conflict),
+                    wait=_CAS_WAIT,
+                    stop=stop_after_attempt(_CAS_ATTEMPTS),
+                ):
+                    with trying:
+                        await attempt()
+        except RetryError as exc:
+            raise IndexError_(
+                f"conversation {key!r}: {_CAS_ATTEMPTS} concurrent writes in a row"
+            ) from exc
 
 
 class ElasticsearchPlatformState(_Store):
@@ -167,7 +179,7 @@ class ElasticsearchPlatformState(_Store):
         index = self._names.deliveries
         now = _now_ms()
         first = True
-        try:
+        with explained(self._settings):
             await self._purge_expired(now)
             for key in keys:
                 doc = {"key": key, "seen_at": now}
@@ -180,8 +192,6 @@ class ElasticsearchPlatformState(_Store):
                 expired = current["_source"]["seen_at"] < now - self._ttl_ms
                 if not (expired and await self._take_over(index, current, doc)):
                     first = False
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
         return first
 
     async def _purge_expired(self, now: int) -> None:
@@ -200,18 +210,14 @@ class ElasticsearchPlatformState(_Store):
             log.warning("delivery_purge_failed", error=str(exc.message))
 
     async def remember_thread(self, key: str) -> None:
-        try:
+        with explained(self._settings):
             await self._create(
                 self._names.threads, hashed_id(key), {"key": key, "created_at": _now_ms()}
             )
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
 
     async def is_bot_thread(self, key: str) -> bool:
-        try:
+        with explained(self._settings):
             return bool(await self._client.exists(index=self._names.threads, id=hashed_id(key)))
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
 
     async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
         answer_id = uuid.uuid4().hex
@@ -223,16 +229,14 @@ class ElasticsearchPlatformState(_Store):
             "citations": {"items": citations_json(answer)},
             "created_at": _now_ms(),
         }
-        try:
+        with explained(self._settings):
             await self._client.index(index=self._names.answers, id=answer_id, document=document)
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
         return answer_id
 
     async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
         if not _ANSWER_ID.fullmatch(answer_id):  # it came back from a button: untrusted
             return False
-        try:
+        with explained(self._settings):
             if not await self._client.exists(index=self._names.answers, id=answer_id):
                 return False
             await self._client.index(
@@ -246,19 +250,15 @@ class ElasticsearchPlatformState(_Store):
                 },
                 refresh="wait_for",
             )
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
         return True
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]:
-        try:
+        with explained(self._settings):
             response = await self._client.search(
                 index=self._names.feedback,
                 query={"term": {"answer_id": answer_id}},
                 size=self._settings.scan_page_size,
             )
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
         return [(h["_source"]["user"], int(h["_source"]["vote"])) for h in response["hits"]["hits"]]
 
 
@@ -267,7 +267,7 @@ class ElasticsearchRunLocks(_Store):
         index, doc_id = self._names.locks, hashed_id(name)
         now = _now_ms()
         document = {"name": name, "holder": holder, "expires_at": now + int(ttl_s * 1000)}
-        try:
+        with explained(self._settings):
             if await self._create(index, doc_id, document):
                 return True
             current = await self._get(index, doc_id)
@@ -277,12 +277,10 @@ class ElasticsearchRunLocks(_Store):
             if held["holder"] != holder and held["expires_at"] > now:
                 return False
             return await self._take_over(index, current, document)
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
 
     async def release(self, name: str, holder: str) -> None:
         index, doc_id = self._names.locks, hashed_id(name)
-        try:
+        with explained(self._settings), contextlib.suppress(ConflictError, NotFoundError):
             current = await self._get(index, doc_id)
             if current is None or current["_source"]["holder"] != holder:
                 return
@@ -292,10 +290,6 @@ class ElasticsearchRunLocks(_Store):
                 if_seq_no=current["_seq_no"],
                 if_primary_term=current["_primary_term"],
             )
-        except (ConflictError, NotFoundError):
-            return
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
 
 
 class ElasticsearchKeywordStore(_Store):
@@ -305,7 +299,7 @@ class ElasticsearchKeywordStore(_Store):
 
     async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
         now = _now_ms()
-        try:
+        with explained(self._settings):
             document = {"keyword": keyword, "uses": 0, "created_at": now, "last_used_at": None}
             await self._create(self._names.keywords, hashed_id(keyword), document)
             await self._client.index(
@@ -313,11 +307,9 @@ class ElasticsearchKeywordStore(_Store):
                 id=hashed_id(f"{keyword}\n{doc_id}\n{question}"),
                 document={"keyword": keyword, "doc_id": doc_id, "question": question, "at": now},
             )
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
 
     async def _learned(self, query: dict[str, Any]) -> list[LearnedKeyword]:
-        try:
+        with explained(self._settings):
             await self._client.indices.refresh(
                 index=[self._names.keywords, self._names.keyword_links]
             )
@@ -333,8 +325,6 @@ class ElasticsearchKeywordStore(_Store):
                 size=0,
                 aggs={"k": {"terms": {"field": "keyword", "size": _MAX_KEYWORDS}}},
             )
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc
         links = {b["key"]: int(b["doc_count"]) for b in counts["aggregations"]["k"]["buckets"]}
         learned = []
         for hit in found["hits"]["hits"]:
@@ -360,7 +350,7 @@ class ElasticsearchKeywordStore(_Store):
 
     async def record_use(self, keywords: list[str]) -> None:
         now = _now_ms()
-        try:
+        with explained(self._settings):
             for keyword in keywords:
                 with contextlib.suppress(NotFoundError):  # pruned meanwhile: nothing to count
                     await self._client.update(
@@ -369,5 +359,3 @@ class ElasticsearchKeywordStore(_Store):
                         script={"source": _COUNT_USE, "params": {"now": now}},
                         retry_on_conflict=_CAS_ATTEMPTS,
                     )
-        except Exception as exc:
-            raise explain(exc, self._settings) from exc

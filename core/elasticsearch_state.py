@@ -176,23 +176,27 @@ class ElasticsearchPlatformState(_Store):
         self._next_purge = 0.0
 
     async def first_delivery(self, *keys: str) -> bool:
+        """Claims the keys in order and stops at the first one already held: a process that
+        lost a key must not go on to claim the next, or two racing deliveries of the same event
+        could each take one key and both give up."""
         index = self._names.deliveries
         now = _now_ms()
-        first = True
         with explained(self._settings):
             await self._purge_expired(now)
             for key in keys:
-                doc = {"key": key, "seen_at": now}
-                if await self._create(index, hashed_id(key), doc):
-                    continue
-                current = await self._get(index, hashed_id(key))
-                if current is None:  # purged between our create and our read: claim again
-                    first = await self._create(index, hashed_id(key), doc) and first
-                    continue
-                expired = current["_source"]["seen_at"] < now - self._ttl_ms
-                if not (expired and await self._take_over(index, current, doc)):
-                    first = False
-        return first
+                if not await self._claim_key(index, key, now):
+                    return False
+        return True
+
+    async def _claim_key(self, index: str, key: str, now: int) -> bool:
+        doc = {"key": key, "seen_at": now}
+        if await self._create(index, hashed_id(key), doc):
+            return True
+        current = await self._get(index, hashed_id(key))
+        if current is None:  # purged between our create and our read: claim again
+            return await self._create(index, hashed_id(key), doc)
+        expired = current["_source"]["seen_at"] < now - self._ttl_ms
+        return expired and await self._take_over(index, current, doc)
 
     async def _purge_expired(self, now: int) -> None:
         """Delete expired keys now and then, so the index does not grow without end."""

@@ -18,12 +18,13 @@ from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.wiring import build_engine, build_locks, build_store, open_index
+from bot.wiring import build_engine, build_locks, build_platform_state, build_store, open_index
 from core.config import Settings
 from core.conversation import AnswerStatus, ChannelKind, Question
 from core.elasticsearch_connection import build_client
 from core.elasticsearch_index import ElasticsearchIndex, drop_indices
 from core.elasticsearch_reindex import REINDEX_LOCK, reindex
+from core.elasticsearch_schema import hashed_id
 from core.embedder import CachedEmbedder, Vectors
 from core.engine import INDEX_UNAVAILABLE
 from core.index import DocumentWrite, IndexError_, IndexUnavailable
@@ -443,3 +444,23 @@ async def test_cluster_going_away_mid_question_is_a_clear_answer(
         await engine.close()
         await index.close()
         server.stop()
+
+
+async def test_racing_deliveries_of_one_event_answer_it_once(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    """The winner of the first key is slow to claim the second: the loser must not take it."""
+    settings, script = proxied
+    index = await open_index(settings, embedder)
+    a, b = (build_platform_state(settings, index, 60) for _ in range(2))
+    try:
+        second = f"/{settings.elasticsearch.index_prefix}-deliveries/_create/{hashed_id('msg:1')}"
+        script.delay_once[f"PUT {second}"] = 0.3
+        first_a = asyncio.create_task(a.first_delivery("event:1", "msg:1"))
+        await asyncio.sleep(0.1)  # a holds event:1 and waits on msg:1
+        assert not await b.first_delivery("event:1", "msg:1")
+        assert await first_a
+        assert isinstance(index, ElasticsearchIndex)
+        await drop_indices(index)
+    finally:
+        await index.close()

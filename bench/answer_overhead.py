@@ -65,9 +65,7 @@ async def main() -> None:
         p50s, p95s, totals = [], [], []
         for run in range(args.runs):
             api = FakeMessagesAPI(script(questions))
-            agent = ClaudeAgent(
-                api.client(), model="scripted", max_tokens=1024, max_rounds=5, tool_timeout_s=20
-            )
+            agent = ClaudeAgent(api.client(), model="scripted", max_tokens=1024, max_rounds=5)
             store = SqliteConversationStore(Path(tmp) / f"state{run}.sqlite", 5_000)
             engine = AnswerEngine(
                 index=index,

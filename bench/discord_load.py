@@ -35,7 +35,6 @@ async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[
         model="scripted",
         max_tokens=1024,
         max_rounds=4,
-        tool_timeout_s=20,
     )
     with pytest.MonkeyPatch.context() as monkeypatch:
         start = make_discord_factory(kb, minilm, data_dir / "state", monkeypatch)

@@ -83,7 +83,6 @@ async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[
         model="scripted",
         max_tokens=1024,
         max_rounds=4,
-        tool_timeout_s=20,
     )
     start = make_harness_factory(kb, minilm, data_dir / "state")
     slack, stop = await start(agent, BOT_LOGGING__LEVEL="WARNING")

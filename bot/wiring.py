@@ -28,10 +28,13 @@ from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
 from core.engine import AnswerEngine
 from core.keyword_store import KeywordStore, SqliteKeywordStore
+from core.learned_knowledge import LearnedKnowledge
 from core.openai_agent import OpenAICompatibleAgent
 from core.platform_state import PlatformState, SqlitePlatformState
 from core.run_locks import RunLocks, SqliteRunLocks
 from core.sqlite_index import SqliteIndex
+from core.web_research import WebLearning
+from core.web_search import PerplexitySearch, WebSearch
 
 Index = SqliteIndex | ElasticsearchIndex
 
@@ -82,7 +85,6 @@ def build_claude(settings: Settings) -> ClaudeAgent | None:
         model=a.model,
         max_tokens=settings.answers.max_tokens,
         max_rounds=settings.answers.max_rounds,
-        tool_timeout_s=settings.answers.tool_timeout_s,
     )
 
 
@@ -98,7 +100,6 @@ def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
         api_key=key.get_secret_value() if key else None,
         max_tokens=settings.answers.max_tokens,
         max_rounds=settings.answers.max_rounds,
-        tool_timeout_s=settings.answers.tool_timeout_s,
         max_retries=o.max_retries,
         retry_initial_s=o.retry_initial_s,
         retry_max_s=o.retry_max_s,
@@ -130,10 +131,30 @@ def build_keyword_store(settings: Settings, index: Index) -> KeywordStore:
     return SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
 
 
+def build_knowledge(settings: Settings, index: Index) -> LearnedKnowledge:
+    return LearnedKnowledge(index, index.embedder, build_keyword_store(settings, index))
+
+
+def build_web_search(settings: Settings) -> WebSearch | None:
+    """The web search provider when any channel may use it; refused without its key."""
+    w = settings.web_search
+    if not (w.enabled or any(w.channels.values())):
+        return None
+    key = _secret(settings.secrets.perplexity_api_key, "PERPLEXITY_API_KEY", "for web search")
+    return PerplexitySearch(httpx.AsyncClient(), w, key)
+
+
 def build_engine(
     settings: Settings, index: Index, store: ConversationStore | None = None
 ) -> AnswerEngine:
     claude = build_claude(settings)
+    knowledge = build_knowledge(settings, index)
+    search = build_web_search(settings)
+    web = (
+        WebLearning(search, knowledge, settings.web_search, settings.keywords.derived_max)
+        if search is not None
+        else None
+    )
     return AnswerEngine(
         index=index,
         store=store or build_store(settings, index),
@@ -141,6 +162,8 @@ def build_engine(
         top_k=settings.search.top_k,
         claude=claude,
         openai=None if claude else build_openai(settings),
+        knowledge=knowledge,
+        web=web,
     )
 
 

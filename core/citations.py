@@ -18,6 +18,7 @@ from urllib.parse import urldefrag
 from core.conversation import Citation, SourceKind
 from core.models import SearchHit
 from core.tools import CitedSource
+from core.web_search import WEB_SOURCE
 
 _MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
 # One pass over every link form, so each URL is judged exactly once: a Markdown link (with an
@@ -44,7 +45,9 @@ class NumberedSource:
 
     @property
     def kind(self) -> SourceKind:
-        return SourceKind.LEARNED if self.hit.chunk.learned else SourceKind.KNOWLEDGE_BASE
+        if self.hit.chunk.learned:
+            return SourceKind.LEARNED
+        return SourceKind.WEB if self.hit.chunk.source == WEB_SOURCE else SourceKind.KNOWLEDGE_BASE
 
 
 class SourceRegistry:
@@ -160,6 +163,7 @@ def check_answer(
                 quote=defuse_pings(quote),
                 verified=verified,
                 source_kind=source.kind,
+                doc_id=source.hit.chunk.doc_id,
             )
         )
     return text.strip(), citations

@@ -16,17 +16,15 @@ from typing import Any
 import anthropic
 import jiter
 
-from core.citations import SourceRegistry
 from core.conversation import Trace, Turn, Usage
 from core.model_errors import ModelUnavailable, NoResponse
-from core.prompts import RETRY_NUDGE, SYSTEM_PROMPT, history_messages
-from core.tool_runner import AnswerProgress, SearchFn, ToolRunner
+from core.prompts import RETRY_NUDGE, history_messages, system_prompt
+from core.tool_runner import AnswerProgress, ToolRunner
 from core.tools import (
     RESPOND_TOOL,
     RespondInput,
     ToolInputError,
     parse_tool_input,
-    required_tool,
     tool_definitions,
 )
 
@@ -60,41 +58,47 @@ class ClaudeAgent:
         model: str,
         max_tokens: int,
         max_rounds: int,
-        tool_timeout_s: float,
     ) -> None:
         self.client = client
         self._model = model
         self._max_tokens = max_tokens
         self._max_rounds = max_rounds
-        self._tool_timeout_s = tool_timeout_s
-        tools = tool_definitions()
-        tools[-1] = {**tools[-1], "cache_control": _CACHE}
-        self._tools = tools
-        self._system = [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": _CACHE}]
+        # One fixed tool list and system block per variant (with or without the web), each
+        # byte-identical between requests, so both stay in the prompt cache.
+        self._tools: dict[bool, list[dict[str, Any]]] = {}
+        self._system: dict[bool, list[dict[str, Any]]] = {}
+        for web in (False, True):
+            tools = tool_definitions(web=web)
+            tools[-1] = {**tools[-1], "cache_control": _CACHE}
+            self._tools[web] = tools
+            self._system[web] = [
+                {"type": "text", "text": system_prompt(web=web), "cache_control": _CACHE}
+            ]
 
     async def run(
         self,
         question: str,
         history: list[Turn],
-        search: SearchFn,
-        registry: SourceRegistry,
+        runner: ToolRunner,
         trace: Trace,
         on_answer: AnswerProgress | None = None,
     ) -> RespondInput:
-        runner = ToolRunner(search, registry, trace, self._tool_timeout_s)
         messages = [*history_messages(history), {"role": "user", "content": question}]
         failures = 0
         for round_number in range(1, self._max_rounds + 2):
-            tool = required_tool(round_number, self._max_rounds, failures)
+            tool = runner.required_tool(round_number, self._max_rounds, failures)
             choice = {"type": "tool", "name": tool} if tool else {"type": "any"}
-            response = await self._call(messages, choice, trace, on_answer)
+            response = await self._call(messages, choice, runner.web, trace, on_answer)
             uses = [b for b in response.content if b.type == "tool_use"]
             blocks = [_block_param(b) for b in response.content]
             blocks = [b for b in blocks if b["type"] != "text" or b["text"].strip()]
             if blocks:  # the API refuses empty assistant turns and empty text blocks
                 messages.append({"role": "assistant", "content": blocks})
             respond = next((b for b in uses if b.name == RESPOND_TOOL), None)
+            refusal = None
             if respond is not None:
+                refusal = await runner.respond_refusal(final=round_number >= self._max_rounds)
+            if respond is not None and refusal is None:
                 try:
                     return parse_tool_input(RespondInput, respond.input)
                 except ToolInputError as exc:
@@ -122,7 +126,14 @@ class ClaudeAgent:
                     raise NoResponse("the model answered without the respond tool twice")
                 messages.append({"role": "user", "content": RETRY_NUDGE})
                 continue
-            results = await runner.run_all([(b.name, b.input) for b in uses])
+            others = [b for b in uses if b is not respond]
+            ran = dict(
+                zip(
+                    (b.id for b in others),
+                    await runner.run_all([(b.name, b.input) for b in others]),
+                    strict=True,
+                )
+            )
             messages.append(
                 {
                     "role": "user",
@@ -130,10 +141,10 @@ class ClaudeAgent:
                         {
                             "type": "tool_result",
                             "tool_use_id": b.id,
-                            "content": r.content,
-                            "is_error": r.is_error,
+                            "content": ran[b.id].content if b.id in ran else refusal,
+                            "is_error": ran[b.id].is_error if b.id in ran else True,
                         }
-                        for b, r in zip(uses, results, strict=True)
+                        for b in uses
                     ],
                 }
             )
@@ -143,6 +154,7 @@ class ClaudeAgent:
         self,
         messages: list[dict[str, Any]],
         choice: dict[str, str],
+        web: bool,
         trace: Trace,
         on_answer: AnswerProgress | None,
     ) -> Any:
@@ -152,8 +164,8 @@ class ClaudeAgent:
         params: dict[str, Any] = {
             "model": self._model,
             "max_tokens": self._max_tokens,
-            "system": self._system,
-            "tools": self._tools,
+            "system": self._system[web],
+            "tools": self._tools[web],
             "tool_choice": choice,
             "messages": messages,
         }

@@ -13,9 +13,18 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "BOT_"
 ENV_NESTING = "__"
@@ -155,6 +164,75 @@ class OpenAICompatibleSettings(_Section):
     retry_max_s: float = Field(8.0, ge=0)
 
 
+_CHANNEL_PREFIX = re.compile(r"[a-z]+(/[^/\s]+)*")
+_CRON_FIELDS = 5
+_DAY_S = 86_400
+
+
+class WebSearchSettings(_Section):
+    enabled: bool = False
+    channels: dict[str, bool] = Field(default_factory=dict)
+    provider: Literal["perplexity"] = "perplexity"
+    base_url: str = "https://api.perplexity.ai"
+    model: str = Field("sonar", min_length=1)
+    timeout_s: float = Field(20.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    retry_initial_s: float = Field(0.5, ge=0)
+    retry_max_s: float = Field(4.0, ge=0)
+    max_sources: int = Field(8, ge=1, le=50)
+    max_source_chars: int = Field(2_000, ge=100, le=20_000)
+    max_searches_per_answer: int = Field(2, ge=1, le=10)
+
+    @field_validator("channels")
+    @classmethod
+    def _channel_prefixes(cls, value: dict[str, bool]) -> dict[str, bool]:
+        for prefix in value:
+            if not _CHANNEL_PREFIX.fullmatch(prefix):
+                raise ValueError(
+                    f"{prefix!r} is not a conversation-key prefix such as 'slack/T0123/C0456' "
+                    "or 'discord/123456789'"
+                )
+        return value
+
+
+class KeywordSettings(_Section):
+    derived_max: int = Field(5, ge=1, le=20)
+    prune_schedule: str = "17 3 * * *"
+    timezone: str = "UTC"
+    unused_days: float = Field(90, gt=0)
+    min_age_days: float = Field(30, gt=0)
+    min_uses: int = Field(2, ge=0)
+    down_votes: int = Field(2, ge=1)
+    misfire_grace_s: float = Field(300, gt=0)
+    lock_ttl_s: float = Field(3_600, gt=0)
+
+    @field_validator("prune_schedule")
+    @classmethod
+    def _five_fields(cls, value: str) -> str:
+        if len(value.split()) != _CRON_FIELDS:
+            raise ValueError("a cron expression has 5 fields: minute hour day month weekday")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                "unknown time zone; use an IANA name such as UTC or Europe/Paris"
+            ) from None
+        return value
+
+    @property
+    def unused_s(self) -> float:
+        return self.unused_days * _DAY_S
+
+    @property
+    def min_age_s(self) -> float:
+        return self.min_age_days * _DAY_S
+
+
 class SlackSettings(_Section):
     port: int = Field(3000, ge=1, le=65_535)
     base_url: str | None = None
@@ -203,6 +281,8 @@ class Settings(_Section):
     answers: AnswerSettings = AnswerSettings()
     anthropic: AnthropicSettings = AnthropicSettings()
     openai: OpenAICompatibleSettings = OpenAICompatibleSettings()
+    web_search: WebSearchSettings = WebSearchSettings()
+    keywords: KeywordSettings = KeywordSettings()
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
     logging: LoggingSettings = LoggingSettings()

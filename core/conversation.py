@@ -61,6 +61,7 @@ class Citation:
     quote: str
     verified: bool
     source_kind: SourceKind = SourceKind.KNOWLEDGE_BASE
+    doc_id: str = ""  # which document backs it: ties feedback on the answer to learned knowledge
 
 
 @dataclass(slots=True)

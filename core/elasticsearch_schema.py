@@ -50,6 +50,7 @@ class IndexNames:
         self.locks = f"{prefix}-locks"
         self.keywords = f"{prefix}-keywords"
         self.keyword_links = f"{prefix}-keyword-links"
+        self.learned = f"{prefix}-learned"
 
     def version(self, number: int) -> str:
         return f"{self.chunks}-v{number}"
@@ -103,6 +104,15 @@ class IndexNames:
                 "doc_id": {"type": "keyword"},
                 "question": {"type": "text", "index": False},
                 "at": {"type": "date", "format": "epoch_millis"},
+            },
+            self.learned: {
+                "doc_id": {"type": "keyword"},
+                "question": {"type": "text", "index": False},
+                "query": {"type": "text", "index": False},
+                "sources": {"type": "object", "enabled": False},
+                "uses": {"type": "integer"},
+                "created_at": {"type": "date", "format": "epoch_millis"},
+                "last_used_at": {"type": "date", "format": "epoch_millis"},
             },
         }
 

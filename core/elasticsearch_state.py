@@ -15,13 +15,14 @@ These stores share the index's client and do not close it: the index does.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 import uuid
 from typing import Any
 
 import structlog
-from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError
+from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError, helpers
 from tenacity import (
     AsyncRetrying,
     RetryError,
@@ -35,7 +36,7 @@ from core.conversation import Answer, Turn
 from core.elasticsearch_connection import explained
 from core.elasticsearch_schema import IndexNames, hashed_id
 from core.index import IndexError_
-from core.keyword_store import LearnedKeyword
+from core.keyword_store import LearnedDocument, LearnedKeyword, sources_from, sources_json
 from core.platform_state import citations_json
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
@@ -352,14 +353,91 @@ class ElasticsearchKeywordStore(_Store):
     async def all(self) -> list[LearnedKeyword]:
         return await self._learned({"match_all": {}})
 
-    async def record_use(self, keywords: list[str]) -> None:
+    async def _count_uses(self, index: str, keys: list[str]) -> None:
         now = _now_ms()
         with explained(self._settings):
-            for keyword in keywords:
+            for key in keys:
                 with contextlib.suppress(NotFoundError):  # pruned meanwhile: nothing to count
                     await self._client.update(
-                        index=self._names.keywords,
-                        id=hashed_id(keyword),
+                        index=index,
+                        id=hashed_id(key),
                         script={"source": _COUNT_USE, "params": {"now": now}},
                         retry_on_conflict=_CAS_ATTEMPTS,
                     )
+
+    async def record_use(self, keywords: list[str]) -> None:
+        await self._count_uses(self._names.keywords, keywords)
+
+    async def record_document_use(self, doc_ids: list[str]) -> None:
+        await self._count_uses(self._names.learned, doc_ids)
+
+    async def add_document(self, document: LearnedDocument) -> None:
+        d = document
+        with explained(self._settings):
+            await self._create(
+                self._names.learned,
+                hashed_id(d.doc_id),
+                {
+                    "doc_id": d.doc_id,
+                    "question": d.question,
+                    "query": d.query,
+                    "sources": {"items": json.loads(sources_json(d.sources))},
+                    "uses": 0,
+                    "created_at": int(d.created_at * 1000),
+                    "last_used_at": None,
+                },
+            )
+
+    async def _scan(self, index: str, query: dict[str, Any]) -> list[dict[str, Any]]:
+        hits = helpers.async_scan(
+            self._client, index=index, query={"query": query}, size=self._settings.scan_page_size
+        )
+        return [hit["_source"] async for hit in hits]
+
+    async def documents(self) -> list[LearnedDocument]:
+        return await self._documents({"match_all": {}})
+
+    async def document(self, doc_id: str) -> LearnedDocument | None:
+        found = await self._documents({"term": {"doc_id": doc_id}})
+        return found[0] if found else None
+
+    async def _documents(self, query: dict[str, Any]) -> list[LearnedDocument]:
+        with explained(self._settings):
+            await self._client.indices.refresh(
+                index=[self._names.learned, self._names.keyword_links]
+            )
+            records = await self._scan(self._names.learned, query)
+            links = await self._scan(self._names.keyword_links, query)
+        keywords: dict[str, set[str]] = {}
+        for link in links:
+            keywords.setdefault(link["doc_id"], set()).add(link["keyword"])
+        records.sort(key=lambda r: (r["created_at"], r["doc_id"]))
+        return [
+            LearnedDocument(
+                doc_id=r["doc_id"],
+                question=r["question"],
+                query=r["query"],
+                sources=sources_from(r["sources"]["items"]),
+                created_at=r["created_at"] / 1000,
+                last_used_at=None if r.get("last_used_at") is None else r["last_used_at"] / 1000,
+                uses=int(r.get("uses", 0)),
+                keywords=tuple(sorted(keywords.get(r["doc_id"], ()))),
+            )
+            for r in records
+        ]
+
+    async def _delete(self, index: str, ids: list[str], links: dict[str, Any]) -> None:
+        """The associations matching `links`, then the documents `ids` of `index`."""
+        with explained(self._settings):
+            await self._client.delete_by_query(
+                index=self._names.keyword_links, query=links, conflicts="proceed", refresh=True
+            )
+            for doc_id in ids:
+                with contextlib.suppress(NotFoundError):
+                    await self._client.delete(index=index, id=hashed_id(doc_id), refresh=True)
+
+    async def remove_keywords(self, keywords: list[str]) -> None:
+        await self._delete(self._names.keywords, keywords, {"terms": {"keyword": keywords}})
+
+    async def remove_document(self, doc_id: str) -> None:
+        await self._delete(self._names.learned, [doc_id], {"term": {"doc_id": doc_id}})

@@ -30,12 +30,14 @@ from core.conversation import (
 from core.conversation_store import ConversationStore
 from core.extractive import extractive_answer
 from core.index import IndexError_, SearchIndex
+from core.learned_knowledge import LearnedKnowledge
 from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
 from core.models import SearchHit
 from core.openai_agent import OpenAICompatibleAgent
 from core.prompts import format_sources
-from core.tool_runner import AnswerProgress
+from core.tool_runner import AnswerProgress, ToolRunner
 from core.tools import RespondInput
+from core.web_research import WebLearning
 
 log = structlog.get_logger(__name__)
 
@@ -92,6 +94,8 @@ class AnswerEngine:
         top_k: int,
         claude: ClaudeAgent | None = None,
         openai: OpenAICompatibleAgent | None = None,
+        knowledge: LearnedKnowledge | None = None,
+        web: WebLearning | None = None,
     ) -> None:
         self._index = index
         self._store = store
@@ -99,9 +103,15 @@ class AnswerEngine:
         self._top_k = top_k
         self._claude = claude
         self._openai = openai
+        self._knowledge = knowledge
+        self._web = web
 
     async def close(self) -> None:
         await self._store.close()
+        if self._web is not None:
+            await self._web.search.close()
+        if self._knowledge is not None:
+            await self._knowledge.store.close()
 
     async def search(self, query: str) -> list[SearchHit]:
         return await self._index.search(query, k=self._top_k)
@@ -120,7 +130,8 @@ class AnswerEngine:
                 await self._store.recent(question.conversation_key, self._settings.history_turns),
                 self._settings.history_token_budget,
             )
-            answer = await self._produce(cleaned, history, trace, on_progress)
+            answer = await self._produce(question, cleaned, history, trace, on_progress)
+            await self._count_learned_use(answer)
         except IndexError_ as exc:  # the index or its server is down: say so, not silence
             log.warning("index_unavailable", error=str(exc))
             trace.notes.append(str(exc))
@@ -143,8 +154,18 @@ class AnswerEngine:
         )
         return answer
 
+    async def _count_learned_use(self, answer: Answer) -> None:
+        learned = [c.doc_id for c in answer.citations if c.source_kind is SourceKind.LEARNED]
+        if not learned or self._knowledge is None:
+            return
+        try:
+            await self._knowledge.record_use(learned)
+        except Exception as exc:  # noqa: BLE001 (bookkeeping: never the reason an answer fails)
+            log.warning("learned_use_not_counted", error=type(exc).__name__)
+
     async def _produce(
         self,
+        asked: Question,
         question: str,
         history: list[Turn],
         trace: Trace,
@@ -154,6 +175,8 @@ class AnswerEngine:
         agent = self._claude or self._openai
         if agent is None:
             return await self._extractive(question, registry, trace, NO_MODEL)
+        research = self._web.research(question, asked.conversation_key) if self._web else None
+        runner = ToolRunner(self.search, registry, trace, self._settings.tool_timeout_s, research)
 
         async def preview(partial: str) -> None:
             if on_progress is None:
@@ -165,12 +188,7 @@ class AnswerEngine:
 
         try:
             respond = await agent.run(
-                question,
-                history,
-                self.search,
-                registry,
-                trace,
-                on_answer=preview if on_progress else None,
+                question, history, runner, trace, on_answer=preview if on_progress else None
             )
             return self._checked(respond, registry, AnswerMode.AGENT)
         except ToolsUnsupported:
@@ -183,6 +201,8 @@ class AnswerEngine:
         except NoResponse as exc:
             trace.notes.append(str(exc))
             return Answer(NO_ANSWER, AnswerStatus.ERROR, AnswerMode.AGENT)
+        finally:
+            await runner.finish()
 
     def _checked(self, respond: RespondInput, registry: SourceRegistry, mode: AnswerMode) -> Answer:
         text, citations = check_answer(respond.answer, respond.citations, registry)

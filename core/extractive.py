@@ -43,7 +43,15 @@ def extractive_answer(
         lines.append(f"> {quote}")
         lines.append("")
         citations.append(
-            Citation(number, chunk.title, chunk.url, quote, verified=True, source_kind=source.kind)
+            Citation(
+                number,
+                chunk.title,
+                chunk.url,
+                quote,
+                verified=True,
+                source_kind=source.kind,
+                doc_id=chunk.doc_id,
+            )
         )
     return Answer(
         text="\n".join(lines).strip(),

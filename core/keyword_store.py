@@ -5,20 +5,27 @@ that produced it is an association of its own. Saving is safe when many answers 
 keyword at once: the keyword is created by exactly one of them, and every association lands,
 because associations never overwrite each other (one record each) and counters are updated by
 the store itself, not read-modify-write in our code.
+
+Beside the keywords the store keeps each learned document's record (the web sources it was
+made from, the question that caused it, when it was created and last used, how often): the
+index holds what search needs, this holds what pruning needs to rewrite or drop it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import time
 import unicodedata
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.sqlite_connection import connect_store
+from core.web_search import WebSource
 
 MIN_KEYWORD_CHARS = 2
 MAX_KEYWORD_CHARS = 50
@@ -53,6 +60,29 @@ class LearnedKeyword:
     last_used_at: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class LearnedDocument:
+    """One web search's result as the bot remembers it; `keywords` are its current links."""
+
+    doc_id: str
+    question: str
+    query: str
+    sources: tuple[WebSource, ...]
+    created_at: float
+    last_used_at: float | None = None
+    uses: int = 0
+    keywords: tuple[str, ...] = ()
+
+
+def sources_json(sources: Sequence[WebSource]) -> str:
+    return json.dumps([asdict(s) for s in sources])
+
+
+def sources_from(raw: Any) -> tuple[WebSource, ...]:
+    items = json.loads(raw) if isinstance(raw, str) else raw
+    return tuple(WebSource(str(i["url"]), str(i["title"]), str(i["text"])) for i in items)
+
+
 class KeywordStore(Protocol):
     async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
         """Save `keyword` (already normalised) for a learned document and the question."""
@@ -64,7 +94,27 @@ class KeywordStore(Protocol):
     async def record_use(self, keywords: list[str]) -> None:
         """One more use of each keyword, now (its learned knowledge was cited)."""
 
+    async def add_document(self, document: LearnedDocument) -> None:
+        """Remember a learned document; one that exists already is left as it is."""
+
+    async def documents(self) -> list[LearnedDocument]:
+        """Every learned document, each with the keywords linked to it now."""
+
+    async def document(self, doc_id: str) -> LearnedDocument | None: ...
+
+    async def record_document_use(self, doc_ids: list[str]) -> None:
+        """One more use of each learned document, now."""
+
+    async def remove_keywords(self, keywords: list[str]) -> None:
+        """Forget these keywords and every association they have."""
+
+    async def remove_document(self, doc_id: str) -> None:
+        """Forget a learned document and its associations."""
+
     async def close(self) -> None: ...
+
+
+_Step = tuple[str, list[tuple[object, ...]]]
 
 
 class SqliteKeywordStore:
@@ -79,25 +129,26 @@ class SqliteKeywordStore:
             "CREATE TABLE IF NOT EXISTS keyword_links (keyword TEXT NOT NULL, doc_id TEXT NOT NULL,"
             " question TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (keyword, doc_id, question))"
         )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS learned_documents (doc_id TEXT PRIMARY KEY,"
+            " question TEXT NOT NULL, query TEXT NOT NULL, sources TEXT NOT NULL,"
+            " created_at REAL NOT NULL, last_used_at REAL, uses INTEGER NOT NULL DEFAULT 0)"
+        )
 
-    def _add(self, keyword: str, doc_id: str, question: str) -> None:
-        now = time.time()
+    def _transaction(self, *steps: _Step) -> None:
+        """Every step (a statement and its rows) in one transaction: all land or none."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO keywords (keyword, created_at) VALUES (?, ?)",
-                    (keyword, now),
-                )
-                self._db.execute(
-                    "INSERT OR IGNORE INTO keyword_links (keyword, doc_id, question, at)"
-                    " VALUES (?, ?, ?, ?)",
-                    (keyword, doc_id, question, now),
-                )
+                for sql, rows in steps:
+                    self._db.executemany(sql, rows)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    async def _write(self, *steps: _Step) -> None:
+        await asyncio.to_thread(self._transaction, *steps)
 
     def _rows(self, where: str, params: tuple[object, ...]) -> list[LearnedKeyword]:
         with self._lock:
@@ -109,16 +160,47 @@ class SqliteKeywordStore:
             ).fetchall()
         return [LearnedKeyword(r[0], int(r[1]), int(r[2]), float(r[3]), r[4]) for r in rows]
 
-    def _record_use(self, keywords: list[str]) -> None:
-        now = time.time()
+    def _documents(self, where: str = "", params: tuple[object, ...] = ()) -> list[LearnedDocument]:
         with self._lock:
-            self._db.executemany(
-                "UPDATE keywords SET uses = uses + 1, last_used_at = ? WHERE keyword = ?",
-                [(now, k) for k in keywords],
+            rows = self._db.execute(
+                "SELECT doc_id, question, query, sources, created_at, last_used_at, uses"  # noqa: S608 (fixed clauses)
+                f" FROM learned_documents {where} ORDER BY created_at, doc_id",
+                params,
+            ).fetchall()
+            links = self._db.execute(
+                f"SELECT DISTINCT doc_id, keyword FROM keyword_links {where} ORDER BY keyword",  # noqa: S608 (fixed clauses)
+                params,
+            ).fetchall()
+        keywords: dict[str, list[str]] = {}
+        for doc_id, keyword in links:
+            keywords.setdefault(doc_id, []).append(keyword)
+        return [
+            LearnedDocument(
+                doc_id=r[0],
+                question=r[1],
+                query=r[2],
+                sources=sources_from(r[3]),
+                created_at=float(r[4]),
+                last_used_at=r[5],
+                uses=int(r[6]),
+                keywords=tuple(keywords.get(r[0], ())),
             )
+            for r in rows
+        ]
 
     async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
-        await asyncio.to_thread(self._add, keyword, doc_id, question)
+        now = time.time()
+        await self._write(
+            (
+                "INSERT OR IGNORE INTO keywords (keyword, created_at) VALUES (?, ?)",
+                [(keyword, now)],
+            ),
+            (
+                "INSERT OR IGNORE INTO keyword_links (keyword, doc_id, question, at)"
+                " VALUES (?, ?, ?, ?)",
+                [(keyword, doc_id, question, now)],
+            ),
+        )
 
     async def get(self, keyword: str) -> LearnedKeyword | None:
         found = await asyncio.to_thread(self._rows, "WHERE k.keyword = ?", (keyword,))
@@ -128,7 +210,52 @@ class SqliteKeywordStore:
         return await asyncio.to_thread(self._rows, "", ())
 
     async def record_use(self, keywords: list[str]) -> None:
-        await asyncio.to_thread(self._record_use, keywords)
+        now = time.time()
+        await self._write(
+            (
+                "UPDATE keywords SET uses = uses + 1, last_used_at = ? WHERE keyword = ?",
+                [(now, k) for k in keywords],
+            )
+        )
+
+    async def add_document(self, document: LearnedDocument) -> None:
+        d = document
+        await self._write(
+            (
+                "INSERT OR IGNORE INTO learned_documents (doc_id, question, query, sources,"
+                " created_at) VALUES (?, ?, ?, ?, ?)",
+                [(d.doc_id, d.question, d.query, sources_json(d.sources), d.created_at)],
+            )
+        )
+
+    async def documents(self) -> list[LearnedDocument]:
+        return await asyncio.to_thread(self._documents)
+
+    async def document(self, doc_id: str) -> LearnedDocument | None:
+        found = await asyncio.to_thread(self._documents, "WHERE doc_id = ?", (doc_id,))
+        return found[0] if found else None
+
+    async def record_document_use(self, doc_ids: list[str]) -> None:
+        now = time.time()
+        await self._write(
+            (
+                "UPDATE learned_documents SET uses = uses + 1, last_used_at = ? WHERE doc_id = ?",
+                [(now, d) for d in doc_ids],
+            )
+        )
+
+    async def remove_keywords(self, keywords: list[str]) -> None:
+        rows: list[tuple[object, ...]] = [(k,) for k in keywords]
+        await self._write(
+            ("DELETE FROM keyword_links WHERE keyword = ?", rows),
+            ("DELETE FROM keywords WHERE keyword = ?", rows),
+        )
+
+    async def remove_document(self, doc_id: str) -> None:
+        await self._write(
+            ("DELETE FROM keyword_links WHERE doc_id = ?", [(doc_id,)]),
+            ("DELETE FROM learned_documents WHERE doc_id = ?", [(doc_id,)]),
+        )
 
     async def close(self) -> None:
         with self._lock:

@@ -20,19 +20,11 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from core.citations import SourceRegistry
 from core.conversation import Trace, Turn, Usage
 from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
-from core.prompts import NO_TOOLS_PROMPT, SYSTEM_PROMPT, history_messages
-from core.tool_runner import AnswerProgress, SearchFn, ToolRunner
-from core.tools import (
-    RESPOND_TOOL,
-    RespondInput,
-    ToolInputError,
-    parse_tool_input,
-    required_tool,
-    tool_definitions,
-)
+from core.prompts import NO_TOOLS_PROMPT, history_messages
+from core.tool_runner import AnswerProgress, ToolRunner
+from core.tools import RESPOND_TOOL, RespondInput, ToolInputError, parse_tool_input
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
@@ -81,7 +73,6 @@ class OpenAICompatibleAgent:
         api_key: str | None,
         max_tokens: int,
         max_rounds: int,
-        tool_timeout_s: float,
         max_retries: int,
         retry_initial_s: float,
         retry_max_s: float,
@@ -92,32 +83,29 @@ class OpenAICompatibleAgent:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._max_tokens = max_tokens
         self._max_rounds = max_rounds
-        self._tool_timeout_s = tool_timeout_s
         self._stop = stop_after_attempt(max_retries + 1)
         self._wait = wait_exponential_jitter(multiplier=retry_initial_s, max=retry_max_s)
-        self._tools = [_function(t) for t in tool_definitions()]
 
     async def run(
         self,
         question: str,
         history: list[Turn],
-        search: SearchFn,
-        registry: SourceRegistry,
+        runner: ToolRunner,
         trace: Trace,
         on_answer: AnswerProgress | None = None,  # noqa: ARG002 (no streaming on this path yet)
     ) -> RespondInput:
-        runner = ToolRunner(search, registry, trace, self._tool_timeout_s)
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": runner.system_prompt()},
             *history_messages(history),
             {"role": "user", "content": question},
         ]
+        tools = [_function(t) for t in runner.tool_definitions()]
         failures = 0
         for round_number in range(1, self._max_rounds + 2):
-            tool = required_tool(round_number, self._max_rounds, failures)
+            tool = runner.required_tool(round_number, self._max_rounds, failures)
             choice: object = _forced(tool) if tool else "required"
             message = await self._complete(
-                {"messages": messages, "tools": self._tools, "tool_choice": choice}, trace
+                {"messages": messages, "tools": tools, "tool_choice": choice}, trace
             )
             calls = message.get("tool_calls") or []
             if not calls:
@@ -134,7 +122,10 @@ class OpenAICompatibleAgent:
                 for c in calls
             ]
             respond = next((n for n in named if n[1] == RESPOND_TOOL), None)
+            refusal = None
             if respond is not None:
+                refusal = await runner.respond_refusal(final=round_number >= self._max_rounds)
+            if respond is not None and refusal is None:
                 try:
                     return parse_tool_input(RespondInput, respond[2])
                 except ToolInputError as exc:
@@ -146,14 +137,22 @@ class OpenAICompatibleAgent:
                         for i, _, _ in named
                     ]
                     continue
-            results = await runner.run_all([(name, args) for _, name, args in named])
+            others = [n for n in named if n is not respond]
+            results = await runner.run_all([(name, args) for _, name, args in others])
+            ran = {call_id: r for (call_id, _, _), r in zip(others, results, strict=True)}
             messages += [
                 {
                     "role": "tool",
                     "tool_call_id": call_id,
-                    "content": f"ERROR: {r.content}" if r.is_error else r.content,
+                    "content": (
+                        f"ERROR: {refusal}"
+                        if call_id not in ran
+                        else f"ERROR: {ran[call_id].content}"
+                        if ran[call_id].is_error
+                        else ran[call_id].content
+                    ),
                 }
-                for (call_id, _, _), r in zip(named, results, strict=True)
+                for call_id, _, _ in named
             ]
         raise NoResponse(f"no answer within {self._max_rounds} rounds")
 

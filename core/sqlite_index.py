@@ -116,6 +116,10 @@ class SqliteIndex:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._init_schema()
 
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
     # -- connections ------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:

@@ -1,7 +1,8 @@
 """Running the model's tool calls: validate, execute with a timeout, record, never raise.
 
 Shared by every model path, so Claude and OpenAI-compatible models see identical tools,
-identical numbered sources and identical error messages.
+identical numbered sources, identical error messages and the same rules about which tool a
+round must call (the knowledge base first; keywords after a web search; an answer at the end).
 """
 
 from __future__ import annotations
@@ -10,18 +11,32 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
 from core.citations import SourceRegistry
 from core.conversation import ToolCall, Trace
 from core.models import SearchHit
-from core.prompts import format_sources
-from core.tools import SEARCH_TOOL, SearchInput, ToolInputError, parse_tool_input
+from core.prompts import format_sources, system_prompt
+from core.tools import (
+    RESPOND_TOOL,
+    SAVE_KEYWORDS_TOOL,
+    SEARCH_TOOL,
+    WEB_SEARCH_TOOL,
+    SearchInput,
+    ToolInputError,
+    parse_tool_input,
+    required_tool,
+    tool_definitions,
+)
+from core.web_research import WebResearch
+from core.web_search import WebSearchError
 
 SearchFn = Callable[[str], Awaitable[list[SearchHit]]]
 # Receives the answer text written so far, while the model is still writing it.
 AnswerProgress = Callable[[str], Awaitable[None]]
+_Handler = Callable[[object], Awaitable[tuple[str, str]]]
 log = structlog.get_logger(__name__)
 
 
@@ -33,12 +48,56 @@ class ToolResult:
 
 class ToolRunner:
     def __init__(
-        self, search: SearchFn, registry: SourceRegistry, trace: Trace, timeout_s: float
+        self,
+        search: SearchFn,
+        registry: SourceRegistry,
+        trace: Trace,
+        timeout_s: float,
+        web: WebResearch | None = None,
     ) -> None:
         self._search = search
-        self._registry = registry
+        self.registry = registry
         self._trace = trace
         self._timeout_s = timeout_s
+        self._web = web
+        self._handlers: dict[str, _Handler] = {SEARCH_TOOL: self._search_knowledge_base}
+        if web is not None:
+            self._handlers[WEB_SEARCH_TOOL] = lambda raw: web.web_search(raw, registry)
+            self._handlers[SAVE_KEYWORDS_TOOL] = web.save_keywords
+
+    @property
+    def web(self) -> bool:
+        """Whether this answer may search the web (it picks the tools and the system prompt)."""
+        return self._web is not None
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        return tool_definitions(web=self.web)
+
+    def system_prompt(self) -> str:
+        return system_prompt(web=self.web)
+
+    def required_tool(self, round_number: int, max_rounds: int, failures: int) -> str | None:
+        """The tool this round must call; None lets the model choose."""
+        forced = required_tool(round_number, max_rounds, failures)
+        if forced is None and self._web is not None and self._web.must_ask():
+            return SAVE_KEYWORDS_TOOL
+        return forced
+
+    async def respond_refusal(self, *, final: bool) -> str | None:
+        """Why the model's `respond` can't be accepted yet (None: accept it)."""
+        if self._web is None:
+            return None
+        return await self._web.respond_refusal(final=final, trace=self._trace)
+
+    async def finish(self) -> None:
+        """Whatever the answer's outcome, web results found for it are learned."""
+        if self._web is not None:
+            await self._web.save_derived(self._trace)
+
+    async def _search_knowledge_base(self, raw: object) -> tuple[str, str]:
+        query = parse_tool_input(SearchInput, raw).query
+        hits = await self._search(query)
+        return format_sources(query, self.registry.add(hits)), f"{len(hits)} passages"
 
     async def run(self, name: str, raw_input: object) -> ToolResult:
         started = time.perf_counter()
@@ -46,17 +105,22 @@ class ToolRunner:
             name=name, input=raw_input if isinstance(raw_input, dict) else {}, seconds=0
         )
         try:
-            if name != SEARCH_TOOL:
-                raise ToolInputError(f"unknown tool {name!r}; use {SEARCH_TOOL} or respond")
-            query = parse_tool_input(SearchInput, raw_input).query
-            hits = await asyncio.wait_for(self._search(query), timeout=self._timeout_s)
-            numbered = self._registry.add(hits)
-            call.summary = f"{len(hits)} passages"
-            result = ToolResult(format_sources(query, numbered), is_error=False)
+            handler = self._handlers.get(name)
+            if handler is None:
+                known = ", ".join([*self._handlers, RESPOND_TOOL])
+                raise ToolInputError(f"unknown tool {name!r}; use one of: {known}")
+            content, call.summary = await asyncio.wait_for(handler(raw_input), self._timeout_s)
+            result = ToolResult(content, is_error=False)
         except ToolInputError as exc:
             result = ToolResult(str(exc), is_error=True)
         except TimeoutError:
             result = ToolResult(f"{name} timed out after {self._timeout_s:g}s", is_error=True)
+        except WebSearchError as exc:
+            result = ToolResult(
+                f"web_search failed: {exc}. Answer from the knowledge-base results (status "
+                "partial or not_found if they are not enough).",
+                is_error=True,
+            )
         except Exception as exc:  # noqa: BLE001 (the model gets the reason and may recover)
             log.warning("tool_failed", tool=name, error=type(exc).__name__)
             result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -12,16 +12,35 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.keyword_store import InvalidKeyword, normalise_keyword
+
 SEARCH_TOOL = "search_knowledge_base"
+WEB_SEARCH_TOOL = "web_search"
+SAVE_KEYWORDS_TOOL = "save_keywords"
 RESPOND_TOOL = "respond"
 
 MAX_QUERY_CHARS = 300
 MAX_ANSWER_CHARS = 12_000
 MAX_QUOTE_CHARS = 500
 MAX_CITATIONS = 20
+MAX_KEYWORDS_PER_SAVE = 10
 
 _M = TypeVar("_M", bound="BaseModel")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# What must never leave in a web query: links, e-mail addresses, and anything shaped like a
+# credential (known token prefixes, key=value secrets, private keys, long random-looking runs).
+_URL = re.compile(r"\b(?:https?|ftp)://|\bwww\.\S", re.IGNORECASE)
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
+_SECRET = re.compile(
+    r"\b(?:sk-|sk_live_|sk_test_|pk_live_|rk_live_|pplx-|xox[abposr]-|xapp-|ghp_|gho_|ghu_|ghs_"
+    r"|ghr_|github_pat_|glpat-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY"
+    r"|\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}"
+    r"|\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*[:=]\s*\S+",
+    re.IGNORECASE,
+)
+_LONG_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
 
 
 def required_tool(round_number: int, max_rounds: int, failures: int) -> str | None:
@@ -60,6 +79,47 @@ class SearchInput(BaseModel):
         return value
 
 
+def _looks_random(run: str) -> bool:
+    """A long run mixing letters and digits: a key, a token or a hash, not a search term."""
+    return any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
+
+
+class WebSearchInput(SearchInput):
+    """A web query leaves the company: it must be the model's own search terms, nothing pasted
+    from the conversation that could carry a link, an address or a credential."""
+
+    @field_validator("query")
+    @classmethod
+    def _nothing_private(cls, value: str) -> str:
+        if _URL.search(value):
+            raise ValueError("must not contain URLs; search with words only")
+        if _EMAIL.search(value):
+            raise ValueError("must not contain e-mail addresses")
+        if _SECRET.search(value) or any(_looks_random(m) for m in _LONG_RUN.findall(value)):
+            raise ValueError(
+                "looks like it contains a secret, token or key; remove it and search with words"
+            )
+        return value
+
+
+class SaveKeywordsInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    keywords: list[str] = Field(min_length=1, max_length=MAX_KEYWORDS_PER_SAVE)
+
+    @field_validator("keywords")
+    @classmethod
+    def _normalised(cls, value: list[str]) -> list[str]:
+        problems, kept = [], []
+        for raw in value:
+            try:
+                kept.append(normalise_keyword(raw))
+            except InvalidKeyword as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return list(dict.fromkeys(kept))
+
+
 class CitedSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
     source: int = Field(ge=1, le=1_000)
@@ -90,7 +150,9 @@ def parse_tool_input(model: type[_M], raw: Any) -> _M:
         return model.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
         )
         raise ToolInputError(f"invalid input: {problems}") from None
 
@@ -101,6 +163,21 @@ SEARCH_DESCRIPTION = (
     "not the user's whole message. Returns numbered sources; cite them by number. You may search "
     "again with a different query if the results do not answer the question."
 )
+WEB_SEARCH_DESCRIPTION = (
+    "Search the public web. Use it only when the knowledge-base results do not answer the "
+    "question: the team's own documentation is more trustworthy than the web, and the query "
+    "leaves the company. Write a short, self-contained query of search terms; never include "
+    "links, e-mail addresses, names of people, credentials or anything confidential from the "
+    "conversation. Returns numbered web sources to cite like knowledge-base sources. After a "
+    "web search you must call save_keywords before you respond."
+)
+SAVE_KEYWORDS_DESCRIPTION = (
+    "Save keywords for what the web search taught you, so the next person who asks something "
+    "related finds it in the knowledge base without a web search. Give 3 to 8 keywords, each 2 "
+    "to 50 characters: specific terms a future question would contain, such as product and "
+    "feature names, API or option names, error codes and messages, version numbers. Not "
+    "generic words (documentation, error, how to, guide), not whole sentences."
+)
 RESPOND_DESCRIPTION = (
     "Give the final answer to the user. `answer` is Markdown; put [n] right after each claim, "
     "where n is the number of a source you retrieved that supports it. `citations` lists every "
@@ -110,26 +187,55 @@ RESPOND_DESCRIPTION = (
 )
 
 
-def tool_definitions() -> list[dict[str, Any]]:
-    """Tool definitions in the Anthropic Messages format (the OpenAI path converts them)."""
+def _query_tool(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "description": f"Search terms, 2 to {MAX_QUERY_CHARS} characters.",
+                    "minLength": 2,
+                    "maxLength": MAX_QUERY_CHARS,
+                }
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    }
+
+
+def _web_tools() -> list[dict[str, Any]]:
     return [
+        _query_tool(WEB_SEARCH_TOOL, WEB_SEARCH_DESCRIPTION),
         {
-            "name": SEARCH_TOOL,
-            "description": SEARCH_DESCRIPTION,
+            "name": SAVE_KEYWORDS_TOOL,
+            "description": SAVE_KEYWORDS_DESCRIPTION,
             "input_schema": {
                 "type": "object",
                 "properties": {
-                    "query": {
-                        "type": "string",
-                        "description": "Search terms, 2 to 300 characters.",
-                        "minLength": 2,
-                        "maxLength": MAX_QUERY_CHARS,
+                    "keywords": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_KEYWORDS_PER_SAVE,
+                        "items": {"type": "string", "minLength": 2, "maxLength": 50},
                     }
                 },
-                "required": ["query"],
+                "required": ["keywords"],
                 "additionalProperties": False,
             },
         },
+    ]
+
+
+def tool_definitions(*, web: bool = False) -> list[dict[str, Any]]:
+    """Tool definitions in the Anthropic Messages format (the OpenAI path converts them);
+    `web` adds web search and keyword saving. `respond` stays last."""
+    return [
+        _query_tool(SEARCH_TOOL, SEARCH_DESCRIPTION),
+        *(_web_tools() if web else []),
         {
             "name": RESPOND_TOOL,
             "description": RESPOND_DESCRIPTION,

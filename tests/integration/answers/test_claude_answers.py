@@ -39,7 +39,6 @@ def agent(api: FakeMessagesAPI, max_rounds: int = 5, max_retries: int = 2) -> Cl
         model="claude-test",
         max_tokens=1024,
         max_rounds=max_rounds,
-        tool_timeout_s=5,
     )
 
 

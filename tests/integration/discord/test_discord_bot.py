@@ -95,9 +95,7 @@ def _answering(text: str) -> ClaudeAgent:
         return message(tool_use(RESPOND_TOOL, answer=text, citations=[], status="answered"))
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), respond])
-    return ClaudeAgent(
-        api.client(), model="claude-test", max_tokens=1024, max_rounds=4, tool_timeout_s=5
-    )
+    return ClaudeAgent(api.client(), model="claude-test", max_tokens=1024, max_rounds=4)
 
 
 async def test_long_answers_continue_in_the_thread_with_mentions_suppressed(
@@ -159,9 +157,7 @@ async def test_a_model_failure_produces_a_visible_message(discord_factory) -> No
             message(text("still text")),
         ]
     )
-    agent = ClaudeAgent(
-        api.client(), model="claude-test", max_tokens=256, max_rounds=4, tool_timeout_s=5
-    )
+    agent = ClaudeAgent(api.client(), model="claude-test", max_tokens=256, max_rounds=4)
     harness, stop = await discord_factory(agent)
     try:
         harness.interaction(ask_payload(QUESTION))

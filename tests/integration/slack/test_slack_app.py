@@ -178,9 +178,7 @@ def _long_answer_model(answer: str) -> ClaudeAgent:
         return message(tool_use(RESPOND_TOOL, answer=answer, citations=[], status="answered"))
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), respond])
-    return ClaudeAgent(
-        api.client(), model="claude-test", max_tokens=1024, max_rounds=4, tool_timeout_s=5
-    )
+    return ClaudeAgent(api.client(), model="claude-test", max_tokens=1024, max_rounds=4)
 
 
 async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> None:
@@ -229,9 +227,7 @@ async def test_a_model_failure_produces_a_visible_apology(slack_factory) -> None
             message(text("still no tool")),
         ]
     )
-    agent = ClaudeAgent(
-        api.client(), model="claude-test", max_tokens=256, max_rounds=4, tool_timeout_s=5
-    )
+    agent = ClaudeAgent(api.client(), model="claude-test", max_tokens=256, max_rounds=4)
     harness, stop = await slack_factory(agent)
     try:
         await harness.event(mention("1700000000.001200"), "Ev1")
@@ -291,9 +287,7 @@ def _streaming_model() -> ClaudeAgent:
         )
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="re-ingest")), respond])
-    return ClaudeAgent(
-        api.client(), model="claude-test", max_tokens=1024, max_rounds=4, tool_timeout_s=5
-    )
+    return ClaudeAgent(api.client(), model="claude-test", max_tokens=1024, max_rounds=4)
 
 
 def _final(harness: SlackHarness) -> list[dict[str, Any]]:

@@ -1,0 +1,153 @@
+"""One answer's web research: its web searches, and the keywords that must follow them.
+
+The obligation: after a web search, the answer is not accepted until keywords for what was found
+are saved. The model is asked (save_keywords is forced the next round) and, if it still has not
+saved them, asked once more; after that the loop saves keywords it derives from the result
+titles itself. So every web search an answer makes is learned, whatever the model does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from core.citations import NumberedSource, SourceRegistry
+from core.config import WebSearchSettings
+from core.conversation import ToolCall, Trace
+from core.learned_knowledge import LearnedKnowledge, derive_keywords
+from core.models import SearchHit
+from core.prompts import format_sources
+from core.tools import (
+    SAVE_KEYWORDS_TOOL,
+    SaveKeywordsInput,
+    ToolInputError,
+    WebSearchInput,
+    parse_tool_input,
+)
+from core.web_search import WebResult, WebSearch, web_chunks, web_search_allowed
+
+# The forced save_keywords round, then once more; then the loop derives keywords itself.
+MAX_KEYWORD_REQUESTS = 2
+KEYWORDS_FIRST = (
+    "Not yet: you searched the web, so first call save_keywords with specific keywords for what "
+    "you found (product names, option names, error codes), then respond again."
+)
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WebLearning:
+    """What an answer needs to search the web and learn from it; `research` decides per
+    conversation whether it may."""
+
+    search: WebSearch
+    knowledge: LearnedKnowledge
+    settings: WebSearchSettings
+    derived_keywords: int
+
+    def research(self, question: str, conversation_key: str) -> WebResearch | None:
+        if not web_search_allowed(self.settings, conversation_key):
+            return None
+        return WebResearch(
+            self.search,
+            self.knowledge,
+            question=question,
+            max_searches=self.settings.max_searches_per_answer,
+            derived_keywords=self.derived_keywords,
+        )
+
+
+class WebResearch:
+    def __init__(
+        self,
+        search: WebSearch,
+        knowledge: LearnedKnowledge,
+        *,
+        question: str,
+        max_searches: int,
+        derived_keywords: int,
+    ) -> None:
+        self._search = search
+        self._knowledge = knowledge
+        self._question = question
+        self._max_searches = max_searches
+        self._derived_keywords = derived_keywords
+        self._searches = 0
+        self._requests = 0
+        self.pending: list[WebResult] = []
+
+    async def web_search(self, raw: object, registry: SourceRegistry) -> tuple[str, str]:
+        query = parse_tool_input(WebSearchInput, raw).query
+        if self._searches >= self._max_searches:
+            raise ToolInputError(
+                f"the web may be searched {self._max_searches} times per answer; answer with "
+                "the sources you have"
+            )
+        self._searches += 1
+        result = await self._search.search(query)
+        if not result.sources:
+            return f'The web search for "{query}" found no page to cite.', "0 web pages"
+        self.pending.append(result)
+        self._requests = 0
+        numbered: list[NumberedSource] = registry.add(
+            [SearchHit(chunk, score=0.0) for chunk in web_chunks(result)]
+        )
+        return format_sources(query, numbered), f"{len(result.sources)} web pages"
+
+    async def save_keywords(self, raw: object) -> tuple[str, str]:
+        keywords = parse_tool_input(SaveKeywordsInput, raw).keywords
+        if not self.pending:
+            raise ToolInputError("there is no new web search result to save keywords for")
+        await self._learn(keywords)
+        return (
+            f"Saved {len(keywords)} keywords: {', '.join(keywords)}. Now respond.",
+            f"{len(keywords)} keywords",
+        )
+
+    def must_ask(self) -> bool:
+        """True when the next round must be save_keywords (and counts the request)."""
+        if self.pending and self._requests < MAX_KEYWORD_REQUESTS:
+            self._requests += 1
+            return True
+        return False
+
+    async def respond_refusal(self, *, final: bool, trace: Trace) -> str | None:
+        """Why a `respond` can't be accepted yet, or None. When the model was asked enough (or
+        this is the last round) the derived keywords are saved and the answer goes through."""
+        if not self.pending:
+            return None
+        if self._requests < MAX_KEYWORD_REQUESTS and not final:
+            self._requests += 1
+            return KEYWORDS_FIRST
+        await self.save_derived(trace)
+        return None
+
+    async def save_derived(self, trace: Trace) -> None:
+        """Learn what is still pending with keywords from the result titles. A failure here
+        is logged and noted, never the reason an answer is lost."""
+        if not self.pending:
+            return
+        keywords = derive_keywords(self.pending, self._derived_keywords)
+        started = time.perf_counter()
+        call = ToolCall(
+            SAVE_KEYWORDS_TOOL, {"keywords": list(keywords), "derived": True}, seconds=0.0
+        )
+        try:
+            await self._learn(keywords)
+            call.summary = f"{len(keywords)} keywords derived from the result titles"
+        except Exception as exc:  # noqa: BLE001 (learning is a bonus; the answer stands)
+            log.warning("learning_failed", error=type(exc).__name__)
+            call.is_error = True
+            call.summary = f"keywords not saved: {exc}"
+            self.pending.clear()
+        call.seconds = time.perf_counter() - started
+        trace.tool_calls.append(call)
+        trace.notes.append("the model saved no keywords after its web search: derived them")
+
+    async def _learn(self, keywords: list[str]) -> None:
+        await self._knowledge.learn(
+            question=self._question, results=self.pending, keywords=keywords
+        )
+        self.pending.clear()

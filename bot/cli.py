@@ -11,6 +11,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +27,7 @@ from rich.text import Text
 
 from adapters.console.session import ConsoleSession
 from adapters.slack.server import run_http, run_socket_mode
+from bot.clock import process_holder, run_clock
 from bot.diagnostics import Check, diagnose
 from bot.logs import configure_logging
 from bot.progress import RichCountProgress, RichIngestProgress
@@ -35,7 +38,7 @@ from bot.wiring import (
     build_discord_bot,
     build_embedder,
     build_engine,
-    build_keyword_store,
+    build_knowledge,
     build_locks,
     build_platform_state,
     build_slack_app,
@@ -51,6 +54,7 @@ from core.embedder import CachedEmbedder, EmbedderError
 from core.evaluation import Dataset, DatasetError, evaluate, load_dataset, prepared_corpus
 from core.index import IndexError_
 from core.ingest import Ingestor, IngestReport, Outcome
+from core.keyword_pruning import KeywordPruner, PruneReport
 from core.keyword_store import LearnedKeyword
 from core.models import SearchFilters, SearchHit, SearchMode
 
@@ -418,17 +422,25 @@ app.add_typer(keywords_app, name="keywords")
 
 @keywords_app.command("list")
 def keywords_list(
+    stale: Annotated[
+        bool,
+        typer.Option("--stale", help="Only the keywords the next prune would remove, and why."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Every learned keyword: how many answers saved it, how often it was used, and when."""
-    learned = asyncio.run(_keywords())
+    learned, report = asyncio.run(_keywords())
+    reasons = {s.keyword.keyword: s.reason.value for s in report.stale}
+    if stale:
+        learned = [k for k in learned if k.keyword in reasons]
     if as_json:
-        out.print_json(json.dumps([asdict(k) for k in learned]))
+        rows = [{**asdict(k), "stale": reasons.get(k.keyword)} for k in learned]
+        out.print_json(json.dumps(rows))
         return
     if not learned:
-        out.print("No learned keywords yet.")
+        out.print("No stale keywords." if stale else "No learned keywords yet.")
         return
-    table = Table("keyword", "saved by", "uses", "created", "last used")
+    table = Table("keyword", "saved by", "uses", "created", "last used", "prune")
     for k in learned:
         table.add_row(
             Text(k.keyword),
@@ -436,6 +448,7 @@ def keywords_list(
             str(k.uses),
             _when(k.created_at),
             _when(k.last_used_at) if k.last_used_at is not None else "never",
+            reasons.get(k.keyword, ""),
         )
     out.print(table)
 
@@ -444,15 +457,65 @@ def _when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 
 
-async def _keywords() -> list[LearnedKeyword]:
+@asynccontextmanager
+async def _pruner() -> AsyncIterator[KeywordPruner]:
     s = state.settings
     index = await open_index(s, build_embedder(s))
-    store = build_keyword_store(s, index)
+    knowledge = build_knowledge(s, index)
+    platform = build_platform_state(s, index, s.slack.dedup_ttl_s)
+    locks = build_locks(s, index)
     try:
-        return await store.all()
+        yield KeywordPruner(knowledge, platform, locks, s.keywords)
     finally:
-        await store.close()
+        await locks.close()
+        await platform.close()
+        await knowledge.store.close()
         await index.close()
+
+
+async def _keywords() -> tuple[list[LearnedKeyword], PruneReport]:
+    async with _pruner() as pruner:
+        return await pruner.knowledge.store.all(), await pruner.prune(dry_run=True)
+
+
+@keywords_app.command("prune")
+def keywords_prune(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be removed; change nothing.")
+    ] = False,
+) -> None:
+    """Remove stale learned keywords now (what `bot clock` does on its schedule)."""
+    report = asyncio.run(_prune(dry_run))
+    if report is None:
+        err.print("error: another prune is running; try again when it has finished")
+        raise typer.Exit(1)
+    verb = "Would remove" if dry_run else "Removed"
+    out.print(
+        f"{verb} {len(report.stale)} keyword(s); learned documents: "
+        f"{len(report.documents_removed)} {'to delete' if dry_run else 'deleted'}, "
+        f"{len(report.documents_rewritten)} {'to rewrite' if dry_run else 'rewritten'}.",
+        soft_wrap=True,
+    )
+    for item in report.stale:
+        out.print(Text(f"  {item.keyword.keyword}  ({item.reason.value})"))
+
+
+async def _prune(dry_run: bool) -> PruneReport | None:
+    async with _pruner() as pruner:
+        if dry_run:
+            return await pruner.prune(dry_run=True)
+        return await pruner.prune_claimed(process_holder())
+
+
+@app.command()
+def clock() -> None:
+    """Run the scheduler (the Procfile's clock): prunes learned keywords on their schedule."""
+    asyncio.run(_clock())
+
+
+async def _clock() -> None:
+    async with _pruner() as pruner:
+        await run_clock(state.settings.keywords, pruner)
 
 
 @app.command()

@@ -37,7 +37,7 @@ from core.elasticsearch_connection import explained
 from core.elasticsearch_schema import IndexNames, hashed_id
 from core.index import IndexError_
 from core.keyword_store import LearnedDocument, LearnedKeyword, sources_from, sources_json
-from core.platform_state import citations_json
+from core.platform_state import citations_json, votes_by_learned_document
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
 # random, growing moment and retry, so writers racing on one thread spread out and all land.
@@ -265,6 +265,30 @@ class ElasticsearchPlatformState(_Store):
                 size=self._settings.scan_page_size,
             )
         return [(h["_source"]["user"], int(h["_source"]["vote"])) for h in response["hits"]["hits"]]
+
+    async def learned_votes(self) -> dict[str, int]:
+        net: dict[str, int] = {}
+        with explained(self._settings):
+            await self._client.indices.refresh(index=self._names.feedback)
+            async for hit in helpers.async_scan(
+                self._client,
+                index=self._names.feedback,
+                query={"query": {"match_all": {}}},
+                size=self._settings.scan_page_size,
+            ):
+                vote = hit["_source"]
+                net[vote["answer_id"]] = net.get(vote["answer_id"], 0) + int(vote["vote"])
+            ids = list(net)
+            answers: list[tuple[list[Any], int]] = []
+            for start in range(0, len(ids), self._settings.scan_page_size):
+                page = ids[start : start + self._settings.scan_page_size]
+                found = await self._client.mget(index=self._names.answers, ids=page)
+                answers += [
+                    (d["_source"]["citations"]["items"], net[d["_id"]])
+                    for d in found["docs"]
+                    if d.get("found")
+                ]
+        return votes_by_learned_document(answers)
 
 
 class ElasticsearchRunLocks(_Store):

@@ -193,6 +193,19 @@ class LearnedKnowledge:
             list(dict.fromkeys(k for d in documents if d is not None for k in d.keywords))
         )
 
+    async def drop_untracked(self) -> list[str]:
+        """Learned documents in the index that the store no longer knows (a crash between the
+        two halves of a drop): removed; returns their ids."""
+        known = {d.doc_id for d in await self.store.documents()}
+        untracked = [
+            doc_id
+            for doc_id in await self._index.documents()
+            if doc_id.startswith(LEARNED_PREFIX) and doc_id not in known
+        ]
+        for doc_id in untracked:
+            await self._index.delete_document(doc_id)
+        return untracked
+
     async def with_keywords(self, document: LearnedDocument, keywords: Sequence[str]) -> None:
         """Rewrite the index copy with only `keywords` (pruning removed the others)."""
         await self.write(replace(document, keywords=tuple(keywords)))

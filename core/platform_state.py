@@ -13,11 +13,12 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from core.conversation import Answer
+from core.conversation import Answer, SourceKind
 from core.sqlite_connection import connect_store
 
 _SCHEMA = (
@@ -47,11 +48,29 @@ class PlatformState(Protocol):
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]: ...
 
+    async def learned_votes(self) -> dict[str, int]:
+        """Net feedback (up minus down) of the answers citing each learned document."""
+
     async def close(self) -> None: ...
 
 
 def citations_json(answer: Answer) -> list[dict[str, object]]:
     return [json.loads(json.dumps(asdict(c), default=str)) for c in answer.citations]
+
+
+def votes_by_learned_document(answers: Iterable[tuple[list[Any], int]]) -> dict[str, int]:
+    """Each answer's net vote credited to every learned document it cited (once per answer)."""
+    votes: dict[str, int] = {}
+    for citations, net in answers:
+        cited = {
+            c.get("doc_id")
+            for c in citations
+            if isinstance(c, dict) and c.get("source_kind") == SourceKind.LEARNED.value
+        }
+        for doc_id in cited:
+            if isinstance(doc_id, str) and doc_id:
+                votes[doc_id] = votes.get(doc_id, 0) + net
+    return votes
 
 
 class SqlitePlatformState:
@@ -141,6 +160,15 @@ class SqlitePlatformState:
             self._execute, "SELECT user, vote FROM feedback WHERE answer_id = ?", (answer_id,)
         )
         return [(str(u), int(str(v))) for u, v in rows]
+
+    async def learned_votes(self) -> dict[str, int]:
+        rows = await asyncio.to_thread(
+            self._execute,
+            "SELECT a.citations, sum(f.vote) FROM answers a JOIN feedback f ON f.answer_id = a.id"
+            " GROUP BY a.id",
+            (),
+        )
+        return votes_by_learned_document((json.loads(str(c)), int(str(n))) for c, n in rows)
 
     async def close(self) -> None:
         with self._lock:

@@ -1,0 +1,118 @@
+"""The `clock` process: APScheduler 3 on the event loop, pruning learned keywords on a schedule.
+
+Exactly one clock is meant to run, but a second one is harmless: each run claims its slot (the
+time it was scheduled for) in the shared run locks before doing anything, so of two clocks
+firing for the same slot one prunes and the other logs that it stood aside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import uuid
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+
+from core.config import ConfigError, KeywordSettings
+from core.keyword_pruning import KeywordPruner
+
+PRUNE_JOB = "prune-keywords"
+log = structlog.get_logger(__name__)
+
+
+def process_holder() -> str:
+    """Who holds a lock: readable (host, pid) and unique even for two clocks in one process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def prune_trigger(settings: KeywordSettings) -> CronTrigger:
+    try:
+        return CronTrigger.from_crontab(
+            settings.prune_schedule, timezone=ZoneInfo(settings.timezone)
+        )
+    except ValueError as exc:
+        raise ConfigError(f"keywords.prune_schedule {settings.prune_schedule!r}: {exc}") from None
+
+
+class PruneJob:
+    """One scheduled prune: claims the slot it was scheduled for, prunes, logs a summary."""
+
+    def __init__(
+        self, pruner: KeywordPruner, trigger: BaseTrigger, settings: KeywordSettings, holder: str
+    ) -> None:
+        self._pruner = pruner
+        self._trigger = trigger
+        self._grace = timedelta(seconds=settings.misfire_grace_s)
+        self._holder = holder
+
+    def slot(self, now: datetime) -> str:
+        """The fire time this run belongs to: the first one at or after `now - grace` (a run
+        starts at most `misfire_grace_s` late, and every clock computes the same answer)."""
+        scheduled = self._trigger.get_next_fire_time(None, now - self._grace) or now
+        return scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    async def __call__(self) -> None:
+        slot = self.slot(datetime.now(UTC))
+        try:
+            report = await self._pruner.prune_claimed(self._holder, slot=slot)
+        except Exception:
+            log.exception("prune_failed", slot=slot)
+            return
+        if report is None:
+            log.info("prune_skipped", slot=slot, reason="another clock claimed this run")
+            return
+        log.info(
+            "keywords_pruned",
+            slot=slot,
+            keywords_removed=len(report.stale),
+            documents_removed=len(report.documents_removed),
+            documents_rewritten=len(report.documents_rewritten),
+            seconds=round(report.seconds, 3),
+        )
+
+
+def build_scheduler(
+    settings: KeywordSettings, job: PruneJob, trigger: BaseTrigger
+) -> AsyncIOScheduler:
+    scheduler = AsyncIOScheduler(
+        timezone=ZoneInfo(settings.timezone),
+        job_defaults={
+            "coalesce": True,  # after downtime, one catch-up run, not one per missed slot
+            "max_instances": 1,
+            "misfire_grace_time": int(settings.misfire_grace_s),
+        },
+    )
+    scheduler.add_job(job, trigger, id=PRUNE_JOB, name="prune learned keywords")
+    return scheduler
+
+
+async def run_clock(settings: KeywordSettings, pruner: KeywordPruner) -> None:
+    """Run until SIGTERM or SIGINT."""
+    trigger = prune_trigger(settings)
+    scheduler = build_scheduler(
+        settings, PruneJob(pruner, trigger, settings, process_holder()), trigger
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    scheduler.start()
+    job = scheduler.get_job(PRUNE_JOB)
+    log.info(
+        "clock_started",
+        schedule=settings.prune_schedule,
+        timezone=settings.timezone,
+        next_run=str(job.next_run_time) if job else None,
+    )
+    try:
+        await stop.wait()
+    finally:
+        scheduler.shutdown(wait=False)
+        log.info("clock_stopped")

@@ -40,7 +40,7 @@ LEARNED_PREFIX = (
 # A document's index copy is rewritten until it matches the store; each round can only be
 # overtaken by another save that then checks again itself, so a few rounds always suffice.
 _SYNC_ROUNDS = 5
-_TITLE_PARTS = re.compile(r"\s+[-–—|:·»]\s+|\s*[|·»]\s*")
+_TITLE_PARTS = re.compile(r"\s+[-–—]\s+|\s*[|·»]\s*|:\s+")
 # Title parts that name a kind of page, not a topic: useless as keywords.
 _GENERIC = frozenset(
     {

@@ -172,7 +172,7 @@ class PerplexitySearch:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(s.max_retries + 1),
                 wait=wait_exponential_jitter(
-                    initial=s.retry_initial_s, max=s.retry_max_s, jitter=s.retry_initial_s
+                    multiplier=s.retry_initial_s, max=s.retry_max_s, jitter=s.retry_initial_s
                 ),
                 retry=retry_if_exception(_retryable),
                 reraise=True,

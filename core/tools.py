@@ -30,14 +30,15 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # What must never leave in a web query: links, e-mail addresses, and anything shaped like a
 # credential (known token prefixes, key=value secrets, private keys, long random-looking runs).
 _URL = re.compile(r"\b(?:https?|ftp)://|\bwww\.\S", re.IGNORECASE)
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
 _SECRET = re.compile(
     r"\b(?:sk-|sk_live_|sk_test_|pk_live_|rk_live_|pplx-|xox[abposr]-|xapp-|ghp_|gho_|ghu_|ghs_"
-    r"|ghr_|github_pat_|glpat-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
+    r"|ghr_|github_pat_|glpat-|(?-i:AKIA|ASIA|AIza))[A-Za-z0-9_\-]{8,}"
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY"
-    r"|\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}"
-    r"|\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*[:=]\s*\S+",
+    r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,}"
+    r"|\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*="
+    r"|\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*:\s*(?=\S*\d)\S{6,}",
     re.IGNORECASE,
 )
 _LONG_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")

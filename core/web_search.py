@@ -118,17 +118,18 @@ def parse_response(query: str, data: Any, *, max_sources: int, max_source_chars:
     results = data.get("search_results") if isinstance(data, dict) else None
     titles: dict[str, str] = {}
     snippets: dict[str, str] = {}
+    listed: list[str | None] = []  # search_results' pages in order, a None where a URL is bad
     for item in results if isinstance(results, list) else []:
         url = _web_url(item.get("url")) if isinstance(item, dict) else None
+        listed.append(url)
         if url is None:
             continue
         if isinstance(item.get("title"), str) and item["title"].strip():
             titles[url] = item["title"].strip()
         if isinstance(item.get("snippet"), str) and item["snippet"].strip():
             snippets[url] = item["snippet"]
-    citations = [_web_url(c) for c in raw_citations] if isinstance(raw_citations, list) else []
-    if not citations:  # newer responses may carry the pages in search_results only
-        citations = list(titles.keys() | snippets.keys())
+    # Markers number `citations`; responses without it number the search results instead.
+    citations = [_web_url(c) for c in raw_citations] if isinstance(raw_citations, list) else listed
     said: dict[str, list[str]] = {}
     for sentence in _SENTENCE_END.split(_MARKERS_AFTER_STOP.sub(r"\2\1", content)):
         numbers = [int(n) for n in _MARKERS.findall(sentence)]

@@ -1,0 +1,313 @@
+"""Learned knowledge and its pruning on every backend (SQLite, Elasticsearch as emulated by
+noida-db, a real cluster with ELASTICSEARCH_URL): concurrent saves, what a prune removes and
+keeps under a controlled clock, idempotent reruns, and the run lock between two clocks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import structlog
+import time_machine
+from apscheduler.triggers.date import DateTrigger
+
+from bot.clock import PruneJob, build_scheduler
+from bot.wiring import Index, build_knowledge, build_locks, build_platform_state, open_index
+from core.config import Settings
+from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from core.elasticsearch_index import ElasticsearchIndex, drop_indices
+from core.embedder import CachedEmbedder
+from core.keyword_pruning import KeywordPruner, StaleReason
+from core.learned_knowledge import LearnedKnowledge
+from core.models import SearchFilters
+from core.platform_state import PlatformState
+from core.web_search import WebResult, WebSource
+
+DAY = 86_400
+T0 = 1_800_000_000.0
+
+
+@dataclass
+class Process:
+    """What one bot process holds: its own connections to the shared backend."""
+
+    index: Index
+    knowledge: LearnedKnowledge
+    platform: PlatformState
+    pruner: KeywordPruner
+
+
+@pytest.fixture
+async def processes(
+    backend_settings: Settings, embedder: CachedEmbedder
+) -> AsyncIterator[tuple[Process, Process]]:
+    settings = backend_settings.model_copy(
+        update={
+            "keywords": backend_settings.keywords.model_copy(
+                update={"unused_days": 90, "min_age_days": 30, "min_uses": 2, "down_votes": 2}
+            )
+        }
+    )
+    made: list[Process] = []
+    for _ in range(2):
+        index = await open_index(settings, embedder)
+        knowledge = build_knowledge(settings, index)
+        platform = build_platform_state(settings, index, 60)
+        locks = build_locks(settings, index)
+        made.append(
+            Process(
+                index,
+                knowledge,
+                platform,
+                KeywordPruner(knowledge, platform, locks, settings.keywords),
+            )
+        )
+    try:
+        yield made[0], made[1]
+        if isinstance(made[0].index, ElasticsearchIndex):
+            await drop_indices(made[0].index)
+    finally:
+        for p in made:
+            await p.knowledge.store.close()
+            await p.platform.close()
+            await p.index.close()
+
+
+def result(topic: str, page: str = "1") -> WebResult:
+    return WebResult(
+        f"{topic} query",
+        (
+            WebSource(
+                f"https://{topic.replace(' ', '-')}.example/page-{page}",
+                f"{topic.title()} guide",
+                f"All about {topic}, page {page}: the {topic} settings live under Admin.",
+            ),
+        ),
+    )
+
+
+async def test_fifty_concurrent_saves_of_one_keyword_lose_nothing(
+    processes: tuple[Process, Process],
+) -> None:
+    a, b = processes
+    await asyncio.gather(
+        *(
+            (a if i % 2 else b).knowledge.learn(
+                question=f"question {i} about zephyr?",
+                results=[result("zephyr webhooks", page=str(i))],
+                keywords=["zephyr webhooks"],
+            )
+            for i in range(50)
+        )
+    )
+    store = a.knowledge.store
+    [keyword] = await store.all()
+    assert keyword.keyword == "zephyr webhooks"
+    assert keyword.associations == 50
+    documents = await store.documents()
+    assert len(documents) == 50
+    assert {d.question for d in documents} == {f"question {i} about zephyr?" for i in range(50)}
+    hits = await a.index.search("zephyr webhooks", k=100, filters=SearchFilters(learned=True))
+    assert len({h.chunk.doc_id for h in hits}) == 50
+    assert all(h.chunk.keywords == ("zephyr webhooks",) for h in hits)
+
+
+async def test_concurrent_keywords_for_one_document_all_reach_the_index(
+    processes: tuple[Process, Process],
+) -> None:
+    a, b = processes
+    keywords = [f"term {i:02d}" for i in range(10)]
+    await asyncio.gather(
+        *(
+            (a if i % 2 else b).knowledge.learn(
+                question=f"q{i}", results=[result("quotas")], keywords=[keyword]
+            )
+            for i, keyword in enumerate(keywords)
+        )
+    )
+    [document] = await a.knowledge.store.documents()
+    assert sorted(document.keywords) == keywords
+    [hit] = await b.index.search("quotas", k=5, filters=SearchFilters(learned=True))
+    assert sorted(hit.chunk.keywords) == keywords
+
+
+class StaleFirstRead:
+    """A keyword store whose first `document` read is slow: it returns what it read before
+    another process saved more keywords, the window in which a writer's view goes stale."""
+
+    def __init__(self, store: object, delay_s: float) -> None:
+        self._store = store
+        self._delay_s = delay_s
+        self._slowed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def document(self, doc_id: str) -> object:
+        found = await self._store.document(doc_id)  # type: ignore[attr-defined]
+        if not self._slowed:
+            self._slowed = True
+            await asyncio.sleep(self._delay_s)
+        return found
+
+
+async def test_a_writer_with_a_stale_view_of_the_keywords_rewrites_until_current(
+    processes: tuple[Process, Process], embedder: CachedEmbedder
+) -> None:
+    a, b = processes
+    slow = LearnedKnowledge(a.index, embedder, StaleFirstRead(a.knowledge.store, 1.0))  # type: ignore[arg-type]
+
+    async def later() -> None:
+        await asyncio.sleep(0.2)  # after the slow writer has read, before it writes
+        await b.knowledge.learn(question="q2", results=[result("quotas")], keywords=["second"])
+
+    await asyncio.gather(
+        slow.learn(question="q1", results=[result("quotas")], keywords=["first"]), later()
+    )
+    [hit] = await b.index.search("quotas", k=5, filters=SearchFilters(learned=True))
+    assert sorted(hit.chunk.keywords) == ["first", "second"]
+
+
+async def _learn_at(process: Process, when: float, topic: str, keywords: list[str]) -> str:
+    with time_machine.travel(when, tick=False):
+        return await process.knowledge.learn(
+            question=f"what about {topic}?", results=[result(topic)], keywords=keywords
+        )
+
+
+async def _use_at(process: Process, when: float, doc_id: str, times: int = 1) -> None:
+    with time_machine.travel(when, tick=False):
+        for _ in range(times):
+            await process.knowledge.record_use([doc_id])
+
+
+async def _vote(process: Process, doc_id: str, votes: list[bool]) -> None:
+    """One answer citing the learned document, with these users' votes."""
+    cited = Citation(1, "t", "https://x.example", "q", True, SourceKind.LEARNED, doc_id)
+    answer = Answer("text [1]", AnswerStatus.ANSWERED, AnswerMode.AGENT, citations=[cited])
+    answer_id = await process.platform.record_answer("slack/T1/C1/1.1", "q?", answer)
+    for n, helpful in enumerate(votes):
+        assert await process.platform.record_feedback(answer_id, f"U{n}", helpful)
+
+
+async def test_prune_removes_what_the_rules_say_and_keeps_the_rest(
+    processes: tuple[Process, Process],
+) -> None:
+    a, b = processes
+    alpha = await _learn_at(a, T0, "alpha", ["shared term", "alpha only"])
+    echo = await _learn_at(b, T0, "echo", ["shared term"])
+    beta = await _learn_at(a, T0, "beta", ["beta sdk"])
+    gamma = await _learn_at(b, T0 + 80 * DAY, "gamma", ["gamma cli"])
+    fresh = await _learn_at(a, T0 + 110 * DAY, "fresh", ["fresh term"])
+    delta = await _learn_at(b, T0 + 100 * DAY, "delta", ["delta tool"])
+    await _use_at(a, T0 + 100 * DAY, echo, times=3)  # "shared term": 3 uses, recently
+    await _use_at(b, T0 + 115 * DAY, delta, times=2)  # used, but voted down twice
+    await _vote(a, delta, [False])
+    await _vote(b, delta, [False, False, True])
+    await _vote(a, echo, [True])
+    now = T0 + 120 * DAY
+
+    with time_machine.travel(now, tick=False):
+        planned = await b.pruner.prune(dry_run=True)
+        assert {(s.keyword.keyword, s.reason) for s in planned.stale} == {
+            ("alpha only", StaleReason.UNUSED),  # never used, created 120 days ago
+            ("beta sdk", StaleReason.UNUSED),
+            ("gamma cli", StaleReason.RARELY_USED),  # 40 days old, no use
+            ("delta tool", StaleReason.DOWN_VOTED),  # net -2 over two answers
+        }
+        assert sorted(planned.documents_removed) == sorted([beta, gamma, delta])
+        assert planned.documents_rewritten == [alpha]
+        assert len(await a.knowledge.store.all()) == 6  # a dry run changes nothing
+
+        report = await a.pruner.prune()
+        assert {s.keyword.keyword for s in report.stale} == {
+            s.keyword.keyword for s in planned.stale
+        }
+
+    kept = {k.keyword for k in await b.knowledge.store.all()}
+    assert kept == {"shared term", "fresh term"}
+    documents = {d.doc_id: d.keywords for d in await b.knowledge.store.documents()}
+    assert documents == {alpha: ("shared term",), echo: ("shared term",), fresh: ("fresh term",)}
+    in_index = {d for d in await b.index.documents() if d.startswith("learned:")}
+    assert in_index == {alpha, echo, fresh}
+    [alpha_hit] = await b.index.search(
+        "alpha", k=10, filters=SearchFilters(learned=True, doc_ids=(alpha,))
+    )
+    assert alpha_hit.chunk.keywords == ("shared term",)
+
+    with time_machine.travel(now + 60, tick=False):
+        again = await b.pruner.prune()
+    assert again.stale == []
+    assert again.documents_removed == []
+    assert again.documents_rewritten == []
+    assert {k.keyword for k in await a.knowledge.store.all()} == kept
+
+
+async def test_prune_heals_a_crash_between_index_and_store(
+    processes: tuple[Process, Process],
+) -> None:
+    a, _ = processes
+    doc = await _learn_at(a, T0, "orphan", ["orphan term"])
+    # The store forgot the document but its index copy survived (a crash mid-drop).
+    await a.knowledge.store.remove_document(doc)
+    await a.knowledge.store.remove_keywords(["orphan term"])
+    with time_machine.travel(T0 + DAY, tick=False):
+        report = await a.pruner.prune()
+    assert report.documents_removed == [doc]
+    assert doc not in await a.index.documents()
+
+
+async def test_one_clock_per_slot_and_never_two_prunes_at_once(
+    processes: tuple[Process, Process],
+) -> None:
+    a, b = processes
+    await _learn_at(a, T0, "stale", ["stale term"])
+    slot = "2027-01-01T03:17:00Z"
+    with time_machine.travel(T0 + 200 * DAY, tick=False):
+        first, second = await asyncio.gather(
+            a.pruner.prune_claimed("clock-a", slot=slot),
+            b.pruner.prune_claimed("clock-b", slot=slot),
+        )
+        assert [r is None for r in (first, second)].count(True) == 1
+        report = first or second
+        assert report is not None
+        assert [s.keyword.keyword for s in report.stale] == ["stale term"]
+        # Later, the same slot again (a clock that fired late): it stands aside.
+        assert await a.pruner.prune_claimed("clock-c", slot=slot) is None
+        # The next slot runs; a manual prune (no slot) runs too, when nobody is pruning.
+        assert await b.pruner.prune_claimed("clock-b", slot="2027-01-02T03:17:00Z") is not None
+        assert await a.pruner.prune_claimed("manual") is not None
+
+
+async def test_two_clocks_firing_for_the_same_run_prune_once(
+    processes: tuple[Process, Process], backend_settings: Settings
+) -> None:
+    """Two real schedulers, each with the job due at the same moment: one prunes, one stands
+    aside, and the stale keyword is gone."""
+    a, b = processes
+    await _learn_at(a, time.time() - 200 * DAY, "stale", ["stale term"])
+    settings = backend_settings.keywords
+    due = DateTrigger(run_date=datetime.now(UTC) + timedelta(seconds=0.5))
+    schedulers = [
+        build_scheduler(settings, PruneJob(p.pruner, due, settings, holder=f"clock-{n}"), due)
+        for n, p in enumerate((a, b))
+    ]
+    with structlog.testing.capture_logs() as logs:
+        for scheduler in schedulers:
+            scheduler.start()
+        deadline = asyncio.get_running_loop().time() + 20
+        while sum(e["event"] in ("keywords_pruned", "prune_skipped") for e in logs) < 2:
+            assert asyncio.get_running_loop().time() < deadline, logs
+            await asyncio.sleep(0.05)
+        for scheduler in schedulers:
+            scheduler.shutdown(wait=False)
+    events = sorted(e["event"] for e in logs if e["event"] in ("keywords_pruned", "prune_skipped"))
+    assert events == ["keywords_pruned", "prune_skipped"]
+    [pruned] = [e for e in logs if e["event"] == "keywords_pruned"]
+    assert pruned["keywords_removed"] == 1
+    assert pruned["documents_removed"] == 1
+    assert await b.knowledge.store.all() == []

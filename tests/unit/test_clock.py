@@ -1,0 +1,59 @@
+"""The clock's schedule: when the prune job fires, how a run's slot is named, bad schedules."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import time_machine
+
+from bot.clock import PRUNE_JOB, PruneJob, build_scheduler, prune_trigger
+from core.config import ConfigError, KeywordSettings
+
+
+def job(settings: KeywordSettings) -> PruneJob:
+    return PruneJob(None, prune_trigger(settings), settings, holder="test")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("zone", "expected"),
+    [
+        ("UTC", datetime(2026, 11, 24, 3, 17, tzinfo=UTC)),
+        ("Europe/Paris", datetime(2026, 11, 24, 2, 17, tzinfo=UTC)),  # 03:17 CET
+    ],
+)
+async def test_the_prune_job_fires_on_the_configured_cron(zone: str, expected: datetime) -> None:
+    settings = KeywordSettings(prune_schedule="17 3 * * *", timezone=zone)
+    with time_machine.travel(datetime(2026, 11, 23, 10, 0, tzinfo=UTC), tick=False):
+        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings))
+        scheduler.start(paused=True)
+        try:
+            scheduled = scheduler.get_job(PRUNE_JOB)
+            assert scheduled.next_run_time == expected
+            assert scheduled.coalesce is True
+            assert scheduled.max_instances == 1
+            assert scheduled.misfire_grace_time == int(settings.misfire_grace_s)
+        finally:
+            scheduler.shutdown(wait=False)
+
+
+def test_every_clock_names_a_run_by_the_time_it_was_scheduled_for() -> None:
+    settings = KeywordSettings(prune_schedule="17 3 * * *", misfire_grace_s=300)
+    prune = job(settings)
+    on_time = prune.slot(datetime(2026, 11, 24, 3, 17, 0, 200_000, tzinfo=UTC))
+    late = prune.slot(datetime(2026, 11, 24, 3, 21, 30, tzinfo=UTC))  # within the grace
+    assert on_time == late == "2026-11-24T03:17:00Z"
+    assert prune.slot(datetime(2026, 11, 25, 3, 17, 1, tzinfo=UTC)) == "2026-11-25T03:17:00Z"
+
+
+@pytest.mark.parametrize("schedule", ["61 3 * * *", "17 3 * * mon-xyz"])
+def test_a_bad_schedule_is_a_config_error_naming_the_key(schedule: str) -> None:
+    with pytest.raises(ConfigError, match=r"keywords\.prune_schedule"):
+        prune_trigger(KeywordSettings(prune_schedule=schedule))
+
+
+def test_schedule_and_zone_are_checked_when_settings_load() -> None:
+    with pytest.raises(ValueError, match="5 fields"):
+        KeywordSettings(prune_schedule="17 3 * *")
+    with pytest.raises(ValueError, match="unknown time zone"):
+        KeywordSettings(timezone="Mars/Olympus")

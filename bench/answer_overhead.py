@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_result
-from bot.wiring import build_embedder, build_index
+from bot.wiring import build_embedder, open_index
 from core.claude_agent import ClaudeAgent
 from core.conversation import ChannelKind, Question
 from core.conversation_store import SqliteConversationStore
@@ -58,7 +58,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         settings = bench_settings(REPO / ".bot")  # the shared embedding cache
         embedder = build_embedder(settings)
-        index = build_index(settings, embedder, Path(tmp) / "index.sqlite")
+        index = await open_index(settings, embedder, Path(tmp) / "index.sqlite")
         await Ingestor(index, embedder, settings.ingest).write(
             prepared_corpus(data, settings.ingest, "bench"), {}, IngestReport()
         )

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.common import SHARED_EVAL, bench_settings, write_result
-from bot.wiring import build_embedder, build_index
+from bot.wiring import build_embedder, open_index
 from core.ingest import Ingestor, Outcome
 
 
@@ -33,7 +33,7 @@ def materialise_anthropic_docs(folder: Path) -> Path:
 async def one_run(corpus: Path, data_dir: Path) -> dict[str, float]:
     settings = bench_settings(data_dir)
     embedder = build_embedder(settings)
-    index = build_index(settings, embedder)
+    index = await open_index(settings, embedder)
     ingestor = Ingestor(index, embedder, settings.ingest)
     started = time.perf_counter()
     first = await ingestor.ingest([str(corpus)], source="bench")

@@ -58,7 +58,9 @@ class PruneJob:
         scheduled = self._trigger.get_next_fire_time(None, now - self._grace) or now
         return scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    async def __call__(self) -> None:
+    async def run(self) -> None:
+        """A coroutine function, not an async `__call__`: APScheduler's asyncio executor awaits
+        only what `iscoroutinefunction` recognises, and runs anything else in a thread."""
         slot = self.slot(datetime.now(UTC))
         try:
             report = await self._pruner.prune_claimed(self._holder, slot=slot)
@@ -89,7 +91,7 @@ def build_scheduler(
             "misfire_grace_time": int(settings.misfire_grace_s),
         },
     )
-    scheduler.add_job(job, trigger, id=PRUNE_JOB, name="prune learned keywords")
+    scheduler.add_job(job.run, trigger, id=PRUNE_JOB, name="prune learned keywords")
     return scheduler
 
 

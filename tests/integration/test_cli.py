@@ -242,3 +242,98 @@ def test_keywords_list_shows_learned_keywords(env: dict[str, str]) -> None:
     assert [(k["keyword"], k["associations"], k["uses"]) for k in listed] == [
         ("stripe webhooks", 2, 0)
     ]
+
+
+def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
+    import asyncio
+    import time
+
+    import time_machine
+
+    from bot.wiring import build_embedder, build_knowledge, open_index
+    from core.config import load_settings
+    from core.models import SearchFilters
+    from core.web_search import WebResult, WebSource
+
+    settings = load_settings()
+
+    def page(name: str) -> WebResult:
+        source = WebSource(f"https://{name}.example/widgets", f"{name} widgets", f"{name} widgets.")
+        return WebResult(f"{name} widgets", (source,))
+
+    async def learn() -> None:
+        index = await open_index(settings, build_embedder(settings))
+        knowledge = build_knowledge(settings, index)
+        with time_machine.travel(time.time() - 200 * 86_400, tick=False):
+            await knowledge.learn(question="old?", results=[page("old")], keywords=["old widgets"])
+        await knowledge.learn(question="new?", results=[page("new")], keywords=["new widgets"])
+        await knowledge.store.close()
+        await index.close()
+
+    async def learned_urls() -> set[str]:
+        index = await open_index(settings, build_embedder(settings))
+        hits = await index.search("widgets", k=10, filters=SearchFilters(learned=True))
+        await index.close()
+        return {h.chunk.url for h in hits}
+
+    asyncio.run(learn())
+    result = runner.invoke(app, ["keywords", "list", "--stale", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(k["keyword"], k["stale"]) for k in json.loads(result.output)] == [
+        ("old widgets", "unused")
+    ]
+
+    result = runner.invoke(app, ["keywords", "prune", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "Would remove 1 keyword(s); learned documents: 1 to delete, 0 to rewrite." in result.output
+    )
+    assert "old widgets  (unused)" in result.output
+    assert asyncio.run(learned_urls()) == {
+        "https://old.example/widgets",
+        "https://new.example/widgets",
+    }
+
+    result = runner.invoke(app, ["keywords", "prune"])
+    assert result.exit_code == 0, result.output
+    assert "Removed 1 keyword(s); learned documents: 1 deleted, 0 rewritten." in result.output
+    listed = json.loads(runner.invoke(app, ["keywords", "list", "--json"]).output)
+    assert [k["keyword"] for k in listed] == ["new widgets"]
+    assert asyncio.run(learned_urls()) == {"https://new.example/widgets"}
+    assert "No stale keywords." in runner.invoke(app, ["keywords", "list", "--stale"]).output
+
+
+def test_the_clock_process_starts_reports_its_schedule_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {
+        **os.environ,
+        "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+        "BOT_KEYWORDS__PRUNE_SCHEDULE": "5 4 * * 1",
+    }
+    bot = Path(sys.executable).with_name("bot")
+    process = subprocess.Popen(
+        [str(bot), "clock"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        lines: list[str] = []
+        assert process.stderr is not None
+        while not any("clock_started" in line for line in lines):
+            assert time.monotonic() < deadline, lines
+            lines.append(process.stderr.readline())
+        started = next(line for line in lines if "clock_started" in line)
+        assert "schedule='5 4 * * 1'" in started
+        assert " 04:05:00+00:00" in started  # the next Monday, 04:05 UTC
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()

@@ -5,6 +5,7 @@ keeps under a controlled clock, idempotent reruns, and the run lock between two 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -296,6 +297,9 @@ async def test_two_clocks_firing_for_the_same_run_prune_once(
         build_scheduler(settings, PruneJob(p.pruner, due, settings, holder=f"clock-{n}"), due)
         for n, p in enumerate((a, b))
     ]
+    saved = structlog.get_config()
+    # Another test may have configured logging at WARNING; the summary is an INFO event.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
     with structlog.testing.capture_logs() as logs:
         for scheduler in schedulers:
             scheduler.start()
@@ -305,6 +309,7 @@ async def test_two_clocks_firing_for_the_same_run_prune_once(
             await asyncio.sleep(0.05)
         for scheduler in schedulers:
             scheduler.shutdown(wait=False)
+    structlog.configure(**saved)
     events = sorted(e["event"] for e in logs if e["event"] in ("keywords_pruned", "prune_skipped"))
     assert events == ["keywords_pruned", "prune_skipped"]
     [pruned] = [e for e in logs if e["event"] == "keywords_pruned"]

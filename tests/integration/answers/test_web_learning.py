@@ -501,3 +501,102 @@ async def test_respond_beside_save_keywords_is_asked_again_once_they_are_saved(
     assert len(await store.all()) == len(KEYWORDS)
     assert not [c for c in answer.trace.tool_calls if c.input.get("derived")]
     await store.close()
+
+
+async def test_an_openai_compatible_model_follows_the_same_rules(
+    settings: Settings, kb_copy: SqliteIndex, web: PerplexityFake
+) -> None:
+    """The hand-written loop over httpx: web tools offered, keywords forced by function name,
+    a respond before them refused, the result learned."""
+    import threading
+
+    import httpx
+
+    from core.openai_agent import OpenAICompatibleAgent
+    from tests.integration.answers.test_other_model_paths import ChatServer
+    from tests.integration.answers.test_other_model_paths import completion as chat_reply
+
+    settings = web_settings(settings, web)
+    chat = ChatServer()
+    threading.Thread(target=chat.server.serve_forever, daemon=True).start()
+
+    def web_sources(body: dict[str, Any]) -> dict[int, str]:
+        found = {}
+        for msg in body["messages"]:
+            if msg["role"] == "tool":
+                for number, attrs, text in _SOURCE.findall(msg["content"]):
+                    if 'origin="web"' in attrs:
+                        found[int(number)] = text
+        return found
+
+    def early_respond(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        assert body["tool_choice"] == {"type": "function", "function": {"name": SAVE_KEYWORDS_TOOL}}
+        return chat_reply(
+            None, (RESPOND_TOOL, {"answer": "x", "citations": [], "status": "partial"})
+        )
+
+    def save(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        assert body["messages"][-1]["content"] == f"ERROR: {KEYWORDS_FIRST}"
+        return chat_reply(None, (SAVE_KEYWORDS_TOOL, {"keywords": KEYWORDS}))
+
+    def respond(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        cited = web_sources(body)
+        answer = {
+            "answer": "Roll it " + "".join(f"[{n}]" for n in cited) + ".",
+            "citations": [{"source": n, "quote": first_sentence(t)} for n, t in cited.items()],
+            "status": "answered",
+        }
+        return chat_reply(None, (RESPOND_TOOL, answer))
+
+    chat.replies = [
+        chat_reply(None, (SEARCH_TOOL, {"query": "zephyr webhook secret"})),
+        chat_reply(None, (WEB_SEARCH_TOOL, {"query": WEB_QUERY})),
+        early_respond,
+        save,
+        respond,
+    ]
+    try:
+        async with httpx.AsyncClient(timeout=5) as http:
+            model = OpenAICompatibleAgent(
+                http,
+                base_url=chat.url,
+                model="llama-test",
+                api_key=None,
+                max_tokens=512,
+                max_rounds=6,
+                max_retries=0,
+                retry_initial_s=0.01,
+                retry_max_s=0.01,
+            )
+            knowledge = build_knowledge(settings, kb_copy)
+            search = build_web_search(settings)
+            assert search is not None
+            engine = AnswerEngine(
+                index=kb_copy,
+                store=SqliteConversationStore(settings.state_path, 5_000),
+                settings=settings.answers,
+                top_k=settings.search.top_k,
+                openai=model,
+                knowledge=knowledge,
+                web=WebLearning(search, knowledge, settings.web_search, 5),
+            )
+            answer = await engine.answer(question(TOPIC))
+            await engine.close()
+    finally:
+        chat.server.shutdown()
+    assert not chat.errors, chat.errors
+    first = chat.requests[0]
+    assert first["messages"][0]["content"] == SYSTEM_PROMPT_WITH_WEB
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        SEARCH_TOOL,
+        WEB_SEARCH_TOOL,
+        SAVE_KEYWORDS_TOOL,
+        RESPOND_TOOL,
+    }
+    assert answer.status is AnswerStatus.ANSWERED
+    assert [(c.url, c.source_kind) for c in answer.citations] == [
+        (p.url, SourceKind.WEB) for p in PAGES
+    ]
+    store = keyword_store(settings)
+    assert len(await store.all()) == len(KEYWORDS)
+    await store.close()

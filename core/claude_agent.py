@@ -19,7 +19,7 @@ import jiter
 from core.conversation import Trace, Turn, Usage
 from core.model_errors import ModelUnavailable, NoResponse
 from core.prompts import RETRY_NUDGE, history_messages, system_prompt
-from core.tool_runner import AnswerProgress, ToolRunner
+from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.tools import (
     RESPOND_TOOL,
     RespondInput,
@@ -48,6 +48,30 @@ def _block_param(block: Any) -> dict[str, Any]:
     if block.type == "tool_use":
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
     return {"type": "text", "text": getattr(block, "text", "")}
+
+
+async def _run(runner: ToolRunner, uses: list[Any]) -> dict[str, ToolResult]:
+    found = await runner.run_all([(b.name, b.input) for b in uses])
+    return {b.id: r for b, r in zip(uses, found, strict=True)}
+
+
+def _results_message(
+    uses: list[Any], respond: Any, respond_error: str, results: dict[str, ToolResult]
+) -> dict[str, Any]:
+    """One tool_result per tool_use (the API requires it): the respond's error, the others'
+    results, and "not run" for any that did not run."""
+    content = []
+    for b in uses:
+        result = ToolResult(respond_error, True) if b is respond else results.get(b.id)
+        content.append(
+            {
+                "type": "tool_result",
+                "tool_use_id": b.id,
+                "content": result.content if result else "not run",
+                "is_error": result.is_error if result else True,
+            }
+        )
+    return {"role": "user", "content": content}
 
 
 class ClaudeAgent:
@@ -88,66 +112,43 @@ class ClaudeAgent:
         for round_number in range(1, self._max_rounds + 2):
             tool = runner.required_tool(round_number, self._max_rounds, failures)
             choice = {"type": "tool", "name": tool} if tool else {"type": "any"}
-            response = await self._call(messages, choice, runner.web, trace, on_answer)
+            # A respond that may yet be refused (keywords pending) is not shown while written.
+            stream = None if runner.keywords_pending else on_answer
+            response = await self._call(messages, choice, runner.web, trace, stream)
             uses = [b for b in response.content if b.type == "tool_use"]
             blocks = [_block_param(b) for b in response.content]
             blocks = [b for b in blocks if b["type"] != "text" or b["text"].strip()]
             if blocks:  # the API refuses empty assistant turns and empty text blocks
                 messages.append({"role": "assistant", "content": blocks})
-            respond = next((b for b in uses if b.name == RESPOND_TOOL), None)
-            refusal = None
-            if respond is not None:
-                refusal = await runner.respond_refusal(final=round_number >= self._max_rounds)
-            if respond is not None and refusal is None:
-                try:
-                    return parse_tool_input(RespondInput, respond.input)
-                except ToolInputError as exc:
-                    failures += 1
-                    if failures > 1:
-                        raise NoResponse(f"the model's answer was invalid twice: {exc}") from None
-                    messages.append(
-                        {
-                            "role": "user",
-                            "content": [
-                                {
-                                    "type": "tool_result",
-                                    "tool_use_id": b.id,
-                                    "content": str(exc) if b is respond else "not run",
-                                    "is_error": True,
-                                }
-                                for b in uses
-                            ],
-                        }
-                    )
-                    continue
             if not uses:
                 failures += 1
                 if failures > 1:
                     raise NoResponse("the model answered without the respond tool twice")
                 messages.append({"role": "user", "content": RETRY_NUDGE})
                 continue
+            respond = next((b for b in uses if b.name == RESPOND_TOOL), None)
             others = [b for b in uses if b is not respond]
-            ran = dict(
-                zip(
-                    (b.id for b in others),
-                    await runner.run_all([(b.name, b.input) for b in others]),
-                    strict=True,
-                )
-            )
-            messages.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": b.id,
-                            "content": ran[b.id].content if b.id in ran else refusal,
-                            "is_error": ran[b.id].is_error if b.id in ran else True,
-                        }
-                        for b in uses
-                    ],
-                }
-            )
+            results: dict[str, ToolResult] = {}
+            if respond is not None and runner.keywords_pending:
+                # Tools beside the respond (save_keywords, say) run before it is judged.
+                results = await _run(runner, others)
+            refusal = None
+            if respond is not None:
+                refusal = await runner.respond_refusal(final=round_number >= self._max_rounds)
+                if refusal is None:
+                    try:
+                        return parse_tool_input(RespondInput, respond.input)
+                    except ToolInputError as exc:
+                        failures += 1
+                        if failures > 1:
+                            raise NoResponse(
+                                f"the model's answer was invalid twice: {exc}"
+                            ) from None
+                        messages.append(_results_message(uses, respond, str(exc), results))
+                        continue
+            if not results:
+                results = await _run(runner, others)
+            messages.append(_results_message(uses, respond, refusal or "", results))
         raise NoResponse(f"no answer within {self._max_rounds} rounds")
 
     async def _call(

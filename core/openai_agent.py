@@ -22,8 +22,8 @@ from tenacity import (
 
 from core.conversation import Trace, Turn, Usage
 from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
-from core.prompts import NO_TOOLS_PROMPT, history_messages
-from core.tool_runner import AnswerProgress, ToolRunner
+from core.prompts import NO_TOOLS_PROMPT, RETRY_NUDGE, history_messages
+from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.tools import RESPOND_TOOL, RespondInput, ToolInputError, parse_tool_input
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -108,8 +108,17 @@ class OpenAICompatibleAgent:
                 {"messages": messages, "tools": tools, "tool_choice": choice}, trace
             )
             calls = message.get("tool_calls") or []
-            if not calls:
+            if not calls and round_number == 1:
                 raise ToolsUnsupported("the model answered a forced tool call with plain text")
+            if not calls:  # it can use tools (round 1 did): ask once more, like Claude
+                failures += 1
+                if failures > 1:
+                    raise NoResponse("the model answered without the respond tool twice")
+                messages += [
+                    {"role": "assistant", "content": message.get("content") or ""},
+                    {"role": "user", "content": RETRY_NUDGE},
+                ]
+                continue
             messages.append(
                 {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
             )
@@ -122,38 +131,33 @@ class OpenAICompatibleAgent:
                 for c in calls
             ]
             respond = next((n for n in named if n[1] == RESPOND_TOOL), None)
+            others = [n for n in named if n is not respond]
+            results: list[ToolResult] | None = None
+            if respond is not None and runner.keywords_pending:
+                # Tools beside the respond (save_keywords, say) run before it is judged.
+                results = await runner.run_all([(name, args) for _, name, args in others])
             refusal = None
             if respond is not None:
                 refusal = await runner.respond_refusal(final=round_number >= self._max_rounds)
-            if respond is not None and refusal is None:
-                try:
-                    return parse_tool_input(RespondInput, respond[2])
-                except ToolInputError as exc:
-                    failures += 1
-                    if failures > 1:
-                        raise NoResponse(f"the model's answer was invalid twice: {exc}") from None
-                    messages += [
-                        {"role": "tool", "tool_call_id": i, "content": f"ERROR: {exc}"}
-                        for i, _, _ in named
-                    ]
-                    continue
-            others = [n for n in named if n is not respond]
-            results = await runner.run_all([(name, args) for _, name, args in others])
-            ran = {call_id: r for (call_id, _, _), r in zip(others, results, strict=True)}
-            messages += [
-                {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "content": (
-                        f"ERROR: {refusal}"
-                        if call_id not in ran
-                        else f"ERROR: {ran[call_id].content}"
-                        if ran[call_id].is_error
-                        else ran[call_id].content
-                    ),
-                }
-                for call_id, _, _ in named
-            ]
+                if refusal is None:
+                    try:
+                        return parse_tool_input(RespondInput, respond[2])
+                    except ToolInputError as exc:
+                        failures += 1
+                        if failures > 1:
+                            raise NoResponse(
+                                f"the model's answer was invalid twice: {exc}"
+                            ) from None
+                        refusal = str(exc)
+                        results = results or [ToolResult("not run", True) for _ in others]
+            if results is None:
+                results = await runner.run_all([(name, args) for _, name, args in others])
+            # Matched by position, not by id: servers may send empty or repeated ids.
+            pending = iter(results)
+            for call in named:
+                result = ToolResult(refusal or "", True) if call is respond else next(pending)
+                text = f"ERROR: {result.content}" if result.is_error else result.content
+                messages.append({"role": "tool", "tool_call_id": call[0], "content": text})
         raise NoResponse(f"no answer within {self._max_rounds} rounds")
 
     async def answer_from_sources(

@@ -61,9 +61,12 @@ class ToolRunner:
         self._timeout_s = timeout_s
         self._web = web
         self._handlers: dict[str, _Handler] = {SEARCH_TOOL: self._search_knowledge_base}
+        # Each tool's time limit; a web search has its own retries, so its budget covers them.
+        self._timeouts: dict[str, float] = {}
         if web is not None:
             self._handlers[WEB_SEARCH_TOOL] = lambda raw: web.web_search(raw, registry)
             self._handlers[SAVE_KEYWORDS_TOOL] = web.save_keywords
+            self._timeouts[WEB_SEARCH_TOOL] = max(timeout_s, web.budget_s)
 
     @property
     def web(self) -> bool:
@@ -82,6 +85,17 @@ class ToolRunner:
         if forced is None and self._web is not None and self._web.must_ask():
             return SAVE_KEYWORDS_TOOL
         return forced
+
+    @property
+    def keywords_pending(self) -> bool:
+        """Web results wait for keywords: a `respond` now may be refused (so it is not
+        streamed, and the turn's other tools run before the decision)."""
+        return self._web is not None and bool(self._web.pending)
+
+    @property
+    def learned_as(self) -> dict[str, str]:
+        """Web page URL -> the learned document it went into, for this answer."""
+        return self._web.learned_as if self._web is not None else {}
 
     async def respond_refusal(self, *, final: bool) -> str | None:
         """Why the model's `respond` can't be accepted yet (None: accept it)."""
@@ -109,12 +123,14 @@ class ToolRunner:
             if handler is None:
                 known = ", ".join([*self._handlers, RESPOND_TOOL])
                 raise ToolInputError(f"unknown tool {name!r}; use one of: {known}")
-            content, call.summary = await asyncio.wait_for(handler(raw_input), self._timeout_s)
+            limit = self._timeouts.get(name, self._timeout_s)
+            content, call.summary = await asyncio.wait_for(handler(raw_input), limit)
             result = ToolResult(content, is_error=False)
         except ToolInputError as exc:
             result = ToolResult(str(exc), is_error=True)
         except TimeoutError:
-            result = ToolResult(f"{name} timed out after {self._timeout_s:g}s", is_error=True)
+            limit = self._timeouts.get(name, self._timeout_s)
+            result = ToolResult(f"{name} timed out after {limit:g}s", is_error=True)
         except WebSearchError as exc:
             result = ToolResult(
                 f"web_search failed: {exc}. Answer from the knowledge-base results (status "

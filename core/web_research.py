@@ -54,7 +54,7 @@ class WebLearning:
             self.search,
             self.knowledge,
             question=question,
-            max_searches=self.settings.max_searches_per_answer,
+            settings=self.settings,
             derived_keywords=self.derived_keywords,
         )
 
@@ -66,17 +66,19 @@ class WebResearch:
         knowledge: LearnedKnowledge,
         *,
         question: str,
-        max_searches: int,
+        settings: WebSearchSettings,
         derived_keywords: int,
     ) -> None:
         self._search = search
         self._knowledge = knowledge
         self._question = question
-        self._max_searches = max_searches
+        self._settings = settings
+        self._max_searches = settings.max_searches_per_answer
         self._derived_keywords = derived_keywords
         self._searches = 0
         self._requests = 0
         self.pending: list[WebResult] = []
+        self.learned_as: dict[str, str] = {}  # web page URL -> the learned document holding it
 
     async def web_search(self, raw: object, registry: SourceRegistry) -> tuple[str, str]:
         query = parse_tool_input(WebSearchInput, raw).query
@@ -105,6 +107,12 @@ class WebResearch:
             f"Saved {len(keywords)} keywords: {', '.join(keywords)}. Now respond.",
             f"{len(keywords)} keywords",
         )
+
+    @property
+    def budget_s(self) -> float:
+        """Longest a web search may take: every attempt's timeout and the waits between."""
+        s = self._settings
+        return s.timeout_s * (s.max_retries + 1) + s.retry_max_s * s.max_retries
 
     def must_ask(self) -> bool:
         """True when the next round must be save_keywords (and counts the request)."""
@@ -141,13 +149,19 @@ class WebResearch:
             log.warning("learning_failed", error=type(exc).__name__)
             call.is_error = True
             call.summary = f"keywords not saved: {exc}"
-            self.pending.clear()
+            self.pending.clear()  # not retried on every later respond of this answer
         call.seconds = time.perf_counter() - started
         trace.tool_calls.append(call)
         trace.notes.append("the model saved no keywords after its web search: derived them")
 
     async def _learn(self, keywords: list[str]) -> None:
-        await self._knowledge.learn(
-            question=self._question, results=self.pending, keywords=keywords
+        """Learn the results pending now; a web search finishing meanwhile (a parallel call)
+        stays pending for its own keywords."""
+        batch = list(self.pending)
+        doc_id = await self._knowledge.learn(
+            question=self._question, results=batch, keywords=keywords
         )
-        self.pending.clear()
+        for result in batch:
+            for source in result.sources:
+                self.learned_as[source.url] = doc_id
+        self.pending = [r for r in self.pending if all(r is not b for b in batch)]

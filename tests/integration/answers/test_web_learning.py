@@ -472,34 +472,71 @@ async def test_a_web_query_carrying_a_link_or_a_secret_never_leaves(
     assert web.requests == []
 
 
-async def test_respond_beside_save_keywords_is_asked_again_once_they_are_saved(
+async def test_respond_beside_save_keywords_is_accepted_once_they_are_saved(
     settings: Settings, kb_copy: SqliteIndex, web: PerplexityFake
 ) -> None:
+    """Both in one turn: the keywords are saved first, then the answer is accepted, with no
+    extra round and nothing streamed before it was judged."""
     settings = web_settings(settings, web)
 
     def both(body: dict[str, Any]) -> dict[str, Any]:
         assert body["tool_choice"] == {"type": "tool", "name": SAVE_KEYWORDS_TOOL}
-        return message(
-            tool_use(SAVE_KEYWORDS_TOOL, keywords=KEYWORDS),
-            tool_use(RESPOND_TOOL, answer="Too early.", citations=[], status="partial"),
-        )
+        answer = respond_citing("web")(body)["content"][0]
+        return message(tool_use(SAVE_KEYWORDS_TOOL, keywords=KEYWORDS), answer)
 
-    def after_refusal(body: dict[str, Any]) -> dict[str, Any]:
-        results = {r["is_error"]: r["content"] for r in tool_results(body)}
-        assert results[True] == KEYWORDS_FIRST
-        assert results[False].startswith("Saved 3 keywords")
-        assert body["tool_choice"] == {"type": "any"}
-        return respond_citing("web")(body)
+    shown: list[str] = []
 
-    api = FakeMessagesAPI([search("zephyr"), web_search_step(), both, after_refusal])
+    async def progress(text: str) -> None:
+        shown.append(text)
+
+    api = FakeMessagesAPI([search("zephyr"), web_search_step(), both])
     engine = learning_engine(settings, kb_copy, api)
-    answer = await engine.answer(question(TOPIC))
+    answer = await engine.answer(question(TOPIC), on_progress=progress)
     await engine.close()
+    assert len(api.requests) == 3
     assert answer.text.startswith("Roll the secret")
     assert answer.sources == [SourceKind.WEB]
+    assert shown == []  # a respond that might have been refused is not streamed
     store = keyword_store(settings)
     assert len(await store.all()) == len(KEYWORDS)
     assert not [c for c in answer.trace.tool_calls if c.input.get("derived")]
+    await store.close()
+
+
+async def test_a_web_search_beside_save_keywords_waits_for_its_own_keywords(
+    settings: Settings, kb_copy: SqliteIndex, web: PerplexityFake
+) -> None:
+    """Parallel calls: keywords for the first search and a second search in one turn. The
+    second result is not swept into the first's save: it is learned under its own keywords."""
+    settings = web_settings(settings, web)
+    other = Page("https://zephyr.example/limits", "Rate limits - Zephyr", "Zephyr allows 50 rps")
+    web.replies = [completion(PAGES), completion([other])]
+
+    def save_and_search(body: dict[str, Any]) -> dict[str, Any]:
+        return message(
+            tool_use(SAVE_KEYWORDS_TOOL, keywords=KEYWORDS),
+            tool_use(WEB_SEARCH_TOOL, query="Zephyr rate limits"),
+        )
+
+    api = FakeMessagesAPI(
+        [
+            search("zephyr"),
+            web_search_step(),
+            save_and_search,
+            forced_save(["zephyr rate limits"]),
+            respond_citing("web"),
+        ]
+    )
+    engine = learning_engine(settings, kb_copy, api)
+    answer = await engine.answer(question(TOPIC))
+    await engine.close()
+    assert answer.status is AnswerStatus.ANSWERED
+    store = keyword_store(settings)
+    documents = {tuple(s.url for s in d.sources): set(d.keywords) for d in await store.documents()}
+    assert documents == {
+        tuple(p.url for p in PAGES): {k.casefold() for k in KEYWORDS},
+        (other.url,): {"zephyr rate limits"},
+    }
     await store.close()
 
 

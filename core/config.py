@@ -205,6 +205,16 @@ class KeywordSettings(_Section):
     down_votes: int = Field(2, ge=1)
     misfire_grace_s: float = Field(300, gt=0)
     lock_ttl_s: float = Field(3_600, gt=0)
+    settle_s: float = Field(600, ge=0)
+
+    @model_validator(mode="after")
+    def _claims_outlive_late_starts(self) -> KeywordSettings:
+        if self.lock_ttl_s <= self.misfire_grace_s:
+            raise ValueError(
+                "lock_ttl_s must be longer than misfire_grace_s, or a clock starting late "
+                "could claim a run another clock already did"
+            )
+        return self
 
     @field_validator("prune_schedule")
     @classmethod

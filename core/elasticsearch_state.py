@@ -352,9 +352,16 @@ class ElasticsearchKeywordStore(_Store):
                 index=self._names.keyword_links,
                 query={"match_all": {}},
                 size=0,
-                aggs={"k": {"terms": {"field": "keyword", "size": _MAX_KEYWORDS}}},
+                aggs={
+                    "k": {
+                        "terms": {"field": "keyword", "size": _MAX_KEYWORDS},
+                        "aggs": {"saved": {"max": {"field": "at"}}},
+                    }
+                },
             )
-        links = {b["key"]: int(b["doc_count"]) for b in counts["aggregations"]["k"]["buckets"]}
+        buckets = counts["aggregations"]["k"]["buckets"]
+        links = {b["key"]: int(b["doc_count"]) for b in buckets}
+        saved = {b["key"]: b["saved"]["value"] for b in buckets}
         learned = []
         for hit in found["hits"]["hits"]:
             k = hit["_source"]
@@ -366,6 +373,7 @@ class ElasticsearchKeywordStore(_Store):
                     int(k.get("uses", 0)),
                     k["created_at"] / 1000,
                     None if used is None else used / 1000,
+                    None if saved.get(k["keyword"]) is None else saved[k["keyword"]] / 1000,
                 )
             )
         return learned
@@ -460,8 +468,26 @@ class ElasticsearchKeywordStore(_Store):
                 with contextlib.suppress(NotFoundError):
                     await self._client.delete(index=index, id=hashed_id(doc_id), refresh=True)
 
-    async def remove_keywords(self, keywords: list[str]) -> None:
-        await self._delete(self._names.keywords, keywords, {"terms": {"keyword": keywords}})
+    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
+        links = {
+            "bool": {
+                "filter": [
+                    {"terms": {"keyword": keywords}},
+                    {"range": {"at": {"lte": int(saved_before * 1000)}}},
+                ]
+            }
+        }
+        await self._delete(self._names.keywords, [], links)
+        with explained(self._settings):
+            for keyword in keywords:
+                left = await self._client.count(
+                    index=self._names.keyword_links, query={"term": {"keyword": keyword}}
+                )
+                if not left["count"]:  # saved again meanwhile: the keyword stays
+                    with contextlib.suppress(NotFoundError):
+                        await self._client.delete(
+                            index=self._names.keywords, id=hashed_id(keyword), refresh=True
+                        )
 
     async def remove_document(self, doc_id: str) -> None:
         await self._delete(self._names.learned, [doc_id], {"term": {"doc_id": doc_id}})

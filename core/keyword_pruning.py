@@ -28,9 +28,6 @@ from core.learned_knowledge import LearnedKnowledge
 from core.run_locks import RunLocks
 
 PRUNE_LOCK = "prune-keywords"
-# A document saved this recently may still be getting its keywords (they are linked right after
-# the record is created): it is never taken for one left without keywords.
-SETTLE_S = 600
 log = structlog.get_logger(__name__)
 
 
@@ -50,6 +47,7 @@ class StaleKeyword:
 @dataclass(slots=True)
 class PruneReport:
     stale: list[StaleKeyword] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)  # associations whose keyword is gone
     documents_removed: list[str] = field(default_factory=list)
     documents_rewritten: list[str] = field(default_factory=list)
     dry_run: bool = False
@@ -76,12 +74,15 @@ def stale_keywords(
     stale = []
     for k in keywords:
         net = keyword_votes.get(k.keyword, 0)
+        # Saving a keyword again (a new web search found it useful) is activity, and gives it
+        # a new chance to be used.
+        saved = max(k.created_at, k.last_saved_at or 0.0)
         reason = None
         if net <= -settings.down_votes:
             reason = StaleReason.DOWN_VOTED
-        elif now - (k.last_used_at or k.created_at) > settings.unused_s:
+        elif now - max(saved, k.last_used_at or 0.0) > settings.unused_s:
             reason = StaleReason.UNUSED
-        elif now - k.created_at > settings.min_age_s and k.uses < settings.min_uses:
+        elif now - saved > settings.min_age_s and k.uses < settings.min_uses:
             reason = StaleReason.RARELY_USED
         if reason is not None:
             stale.append(StaleKeyword(k, reason, net))
@@ -105,10 +106,13 @@ class KeywordPruner:
         started = time.perf_counter()
         store = self.knowledge.store
         moment = time.time() if now is None else now
+        # Documents (with their associations) before keywords: a keyword is created before its
+        # association, so every association read here has its keyword in the later read.
         documents = await store.documents()
+        keywords = await store.all()
         report = PruneReport(
             stale=stale_keywords(
-                await store.all(),
+                keywords,
                 documents,
                 await self._votes.learned_votes(),
                 self._settings,
@@ -116,10 +120,12 @@ class KeywordPruner:
             ),
             dry_run=dry_run,
         )
-        gone = {s.keyword.keyword for s in report.stale}
+        known = {k.keyword for k in keywords}
+        report.orphaned = sorted({k for d in documents for k in d.keywords} - known)
+        gone = {s.keyword.keyword for s in report.stale} | set(report.orphaned)
         for document in documents:
             remaining = [k for k in document.keywords if k not in gone]
-            if not document.keywords and moment - document.created_at < SETTLE_S:
+            if not document.keywords and moment - document.created_at < self._settings.settle_s:
                 continue
             if not remaining:
                 report.documents_removed.append(document.doc_id)
@@ -130,7 +136,7 @@ class KeywordPruner:
                 if not dry_run:
                     await self.knowledge.with_keywords(document, remaining)
         if not dry_run:
-            await store.remove_keywords(sorted(gone))
+            await store.remove_keywords(sorted(gone), saved_before=moment)
             report.documents_removed += await self.knowledge.drop_untracked()
         report.seconds = time.perf_counter() - started
         return report

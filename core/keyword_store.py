@@ -58,6 +58,7 @@ class LearnedKeyword:
     uses: int
     created_at: float
     last_used_at: float | None
+    last_saved_at: float | None = None  # the newest association: a re-save is activity too
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +106,9 @@ class KeywordStore(Protocol):
     async def record_document_use(self, doc_ids: list[str]) -> None:
         """One more use of each learned document, now."""
 
-    async def remove_keywords(self, keywords: list[str]) -> None:
-        """Forget these keywords and every association they have."""
+    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
+        """Forget these keywords' associations made up to `saved_before`, and the keywords left
+        with none (one saved again meanwhile keeps its new association)."""
 
     async def remove_document(self, doc_id: str) -> None:
         """Forget a learned document and its associations."""
@@ -153,12 +155,13 @@ class SqliteKeywordStore:
     def _rows(self, where: str, params: tuple[object, ...]) -> list[LearnedKeyword]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT k.keyword, count(l.keyword), k.uses, k.created_at, k.last_used_at"  # noqa: S608 (fixed clauses)
+                "SELECT k.keyword, count(l.keyword), k.uses, k.created_at, k.last_used_at,"  # noqa: S608 (fixed clauses)
+                " max(l.at)"
                 f" FROM keywords k LEFT JOIN keyword_links l ON l.keyword = k.keyword {where}"
                 " GROUP BY k.keyword ORDER BY k.keyword",
                 params,
             ).fetchall()
-        return [LearnedKeyword(r[0], int(r[1]), int(r[2]), float(r[3]), r[4]) for r in rows]
+        return [LearnedKeyword(r[0], int(r[1]), int(r[2]), float(r[3]), r[4], r[5]) for r in rows]
 
     def _documents(self, where: str = "", params: tuple[object, ...] = ()) -> list[LearnedDocument]:
         with self._lock:
@@ -244,11 +247,17 @@ class SqliteKeywordStore:
             )
         )
 
-    async def remove_keywords(self, keywords: list[str]) -> None:
-        rows: list[tuple[object, ...]] = [(k,) for k in keywords]
+    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
         await self._write(
-            ("DELETE FROM keyword_links WHERE keyword = ?", rows),
-            ("DELETE FROM keywords WHERE keyword = ?", rows),
+            (
+                "DELETE FROM keyword_links WHERE keyword = ? AND at <= ?",
+                [(k, saved_before) for k in keywords],
+            ),
+            (
+                "DELETE FROM keywords WHERE keyword = ? AND NOT EXISTS"
+                " (SELECT 1 FROM keyword_links l WHERE l.keyword = keywords.keyword)",
+                [(k,) for k in keywords],
+            ),
         )
 
     async def remove_document(self, doc_id: str) -> None:

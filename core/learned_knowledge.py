@@ -196,12 +196,11 @@ class LearnedKnowledge:
     async def drop_untracked(self) -> list[str]:
         """Learned documents in the index that the store no longer knows (a crash between the
         two halves of a drop): removed; returns their ids."""
+        # The index first: a document learned meanwhile has its record in the store before
+        # its index copy, so it is known by the time the store is read.
+        indexed = [d for d in await self._index.documents() if d.startswith(LEARNED_PREFIX)]
         known = {d.doc_id for d in await self.store.documents()}
-        untracked = [
-            doc_id
-            for doc_id in await self._index.documents()
-            if doc_id.startswith(LEARNED_PREFIX) and doc_id not in known
-        ]
+        untracked = [doc_id for doc_id in indexed if doc_id not in known]
         for doc_id in untracked:
             await self._index.delete_document(doc_id)
         return untracked

@@ -21,6 +21,7 @@ from bot.wiring import Index, build_knowledge, build_locks, build_platform_state
 from core.config import Settings
 from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
 from core.elasticsearch_index import ElasticsearchIndex, drop_indices
+from core.elasticsearch_schema import hashed_id
 from core.embedder import CachedEmbedder
 from core.keyword_pruning import KeywordPruner, StaleReason
 from core.learned_knowledge import LearnedKnowledge
@@ -255,7 +256,7 @@ async def test_prune_heals_a_crash_between_index_and_store(
     doc = await _learn_at(a, T0, "orphan", ["orphan term"])
     # The store forgot the document but its index copy survived (a crash mid-drop).
     await a.knowledge.store.remove_document(doc)
-    await a.knowledge.store.remove_keywords(["orphan term"])
+    await a.knowledge.store.remove_keywords(["orphan term"], saved_before=T0 + 1)
     with time_machine.travel(T0 + DAY, tick=False):
         report = await a.pruner.prune()
     assert report.documents_removed == [doc]
@@ -316,3 +317,54 @@ async def test_two_clocks_firing_for_the_same_run_prune_once(
     assert pruned["keywords_removed"] == 1
     assert pruned["documents_removed"] == 1
     assert await b.knowledge.store.all() == []
+
+
+async def test_a_keyword_saved_again_is_active_and_keeps_its_new_document(
+    processes: tuple[Process, Process],
+) -> None:
+    a, b = processes
+    first = await _learn_at(a, T0, "old", ["zephyr webhooks"])
+    second = await _learn_at(b, T0 + 100 * DAY, "new", ["zephyr webhooks"])  # never used yet
+    with time_machine.travel(T0 + 100 * DAY + 3_600, tick=False):
+        report = await a.pruner.prune()
+    assert report.stale == []  # not "unused for 90 days": it was saved an hour ago
+    assert {d.doc_id for d in await b.knowledge.store.documents()} == {first, second}
+    with time_machine.travel(T0 + 100 * DAY + 31 * DAY, tick=False):
+        report = await a.pruner.prune()  # 31 days after the last save, still no use
+    assert [(s.keyword.keyword, s.reason) for s in report.stale] == [
+        ("zephyr webhooks", StaleReason.RARELY_USED)
+    ]
+    assert await b.knowledge.store.documents() == []
+
+
+async def test_an_association_made_during_a_prune_survives_it(
+    processes: tuple[Process, Process],
+) -> None:
+    a, b = processes
+    await _learn_at(a, T0, "old", ["zephyr webhooks"])
+    snapshot = T0 + 200 * DAY
+    fresh = await _learn_at(b, snapshot + 10, "new", ["zephyr webhooks"])  # after the snapshot
+    await a.knowledge.store.remove_keywords(["zephyr webhooks"], saved_before=snapshot)
+    [keyword] = await b.knowledge.store.all()
+    assert (keyword.keyword, keyword.associations) == ("zephyr webhooks", 1)
+    documents = {d.doc_id: d.keywords for d in await b.knowledge.store.documents()}
+    assert documents[fresh] == ("zephyr webhooks",)
+
+
+async def test_associations_whose_keyword_is_gone_are_swept(
+    processes: tuple[Process, Process],
+) -> None:
+    a, _ = processes
+    doc = await _learn_at(a, T0, "lost", ["lost term"])
+    # A keyword record lost while an association to it survived (a race with a save).
+    if isinstance(a.index, ElasticsearchIndex):
+        await a.index.client.delete(
+            index=a.index.names.keywords, id=hashed_id("lost term"), refresh=True
+        )
+    else:
+        a.knowledge.store._db.execute("DELETE FROM keywords WHERE keyword = 'lost term'")  # type: ignore[attr-defined]
+    with time_machine.travel(T0 + DAY, tick=False):
+        report = await a.pruner.prune()
+    assert report.orphaned == ["lost term"]
+    assert report.documents_removed == [doc]
+    assert await a.knowledge.store.documents() == []

@@ -24,6 +24,7 @@ from core.config import ConfigError, KeywordSettings
 from core.keyword_pruning import KeywordPruner
 
 PRUNE_JOB = "prune-keywords"
+_STEP = timedelta(microseconds=1)  # "strictly after" for a trigger's next fire time
 log = structlog.get_logger(__name__)
 
 
@@ -51,24 +52,43 @@ class PruneJob:
         self._trigger = trigger
         self._grace = timedelta(seconds=settings.misfire_grace_s)
         self._holder = holder
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def slot(self, now: datetime) -> str:
-        """The fire time this run belongs to: the first one at or after `now - grace` (a run
-        starts at most `misfire_grace_s` late, and every clock computes the same answer)."""
-        scheduled = self._trigger.get_next_fire_time(None, now - self._grace) or now
-        return scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        """The fire time this run belongs to: the latest one at or before `now` (a run starts
+        at most `misfire_grace_s` late, so it is searched from there; every clock computes the
+        same answer, however close together the fire times are)."""
+        latest = None
+        scheduled = self._trigger.get_next_fire_time(None, now - self._grace)
+        while scheduled is not None and scheduled <= now:
+            latest = scheduled
+            scheduled = self._trigger.get_next_fire_time(latest, latest + _STEP)
+        chosen = latest or scheduled or now  # a clock running a hair early: the coming one
+        return chosen.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    async def wait_idle(self) -> None:
+        """Until no prune of this job is running (a stopping clock lets it finish)."""
+        await self._idle.wait()
 
     async def run(self) -> None:
         """A coroutine function, not an async `__call__`: APScheduler's asyncio executor awaits
         only what `iscoroutinefunction` recognises, and runs anything else in a thread."""
         slot = self.slot(datetime.now(UTC))
+        self._idle.clear()
         try:
             report = await self._pruner.prune_claimed(self._holder, slot=slot)
         except Exception:
             log.exception("prune_failed", slot=slot)
             return
+        finally:
+            self._idle.set()
         if report is None:
-            log.info("prune_skipped", slot=slot, reason="another clock claimed this run")
+            log.info(
+                "prune_skipped",
+                slot=slot,
+                reason="another clock claimed this run, or another prune is running",
+            )
             return
         log.info(
             "keywords_pruned",
@@ -98,23 +118,26 @@ def build_scheduler(
 async def run_clock(settings: KeywordSettings, pruner: KeywordPruner) -> None:
     """Run until SIGTERM or SIGINT."""
     trigger = prune_trigger(settings)
-    scheduler = build_scheduler(
-        settings, PruneJob(pruner, trigger, settings, process_holder()), trigger
-    )
+    job = PruneJob(pruner, trigger, settings, process_holder())
+    scheduler = build_scheduler(settings, job, trigger)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     scheduler.start()
-    job = scheduler.get_job(PRUNE_JOB)
+    scheduled = scheduler.get_job(PRUNE_JOB)
     log.info(
         "clock_started",
         schedule=settings.prune_schedule,
         timezone=settings.timezone,
-        next_run=str(job.next_run_time) if job else None,
+        next_run=str(scheduled.next_run_time) if scheduled else None,
     )
     try:
         await stop.wait()
     finally:
+        # No new runs; a prune under way finishes (its locks released) before the stores
+        # close; shutting the scheduler down first would cancel it mid-write.
+        scheduler.pause()
+        await job.wait_idle()
         scheduler.shutdown(wait=False)
         log.info("clock_stopped")

@@ -150,6 +150,8 @@ class KeywordPruner:
         if slot_lock and not await self._locks.claim(slot_lock, holder, ttl):
             return None
         if not await self._locks.claim(PRUNE_LOCK, holder, ttl):
+            if slot_lock:  # a manual prune is running: this run was not done, by anyone
+                await self._locks.release(slot_lock, holder)
             return None
         try:
             return await self.prune(dry_run=dry_run)

@@ -57,3 +57,36 @@ def test_schedule_and_zone_are_checked_when_settings_load() -> None:
         KeywordSettings(prune_schedule="17 3 * *")
     with pytest.raises(ValueError, match="unknown time zone"):
         KeywordSettings(timezone="Mars/Olympus")
+
+
+def test_runs_closer_together_than_the_grace_still_get_their_own_slot() -> None:
+    settings = KeywordSettings(prune_schedule="*/2 * * * *", misfire_grace_s=300)
+    prune = job(settings)
+    on_time = prune.slot(datetime(2026, 11, 24, 3, 18, 0, 100_000, tzinfo=UTC))
+    late = prune.slot(datetime(2026, 11, 24, 3, 19, 30, tzinfo=UTC))  # the 03:18 run, late
+    assert on_time == late == "2026-11-24T03:18:00Z"
+    assert prune.slot(datetime(2026, 11, 24, 3, 20, 0, 5, tzinfo=UTC)) == "2026-11-24T03:20:00Z"
+
+
+def test_a_claim_must_outlive_a_late_start() -> None:
+    with pytest.raises(ValueError, match="lock_ttl_s must be longer than misfire_grace_s"):
+        KeywordSettings(lock_ttl_s=60, misfire_grace_s=300)
+
+
+async def test_a_stopping_clock_waits_for_the_prune_under_way() -> None:
+    import asyncio
+
+    finished: list[str] = []
+
+    class SlowPruner:
+        async def prune_claimed(self, holder: str, *, slot: str) -> None:
+            await asyncio.sleep(0.2)
+            finished.append(slot)
+
+    settings = KeywordSettings()
+    prune = PruneJob(SlowPruner(), prune_trigger(settings), settings, holder="h")  # type: ignore[arg-type]
+    running = asyncio.create_task(prune.run())
+    await asyncio.sleep(0.01)
+    await prune.wait_idle()
+    assert len(finished) == 1  # waited for it, rather than closing the stores under it
+    await running

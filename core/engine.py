@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -130,8 +130,9 @@ class AnswerEngine:
                 await self._store.recent(question.conversation_key, self._settings.history_turns),
                 self._settings.history_token_budget,
             )
-            answer = await self._produce(question, cleaned, history, trace, on_progress)
-            await self._count_learned_use(answer)
+            registry = SourceRegistry()
+            answer = await self._produce(question, cleaned, history, registry, trace, on_progress)
+            await self._count_learned_use(answer, registry)
         except IndexError_ as exc:  # the index or its server is down: say so, not silence
             log.warning("index_unavailable", error=str(exc))
             trace.notes.append(str(exc))
@@ -154,12 +155,17 @@ class AnswerEngine:
         )
         return answer
 
-    async def _count_learned_use(self, answer: Answer) -> None:
-        learned = [c.doc_id for c in answer.citations if c.source_kind is SourceKind.LEARNED]
+    async def _count_learned_use(self, answer: Answer, registry: SourceRegistry) -> None:
+        """Cited learned knowledge was useful: its documents and keywords get a use. The
+        keywords come with the cited passages, so this costs the store no read."""
+        learned = {c.doc_id for c in answer.citations if c.source_kind is SourceKind.LEARNED}
         if not learned or self._knowledge is None:
             return
+        chunks = [s.hit.chunk for s in registry.all() if s.hit.chunk.doc_id in learned]
         try:
-            await self._knowledge.record_use(learned)
+            await self._knowledge.record_use(
+                sorted(learned), sorted({k for c in chunks for k in c.keywords})
+            )
         except Exception as exc:  # noqa: BLE001 (bookkeeping: never the reason an answer fails)
             log.warning("learned_use_not_counted", error=type(exc).__name__)
 
@@ -168,10 +174,10 @@ class AnswerEngine:
         asked: Question,
         question: str,
         history: list[Turn],
+        registry: SourceRegistry,
         trace: Trace,
         on_progress: AnswerProgress | None,
     ) -> Answer:
-        registry = SourceRegistry()
         agent = self._claude or self._openai
         if agent is None:
             return await self._extractive(question, registry, trace, NO_MODEL)
@@ -190,10 +196,19 @@ class AnswerEngine:
             respond = await agent.run(
                 question, history, runner, trace, on_answer=preview if on_progress else None
             )
-            return self._checked(respond, registry, AnswerMode.AGENT)
+            answer = self._checked(respond, registry, AnswerMode.AGENT)
+            # A web page cited in the answer that learned it: feedback on this answer then
+            # counts for the learned document too.
+            answer.citations = [
+                replace(c, doc_id=runner.learned_as.get(c.url, c.doc_id))
+                if c.source_kind is SourceKind.WEB
+                else c
+                for c in answer.citations
+            ]
+            return answer
         except ToolsUnsupported:
             trace.notes.append("the model ignored tool calls: search-then-answer")
-            return await self._search_then_answer(question, history, trace)
+            return await self._search_then_answer(question, history, registry, trace)
         except ModelUnavailable as exc:
             trace.notes.append(str(exc))
             reason = f"The language model is unavailable right now ({exc})."
@@ -218,9 +233,10 @@ class AnswerEngine:
             sources=sorted({c.source_kind for c in citations}) or [SourceKind.KNOWLEDGE_BASE],
         )
 
-    async def _search_then_answer(self, question: str, history: list[Turn], trace: Trace) -> Answer:
+    async def _search_then_answer(
+        self, question: str, history: list[Turn], registry: SourceRegistry, trace: Trace
+    ) -> Answer:
         assert self._openai is not None
-        registry = SourceRegistry()
         hits = await self._timed_search(question, trace)
         numbered = registry.add(hits)
         try:

@@ -182,16 +182,10 @@ class LearnedKnowledge:
         await self._index.delete_document(doc_id)
         await self.store.remove_document(doc_id)
 
-    async def record_use(self, doc_ids: Sequence[str]) -> None:
+    async def record_use(self, doc_ids: Sequence[str], keywords: Sequence[str]) -> None:
         """Learned documents were cited in an answer: they, and their keywords, were useful."""
-        unique = list(dict.fromkeys(doc_ids))
-        if not unique:
-            return
-        documents = [await self.store.document(d) for d in unique]
-        await self.store.record_document_use(unique)
-        await self.store.record_use(
-            list(dict.fromkeys(k for d in documents if d is not None for k in d.keywords))
-        )
+        await self.store.record_document_use(list(doc_ids))
+        await self.store.record_use(list(keywords))
 
     async def drop_untracked(self) -> list[str]:
         """Learned documents in the index that the store no longer knows (a crash between the

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.conversation import Answer, SourceKind
+from core.learned_knowledge import LEARNED_PREFIX
 from core.sqlite_connection import connect_store
 
 _SCHEMA = (
@@ -59,13 +60,22 @@ def citations_json(answer: Answer) -> list[dict[str, object]]:
 
 
 def votes_by_learned_document(answers: Iterable[tuple[list[Any], int]]) -> dict[str, int]:
-    """Each answer's net vote credited to every learned document it cited (once per answer)."""
+    """Each answer's net vote credited to every learned document it cited (once per answer):
+    learned passages, and web pages the same answer learned (their `doc_id` names the learned
+    document; a page's own URL matches none)."""
     votes: dict[str, int] = {}
     for citations, net in answers:
         cited = {
             c.get("doc_id")
             for c in citations
-            if isinstance(c, dict) and c.get("source_kind") == SourceKind.LEARNED.value
+            if isinstance(c, dict)
+            and (
+                c.get("source_kind") == SourceKind.LEARNED.value
+                or (
+                    c.get("source_kind") == SourceKind.WEB.value
+                    and str(c.get("doc_id", "")).startswith(LEARNED_PREFIX)
+                )
+            )
         }
         for doc_id in cited:
             if isinstance(doc_id, str) and doc_id:

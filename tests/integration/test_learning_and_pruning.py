@@ -184,7 +184,9 @@ async def _learn_at(process: Process, when: float, topic: str, keywords: list[st
 async def _use_at(process: Process, when: float, doc_id: str, times: int = 1) -> None:
     with time_machine.travel(when, tick=False):
         for _ in range(times):
-            await process.knowledge.record_use([doc_id])
+            document = await process.knowledge.store.document(doc_id)
+            assert document is not None
+            await process.knowledge.record_use([doc_id], document.keywords)
 
 
 async def _vote(process: Process, doc_id: str, votes: list[bool]) -> None:

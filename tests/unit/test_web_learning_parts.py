@@ -661,3 +661,8 @@ def test_each_answer_vote_is_credited_once_per_learned_document() -> None:
 def test_no_answers_means_no_votes() -> None:
     assert votes_by_learned_document([]) == {}
     assert votes_by_learned_document([([_cite("web", "https://x.example/")], -3)]) == {}
+
+
+def test_a_web_page_the_answer_learned_counts_for_its_learned_document() -> None:
+    cited = [_cite("web", "learned:c"), _cite("web", "https://y.example/")]
+    assert votes_by_learned_document([(cited, -2)]) == {"learned:c": -2}

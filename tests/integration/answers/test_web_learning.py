@@ -217,6 +217,8 @@ async def test_learned_from_the_web_then_answered_from_the_knowledge_base(
     assert set(saved) == {"zephyr webhooks", "signing secret rotation", "zephyr-signature"}
     assert all(k.associations == 1 and k.uses == 0 for k in saved.values())
     [document] = await store.documents()
+    # Feedback on this answer reaches what it learned: its web citations name the document.
+    assert {c.doc_id for c in answer.citations} == {document.doc_id}
     assert document.question == TOPIC
     assert document.query == WEB_QUERY
     assert [s.url for s in document.sources] == [p.url for p in PAGES]

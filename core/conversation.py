@@ -45,6 +45,13 @@ class Question:
     user: str
     text: str
     channel_kind: ChannelKind
+    # platform/workspace/channel where it was asked, for per-channel settings; empty when the
+    # conversation key already starts with it (a Discord thread's key names only the thread).
+    channel_key: str = ""
+
+    @property
+    def scope(self) -> str:
+        return self.channel_key or self.conversation_key
 
 
 @dataclass(frozen=True, slots=True)

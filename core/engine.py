@@ -181,7 +181,7 @@ class AnswerEngine:
         agent = self._claude or self._openai
         if agent is None:
             return await self._extractive(question, registry, trace, NO_MODEL)
-        research = self._web.research(question, asked.conversation_key) if self._web else None
+        research = self._web.research(question, asked.scope) if self._web else None
         runner = ToolRunner(self.search, registry, trace, self._settings.tool_timeout_s, research)
 
         async def preview(partial: str) -> None:

@@ -204,7 +204,12 @@ class DocsBot(discord.Client):
             async with message.channel.typing():
                 answer = await self.engine.answer(
                     Question(
-                        "discord", key, str(message.author.id), message.content, ChannelKind.THREAD
+                        "discord",
+                        key,
+                        str(message.author.id),
+                        message.content,
+                        ChannelKind.THREAD,
+                        channel_key=await self._channel_key(message),
                     )
                 )
             answer_id = await self._record(key, message.content, answer)
@@ -222,6 +227,18 @@ class DocsBot(discord.Client):
             log.exception("follow_up_failed", platform="discord")
             with contextlib.suppress(discord.HTTPException):
                 await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+
+    async def _channel_key(self, message: discord.Message) -> str:
+        """The channel a thread hangs off, keyed like an `/ask` there (guild/channel), so a
+        follow-up obeys that channel's settings (web search). An uncached thread (after a
+        restart) is fetched once; empty when Discord can't say, and the global setting holds."""
+        channel: object = message.channel
+        if getattr(channel, "parent_id", None) is None:
+            with contextlib.suppress(discord.HTTPException):
+                channel = await self.fetch_channel(message.channel.id)
+        parent = getattr(channel, "parent_id", None)
+        guild = getattr(channel, "guild", None) or message.guild
+        return f"discord/{guild.id}/{parent}" if parent and guild else ""
 
     async def _seed_history(self, message: discord.Message, key: str) -> None:
         """The thread's latest turns from Discord when our store lost them: fetched newest

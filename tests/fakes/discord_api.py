@@ -76,9 +76,30 @@ class DiscordEmulator:
         self.refuse_threads: int | None = None  # an HTTP status to answer thread creation with
         self.history: list[dict[str, Any]] = []  # a channel's messages, oldest first
         self.threads: list[str] = []  # ids of the threads created
+        self.thread_names: dict[str, str] = {}
         self._ids = itertools.count(10_000)
         self.app = web.Application()
         self.app.router.add_route("*", "/api/v10/{tail:.*}", self._handle)
+
+    def _thread(self, thread_id: str) -> dict[str, Any]:
+        return {
+            "id": thread_id,
+            "type": 11,
+            "guild_id": GUILD_ID,
+            "parent_id": CHANNEL_ID,
+            "name": self.thread_names.get(thread_id, ""),
+            "owner_id": BOT_ID,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": NOW,
+                "locked": False,
+            },
+            "message_count": 0,
+            "member_count": 1,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+        }
 
     def called(self, method: str, fragment: str) -> list[Any]:
         return [body for m, path, body in self.calls if m == method and fragment in path]
@@ -150,26 +171,14 @@ class DiscordEmulator:
                 )
             thread_id = str(next(self._ids))
             self.threads.append(thread_id)
-            return _json(
-                {
-                    "id": thread_id,
-                    "type": 11,
-                    "guild_id": GUILD_ID,
-                    "parent_id": CHANNEL_ID,
-                    "name": body.get("name", ""),
-                    "owner_id": BOT_ID,
-                    "thread_metadata": {
-                        "archived": False,
-                        "auto_archive_duration": 1440,
-                        "archive_timestamp": NOW,
-                        "locked": False,
-                    },
-                    "message_count": 0,
-                    "member_count": 1,
-                    "rate_limit_per_user": 0,
-                    "flags": 0,
-                }
-            )
+            self.thread_names[thread_id] = body.get("name", "")
+            return _json(self._thread(thread_id))
+        if method == "GET" and path.startswith("/channels/") and path.count("/") == 2:
+            thread_id = path.split("/")[2]
+            if thread_id in self.threads:
+                return _json(self._thread(thread_id))
+            return _json({"message": "Unknown Channel", "code": 10003}, status=404)
+
         if "/commands" in path and method == "PUT":
             return _json(
                 [

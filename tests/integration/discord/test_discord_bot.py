@@ -10,7 +10,7 @@ from typing import Any
 from core.claude_agent import ClaudeAgent
 from core.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
-from tests.fakes.discord_api import BOT_ID
+from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, GUILD_ID
 from tests.integration.discord.conftest import (
     DiscordHarness,
     ask_payload,
@@ -217,3 +217,27 @@ async def test_system_and_empty_messages_in_a_bot_thread_are_ignored(
     discord_bot.gateway_message(thread_message("888", "   "))
     await asyncio.sleep(0.5)
     assert not _sent_to(discord_bot, "888")
+
+
+async def test_a_follow_up_carries_the_channel_its_thread_hangs_off(
+    discord_bot: DiscordHarness,
+) -> None:
+    """Per-channel settings (web search) key on guild/channel; a thread's key names only the
+    thread, so the follow-up says which channel it belongs to."""
+    asked = []
+    answer = discord_bot.bot.engine.answer
+
+    async def recording(question, on_progress=None):  # a spy: the real engine answers
+        asked.append(question)
+        return await answer(question, on_progress)
+
+    discord_bot.bot.engine.answer = recording  # type: ignore[method-assign]
+    discord_bot.interaction(ask_payload(QUESTION))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.threads))
+    thread_id = discord_bot.emulator.threads[0]
+    discord_bot.gateway_message(thread_message(thread_id, "and --prune?"))
+    await discord_bot.until(lambda: bool(_sent_to(discord_bot, thread_id)))
+    first, follow_up = asked
+    assert first.scope.startswith(f"discord/{GUILD_ID}/{CHANNEL_ID}/")
+    assert follow_up.conversation_key == f"discord/thread/{thread_id}"
+    assert follow_up.scope == f"discord/{GUILD_ID}/{CHANNEL_ID}"

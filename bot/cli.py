@@ -683,7 +683,11 @@ async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
     embedder = build_embedder(s)
     with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
         scratch = s.model_copy(
-            update={"storage": s.storage.model_copy(update={"data_dir": Path(tmp)})}
+            update={
+                "storage": s.storage.model_copy(update={"data_dir": Path(tmp)}),
+                # An evaluation measures the knowledge base; its questions never go to the web.
+                "web_search": s.web_search.model_copy(update={"enabled": False, "channels": {}}),
+            }
         )
         index = await open_index(scratch, embedder, Path(tmp) / "index.sqlite")
         engine = build_engine(scratch, index)

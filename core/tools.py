@@ -8,6 +8,7 @@ no control characters) before anything runs, and a bad call comes back to the mo
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -29,7 +30,16 @@ _M = TypeVar("_M", bound="BaseModel")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # What must never leave in a web query: links, e-mail addresses, and anything shaped like a
 # credential (known token prefixes, key=value secrets, private keys, long random-looking runs).
-_URL = re.compile(r"\b(?:https?|ftp)://|\bwww\.\S", re.IGNORECASE)
+_URL = re.compile(
+    r"\b[a-z][a-z0-9+.-]*://"  # any scheme: http, postgres, redis, file, ...
+    r"|\bwww\.\S"
+    r"|\b[\w.-]+(?:\.[a-z][\w-]*)+(?::\d+|/\S)"  # a host name with a port or a path
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}\b"  # an IPv4 address
+    r"|\b(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}\b"  # an IPv6 address, in full
+    r"|\b[0-9a-f]{1,4}::(?:[0-9a-f]{1,4}:?){1,6}\b",  # ... or shortened
+    re.IGNORECASE,
+)
+_CREDENTIALS = re.compile(r"\S+:\S+@\S+|(?:^|\s)-p\S{4,}")  # user:password@host, -pSECRET
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
 _SECRET = re.compile(
     r"\b(?:sk-|sk_live_|sk_test_|pk_live_|rk_live_|pplx-|xox[abposr]-|xapp-|ghp_|gho_|ghu_|ghs_"
@@ -92,8 +102,17 @@ class WebSearchInput(SearchInput):
     @field_validator("query")
     @classmethod
     def _nothing_private(cls, value: str) -> str:
+        if any(unicodedata.category(c) == "Cf" for c in value):
+            raise ValueError("must not contain invisible formatting characters")
         if _URL.search(value):
-            raise ValueError("must not contain URLs; search with words only")
+            raise ValueError(
+                "must not contain URLs, host names with a port or path, or IP addresses; "
+                "search with words only"
+            )
+        if _CREDENTIALS.search(value):
+            raise ValueError(
+                "looks like it contains a secret, token or key; remove it and search with words"
+            )
         if _EMAIL.search(value):
             raise ValueError("must not contain e-mail addresses")
         if _SECRET.search(value) or any(_looks_random(m) for m in _LONG_RUN.findall(value)):

@@ -666,3 +666,39 @@ def test_no_answers_means_no_votes() -> None:
 def test_a_web_page_the_answer_learned_counts_for_its_learned_document() -> None:
     cited = [_cite("web", "learned:c"), _cite("web", "https://y.example/")]
     assert votes_by_learned_document([(cited, -2)]) == {"learned:c": -2}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "postgres://admin:Hunter2pass@10.0.0.5:5432/prod connection refused",
+        "redis://:s3cr3tPassw0rd@10.1.2.3:6379 timeout",
+        "mongodb+srv://app:P4ssw0rd!@cluster0.internal/db",
+        "file:///home/alice/secrets.txt",
+        "mysql -u root -pS3cretPassword123",
+        "grafana.acme.io/d/abc123 panel",
+        "10.20.30.40:8443 refused",
+        "api.internal.corp:8443 timeout",
+        "fe80::1ff:fe23:4567:890a latency",
+        "admin:hunter2@db.corp login",
+        "zero\u200bwidth query",
+    ],
+)
+def test_internal_addresses_and_pasted_credentials_never_leave(query: str) -> None:
+    with pytest.raises(ToolInputError):
+        parse_tool_input(WebSearchInput, {"query": query})
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "docs.stripe.com rate limits",
+        "kubernetes 1.29.3 changelog",
+        "c++ std::vector reserve",
+        "ratio 16:9 video",
+        "time 10:30:45 utc",
+        "error code 0x80070005",
+    ],
+)
+def test_ordinary_technical_queries_still_go_out(query: str) -> None:
+    assert parse_tool_input(WebSearchInput, {"query": query}).query == query

@@ -175,8 +175,8 @@ class WebSearchSettings(_Section):
     provider: Literal["perplexity"] = "perplexity"
     base_url: str = "https://api.perplexity.ai"
     model: str = Field("sonar", min_length=1)
-    timeout_s: float = Field(20.0, gt=0)
-    max_retries: int = Field(2, ge=0, le=10)
+    timeout_s: float = Field(10.0, gt=0)
+    max_retries: int = Field(1, ge=0, le=10)
     retry_initial_s: float = Field(0.5, ge=0)
     retry_max_s: float = Field(4.0, ge=0)
     max_sources: int = Field(8, ge=1, le=50)

@@ -23,8 +23,6 @@ from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.tools import (
     RESPOND_TOOL,
     RespondInput,
-    ToolInputError,
-    parse_tool_input,
     tool_definitions,
 )
 
@@ -58,17 +56,17 @@ async def _run(runner: ToolRunner, uses: list[Any]) -> dict[str, ToolResult]:
 def _results_message(
     uses: list[Any], respond: Any, respond_error: str, results: dict[str, ToolResult]
 ) -> dict[str, Any]:
-    """One tool_result per tool_use (the API requires it): the respond's error, the others'
-    results, and "not run" for any that did not run."""
+    """One tool_result per tool_use (the API requires it): why the respond was not accepted,
+    and the others' results."""
     content = []
     for b in uses:
-        result = ToolResult(respond_error, True) if b is respond else results.get(b.id)
+        result = ToolResult(respond_error, True) if b is respond else results[b.id]
         content.append(
             {
                 "type": "tool_result",
                 "tool_use_id": b.id,
-                "content": result.content if result else "not run",
-                "is_error": result.is_error if result else True,
+                "content": result.content,
+                "is_error": result.is_error,
             }
         )
     return {"role": "user", "content": content}
@@ -108,9 +106,8 @@ class ClaudeAgent:
         on_answer: AnswerProgress | None = None,
     ) -> RespondInput:
         messages = [*history_messages(history), {"role": "user", "content": question}]
-        failures = 0
         for round_number in range(1, self._max_rounds + 2):
-            tool = runner.required_tool(round_number, self._max_rounds, failures)
+            tool = runner.required_tool(round_number, self._max_rounds)
             choice = {"type": "tool", "name": tool} if tool else {"type": "any"}
             # A respond that may yet be refused (keywords pending) is not shown while written.
             stream = None if runner.keywords_pending else on_answer
@@ -121,9 +118,7 @@ class ClaudeAgent:
             if blocks:  # the API refuses empty assistant turns and empty text blocks
                 messages.append({"role": "assistant", "content": blocks})
             if not uses:
-                failures += 1
-                if failures > 1:
-                    raise NoResponse("the model answered without the respond tool twice")
+                runner.failed("the model answered without the respond tool")
                 messages.append({"role": "user", "content": RETRY_NUDGE})
                 continue
             respond = next((b for b in uses if b.name == RESPOND_TOOL), None)
@@ -132,23 +127,17 @@ class ClaudeAgent:
             if respond is not None and runner.keywords_pending:
                 # Tools beside the respond (save_keywords, say) run before it is judged.
                 results = await _run(runner, others)
-            refusal = None
+            refusal = ""
             if respond is not None:
-                refusal = await runner.respond_refusal(final=round_number >= self._max_rounds)
-                if refusal is None:
-                    try:
-                        return parse_tool_input(RespondInput, respond.input)
-                    except ToolInputError as exc:
-                        failures += 1
-                        if failures > 1:
-                            raise NoResponse(
-                                f"the model's answer was invalid twice: {exc}"
-                            ) from None
-                        messages.append(_results_message(uses, respond, str(exc), results))
-                        continue
+                verdict = await runner.judge_respond(
+                    respond.input, final=round_number >= self._max_rounds
+                )
+                if isinstance(verdict, RespondInput):
+                    return verdict
+                refusal = verdict
             if not results:
                 results = await _run(runner, others)
-            messages.append(_results_message(uses, respond, refusal or "", results))
+            messages.append(_results_message(uses, respond, refusal, results))
         raise NoResponse(f"no answer within {self._max_rounds} rounds")
 
     async def _call(

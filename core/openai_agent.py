@@ -13,30 +13,13 @@ import time
 from typing import Any
 
 import httpx
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
 from core.conversation import Trace, Turn, Usage
+from core.http_retry import RemoteFailure, RetryPolicy, post_json
 from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
 from core.prompts import NO_TOOLS_PROMPT, RETRY_NUDGE, history_messages
 from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
-from core.tools import RESPOND_TOOL, RespondInput, ToolInputError, parse_tool_input
-
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-
-
-class _Retryable(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, _Retryable | httpx.TimeoutException | httpx.TransportError)
+from core.tools import RESPOND_TOOL, RespondInput
 
 
 def _function(tool: dict[str, Any]) -> dict[str, Any]:
@@ -83,8 +66,7 @@ class OpenAICompatibleAgent:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._max_tokens = max_tokens
         self._max_rounds = max_rounds
-        self._stop = stop_after_attempt(max_retries + 1)
-        self._wait = wait_exponential_jitter(multiplier=retry_initial_s, max=retry_max_s)
+        self._retry = RetryPolicy(max_retries, retry_initial_s, retry_max_s)
 
     async def run(
         self,
@@ -100,9 +82,8 @@ class OpenAICompatibleAgent:
             {"role": "user", "content": question},
         ]
         tools = [_function(t) for t in runner.tool_definitions()]
-        failures = 0
         for round_number in range(1, self._max_rounds + 2):
-            tool = runner.required_tool(round_number, self._max_rounds, failures)
+            tool = runner.required_tool(round_number, self._max_rounds)
             choice: object = _forced(tool) if tool else "required"
             message = await self._complete(
                 {"messages": messages, "tools": tools, "tool_choice": choice}, trace
@@ -111,9 +92,7 @@ class OpenAICompatibleAgent:
             if not calls and round_number == 1:
                 raise ToolsUnsupported("the model answered a forced tool call with plain text")
             if not calls:  # it can use tools (round 1 did): ask once more, like Claude
-                failures += 1
-                if failures > 1:
-                    raise NoResponse("the model answered without the respond tool twice")
+                runner.failed("the model answered without the respond tool")
                 messages += [
                     {"role": "assistant", "content": message.get("content") or ""},
                     {"role": "user", "content": RETRY_NUDGE},
@@ -136,26 +115,20 @@ class OpenAICompatibleAgent:
             if respond is not None and runner.keywords_pending:
                 # Tools beside the respond (save_keywords, say) run before it is judged.
                 results = await runner.run_all([(name, args) for _, name, args in others])
-            refusal = None
+            refusal = ""
             if respond is not None:
-                refusal = await runner.respond_refusal(final=round_number >= self._max_rounds)
-                if refusal is None:
-                    try:
-                        return parse_tool_input(RespondInput, respond[2])
-                    except ToolInputError as exc:
-                        failures += 1
-                        if failures > 1:
-                            raise NoResponse(
-                                f"the model's answer was invalid twice: {exc}"
-                            ) from None
-                        refusal = str(exc)
-                        results = results or [ToolResult("not run", True) for _ in others]
+                verdict = await runner.judge_respond(
+                    respond[2], final=round_number >= self._max_rounds
+                )
+                if isinstance(verdict, RespondInput):
+                    return verdict
+                refusal = verdict
             if results is None:
                 results = await runner.run_all([(name, args) for _, name, args in others])
             # Matched by position, not by id: servers may send empty or repeated ids.
             pending = iter(results)
             for call in named:
-                result = ToolResult(refusal or "", True) if call is respond else next(pending)
+                result = ToolResult(refusal, True) if call is respond else next(pending)
                 text = f"ERROR: {result.content}" if result.is_error else result.content
                 messages.append({"role": "tool", "tool_call_id": call[0], "content": text})
         raise NoResponse(f"no answer within {self._max_rounds} rounds")
@@ -179,23 +152,11 @@ class OpenAICompatibleAgent:
         payload = {"model": self._model, "max_tokens": self._max_tokens, **body}
         started = time.perf_counter()
         try:
-            retrying = AsyncRetrying(
-                stop=self._stop,
-                wait=self._wait,
-                retry=retry_if_exception(_retryable),
-                reraise=True,
+            response = await post_json(
+                self._http, self._url, payload, headers=self._headers, policy=self._retry
             )
-            async for attempt in retrying:
-                with attempt:
-                    response = await self._http.post(self._url, json=payload, headers=self._headers)
-                    if response.status_code in RETRY_STATUSES:
-                        raise _Retryable(response.status_code)
-        except _Retryable as exc:
-            raise ModelUnavailable(f"the model server answered HTTP {exc.status}") from None
-        except httpx.TimeoutException:
-            raise ModelUnavailable("the model server did not answer in time") from None
-        except httpx.TransportError as exc:
-            raise ModelUnavailable(f"the model server could not be reached ({exc})") from None
+        except RemoteFailure as exc:
+            raise ModelUnavailable(f"the model server {exc}") from None
         finally:
             trace.model_calls += 1
             trace.model_seconds += time.perf_counter() - started

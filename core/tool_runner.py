@@ -17,6 +17,7 @@ import structlog
 
 from core.citations import SourceRegistry
 from core.conversation import ToolCall, Trace
+from core.model_errors import NoResponse
 from core.models import SearchHit
 from core.prompts import format_sources, system_prompt
 from core.tools import (
@@ -24,6 +25,7 @@ from core.tools import (
     SAVE_KEYWORDS_TOOL,
     SEARCH_TOOL,
     WEB_SEARCH_TOOL,
+    RespondInput,
     SearchInput,
     ToolInputError,
     parse_tool_input,
@@ -60,6 +62,7 @@ class ToolRunner:
         self._trace = trace
         self._timeout_s = timeout_s
         self._web = web
+        self.failures = 0  # turns without a usable answer; after one, `respond` is forced
         self._handlers: dict[str, _Handler] = {SEARCH_TOOL: self._search_knowledge_base}
         # Each tool's time limit; a web search has its own retries, so its budget covers them.
         self._timeouts: dict[str, float] = {}
@@ -79,9 +82,9 @@ class ToolRunner:
     def system_prompt(self) -> str:
         return system_prompt(web=self.web)
 
-    def required_tool(self, round_number: int, max_rounds: int, failures: int) -> str | None:
+    def required_tool(self, round_number: int, max_rounds: int) -> str | None:
         """The tool this round must call; None lets the model choose."""
-        forced = required_tool(round_number, max_rounds, failures)
+        forced = required_tool(round_number, max_rounds, self.failures)
         if forced is None and self._web is not None and self._web.must_ask():
             return SAVE_KEYWORDS_TOOL
         return forced
@@ -97,11 +100,24 @@ class ToolRunner:
         """Web page URL -> the learned document it went into, for this answer."""
         return self._web.learned_as if self._web is not None else {}
 
-    async def respond_refusal(self, *, final: bool) -> str | None:
-        """Why the model's `respond` can't be accepted yet (None: accept it)."""
-        if self._web is None:
-            return None
-        return await self._web.respond_refusal(final=final, trace=self._trace)
+    def failed(self, reason: str) -> None:
+        """A turn gave no usable answer: the model is asked again once, then it is over."""
+        self.failures += 1
+        if self.failures > 1:
+            raise NoResponse(f"{reason}, twice")
+
+    async def judge_respond(self, raw: object, *, final: bool) -> RespondInput | str:
+        """The answer when it can be accepted; otherwise what the model is told instead (web
+        results waiting for keywords, or what is wrong with its input)."""
+        if self._web is not None:
+            refusal = await self._web.respond_refusal(final=final, trace=self._trace)
+            if refusal is not None:
+                return refusal
+        try:
+            return parse_tool_input(RespondInput, raw)
+        except ToolInputError as exc:
+            self.failed(f"the model's answer was invalid ({exc})")
+            return str(exc)
 
     async def finish(self) -> None:
         """Whatever the answer's outcome, web results found for it are learned."""

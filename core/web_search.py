@@ -19,13 +19,12 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from core.config import WebSearchSettings
+from core.http_retry import RemoteFailure, RetryPolicy, post_json
 from core.models import Chunk
 
 WEB_SOURCE = "web"  # `source` of a live web page among an answer's passages
-_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _MARKERS = re.compile(r"\[(\d+)\]")
 # "... limit.[1][2] Next" -> "... limit[1][2]. Next": markers join the sentence they close.
 _MARKERS_AFTER_STOP = re.compile(r"([.!?])((?:\[\d+\])+)")
@@ -75,16 +74,6 @@ class WebSearch(Protocol):
     async def search(self, query: str) -> WebResult: ...
 
     async def close(self) -> None: ...
-
-
-class _Retryable(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, _Retryable | httpx.TimeoutException | httpx.TransportError)
 
 
 def _web_url(value: object) -> str | None:
@@ -170,28 +159,16 @@ class PerplexitySearch:
             ],
         }
         try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(s.max_retries + 1),
-                wait=wait_exponential_jitter(
-                    multiplier=s.retry_initial_s, max=s.retry_max_s, jitter=s.retry_initial_s
-                ),
-                retry=retry_if_exception(_retryable),
-                reraise=True,
-            ):
-                with attempt:
-                    response = await self._http.post(
-                        self._url, json=body, headers=self._headers, timeout=s.timeout_s
-                    )
-                    if response.status_code in _RETRY_STATUSES:
-                        raise _Retryable(response.status_code)
-        except _Retryable as exc:
-            raise WebSearchError(f"the web search service answered HTTP {exc.status}") from None
-        except httpx.TimeoutException:
-            raise WebSearchError(
-                f"the web search service did not answer within {s.timeout_s:g}s"
-            ) from None
-        except httpx.TransportError as exc:
-            raise WebSearchError(f"the web search service could not be reached ({exc})") from None
+            response = await post_json(
+                self._http,
+                self._url,
+                body,
+                headers=self._headers,
+                policy=RetryPolicy(s.max_retries, s.retry_initial_s, s.retry_max_s),
+                timeout_s=s.timeout_s,
+            )
+        except RemoteFailure as exc:
+            raise WebSearchError(f"the web search service {exc}") from None
         if response.status_code in (401, 403):
             raise WebSearchError("the web search service refused the API key")
         if response.status_code >= 400:

@@ -1,0 +1,74 @@
+"""POSTing JSON to a remote API with retries: one set of rules for every HTTP service we call
+over httpx (OpenAI-compatible model servers, the web search provider).
+
+Retried: timeouts, connection errors and the statuses that mean "try again later" (408, 409,
+429, 5xx, 529), with exponential backoff and jitter. When the attempts run out, `RemoteFailure`
+says why in words the caller completes with its service's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    retries: int
+    initial_s: float  # first wait, and the most jitter added to any wait
+    max_s: float
+
+
+class RemoteFailure(Exception):
+    """The service did not give a usable answer in any attempt; `str()` completes a sentence
+    such as "the model server ..."."""
+
+
+class _Retryable(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, _Retryable | httpx.TimeoutException | httpx.TransportError)
+
+
+async def post_json(
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    *,
+    headers: dict[str, str],
+    policy: RetryPolicy,
+    timeout_s: float | None = None,
+) -> httpx.Response:
+    """The first response whose status is not worth retrying (it may still be an error)."""
+    # No timeout given: the client's own applies.
+    extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(policy.retries + 1),
+            wait=wait_exponential_jitter(
+                multiplier=policy.initial_s, max=policy.max_s, jitter=policy.initial_s
+            ),
+            retry=retry_if_exception(_retryable),
+            reraise=True,
+        ):
+            with attempt:
+                response = await http.post(url, json=body, headers=headers, **extra)
+                if response.status_code in RETRY_STATUSES:
+                    raise _Retryable(response.status_code)
+    except _Retryable as exc:
+        raise RemoteFailure(f"answered HTTP {exc.status}") from None
+    except httpx.TimeoutException:
+        within = "in time" if timeout_s is None else f"within {timeout_s:g}s"
+        raise RemoteFailure(f"did not answer {within}") from None
+    except httpx.TransportError as exc:
+        raise RemoteFailure(f"could not be reached ({exc})") from None
+    return response

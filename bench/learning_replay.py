@@ -54,7 +54,7 @@ from core.ingest import Ingestor
 from core.tools import MAX_QUERY_CHARS, RESPOND_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
 from core.web_research import WebLearning
 from core.web_search import PerplexitySearch
-from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
+from tests.fakes.anthropic_api import FakeMessagesAPI, message, respond_quoting, tool_use
 from tests.fakes.perplexity_api import API_KEY, Page, completion, perplexity_server
 from tests.integration.answers.helpers import first_sentence
 
@@ -166,14 +166,7 @@ class ScriptedResearcher:
 
     @staticmethod
     def _respond(cited: dict[int, str]) -> dict[str, Any]:
-        return message(
-            tool_use(
-                RESPOND_TOOL,
-                answer=f"Here is the answer {''.join(f'[{n}]' for n in cited)}.",
-                citations=[{"source": n, "quote": first_sentence(t)} for n, t in cited.items()],
-                status="answered",
-            )
-        )
+        return respond_quoting("Here is the answer", cited)
 
 
 def web_pages(corpus: Corpus) -> dict[str, list[Page]]:

@@ -30,8 +30,8 @@ from core.keyword_store import (
     normalise_keyword,
     sources_json,
 )
-from core.models import Chunk, DocumentRecord
-from core.web_search import WebResult, WebSource
+from core.models import DocumentRecord
+from core.web_search import WebResult, WebSource, page_chunk
 
 LEARNED_SOURCE = "learned"  # `source` of every learned chunk
 LEARNED_PREFIX = (
@@ -150,19 +150,16 @@ class LearnedKnowledge:
         """The document's chunks in the index, with its keywords (vectors come from the cache
         when only the keywords changed: keywords are not part of the embedded text)."""
         chunks = [
-            Chunk(
+            page_chunk(
+                page,
                 chunk_id=chunk_id(document.doc_id, position),
                 doc_id=document.doc_id,
                 source=LEARNED_SOURCE,
-                title=source.title,
-                heading="",
-                url=source.url,
-                text=source.text,
                 position=position,
                 learned=True,
                 keywords=document.keywords,
             )
-            for position, source in enumerate(document.sources)
+            for position, page in enumerate(document.sources)
         ]
         vectors = await self._embedder.embed_documents([embedding_text(c) for c in chunks])
         checksum = hashlib.sha256(

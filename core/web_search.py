@@ -53,17 +53,31 @@ class WebResult:
     sources: tuple[WebSource, ...]
 
 
+def page_chunk(
+    page: WebSource, *, chunk_id: str, doc_id: str, source: str, position: int, **extra: Any
+) -> Chunk:
+    """A web page as a passage: its own URL (no anchor: the page is the passage's home)."""
+    return Chunk(
+        chunk_id=chunk_id,
+        doc_id=doc_id,
+        source=source,
+        title=page.title,
+        heading="",
+        url=page.url,
+        text=page.text,
+        position=position,
+        **extra,
+    )
+
+
 def web_chunks(result: WebResult) -> list[Chunk]:
     """The result's pages as passages an answer can cite, numbered like any other."""
     return [
-        Chunk(
+        page_chunk(
+            s,
             chunk_id=f"web:{hashlib.sha256(f'{s.url}|{s.text}'.encode()).hexdigest()[:24]}",
             doc_id=s.url,
             source=WEB_SOURCE,
-            title=s.title,
-            heading="",
-            url=s.url,
-            text=s.text,
             position=position,
         )
         for position, s in enumerate(result.sources)

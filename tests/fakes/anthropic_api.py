@@ -16,12 +16,28 @@ from typing import Any, ClassVar
 import anthropic
 import httpx2
 
+from tests.integration.answers.helpers import first_sentence
+
 Step = dict[str, Any] | tuple[int, dict[str, Any]] | Exception | Callable[[dict[str, Any]], Any]
 _ids = itertools.count(1)
 
 
 def tool_use(name: str, **tool_input: Any) -> dict[str, Any]:
     return {"type": "tool_use", "id": f"toolu_{next(_ids):04d}", "name": name, "input": tool_input}
+
+
+def respond_quoting(answer: str, cited: dict[int, str], status: str = "answered") -> dict[str, Any]:
+    """A `respond` turn: `answer` followed by a marker for each cited source, each cited with
+    the first sentence of its text as the quote (as a model would copy it)."""
+    markers = "".join(f"[{n}]" for n in cited)
+    return message(
+        tool_use(
+            "respond",
+            answer=f"{answer} {markers}.",
+            citations=[{"source": n, "quote": first_sentence(t)} for n, t in cited.items()],
+            status=status,
+        )
+    )
 
 
 def text(value: str) -> dict[str, Any]:

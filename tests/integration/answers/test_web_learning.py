@@ -29,7 +29,13 @@ from core.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_WITH_WEB
 from core.sqlite_index import SqliteIndex
 from core.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
 from core.web_research import KEYWORDS_FIRST, WebLearning
-from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_results, tool_use
+from tests.fakes.anthropic_api import (
+    FakeMessagesAPI,
+    message,
+    respond_quoting,
+    tool_results,
+    tool_use,
+)
 from tests.fakes.perplexity_api import API_KEY, Page, PerplexityFake, completion, perplexity_server
 from tests.integration.answers.helpers import cached, first_sentence, question
 
@@ -104,15 +110,7 @@ def respond_citing(origin: str) -> Step:
     def step(body: dict[str, Any]) -> dict[str, Any]:
         cited = all_sources(body, origin)
         assert cited, f"no {origin} source to cite"
-        markers = "".join(f"[{n}]" for n in cited)
-        return message(
-            tool_use(
-                RESPOND_TOOL,
-                answer=f"Roll the secret under Settings > Webhooks {markers}.",
-                citations=[{"source": n, "quote": first_sentence(t)} for n, t in cited.items()],
-                status="answered",
-            )
-        )
+        return respond_quoting("Roll the secret under Settings > Webhooks", cited)
 
     return step
 

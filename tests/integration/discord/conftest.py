@@ -3,6 +3,7 @@ gateway events are raw payloads handed to its connection state, as the gateway w
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -156,6 +157,17 @@ class DiscordHarness:
 
     async def until(self, check: Callable[[], bool], timeout: float = 15.0) -> None:
         await poll_until(check, timeout, self.emulator.calls)
+
+    async def thread_ready(self, timeout: float = 15.0) -> str:
+        """The first thread's id, once the bot has recorded it as its own: the thread exists
+        on Discord a moment before that, and a follow-up sent in between is (rightly) ignored."""
+        await self.until(lambda: bool(self.emulator.threads), timeout)
+        thread_id = self.emulator.threads[0]
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not await self.state.is_bot_thread(f"discord/thread/{thread_id}"):
+            assert asyncio.get_running_loop().time() < deadline, "the thread was not recorded"
+            await asyncio.sleep(0.02)
+        return thread_id
 
 
 def make_discord_factory(

@@ -44,8 +44,7 @@ def _sent_to(discord_bot: DiscordHarness, channel_id: str) -> list[dict[str, Any
 
 async def test_follow_ups_in_the_thread_need_no_mention(discord_bot: DiscordHarness) -> None:
     discord_bot.interaction(ask_payload(QUESTION))
-    await discord_bot.until(lambda: bool(discord_bot.emulator.threads))
-    thread_id = discord_bot.emulator.threads[0]
+    thread_id = await discord_bot.thread_ready()
     discord_bot.gateway_message(thread_message(thread_id, "and what does --prune delete?"))
     await discord_bot.until(lambda: bool(_sent_to(discord_bot, thread_id)))
     reply = _sent_to(discord_bot, thread_id)[0]
@@ -57,8 +56,7 @@ async def test_follow_ups_in_the_thread_need_no_mention(discord_bot: DiscordHarn
 
 async def test_bots_and_other_channels_are_ignored(discord_bot: DiscordHarness) -> None:
     discord_bot.interaction(ask_payload(QUESTION))
-    await discord_bot.until(lambda: bool(discord_bot.emulator.threads))
-    thread_id = discord_bot.emulator.threads[0]
+    thread_id = await discord_bot.thread_ready()
     discord_bot.gateway_message(thread_message(thread_id, "beep", author_id="77", bot=True))
     discord_bot.gateway_message(thread_message(thread_id, "mine", author_id=BOT_ID, bot=True))
     discord_bot.gateway_message(thread_message("123456", "a thread that isn't ours"))
@@ -233,8 +231,7 @@ async def test_a_follow_up_carries_the_channel_its_thread_hangs_off(
 
     discord_bot.bot.engine.answer = recording  # type: ignore[method-assign]
     discord_bot.interaction(ask_payload(QUESTION))
-    await discord_bot.until(lambda: bool(discord_bot.emulator.threads))
-    thread_id = discord_bot.emulator.threads[0]
+    thread_id = await discord_bot.thread_ready()
     discord_bot.gateway_message(thread_message(thread_id, "and --prune?"))
     await discord_bot.until(lambda: bool(_sent_to(discord_bot, thread_id)))
     first, follow_up = asked

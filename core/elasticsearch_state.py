@@ -458,36 +458,35 @@ class ElasticsearchKeywordStore(_Store):
             for r in records
         ]
 
-    async def _delete(self, index: str, ids: list[str], links: dict[str, Any]) -> None:
-        """The associations matching `links`, then the documents `ids` of `index`."""
+    async def _delete_links(self, query: dict[str, Any]) -> None:
         with explained(self._settings):
             await self._client.delete_by_query(
-                index=self._names.keyword_links, query=links, conflicts="proceed", refresh=True
+                index=self._names.keyword_links, query=query, conflicts="proceed", refresh=True
             )
-            for doc_id in ids:
-                with contextlib.suppress(NotFoundError):
-                    await self._client.delete(index=index, id=hashed_id(doc_id), refresh=True)
+
+    async def _delete_record(self, index: str, key: str) -> None:
+        with explained(self._settings), contextlib.suppress(NotFoundError):
+            await self._client.delete(index=index, id=hashed_id(key), refresh=True)
 
     async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
-        links = {
-            "bool": {
-                "filter": [
-                    {"terms": {"keyword": keywords}},
-                    {"range": {"at": {"lte": int(saved_before * 1000)}}},
-                ]
+        await self._delete_links(
+            {
+                "bool": {
+                    "filter": [
+                        {"terms": {"keyword": keywords}},
+                        {"range": {"at": {"lte": int(saved_before * 1000)}}},
+                    ]
+                }
             }
-        }
-        await self._delete(self._names.keywords, [], links)
-        with explained(self._settings):
-            for keyword in keywords:
+        )
+        for keyword in keywords:
+            with explained(self._settings):
                 left = await self._client.count(
                     index=self._names.keyword_links, query={"term": {"keyword": keyword}}
                 )
-                if not left["count"]:  # saved again meanwhile: the keyword stays
-                    with contextlib.suppress(NotFoundError):
-                        await self._client.delete(
-                            index=self._names.keywords, id=hashed_id(keyword), refresh=True
-                        )
+            if not left["count"]:  # saved again meanwhile: the keyword stays
+                await self._delete_record(self._names.keywords, keyword)
 
     async def remove_document(self, doc_id: str) -> None:
-        await self._delete(self._names.learned, [doc_id], {"term": {"doc_id": doc_id}})
+        await self._delete_links({"term": {"doc_id": doc_id}})
+        await self._delete_record(self._names.learned, doc_id)

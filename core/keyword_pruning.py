@@ -141,9 +141,7 @@ class KeywordPruner:
         report.seconds = time.perf_counter() - started
         return report
 
-    async def prune_claimed(
-        self, holder: str, *, slot: str | None = None, dry_run: bool = False
-    ) -> PruneReport | None:
+    async def prune_claimed(self, holder: str, *, slot: str | None = None) -> PruneReport | None:
         """`prune` under the locks; None when another process has this slot or is pruning."""
         ttl = self._settings.lock_ttl_s
         slot_lock = f"{PRUNE_LOCK}@{slot}" if slot else None
@@ -154,7 +152,7 @@ class KeywordPruner:
                 await self._locks.release(slot_lock, holder)
             return None
         try:
-            return await self.prune(dry_run=dry_run)
+            return await self.prune()
         except BaseException:
             if slot_lock:  # the slot was not done: another clock may still do it
                 await self._locks.release(slot_lock, holder)

@@ -19,7 +19,7 @@ from core.http_retry import RemoteFailure, RetryPolicy, post_json
 from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
 from core.prompts import NO_TOOLS_PROMPT, RETRY_NUDGE, history_messages
 from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
-from core.tools import RESPOND_TOOL, RespondInput
+from core.tools import RESPOND_TOOL, RespondInput, tool_definitions
 
 
 def _function(tool: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +67,9 @@ class OpenAICompatibleAgent:
         self._max_tokens = max_tokens
         self._max_rounds = max_rounds
         self._retry = RetryPolicy(max_retries, retry_initial_s, retry_max_s)
+        self._tools = {
+            web: [_function(t) for t in tool_definitions(web=web)] for web in (False, True)
+        }
 
     async def run(
         self,
@@ -81,7 +84,7 @@ class OpenAICompatibleAgent:
             *history_messages(history),
             {"role": "user", "content": question},
         ]
-        tools = [_function(t) for t in runner.tool_definitions()]
+        tools = self._tools[runner.web]
         for round_number in range(1, self._max_rounds + 2):
             tool = runner.required_tool(round_number, self._max_rounds)
             choice: object = _forced(tool) if tool else "required"

@@ -11,7 +11,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -30,7 +29,6 @@ from core.tools import (
     ToolInputError,
     parse_tool_input,
     required_tool,
-    tool_definitions,
 )
 from core.web_research import WebResearch
 from core.web_search import WebSearchError
@@ -58,7 +56,7 @@ class ToolRunner:
         web: WebResearch | None = None,
     ) -> None:
         self._search = search
-        self.registry = registry
+        self._registry = registry
         self._trace = trace
         self._timeout_s = timeout_s
         self._web = web
@@ -75,9 +73,6 @@ class ToolRunner:
     def web(self) -> bool:
         """Whether this answer may search the web (it picks the tools and the system prompt)."""
         return self._web is not None
-
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        return tool_definitions(web=self.web)
 
     def system_prompt(self) -> str:
         return system_prompt(web=self.web)
@@ -127,25 +122,24 @@ class ToolRunner:
     async def _search_knowledge_base(self, raw: object) -> tuple[str, str]:
         query = parse_tool_input(SearchInput, raw).query
         hits = await self._search(query)
-        return format_sources(query, self.registry.add(hits)), f"{len(hits)} passages"
+        return format_sources(query, self._registry.add(hits)), f"{len(hits)} passages"
 
     async def run(self, name: str, raw_input: object) -> ToolResult:
         started = time.perf_counter()
         call = ToolCall(
             name=name, input=raw_input if isinstance(raw_input, dict) else {}, seconds=0
         )
+        limit = self._timeouts.get(name, self._timeout_s)
         try:
             handler = self._handlers.get(name)
             if handler is None:
                 known = ", ".join([*self._handlers, RESPOND_TOOL])
                 raise ToolInputError(f"unknown tool {name!r}; use one of: {known}")
-            limit = self._timeouts.get(name, self._timeout_s)
             content, call.summary = await asyncio.wait_for(handler(raw_input), limit)
             result = ToolResult(content, is_error=False)
         except ToolInputError as exc:
             result = ToolResult(str(exc), is_error=True)
         except TimeoutError:
-            limit = self._timeouts.get(name, self._timeout_s)
             result = ToolResult(f"{name} timed out after {limit:g}s", is_error=True)
         except WebSearchError as exc:
             result = ToolResult(

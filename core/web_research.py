@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from core.citations import NumberedSource, SourceRegistry
+from core.citations import SourceRegistry
 from core.config import WebSearchSettings
 from core.conversation import ToolCall, Trace
 from core.learned_knowledge import LearnedKnowledge, derive_keywords
@@ -73,7 +73,6 @@ class WebResearch:
         self._knowledge = knowledge
         self._question = question
         self._settings = settings
-        self._max_searches = settings.max_searches_per_answer
         self._derived_keywords = derived_keywords
         self._searches = 0
         self._requests = 0
@@ -82,10 +81,11 @@ class WebResearch:
 
     async def web_search(self, raw: object, registry: SourceRegistry) -> tuple[str, str]:
         query = parse_tool_input(WebSearchInput, raw).query
-        if self._searches >= self._max_searches:
+        limit = self._settings.max_searches_per_answer
+        if self._searches >= limit:
             raise ToolInputError(
-                f"the web may be searched {self._max_searches} times per answer; answer with "
-                "the sources you have"
+                f"the web may be searched {limit} times per answer; answer with the sources "
+                "you have"
             )
         self._searches += 1
         result = await self._search.search(query)
@@ -93,9 +93,7 @@ class WebResearch:
             return f'The web search for "{query}" found no page to cite.', "0 web pages"
         self.pending.append(result)
         self._requests = 0
-        numbered: list[NumberedSource] = registry.add(
-            [SearchHit(chunk, score=0.0) for chunk in web_chunks(result)]
-        )
+        numbered = registry.add([SearchHit(chunk, score=0.0) for chunk in web_chunks(result)])
         return format_sources(query, numbered), f"{len(result.sources)} web pages"
 
     async def save_keywords(self, raw: object) -> tuple[str, str]:

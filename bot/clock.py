@@ -20,7 +20,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
-from core.config import ConfigError, KeywordSettings
+from core.config import KeywordSettings
 from core.keyword_pruning import KeywordPruner
 
 PRUNE_JOB = "prune-keywords"
@@ -34,12 +34,8 @@ def process_holder() -> str:
 
 
 def prune_trigger(settings: KeywordSettings) -> CronTrigger:
-    try:
-        return CronTrigger.from_crontab(
-            settings.prune_schedule, timezone=ZoneInfo(settings.timezone)
-        )
-    except ValueError as exc:
-        raise ConfigError(f"keywords.prune_schedule {settings.prune_schedule!r}: {exc}") from None
+    # The expression was checked when the settings loaded (KeywordSettings._valid_cron).
+    return CronTrigger.from_crontab(settings.prune_schedule, timezone=ZoneInfo(settings.timezone))
 
 
 class PruneJob:

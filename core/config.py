@@ -128,6 +128,10 @@ class IngestSettings(_Section):
     url_timeout_s: float = Field(20.0, gt=0)
     user_agent: str = "docbot-ingest/0.1"
     progress_min_items: int = Field(20, ge=0)
+    url_deadline_s: float = Field(60.0, gt=0)
+    parse_timeout_s: float = Field(30.0, gt=0)
+    max_nesting_depth: int = Field(256, ge=8, le=10_000)
+    lock_ttl_s: float = Field(6 * 3_600, gt=0)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:
@@ -218,9 +222,17 @@ class KeywordSettings(_Section):
 
     @field_validator("prune_schedule")
     @classmethod
-    def _five_fields(cls, value: str) -> str:
+    def _valid_cron(cls, value: str) -> str:
+        """Checked at load, not first at `bot clock`: a typo must fail every command that reads
+        the settings, so a deploy catches it before the clock process crash-loops on it."""
         if len(value.split()) != _CRON_FIELDS:
             raise ValueError("a cron expression has 5 fields: minute hour day month weekday")
+        from apscheduler.triggers.cron import CronTrigger  # light: 0.1 s, and only when set
+
+        try:
+            CronTrigger.from_crontab(value)
+        except ValueError as exc:
+            raise ValueError(f"not a valid cron expression: {exc}") from None
         return value
 
     @field_validator("timezone")
@@ -256,6 +268,10 @@ class SlackSettings(_Section):
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
     update_interval_s: float = Field(1.0, ge=0)
     stream_api: bool = True
+    host: str = "0.0.0.0"  # noqa: S104 (a server behind the platform's router)
+    shutdown_grace_s: float = Field(30.0, ge=0, le=3_600)
+    max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
+    auth_check_at_start: bool = True
 
 
 class DiscordSettings(_Section):

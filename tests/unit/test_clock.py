@@ -8,7 +8,7 @@ import pytest
 import time_machine
 
 from bot.clock import PRUNE_JOB, PruneJob, build_scheduler, prune_trigger
-from core.config import ConfigError, KeywordSettings
+from core.config import ConfigError, KeywordSettings, load_settings
 
 
 def job(settings: KeywordSettings) -> PruneJob:
@@ -46,10 +46,12 @@ def test_every_clock_names_a_run_by_the_time_it_was_scheduled_for() -> None:
     assert prune.slot(datetime(2026, 11, 25, 3, 17, 1, tzinfo=UTC)) == "2026-11-25T03:17:00Z"
 
 
-@pytest.mark.parametrize("schedule", ["61 3 * * *", "17 3 * * mon-xyz"])
-def test_a_bad_schedule_is_a_config_error_naming_the_key(schedule: str) -> None:
-    with pytest.raises(ConfigError, match=r"keywords\.prune_schedule"):
-        prune_trigger(KeywordSettings(prune_schedule=schedule))
+@pytest.mark.parametrize("schedule", ["61 3 * * *", "17 3 * * mon-xyz", "*/0 * * * *"])
+def test_a_bad_schedule_is_a_config_error_naming_the_key_when_settings_load(schedule: str) -> None:
+    """Every command reads the settings, so a bad cron fails `bot ask` or a deploy's `bot
+    doctor` too, not first the clock process."""
+    with pytest.raises(ConfigError, match=r"keywords\.prune_schedule: .*not a valid cron"):
+        load_settings(environ={"BOT_KEYWORDS__PRUNE_SCHEDULE": schedule})
 
 
 def test_schedule_and_zone_are_checked_when_settings_load() -> None:

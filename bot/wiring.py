@@ -3,40 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
-import anthropic
-import httpx
 from pydantic import SecretStr
-from slack_bolt.async_app import AsyncApp
-from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.discord.bot import DiscordLimits, DocsBot
-from adapters.slack.app import SlackBot, SlackLimits
-from core.claude_agent import ClaudeAgent
 from core.config import Settings
-from core.conversation_store import ConversationStore, SqliteConversationStore
-from core.elasticsearch_connection import build_client
-from core.elasticsearch_index import ElasticsearchIndex
-from core.elasticsearch_state import (
-    ElasticsearchConversationStore,
-    ElasticsearchKeywordStore,
-    ElasticsearchPlatformState,
-    ElasticsearchRunLocks,
-    ensure_state_indices,
-)
 from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
-from core.engine import AnswerEngine
-from core.keyword_store import KeywordStore, SqliteKeywordStore
-from core.learned_knowledge import LearnedKnowledge
-from core.openai_agent import OpenAICompatibleAgent
-from core.platform_state import PlatformState, SqlitePlatformState
+from core.errors import BotError
 from core.run_locks import RunLocks, SqliteRunLocks
 from core.sqlite_index import SqliteIndex
-from core.web_research import WebLearning
-from core.web_search import PerplexitySearch, WebSearch
 
-Index = SqliteIndex | ElasticsearchIndex
+# The SDKs (anthropic, elasticsearch, slack, discord) cost seconds of CPU to import: each is
+# imported by the builder that needs it, so `bot --help` or `bot ingest` never pays for them.
+if TYPE_CHECKING:
+    from slack_bolt.async_app import AsyncApp
+
+    from adapters.discord.bot import DocsBot
+    from core.claude_agent import ClaudeAgent
+    from core.conversation_store import ConversationStore
+    from core.elasticsearch_index import ElasticsearchIndex
+    from core.engine import AnswerEngine
+    from core.keyword_store import KeywordStore
+    from core.learned_knowledge import LearnedKnowledge
+    from core.openai_agent import OpenAICompatibleAgent
+    from core.platform_state import PlatformState
+    from core.web_search import WebSearch
+
+    Index: TypeAlias = SqliteIndex | ElasticsearchIndex
 
 
 def build_embedder(settings: Settings) -> CachedEmbedder:
@@ -57,6 +51,10 @@ async def open_index(
     a version mismatch fail here, at start, with a clear message. `path` forces SQLite."""
     if settings.search.backend == "sqlite" or path is not None:
         return SqliteIndex(path or settings.index_path, embedder, settings.search)
+    from core.elasticsearch_connection import build_client
+    from core.elasticsearch_index import ElasticsearchIndex
+    from core.elasticsearch_state import ensure_state_indices
+
     es = settings.elasticsearch
     index = ElasticsearchIndex(build_client(es, settings.secrets), embedder, settings.search, es)
     try:
@@ -73,6 +71,10 @@ def build_claude(settings: Settings) -> ClaudeAgent | None:
     wanted = settings.answers.provider
     if wanted not in ("auto", "anthropic") or key is None:
         return None
+    import anthropic
+
+    from core.claude_agent import ClaudeAgent
+
     a = settings.anthropic
     client = anthropic.AsyncAnthropic(
         api_key=key.get_secret_value(),
@@ -92,6 +94,10 @@ def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
     o = settings.openai
     if settings.answers.provider not in ("auto", "openai") or not o.base_url or not o.model:
         return None
+    import httpx
+
+    from core.openai_agent import OpenAICompatibleAgent
+
     key = settings.secrets.openai_api_key
     return OpenAICompatibleAgent(
         httpx.AsyncClient(timeout=o.timeout_s),
@@ -108,30 +114,48 @@ def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
 
 def build_store(settings: Settings, index: Index) -> ConversationStore:
     """Conversation turns where the index lives: shared by every process on Elasticsearch."""
-    if isinstance(index, ElasticsearchIndex):
-        return ElasticsearchConversationStore(index.client, settings.elasticsearch)
-    return SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms)
+    if isinstance(index, SqliteIndex):
+        from core.conversation_store import SqliteConversationStore
+
+        return SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms)
+    from core.elasticsearch_state import ElasticsearchConversationStore
+
+    return ElasticsearchConversationStore(index.client, settings.elasticsearch)
 
 
 def build_platform_state(settings: Settings, index: Index, dedup_ttl_s: float) -> PlatformState:
-    if isinstance(index, ElasticsearchIndex):
-        return ElasticsearchPlatformState(index.client, settings.elasticsearch, dedup_ttl_s)
-    return SqlitePlatformState(settings.state_path, settings.search.busy_timeout_ms, dedup_ttl_s)
+    if isinstance(index, SqliteIndex):
+        from core.platform_state import SqlitePlatformState
+
+        return SqlitePlatformState(
+            settings.state_path, settings.search.busy_timeout_ms, dedup_ttl_s
+        )
+    from core.elasticsearch_state import ElasticsearchPlatformState
+
+    return ElasticsearchPlatformState(index.client, settings.elasticsearch, dedup_ttl_s)
 
 
 def build_locks(settings: Settings, index: Index) -> RunLocks:
-    if isinstance(index, ElasticsearchIndex):
+    if not isinstance(index, SqliteIndex):
+        from core.elasticsearch_state import ElasticsearchRunLocks
+
         return ElasticsearchRunLocks(index.client, settings.elasticsearch)
     return SqliteRunLocks(settings.state_path, settings.search.busy_timeout_ms)
 
 
 def build_keyword_store(settings: Settings, index: Index) -> KeywordStore:
-    if isinstance(index, ElasticsearchIndex):
-        return ElasticsearchKeywordStore(index.client, settings.elasticsearch)
-    return SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
+    if isinstance(index, SqliteIndex):
+        from core.keyword_store import SqliteKeywordStore
+
+        return SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
+    from core.elasticsearch_state import ElasticsearchKeywordStore
+
+    return ElasticsearchKeywordStore(index.client, settings.elasticsearch)
 
 
 def build_knowledge(settings: Settings, index: Index) -> LearnedKnowledge:
+    from core.learned_knowledge import LearnedKnowledge
+
     return LearnedKnowledge(index, index.embedder, build_keyword_store(settings, index))
 
 
@@ -141,12 +165,19 @@ def build_web_search(settings: Settings) -> WebSearch | None:
     if not (w.enabled or any(w.channels.values())):
         return None
     key = _secret(settings.secrets.perplexity_api_key, "PERPLEXITY_API_KEY", "for web search")
+    import httpx
+
+    from core.web_search import PerplexitySearch
+
     return PerplexitySearch(httpx.AsyncClient(), w, key)
 
 
 def build_engine(
     settings: Settings, index: Index, store: ConversationStore | None = None
 ) -> AnswerEngine:
+    from core.engine import AnswerEngine
+    from core.web_research import WebLearning
+
     claude = build_claude(settings)
     knowledge = build_knowledge(settings, index)
     search = build_web_search(settings)
@@ -167,7 +198,7 @@ def build_engine(
     )
 
 
-class MissingSecret(RuntimeError):
+class MissingSecret(BotError, RuntimeError):
     """A process was started without a credential it needs; the message names the variable."""
 
 
@@ -185,6 +216,11 @@ def build_slack_app(
     *,
     socket_mode: bool,
 ) -> AsyncApp:
+    from slack_bolt.async_app import AsyncApp
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from adapters.slack.app import SlackBot, SlackLimits
+
     s = settings.slack
     token = _secret(settings.secrets.slack_bot_token, "SLACK_BOT_TOKEN", "to post answers")
     signing = (
@@ -218,6 +254,8 @@ def build_slack_app(
 def build_discord_bot(
     settings: Settings, engine: AnswerEngine, store: ConversationStore, state: PlatformState
 ) -> DocsBot:
+    from adapters.discord.bot import DiscordLimits, DocsBot
+
     d = settings.discord
     limits = DiscordLimits(
         description_chars=d.description_chars,

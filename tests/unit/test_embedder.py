@@ -30,21 +30,21 @@ def test_corrupted_model_file_is_refused(tmp_path: Path) -> None:
     data[len(data) // 2] ^= 0xFF  # one flipped byte in the weights
     files.model.write_bytes(bytes(data))
     with pytest.raises(EmbedderError, match=r"refusing .*model\.onnx: sha256 .* does not match"):
-        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1).load()
 
 
 def test_corrupted_tokenizer_is_refused(tmp_path: Path) -> None:
     files = _copy_files(tmp_path)
     files.tokenizer.write_text(files.tokenizer.read_text().replace("[UNK]", "[UNX]", 1))
     with pytest.raises(EmbedderError, match=r"tokenizer\.json: sha256"):
-        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1).load()
 
 
 def test_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
     files = _copy_files(tmp_path)
     files.model.unlink()
     with pytest.raises(EmbedderError, match="can't read model file"):
-        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1).load()
 
 
 def test_vectors_are_normalised_and_batching_changes_nothing(minilm: MiniLMEmbedder) -> None:
@@ -82,3 +82,13 @@ async def test_cache_is_keyed_by_model(minilm: MiniLMEmbedder, tmp_path: Path) -
     cache_path = tmp_path / "cache.sqlite"
     EmbeddingCache(cache_path, "other-model", 384).put_many([("h", np.ones(384, np.float32))])
     assert EmbeddingCache(cache_path, minilm.model_id, 384).get_many(["h"]) == {}
+
+
+def test_the_model_loads_on_first_use_and_a_broken_one_fails_there(tmp_path: Path) -> None:
+    """Commands that embed nothing (an unchanged re-ingest, `bot doctor`) must not pay the
+    second of CPU the model costs; the checksum check still guards every embedding."""
+    files = _copy_files(tmp_path)
+    files.model.unlink()
+    embedder = MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)  # no error yet
+    with pytest.raises(EmbedderError, match="can't read model file"):
+        embedder.embed_sync(["anything"])

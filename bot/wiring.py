@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from core.platform_state import PlatformState
     from core.web_search import WebSearch
 
-    Index: TypeAlias = SqliteIndex | ElasticsearchIndex
+# A string, so that naming the type does not import the Elasticsearch client.
+Index: TypeAlias = "SqliteIndex | ElasticsearchIndex"
 
 
 def build_embedder(settings: Settings) -> CachedEmbedder:

@@ -16,49 +16,37 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import discord
-import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from adapters.console.session import ConsoleSession
-from adapters.slack.server import run_http, run_socket_mode
-from bot.clock import process_holder, run_clock
-from bot.diagnostics import Check, diagnose
 from bot.logs import configure_logging
-from bot.progress import RichCountProgress, RichIngestProgress
-from bot.wiring import (
-    Index,
-    MissingSecret,
-    build_claude,
-    build_discord_bot,
-    build_embedder,
-    build_engine,
-    build_knowledge,
-    build_locks,
-    build_platform_state,
-    build_slack_app,
-    build_store,
-    discord_token,
-    open_index,
-)
-from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
-from core.config import ConfigError, Settings, load_settings
-from core.elasticsearch_index import ElasticsearchIndex, drop_indices
-from core.elasticsearch_reindex import REINDEX_LOCK, ReindexReport, reindex
-from core.embedder import CachedEmbedder, EmbedderError
-from core.evaluation import Dataset, DatasetError, evaluate, load_dataset, prepared_corpus
-from core.index import IndexError_
-from core.ingest import Ingestor, IngestReport, Outcome
-from core.keyword_pruning import KeywordPruner, PruneReport
-from core.keyword_store import LearnedKeyword
-from core.models import SearchFilters, SearchHit, SearchMode
+from core.config import Settings, load_settings
+from core.models import SearchFilters, SearchMode
 
-app = typer.Typer(help="A docs bot: answers questions from your documentation, with sources.")
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    from adapters.discord.bot import DocsBot
+    from bot.diagnostics import Check
+    from bot.wiring import Index
+    from core.elasticsearch_reindex import ReindexReport
+    from core.embedder import CachedEmbedder
+    from core.evaluation import Dataset
+    from core.ingest import IngestReport
+    from core.keyword_pruning import KeywordPruner, PruneReport
+    from core.keyword_store import LearnedKeyword
+    from core.models import IndexStats, SearchHit
+
+# No pretty exceptions: they print every frame's local variables (tokens, message texts), and
+# `main()` turns every failure into one line anyway.
+app = typer.Typer(
+    help="A docs bot: answers questions from your documentation, with sources.",
+    pretty_exceptions_enable=False,
+)
 eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
 app.add_typer(eval_app, name="eval")
 out = Console()
@@ -67,8 +55,14 @@ err = Console(stderr=True)
 _SKIPS_SHOWN = 20
 
 
+EXIT_FAILURE = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
 class _State:
     settings: Settings
+    verbose: bool = False
 
 
 state = _State()
@@ -80,7 +74,11 @@ def _main(
         Path | None,
         typer.Option("--config", "-c", help="Settings file (default: $BOT_CONFIG or config.yaml)."),
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="On failure, print the traceback too.")
+    ] = False,
 ) -> None:
+    state.verbose = verbose
     state.settings = load_settings(config)
     configure_logging(state.settings.logging)
 
@@ -107,6 +105,12 @@ def ingest(
 async def _ingest(
     targets: list[str], base_url: str | None, source: str | None, prune: bool
 ) -> IngestReport:
+    import httpx
+
+    from bot.progress import RichIngestProgress
+    from bot.wiring import build_embedder, open_index
+    from core.ingest import Ingestor
+
     s = state.settings
     embedder = build_embedder(s)
     index = await open_index(s, embedder)
@@ -130,6 +134,8 @@ async def _ingest(
 
 
 def _print_report(report: IngestReport, verbose: bool) -> None:
+    from core.ingest import Outcome
+
     c = report.counts
     summary = ", ".join(f"{c[o]} {o.value}" for o in Outcome if c[o] or o is Outcome.ADDED)
     out.print(
@@ -165,24 +171,56 @@ def search(
     """Search the knowledge base."""
     if not query.strip():
         err.print("error: the query is empty", soft_wrap=True)
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USER_ERROR)
     filters = SearchFilters(sources=tuple(source or ()), learned=learned)
-    hits = asyncio.run(_search(query, k, mode, filters))
+    hits, why_none = asyncio.run(_search(query, k, mode, filters))
     if as_json:
         out.print_json(json.dumps([_hit_json(h) for h in hits]))
     elif not hits:
-        out.print("No results. Has anything been ingested? (bot ingest PATH)")
+        out.print(why_none, soft_wrap=True)
     else:
         _print_hits(hits, explain)
 
 
-async def _search(query: str, k: int, mode: SearchMode, filters: SearchFilters) -> list[SearchHit]:
+async def _search(
+    query: str, k: int, mode: SearchMode, filters: SearchFilters
+) -> tuple[list[SearchHit], str]:
+    """The hits, and when there are none, why: an empty index and a filter that matches no
+    document call for different actions, and "no results" alone names neither."""
+    from bot.wiring import build_embedder, open_index
+
     s = state.settings
     index = await open_index(s, build_embedder(s))
     try:
-        return await index.search(query, k=k, mode=mode, filters=filters)
+        hits = await index.search(query, k=k, mode=mode, filters=filters)
+        return hits, "" if hits else _no_hits_reason(await index.stats(), filters)
     finally:
         await index.close()
+
+
+def _no_hits_reason(stats: IndexStats, filters: SearchFilters) -> str:
+    if not stats.chunks:
+        return (
+            f"The knowledge base ({_index_location()}) is empty: run `bot ingest PATH_OR_URL` "
+            "to add documents."
+        )
+    unknown = [name for name in filters.sources if name not in stats.sources]
+    if unknown and len(unknown) == len(filters.sources):
+        indexed = ", ".join(f"{name} ({n} passages)" for name, n in sorted(stats.sources.items()))
+        return (
+            f"No document has the source {', '.join(map(repr, unknown))}; the sources indexed "
+            f"are: {indexed}."
+        )
+    if filters.learned and not stats.learned_chunks:
+        return "Nothing has been learned from the web yet (--learned matches no entry)."
+    return f"No passage matches this query among {stats.chunks} passages."
+
+
+def _index_location() -> str:
+    s = state.settings
+    if s.search.backend == "sqlite":
+        return str(s.index_path)
+    return f"Elasticsearch index {s.elasticsearch.index_prefix}"
 
 
 def _snippet(text: str) -> str:
@@ -244,6 +282,9 @@ def ask(
     ] = None,
 ) -> None:
     """Ask a question; the answer cites its sources (the same path as Slack and Discord)."""
+    if not question.strip():
+        err.print('error: the question is empty: bot ask "How do I ...?"', soft_wrap=True)
+        raise typer.Exit(EXIT_USER_ERROR)
     asyncio.run(_converse([question], as_json, conversation))
 
 
@@ -256,6 +297,9 @@ def chat(
 
 
 async def _converse(questions: list[str] | None, as_json: bool, conversation: str | None) -> None:
+    from adapters.console.session import ConsoleSession
+    from bot.wiring import build_embedder, build_engine, open_index
+
     s = state.settings
     if s.logging.level == "INFO":  # service logs would interleave with the answers on screen
         configure_logging(s.logging.model_copy(update={"level": "WARNING"}))
@@ -300,6 +344,17 @@ def slack(
 
 
 async def _run_slack(socket_mode: bool, port: int | None) -> None:
+    from adapters.slack.server import run_http, run_socket_mode
+    from bot.wiring import (
+        MissingSecret,
+        build_embedder,
+        build_engine,
+        build_platform_state,
+        build_slack_app,
+        build_store,
+        open_index,
+    )
+
     s = state.settings
     index = await open_index(s, build_embedder(s))
     store = build_store(s, index)
@@ -342,32 +397,54 @@ def discord_sync(
 
 
 async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
+    from adapters.discord.startup import explained_connection_failures
+    from bot.wiring import (
+        build_discord_bot,
+        build_embedder,
+        build_engine,
+        build_platform_state,
+        build_store,
+        discord_token,
+        open_index,
+    )
+
     s = state.settings
     token = discord_token(s)
-    index = await open_index(s, build_embedder(s))
+    embedder = build_embedder(s)
+    await embedder.warm_up()
+    index = await open_index(s, embedder)
     store = build_store(s, index)
     engine = build_engine(s, index, store)
     platform = build_platform_state(s, index, s.discord.dedup_ttl_s)
     bot = build_discord_bot(s, engine, store, platform)
     try:
-        if sync_only:
-            await bot.login(token)
-            target = discord.Object(id=sync_guild) if sync_guild else None
-            if target is not None:
-                bot.tree.copy_global_to(guild=target)
-            commands = await bot.tree.sync(guild=target)
-            where = f"in server {sync_guild}" if target else "globally (may take up to an hour)"
-            out.print(f"Registered {len(commands)} command(s) {where}.")
-            return
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, lambda: asyncio.ensure_future(bot.close()))
-        await bot.start(token, reconnect=True)
+        with explained_connection_failures():
+            await _discord_session(bot, token, sync_guild, sync_only)
     finally:
         await bot.close()
         await engine.close()
         await platform.close()
         await index.close()
+
+
+async def _discord_session(
+    bot: DocsBot, token: str, sync_guild: int | None, sync_only: bool
+) -> None:
+    import discord
+
+    if sync_only:
+        await bot.login(token)
+        target = discord.Object(id=sync_guild) if sync_guild else None
+        if target is not None:
+            bot.tree.copy_global_to(guild=target)
+        commands = await bot.tree.sync(guild=target)
+        where = f"in server {sync_guild}" if target else "globally (may take up to an hour)"
+        out.print(f"Registered {len(commands)} command(s) {where}.")
+        return
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(bot.close()))
+    await bot.start(token, reconnect=True)
 
 
 index_app = typer.Typer(help="Index maintenance.")
@@ -392,6 +469,12 @@ def index_reindex(
 
 
 async def _reindex(delete_old: bool) -> ReindexReport:
+    from bot.progress import RichCountProgress
+    from bot.wiring import build_embedder, build_locks, open_index
+    from core.elasticsearch_index import ElasticsearchIndex
+    from core.elasticsearch_reindex import REINDEX_LOCK, reindex
+    from core.index import IndexError_
+
     s = state.settings
     if s.search.backend != "elasticsearch":
         raise IndexError_(
@@ -459,6 +542,15 @@ def _when(timestamp: float) -> str:
 
 @asynccontextmanager
 async def _pruner() -> AsyncIterator[KeywordPruner]:
+    from bot.wiring import (
+        build_embedder,
+        build_knowledge,
+        build_locks,
+        build_platform_state,
+        open_index,
+    )
+    from core.keyword_pruning import KeywordPruner
+
     s = state.settings
     index = await open_index(s, build_embedder(s))
     knowledge = build_knowledge(s, index)
@@ -501,6 +593,8 @@ def keywords_prune(
 
 
 async def _prune(dry_run: bool) -> PruneReport | None:
+    from bot.clock import process_holder
+
     async with _pruner() as pruner:
         if dry_run:
             return await pruner.prune(dry_run=True)
@@ -514,33 +608,44 @@ def clock() -> None:
 
 
 async def _clock() -> None:
+    from bot.clock import run_clock
+
     async with _pruner() as pruner:
         await run_clock(state.settings.keywords, pruner)
 
 
 @app.command()
 def doctor() -> None:
-    """Check the configured backend: reachable, versions, licence, index state."""
+    """Check the backend (reachable, versions, licence, index) and say which model answers,
+    which platform tokens are set and whether the web is searched."""
+    from core.urls import redact_urls_in
+
     checks = asyncio.run(_doctor())
     table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
     for check in checks:
-        table.add_row(
-            check.name, "[green]ok[/green]" if check.ok else "[red]FAIL[/red]", check.detail
+        status = (
+            "[red]FAIL[/red]" if not check.ok else "info" if check.info else "[green]ok[/green]"
         )
+        # Any URL a message quotes (a client library's error) is shown without credentials.
+        table.add_row(check.name, status, redact_urls_in(check.detail))
     out.print(table)
     if not all(c.ok for c in checks):
         raise typer.Exit(1)
 
 
 async def _doctor() -> list[Check]:
+    from bot.diagnostics import Check, configuration, diagnose
+    from bot.wiring import build_embedder, open_index
+    from core.index import IndexError_
+
     s = state.settings
     embedder = build_embedder(s)
     try:
         index = await open_index(s, embedder, check_compatible=False)
     except IndexError_ as exc:
-        return [Check("connection", False, str(exc))]
+        return [Check("connection", False, str(exc)), *configuration(s)]
     try:
-        return await diagnose(index, embedder)
+        return [*await diagnose(index, embedder), *configuration(s)]
     finally:
         await index.close()
 
@@ -583,6 +688,10 @@ def eval_retrieval(
 
 async def _index_dataset(data: Dataset, index: Index, embedder: CachedEmbedder) -> float:
     """Index a BEIR corpus through the product's pipeline; returns the seconds it took."""
+    from bot.progress import RichIngestProgress
+    from core.evaluation import prepared_corpus
+    from core.ingest import Ingestor, IngestReport
+
     s = state.settings
     started = time.perf_counter()
     with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
@@ -607,6 +716,10 @@ def _eval_prefix(s: Settings, dataset: str) -> Settings:
 async def _eval_retrieval(
     folder: Path, limit: int | None, index_path: Path | None
 ) -> dict[str, object]:
+    from bot.wiring import build_embedder, open_index
+    from core.elasticsearch_index import ElasticsearchIndex, drop_indices
+    from core.evaluation import evaluate, load_dataset
+
     s = state.settings
     data = load_dataset(folder, limit)
     embedder = build_embedder(s)
@@ -678,6 +791,10 @@ def eval_answers(
 
 
 async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
+    from bot.wiring import build_claude, build_embedder, build_engine, open_index
+    from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
+    from core.evaluation import load_dataset
+
     s = state.settings
     data = load_dataset(folder, limit)
     embedder = build_embedder(s)
@@ -705,8 +822,43 @@ async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
 
 
 def main() -> None:
+    """Every failure ends as one line and a non-zero exit code; `-v` adds the traceback.
+
+    A `BotError` says what went wrong and what to do. Anything else is unexpected (a bug, or
+    a failure nobody translated yet), and is still one line naming its type, never a page of
+    traceback that buries the cause (with `-v`: the traceback, for a bug report).
+    """
+    from core.errors import BotError
+
     try:
         app()
-    except (ConfigError, EmbedderError, IndexError_, DatasetError, MissingSecret) as exc:
-        err.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
-        sys.exit(2)
+    except BotError as exc:
+        _fail(exc, f"error: {exc}", EXIT_USER_ERROR)
+    except KeyboardInterrupt:
+        err.print("interrupted", style="red")
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:  # noqa: BLE001 (the last handler: one line, not a traceback)
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "no details"
+        _fail(
+            exc,
+            f"error: unexpected {type(exc).__name__}: {detail} "
+            "(run `bot -v ...` for the traceback)",
+            EXIT_FAILURE,
+        )
+
+
+def _fail(exc: BaseException, line: str, code: int) -> None:
+    from core.urls import redact_urls_in
+
+    if _verbose_requested():
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    err.print(Text(redact_urls_in(line), style="red"), soft_wrap=True)
+    sys.exit(code)
+
+
+def _verbose_requested() -> bool:
+    """`-v` anywhere on the command line: before the command (`bot -v ask`) or after it, where
+    some commands also read it as "more detail" (`bot ingest -v` lists every skip)."""
+    return state.verbose or any(arg in ("-v", "--verbose") for arg in sys.argv[1:])

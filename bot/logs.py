@@ -4,18 +4,43 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
 from core.config import LoggingSettings
+from core.urls import redact_urls_in
 
 # Libraries that log every request at INFO: one line per search would drown the bot's own logs.
 _CHATTY = ("elastic_transport.transport", "elasticsearch")
 
 
+class _RedactUrlCredentials(logging.Filter):
+    """Libraries log URLs as they were given (httpx's "HTTP Request: GET http://user:pass@..."),
+    so every record leaves without the userinfo of any URL in it, whoever wrote it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_urls_in(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = redact_urls_in(value)
+    return event
+
+
 def configure_logging(settings: LoggingSettings) -> None:
     level = getattr(logging, settings.level)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _RedactUrlCredentials) for f in handler.filters):
+            handler.addFilter(_RedactUrlCredentials())
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
     renderer = (
@@ -32,6 +57,9 @@ def configure_logging(settings: LoggingSettings) -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
+            # Tracebacks become text here, so they are redacted too (and JSON logs get them).
+            structlog.processors.format_exc_info,
+            _redact_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

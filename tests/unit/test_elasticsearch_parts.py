@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import traceback
+
 import pytest
 from elasticsearch import AsyncElasticsearch
 
-from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings
-from core.elasticsearch_connection import allows_server_rrf, check_major, where
+from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings, Secrets
+from core.elasticsearch_connection import (
+    allows_server_rrf,
+    build_client,
+    check_major,
+    explain,
+    where,
+)
 from core.elasticsearch_index import ElasticsearchIndex
 from core.elasticsearch_schema import IndexNames, chunk_properties, doc_id_key, mapping_conflicts
 from core.index import IndexError_
@@ -49,6 +57,37 @@ def test_addresses_in_messages_never_carry_credentials() -> None:
     assert where(s) == "https://es.example.com:9200"
     assert where(ElasticsearchSettings(cloud_id="prod-docs:ZXUtd2VzdC0x")) == (
         "Elastic Cloud deployment 'prod-docs'"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://elastic:hunter2@[bad",
+        "http://elastic:hunter2@host:notaport",
+        "http://elastic:hunter2@host:99999",
+    ],
+)
+def test_a_url_the_client_refuses_is_quoted_without_its_password(url: str) -> None:
+    """The client's ValueError quotes the URL whole; neither our message nor the traceback
+    that `-v` prints may carry the password."""
+    with pytest.raises(IndexError_) as caught:
+        build_client(ElasticsearchSettings(url=url), Secrets())
+    assert (
+        str(caught.value)
+        == f"elasticsearch settings: Could not parse URL {url.replace('elastic:hunter2@', '')!r}"
+    )
+    printed = "".join(traceback.format_exception(caught.value))
+    assert "hunter2" not in printed
+    assert "elastic:" not in printed
+
+
+def test_client_errors_quoting_a_url_are_explained_without_credentials() -> None:
+    s = ElasticsearchSettings(url="https://elastic:hunter2@es.example.com:9200")
+    failure = RuntimeError("no route to https://elastic:hunter2@es.example.com:9200/_bulk")
+    assert str(explain(failure, s)) == (
+        "Elasticsearch at https://es.example.com:9200: "
+        "no route to https://es.example.com:9200/_bulk"
     )
 
 

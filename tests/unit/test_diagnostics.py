@@ -1,0 +1,188 @@
+"""`bot doctor`'s configuration rows: which model answers and why, which platform tokens are
+set (by name, never by value), the web search state; and they agree with what the wiring
+actually builds."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.diagnostics import Check, configuration
+from bot.wiring import build_claude, build_openai
+from core.config import Settings, load_settings
+from tests.conftest import REPO
+
+OLLAMA = {"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1", "BOT_OPENAI__MODEL": "qwen2.5"}
+
+
+def _settings(**env: str) -> Settings:
+    return load_settings(REPO / "config.yaml", environ={"BOT_STORAGE__DATA_DIR": "/tmp/x", **env})
+
+
+def _row(settings: Settings, name: str) -> Check:
+    (row,) = [c for c in configuration(settings) if c.name == name]
+    return row
+
+
+@pytest.mark.parametrize(
+    ("env", "ok", "detail"),
+    [
+        (
+            {"ANTHROPIC_API_KEY": "sk-ant-SECRET"},
+            True,
+            "Claude claude-sonnet-4-6 (ANTHROPIC_API_KEY is set)",
+        ),
+        (
+            {"ANTHROPIC_API_KEY": "sk-ant-SECRET", **OLLAMA},
+            True,
+            "Claude claude-sonnet-4-6 (ANTHROPIC_API_KEY is set)",
+        ),
+        (
+            OLLAMA,
+            True,
+            "qwen2.5 at http://localhost:11434/v1 (OpenAI-compatible, without OPENAI_API_KEY; "
+            "ANTHROPIC_API_KEY is not set)",
+        ),
+        (
+            {"ANTHROPIC_API_KEY": "sk-ant-SECRET", "BOT_ANSWERS__PROVIDER": "openai", **OLLAMA},
+            True,
+            "qwen2.5 at http://localhost:11434/v1 (OpenAI-compatible, without OPENAI_API_KEY; "
+            "answers.provider is openai)",
+        ),
+        (
+            {
+                **OLLAMA,
+                "BOT_OPENAI__BASE_URL": "https://bob:hunter2@llm.example/v1",
+                "OPENAI_API_KEY": "sk-SECRET",
+            },
+            True,
+            "qwen2.5 at https://llm.example/v1 (OpenAI-compatible, with OPENAI_API_KEY; "
+            "ANTHROPIC_API_KEY is not set)",
+        ),
+        (
+            {},
+            True,
+            "none: extractive answers, the best passages quoted (neither ANTHROPIC_API_KEY nor "
+            "openai.base_url + openai.model is set)",
+        ),
+        (
+            {"ANTHROPIC_API_KEY": "sk-ant-SECRET", "BOT_ANSWERS__PROVIDER": "extractive"},
+            True,
+            "none: extractive answers, the best passages quoted (answers.provider is extractive)",
+        ),
+        (
+            {"BOT_ANSWERS__PROVIDER": "anthropic", **OLLAMA},
+            False,
+            "answers.provider is anthropic but ANTHROPIC_API_KEY is not set: answers would be "
+            "extractive",
+        ),
+        (
+            {"ANTHROPIC_API_KEY": "sk-ant-SECRET", "BOT_ANSWERS__PROVIDER": "openai"},
+            False,
+            "answers.provider is openai but openai.base_url and openai.model are not both set: "
+            "answers would be extractive",
+        ),
+    ],
+)
+def test_the_model_row_says_which_model_answers_and_why(
+    env: dict[str, str], ok: bool, detail: str
+) -> None:
+    settings = _settings(**env)
+    row = _row(settings, "model")
+    assert (row.ok, row.detail) == (ok, detail)
+    assert row.info is ok  # a contradiction is a failure, not information
+    # The row describes what the wiring builds (build_engine: Claude, else the OpenAI-compatible
+    # agent), not a second opinion.
+    claude = build_claude(settings)
+    openai = None if claude else build_openai(settings)
+    assert row.detail.startswith("Claude") == (claude is not None)
+    assert ("OpenAI-compatible" in row.detail) == (openai is not None)
+
+
+def test_platform_tokens_are_named_never_shown() -> None:
+    settings = _settings(SLACK_BOT_TOKEN="xoxb-VALUE-1", SLACK_APP_TOKEN="xapp-VALUE-2")
+    row = _row(settings, "platform tokens")
+    assert (row.ok, row.info) == (True, True)
+    assert row.detail == (
+        "set: SLACK_BOT_TOKEN, SLACK_APP_TOKEN; not set: SLACK_SIGNING_SECRET, DISCORD_TOKEN; "
+        "can start: bot slack --socket"
+    )
+    everything = " ".join(c.detail for c in configuration(settings))
+    assert "VALUE" not in everything
+
+    none = _row(_settings(), "platform tokens")
+    assert none.detail.endswith("; no platform command can start")
+    all_set = _row(
+        _settings(
+            SLACK_BOT_TOKEN="a", SLACK_SIGNING_SECRET="b", SLACK_APP_TOKEN="c", DISCORD_TOKEN="d"
+        ),
+        "platform tokens",
+    )
+    assert all_set.detail.endswith("can start: bot slack --http, bot slack --socket, bot discord")
+
+
+@pytest.mark.parametrize(
+    ("env", "ok", "detail"),
+    [
+        ({}, True, "off (web_search.enabled, web_search.channels)"),
+        (
+            {"PERPLEXITY_API_KEY": "pplx-SECRET"},
+            True,
+            "off (web_search.enabled, web_search.channels); PERPLEXITY_API_KEY is set but unused",
+        ),
+        (
+            {"BOT_WEB_SEARCH__ENABLED": "true", "PERPLEXITY_API_KEY": "pplx-SECRET"},
+            True,
+            "on everywhere; sonar at https://api.perplexity.ai; PERPLEXITY_API_KEY set",
+        ),
+        (
+            {
+                "BOT_WEB_SEARCH__ENABLED": "true",
+                "BOT_WEB_SEARCH__CHANNELS": '{"slack/T1/C2": false, "discord/9": false}',
+                "PERPLEXITY_API_KEY": "pplx-SECRET",
+            },
+            True,
+            "on everywhere except discord/9, slack/T1/C2; sonar at https://api.perplexity.ai; "
+            "PERPLEXITY_API_KEY set",
+        ),
+        (
+            {
+                "BOT_WEB_SEARCH__CHANNELS": '{"slack/T1": true, "slack/T1/C2": false}',
+                "BOT_WEB_SEARCH__BASE_URL": "https://u:hunter2@search.example",
+                "PERPLEXITY_API_KEY": "pplx-SECRET",
+            },
+            True,
+            "on in slack/T1 only; sonar at https://search.example; PERPLEXITY_API_KEY set",
+        ),
+        (
+            {"BOT_WEB_SEARCH__ENABLED": "true"},
+            False,
+            "on everywhere, but PERPLEXITY_API_KEY is not set: every command that answers "
+            "(bot ask, chat, slack, discord) stops at start",
+        ),
+        (
+            {"BOT_WEB_SEARCH__CHANNELS": '{"discord/9": true}'},
+            False,
+            "on in discord/9 only, but PERPLEXITY_API_KEY is not set: every command that answers "
+            "(bot ask, chat, slack, discord) stops at start",
+        ),
+    ],
+)
+def test_the_web_search_row_fails_only_on_a_contradiction(
+    env: dict[str, str], ok: bool, detail: str
+) -> None:
+    row = _row(_settings(**env), "web search")
+    assert (row.ok, row.detail) == (ok, detail)
+
+
+def test_the_data_row_says_where_the_data_is() -> None:
+    row = _row(_settings(BOT_STORAGE__DATA_DIR="/srv/bot-data"), "data")
+    assert row.detail == (
+        "/srv/bot-data (index /srv/bot-data/index.sqlite, conversations, embedding cache)"
+    )
+    es = _row(
+        _settings(BOT_STORAGE__DATA_DIR="/srv/bot-data", BOT_SEARCH__BACKEND="elasticsearch"),
+        "data",
+    )
+    assert es.detail == (
+        "/srv/bot-data (the embedding cache; the index and the shared state are in the cluster)"
+    )

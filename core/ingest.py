@@ -12,12 +12,16 @@ handed to the index as one batch (one bulk request on a server); failures are st
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Protocol
+from urllib.parse import urldefrag
 
 import httpx
 
@@ -27,7 +31,8 @@ from core.document_formats import ParsedDocument, UnreadableDocument, parse_docu
 from core.embedder import Embedder
 from core.index import DocumentWrite, IndexUnavailable, SearchIndex
 from core.models import Chunk, DocumentRecord
-from core.sources import Skipped, SourceItem, discover, read_item
+from core.sources import Skipped, SourceItem, discover, is_url, read_item
+from core.urls import redact_url
 
 # Bump when parsing or chunking changes in a way that must re-chunk every document.
 PIPELINE_VERSION = "1"
@@ -47,8 +52,26 @@ class IngestReport:
     counts: dict[Outcome, int] = field(default_factory=lambda: dict.fromkeys(Outcome, 0))
     skipped: list[Skipped] = field(default_factory=list)
     failed: list[Skipped] = field(default_factory=list)
+    # Targets that named nothing (a typo, an empty argument): the command's error, not a skip.
+    missing: list[Skipped] = field(default_factory=list)
     chunks_written: int = 0
     seconds: float = 0.0
+
+    @property
+    def indexed(self) -> int:
+        """Documents now in the index from this run's targets (new, changed or unchanged)."""
+        c = self.counts
+        return c[Outcome.ADDED] + c[Outcome.UPDATED] + c[Outcome.UNCHANGED]
+
+
+@dataclass(slots=True)
+class Removal:
+    """What `remove` found for one target, and how it read it (URL, path or source label)."""
+
+    target: str
+    kind: str
+    documents: int = 0
+    chunks: int = 0
 
 
 class IngestProgress(Protocol):
@@ -131,6 +154,7 @@ class Ingestor:
         found = discover(targets, base_url or self._settings.base_url)
         report.skipped.extend(found.skipped)
         report.counts[Outcome.SKIPPED] += len(found.skipped)
+        report.missing.extend(found.missing)
         existing = await self._index.documents()
         if progress is not None:
             progress.start(len(found.items))
@@ -160,7 +184,10 @@ class Ingestor:
         for item in items:
             try:
                 data, fmt = await read_item(
-                    item, max_bytes=self._settings.max_file_bytes, client=self._http
+                    item,
+                    max_bytes=self._settings.max_file_bytes,
+                    client=self._http,
+                    deadline_s=self._settings.url_deadline_s,
                 )
                 checksum = document_checksum(
                     data, url=item.url, source=source, settings=self._settings
@@ -169,7 +196,14 @@ class Ingestor:
                 if known is not None and known.checksum == checksum:
                     _count(report, progress, item.display, Outcome.UNCHANGED)
                     continue
-                parsed = parse_document(data, fmt, item.fallback_title)
+                parsed = await asyncio.to_thread(
+                    parse_document,
+                    data,
+                    fmt,
+                    item.fallback_title,
+                    max_depth=self._settings.max_nesting_depth,
+                    timeout_s=self._settings.parse_timeout_s,
+                )
             except UnreadableDocument as exc:
                 report.skipped.append(Skipped(item.display, str(exc)))
                 _count(report, progress, item.display, Outcome.SKIPPED)
@@ -212,9 +246,12 @@ class Ingestor:
         try:
             vectors = await self._embedder.embed_documents(texts)
         except Exception as exc:  # noqa: BLE001 (reported per document; the run goes on)
-            for doc in group:
-                report.failed.append(Skipped(doc.display, f"embedding failed: {exc}"))
-                _count(report, progress, doc.display, Outcome.FAILED)
+            if len(group) > 1:  # one bad document must not fail the others of its group
+                for doc in group:
+                    await self._write_group([doc], existing, report, progress)
+                return
+            report.failed.append(Skipped(group[0].display, f"embedding failed: {exc}"))
+            _count(report, progress, group[0].display, Outcome.FAILED)
             return
         writes: list[DocumentWrite] = []
         offset = 0
@@ -238,6 +275,42 @@ class Ingestor:
             report.chunks_written += len(doc.chunks)
             outcome = Outcome.UPDATED if doc.record.doc_id in existing else Outcome.ADDED
             _count(report, progress, doc.display, outcome)
+
+
+async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:
+    """Delete the documents each target names, to undo a wrong ingest.
+
+    A target is read as a URL (documents with that link or id, or under it when it ends in
+    `/`), else as a path when one exists there or it is written like one (the files ingested
+    from it or from under it, even if they have been deleted since), else as a source label."""
+    records = await index.documents()
+    removals: list[Removal] = []
+    for target in targets:
+        kind, matches = _matching(records, target)
+        removal = Removal(target, kind)
+        for doc_id in matches:
+            removal.chunks += await index.delete_document(doc_id)
+            removal.documents += 1
+            del records[doc_id]
+        removals.append(removal)
+    return removals
+
+
+def _matching(records: dict[str, DocumentRecord], target: str) -> tuple[str, list[str]]:
+    if is_url(target):
+        url = redact_url(urldefrag(target).url)
+        return "URL", [
+            r.doc_id
+            for r in records.values()
+            if url in (r.doc_id, r.url.split("#")[0])
+            or (url.endswith("/") and (r.doc_id.startswith(url) or r.url.startswith(url)))
+        ]
+    path = Path(target)
+    if target.strip() and (os.path.lexists(path) or os.sep in target or target.startswith(".")):
+        uri = path.resolve().as_uri()
+        folder = uri.rstrip("/") + "/"
+        return "path", [d for d in records if d == uri or d.startswith(folder)]
+    return "source", [r.doc_id for r in records.values() if r.source == target]
 
 
 def _count(

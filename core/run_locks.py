@@ -7,11 +7,17 @@ A lock expires (`ttl_s`) so a holder that died without releasing does not block 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from core.errors import BotError
 from core.sqlite_connection import connect_store
 
 
@@ -21,6 +27,10 @@ class RunLocks(Protocol):
 
     async def release(self, name: str, holder: str) -> None:
         """Free `name` if `holder` still holds it; someone else's claim is left alone."""
+
+    async def held(self, name: str) -> tuple[str, float] | None:
+        """Who holds `name` and when that claim expires (epoch seconds); None when it is free.
+        For the message a refused caller shows: "running since ..., by host:pid"."""
 
     async def close(self) -> None: ...
 
@@ -59,8 +69,19 @@ class SqliteRunLocks:
         with self._lock:
             self._db.execute("DELETE FROM run_locks WHERE name = ? AND holder = ?", (name, holder))
 
+    def _held(self, name: str) -> tuple[str, float] | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT holder, expires_at FROM run_locks WHERE name = ? AND expires_at > ?",
+                (name, time.time()),
+            ).fetchone()
+        return None if row is None else (str(row[0]), float(row[1]))
+
     async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
         return await asyncio.to_thread(self._claim, name, holder, ttl_s)
+
+    async def held(self, name: str) -> tuple[str, float] | None:
+        return await asyncio.to_thread(self._held, name)
 
     async def release(self, name: str, holder: str) -> None:
         await asyncio.to_thread(self._release, name, holder)
@@ -68,3 +89,28 @@ class SqliteRunLocks:
     async def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class RunLockHeld(BotError):
+    """Someone else holds the run lock; the message says who, since when, and what to do."""
+
+
+@asynccontextmanager
+async def run_lock(locks: RunLocks, name: str, ttl_s: float) -> AsyncIterator[None]:
+    """Hold `name` for the block, released on the way out whatever happens (an error, Ctrl-C),
+    so a retry never waits for the expiry; raises `RunLockHeld` when another process has it."""
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    if not await locks.claim(name, holder, ttl_s):
+        held = await locks.held(name)
+        who, since = ("?", "?") if held is None else (held[0], _when(held[1] - ttl_s))
+        raise RunLockHeld(
+            f"another {name} is running (since {since}, by {who}); try again when it has finished"
+        )
+    try:
+        yield
+    finally:
+        await locks.release(name, holder)
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

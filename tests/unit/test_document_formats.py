@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.config import IngestSettings
 from core.document_formats import (
     DocumentFormat,
     UnreadableDocument,
@@ -10,6 +11,9 @@ from core.document_formats import (
     parse_markdown,
 )
 from tests.pdf_maker import make_pdf
+
+DEPTH = IngestSettings().max_nesting_depth
+TIMEOUT = IngestSettings().parse_timeout_s
 
 MARKDOWN = """---
 title: "The Handbook"
@@ -74,7 +78,7 @@ HTML = """<!doctype html><html><head><title>API Guide</title>
 
 
 def test_html_sections_use_the_pages_own_anchors() -> None:
-    doc = parse_html(HTML, "fallback")
+    doc = parse_html(HTML, "fallback", DEPTH)
     assert doc.title == "API Guide"
     texts = " ".join(s.text for s in doc.sections)
     for dropped in ("do not index", "Home | Docs", "Copyright", "a comment"):
@@ -88,7 +92,7 @@ def test_html_sections_use_the_pages_own_anchors() -> None:
 
 def test_pdf_pages_become_sections() -> None:
     data = make_pdf([["Quarterly report", "Revenue grew."], ["Outlook is stable."]], title="Q3")
-    doc = parse_document(data, DocumentFormat.PDF, "fallback")
+    doc = parse_document(data, DocumentFormat.PDF, "fallback", max_depth=DEPTH, timeout_s=TIMEOUT)
     assert doc.title == "Q3"
     assert [(s.heading, s.anchor) for s in doc.sections] == [
         ("Page 1", "page=1"),
@@ -113,9 +117,15 @@ def test_bad_content_is_refused_with_a_reason(
     data: bytes, fmt: DocumentFormat, reason: str
 ) -> None:
     with pytest.raises(UnreadableDocument, match=reason):
-        parse_document(data, fmt, "x")
+        parse_document(data, fmt, "x", max_depth=DEPTH, timeout_s=TIMEOUT)
 
 
 def test_utf8_bom_is_accepted() -> None:
-    doc = parse_document("\ufeff# Título\n\nTexto.".encode(), DocumentFormat.MARKDOWN, "x")
+    doc = parse_document(
+        "\ufeff# Título\n\nTexto.".encode(),
+        DocumentFormat.MARKDOWN,
+        "x",
+        max_depth=DEPTH,
+        timeout_s=TIMEOUT,
+    )
     assert doc.title == "Título"

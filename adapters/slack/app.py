@@ -8,7 +8,10 @@ store by event id and by message id before any work: one message, one answer.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +41,9 @@ APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
     "if it keeps happening, tell the bot's owners."
 )
+SHUTDOWN_APOLOGY = (
+    "Sorry, the bot was restarted before this answer was finished. Please ask again in a moment."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +71,46 @@ class SlackBot:
         self._store = store
         self._state = state
         self._limits = limits
+        self._in_flight: set[asyncio.Task[Any]] = set()
 
     def register(self, app: AsyncApp) -> None:
-        app.event("app_mention")(self._on_mention)
-        app.event("message")(self._on_message)
-        app.action(FEEDBACK_UP)(self._on_feedback)
-        app.action(FEEDBACK_DOWN)(self._on_feedback)
+        app.event("app_mention")(self._tracked(self._on_mention))
+        app.event("message")(self._tracked(self._on_message))
+        app.action(FEEDBACK_UP)(self._tracked(self._on_feedback))
+        app.action(FEEDBACK_DOWN)(self._tracked(self._on_feedback))
+
+    async def drain(self, grace_s: float, apology_deadline_s: float) -> None:
+        """On shutdown, once no new events arrive: the listeners still running get `grace_s` to
+        finish; the rest are cancelled, and each answer cut short replaces its placeholder with
+        an apology (within `apology_deadline_s`), so no thread is left "looking through the
+        docs" for ever."""
+        running = set(self._in_flight)
+        if not running:
+            return
+        log.info("slack_draining", answers=len(running), grace_s=grace_s)
+        _, late = await asyncio.wait(running, timeout=grace_s)
+        if not late:
+            return
+        log.warning("slack_answers_cut_short", answers=len(late))
+        for task in late:
+            task.cancel()
+        await asyncio.wait(late, timeout=apology_deadline_s)
+
+    def _tracked(self, listener: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        """The listener, with its task known to `drain` while it runs. Bolt runs each listener
+        in a task of its own and passes the arguments its signature names (kept by `wraps`)."""
+
+        @functools.wraps(listener)
+        async def run(**kwargs: Any) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._in_flight.add(task)
+            try:
+                await listener(**kwargs)
+            finally:
+                self._in_flight.discard(task)
+
+        return run
 
     # -- events ------------------------------------------------------------------------------
 
@@ -141,28 +181,35 @@ class SlackBot:
         *,
         thread_ts: str | None,
     ) -> None:
-        """Answer one message; whatever fails (Slack, the network, the store), the thread ends
-        with a visible message, never a placeholder left hanging."""
+        """Answer one message; whatever fails (Slack, the network, the store) or stops it (a
+        shutdown), the thread ends with a visible message, never a placeholder left hanging."""
         channel = event["channel"]
-        placeholder = await self._post(
-            client, channel, thread_ts, text=self._limits.placeholder, blocks=None
-        )
-        progress = AnswerProgressMessage(
-            client,
-            channel=channel,
-            thread_ts=thread_ts,
-            placeholder=placeholder,
-            team=team,
-            user=event.get("user", ""),
-            use_stream_api=self._limits.stream_api,
-            update_interval_s=self._limits.update_interval_s,
-            preview_chars=self._limits.section_chars - 2,
-        )
+        progress: AnswerProgressMessage | None = None
         try:
+            placeholder = await self._post(
+                client, channel, thread_ts, text=self._limits.placeholder, blocks=None
+            )
+            progress = AnswerProgressMessage(
+                client,
+                channel=channel,
+                thread_ts=thread_ts,
+                placeholder=placeholder,
+                team=team,
+                user=event.get("user", ""),
+                use_stream_api=self._limits.stream_api,
+                update_interval_s=self._limits.update_interval_s,
+                preview_chars=self._limits.section_chars - 2,
+            )
             await self._answer_unguarded(client, team, event, bot_user, thread_ts, progress)
+        except asyncio.CancelledError:
+            log.warning("answer_cut_short", platform="slack", channel=channel)
+            message_ts = progress.message_ts if progress else None
+            await self._deliver_text(client, channel, thread_ts, message_ts, [SHUTDOWN_APOLOGY])
+            raise
         except Exception:
             log.exception("answer_failed", platform="slack", channel=channel)
-            await self._deliver_text(client, channel, thread_ts, progress.message_ts, [APOLOGY])
+            message_ts = progress.message_ts if progress else None
+            await self._deliver_text(client, channel, thread_ts, message_ts, [APOLOGY])
 
     async def _answer_unguarded(
         self,
@@ -293,7 +340,8 @@ class SlackBot:
             log.info("slack_history_unavailable", error=slack_error(exc))
             return
         question: str | None = None
-        for message in response.get("messages", []):
+        messages: list[dict[str, Any]] = response.get("messages", [])
+        for message in messages:
             if _timestamp(message.get("ts")) >= _timestamp(before_ts):
                 break  # the message being answered, our placeholder, anything newer
             text = message.get("text", "")

@@ -1,44 +1,356 @@
-"""Running the Slack app: HTTP mode (the Procfile's `web` process) or Socket Mode.
+"""Serving the Slack app: HTTP mode (the Procfile's `web` process) or Socket Mode.
 
-HTTP mode serves POST /slack/events (events and interactivity, signature-checked by Bolt: an
-unsigned, wrongly signed or over-five-minutes-old request gets 401 and is not processed) and
-GET /healthz for the platform's health checks.
+HTTP mode serves POST /slack/events (events and interactivity) and GET /healthz. The events
+endpoint is open to the internet, so every request passes a cheap front check before Bolt sees
+it: size (413, refused before the body is read past the limit), signature (401: unsigned, wrongly
+signed, stale or non-numeric timestamp), content type (415), then the body must be UTF-8 and
+parse the way Bolt will parse it, into an object of the shape Bolt reads (400). Each refusal is
+one short log line (method, path, size, status, reason), never the body: Bolt would otherwise
+answer a malformed body with a 500 and a traceback, and log a refused one whole.
+
+Both modes check the bot token with `auth.test` before serving (a wrong token would otherwise
+show only at the first @mention), and stop on SIGTERM or SIGINT the same way: no new events,
+answers in progress get `shutdown_grace_s` to finish, the rest are apologised for in their
+threads, then the process exits 0.
 """
 
 from __future__ import annotations
 
-from aiohttp import web
+import asyncio
+import json
+import logging
+import re
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+import structlog
+from aiohttp import ClientError, web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.app import SlackBot
+from adapters.slack.progress import slack_error
+from core.errors import BotError
+
+log = structlog.get_logger(__name__)
 
 EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+JSON_TYPE = "application/json"
+FORM_TYPE = "application/x-www-form-urlencoded"
+# Slack refuses requests signed more than five minutes ago (replay protection).
+SIGNATURE_MAX_AGE_S = 300
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+# Slack sends its few kilobytes at once; a body still arriving after this is a slow-drip client.
+BODY_READ_DEADLINE_S = 10.0
+_READ_CHUNK = 64 * 1024
+# How long the apologies for answers cut short by a shutdown may take to post.
+APOLOGY_DEADLINE_S = 10.0
+# Fields Bolt reads as objects or lists of objects before any listener runs: another type there
+# makes Bolt itself fail with a 500.
+_OBJECT_FIELDS = ("event", "view", "container", "message", "state", "response_urls")
+_OBJECT_OR_STRING_FIELDS = ("team", "enterprise", "user", "channel")
+_LIST_OF_OBJECTS_FIELDS = ("authorizations", "actions")
+# Errors of `auth.test` that mean the token itself is wrong, not that Slack is unwell.
+_TOKEN_REFUSED = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "not_allowed_token_type",
+        "no_permission",
+        "team_access_not_granted",
+        "ekm_access_denied",
+    }
+)
 
 
-async def _healthz(_: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
+class SlackAuthError(BotError):
+    """Slack refused the bot token at start: the process stops before serving anything."""
 
 
-def http_app(app: AsyncApp) -> web.Application:
-    server = app.web_app(path=EVENTS_PATH)
-    server.router.add_get("/healthz", _healthz)
-    return server
+class SlackUnreachable(BotError):
+    """Slack's Web API could not be reached at start to check the token."""
 
 
-async def run_http(app: AsyncApp, port: int) -> None:
-    runner = web.AppRunner(http_app(app))
-    await runner.setup()
-    await web.TCPSite(runner, "0.0.0.0", port).start()  # noqa: S104 (a server behind the platform's router)
+@dataclass(frozen=True, slots=True)
+class SlackService:
+    """What `bot slack` serves: the Bolt app, the bot behind it (whose answers a shutdown waits
+    for) and how to serve them."""
+
+    bolt: AsyncApp
+    bot: SlackBot
+    signing_secret: str | None
+    max_body_bytes: int
+    shutdown_grace_s: float
+    check_token: bool
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class SlackHttpEndpoint:
+    """The HTTP front of the Bolt app: validates each request cheaply, refuses with a 4xx and
+    one log line, and hands Bolt only signed, well-formed requests."""
+
+    def __init__(
+        self, service: SlackService, *, body_deadline_s: float = BODY_READ_DEADLINE_S
+    ) -> None:
+        if service.signing_secret is None:
+            raise ValueError("HTTP mode needs the signing secret")
+        self._service = service
+        self._verifier = SignatureVerifier(service.signing_secret)
+        self._body_deadline_s = body_deadline_s
+        self.draining = False
+
+    def web_app(self) -> web.Application:
+        app = web.Application(client_max_size=self._service.max_body_bytes)
+        app.router.add_route("*", EVENTS_PATH, self._events)
+        app.router.add_get(HEALTH_PATH, self._health)
+        return app
+
+    def runner(self) -> web.AppRunner:
+        """The server as run in production: no access log (one line per health check and per
+        event would bury the bot's own), aiohttp's own errors (an oversized header, a request
+        that is not HTTP) as one short line, not a traceback."""
+        return web.AppRunner(
+            self.web_app(), access_log=None, logger=one_line_logger("aiohttp.server")
+        )
+
+    async def _health(self, _: web.Request) -> web.Response:
+        if self.draining:  # the platform's router stops sending us traffic
+            return web.json_response({"ok": False, "draining": True}, status=503)
+        return web.json_response({"ok": True})
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        try:
+            text = await self._checked_body(request)
+            bolt_request = AsyncBoltRequest(
+                body=text,
+                query=request.query_string,
+                headers=request.headers,  # type: ignore[arg-type]  # as in Bolt's own adapter
+            )
+        except _Refused as refused:
+            return _refuse(request, refused)
+        except Exception as exc:  # noqa: BLE001 (a body Bolt cannot read is the sender's fault)
+            return _refuse(request, _Refused(400, f"unreadable: {type(exc).__name__}"))
+        return await to_aiohttp_response(await self._service.bolt.async_dispatch(bolt_request))
+
+    async def _checked_body(self, request: web.Request) -> str:
+        if self.draining:
+            raise _Refused(503, "shutting down")
+        if request.method != "POST":
+            raise _Refused(405, f"method {request.method}")
+        limit = self._service.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise _Refused(413, f"over {limit} bytes")
+        body = await _read_capped(request, limit, self._body_deadline_s)
+        timestamp, signature = _signature_headers(request.headers)
+        try:
+            text = body.decode("utf-8")  # what Slack signs; the verifier decodes it too
+        except UnicodeDecodeError:
+            raise _Refused(400, "not UTF-8") from None
+        if not self._verifier.is_valid(text, timestamp, signature):
+            raise _Refused(401, "wrong signature")
+        if request.content_type not in (JSON_TYPE, FORM_TYPE):
+            raise _Refused(415, f"content type {request.content_type[:40]!r}")
+        if not text:
+            raise _Refused(400, "empty body")
+        _check_payload(text, request.content_type)
+        return text
+
+
+def _signature_headers(headers: Mapping[str, str]) -> tuple[str, str]:
+    """The timestamp and signature, refused (401) when missing, not a plain number (the SDK's
+    `int()` would raise, and accepts `+1_7e`-like forms) or older than Slack allows."""
+    timestamp = headers.get("X-Slack-Request-Timestamp", "")
+    signature = headers.get("X-Slack-Signature")
+    if not signature:
+        raise _Refused(401, "unsigned")
+    if not _TIMESTAMP.fullmatch(timestamp):
+        raise _Refused(401, "timestamp not a number")
+    if abs(time.time() - int(timestamp)) > SIGNATURE_MAX_AGE_S:
+        raise _Refused(401, "stale timestamp")
+    return timestamp, signature
+
+
+async def _read_capped(request: web.Request, limit: int, deadline_s: float) -> bytes:
+    """The body, refused as soon as more than `limit` bytes arrived (a missing or false
+    Content-Length, a compressed bomb) or when it arrives too slowly."""
+    parts: list[bytes] = []
+    received = 0
     try:
-        await _forever()
+        async with asyncio.timeout(deadline_s):
+            while chunk := await request.content.read(_READ_CHUNK):
+                received += len(chunk)
+                if received > limit:
+                    raise _Refused(413, f"over {limit} bytes")
+                parts.append(chunk)
+    except TimeoutError:
+        raise _Refused(408, f"body not received within {deadline_s:g} s") from None
+    except web.HTTPException as exc:  # aiohttp's own refusal, e.g. an unknown content encoding
+        raise _Refused(exc.status, exc.reason) from None
+    except (ClientError, ValueError) as exc:  # a broken chunked or compressed body
+        raise _Refused(400, f"unreadable body: {type(exc).__name__}") from None
+    return b"".join(parts)
+
+
+def _check_payload(text: str, content_type: str) -> None:
+    """Parse as Bolt will (JSON when the type says so or the body starts with `{`, else a form
+    whose `payload` field is JSON) and check the fields Bolt reads before any listener."""
+    if content_type == JSON_TYPE or text.startswith("{"):
+        body = _json_object(text, "body")
+    else:
+        form = dict(parse_qsl(text, keep_blank_values=True))
+        if "payload" not in form:
+            return  # a slash command or Slack's ssl_check: plain fields, Bolt routes them
+        body = _json_object(form["payload"], "payload")
+    kind = body.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise _Refused(400, "no type")
+    if kind == "url_verification" and not isinstance(body.get("challenge"), str):
+        raise _Refused(400, "url_verification without a challenge")
+    for name in _OBJECT_FIELDS:
+        if body.get(name) is not None and not isinstance(body[name], dict):
+            raise _Refused(400, f"{name} is not an object")
+    for name in _OBJECT_OR_STRING_FIELDS:
+        if body.get(name) is not None and not isinstance(body[name], dict | str):
+            raise _Refused(400, f"{name} is not an object")
+    for name in _LIST_OF_OBJECTS_FIELDS:
+        value = body.get(name)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, dict) for v in value)
+        ):
+            raise _Refused(400, f"{name} is not a list of objects")
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
+        raise _Refused(400, f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise _Refused(400, f"{what} is not a JSON object")
+    return value
+
+
+def _refuse(request: web.Request, refused: _Refused) -> web.Response:
+    log.info(
+        "slack_request_refused",
+        status=refused.status,
+        reason=refused.reason,
+        method=request.method,
+        path=request.path,
+        declared_bytes=request.content_length,
+    )
+    response = web.json_response({"ok": False, "error": refused.reason}, status=refused.status)
+    if refused.status in (408, 413):
+        response.force_close()  # never read the rest of what the client is still sending
+    return response
+
+
+class _OneShortLine(logging.Filter):
+    """Library log records reduced to one short line: the message's first line up to its first
+    parenthesised detail (where Bolt puts request bodies: a refused signature's whole body at
+    INFO), and the exception's type instead of a traceback (whose values may hold a body)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage().split("\n", 1)[0].split(" (", 1)[0]
+        if record.exc_info and record.exc_info[1] is not None:
+            text = f"{text}: {type(record.exc_info[1]).__name__}"
+        record.msg, record.args, record.exc_info, record.exc_text = text, None, None, None
+        return True
+
+
+def one_line_logger(name: str) -> logging.Logger:
+    """A library logger whose records are one short line each (see `_OneShortLine`). Bolt copies
+    the filters of the logger it is given to every logger it creates."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, _OneShortLine) for f in logger.filters):
+        logger.addFilter(_OneShortLine())
+    return logger
+
+
+async def check_token(client: AsyncWebClient) -> None:
+    """`auth.test` before serving: a refused token stops the process with one clear line."""
+    try:
+        await client.auth_test()
+    except SlackApiError as exc:
+        error = slack_error(exc)
+        if error in _TOKEN_REFUSED:
+            raise SlackAuthError(
+                f"SLACK_BOT_TOKEN was refused by Slack ({error}): copy the Bot User OAuth "
+                "Token (xoxb-...) from the app's OAuth & Permissions page"
+            ) from None
+        raise SlackUnreachable(
+            f"Slack's auth.test failed ({error}) at {client.base_url}: try again later"
+        ) from None
+    except (ClientError, TimeoutError, OSError) as exc:
+        raise SlackUnreachable(
+            f"Slack's Web API at {client.base_url} could not be reached "
+            f"({type(exc).__name__}): check the network or slack.base_url"
+        ) from None
+
+
+async def run_http(
+    service: SlackService, host: str, port: int, on_listening: Callable[[str], None]
+) -> None:
+    """Serve until SIGTERM or SIGINT, then drain (see the module's docstring)."""
+    if service.check_token:
+        await check_token(service.bolt.client)
+    endpoint = SlackHttpEndpoint(service)
+    runner = endpoint.runner()
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        on_listening(f"listening on {bound_host}:{bound_port}")
+        await _stop_signal()
+        endpoint.draining = True  # new requests get 503 while the answers finish
+        await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
     finally:
         await runner.cleanup()
 
 
-async def run_socket_mode(app: AsyncApp, app_token: str) -> None:
-    await AsyncSocketModeHandler(app, app_token).start_async()
+async def run_socket_mode(
+    service: SlackService, app_token: str, on_listening: Callable[[str], None]
+) -> None:
+    if service.check_token:
+        await check_token(service.bolt.client)
+    handler = AsyncSocketModeHandler(service.bolt, app_token)
+    try:
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        on_listening("connected to Slack in Socket Mode")
+        await _stop_signal()
+    finally:
+        await handler.close_async()  # type: ignore[no-untyped-call]  # no new events while the answers finish
+    await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
 
 
-async def _forever() -> None:
-    import asyncio
-
-    await asyncio.Event().wait()
+async def _stop_signal() -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+    log.info("slack_stopping")

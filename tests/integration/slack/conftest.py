@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import ClientSession
+from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 from slack_sdk.signature import SignatureVerifier
 
-from adapters.slack.server import EVENTS_PATH, http_app
+from adapters.slack.server import (
+    BODY_READ_DEADLINE_S,
+    EVENTS_PATH,
+    SlackHttpEndpoint,
+    SlackService,
+)
 from bot.wiring import build_platform_state, build_slack_app
 from core.claude_agent import ClaudeAgent
 from core.config import Settings, load_settings
@@ -38,20 +43,28 @@ class SlackHarness:
     settings: Settings
     store: SqliteConversationStore
     state: PlatformState
+    service: SlackService
+    endpoint: SlackHttpEndpoint
 
     async def post(
         self,
-        body: str,
+        body: str | bytes,
         content_type: str = "application/json",
-        timestamp: int | None = None,
+        timestamp: int | str | None = None,
         secret: str = SECRET,
         headers: dict[str, str] | None = None,
     ) -> int:
+        """POST to the events endpoint, signed as Slack signs (a bytes body is sent as is, with
+        a signature that cannot match)."""
         ts = str(int(time.time()) if timestamp is None else timestamp)
-        signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+        signature = (
+            SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+            if isinstance(body, str)
+            else "v0=" + "0" * 64
+        )
         all_headers = {
             "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": signature,
+            "X-Slack-Signature": str(signature),
             "Content-Type": content_type,
             **(headers or {}),
         }
@@ -102,7 +115,11 @@ class SlackHarness:
 
 
 def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
-    async def start(claude: ClaudeAgent | None = None, **env: str) -> tuple[SlackHarness, Callable]:
+    async def start(
+        claude: ClaudeAgent | None = None,
+        body_deadline_s: float = BODY_READ_DEADLINE_S,
+        **env: str,
+    ) -> tuple[SlackHarness, Callable]:
         emulator = SlackEmulator()
         api = TestServer(emulator.app, host="127.0.0.1")
         await api.start_server()
@@ -119,17 +136,20 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
         )
         index, store, engine = kb_engine(kb, minilm, settings, claude)
         state = build_platform_state(settings, index, settings.slack.dedup_ttl_s)
-        bolt = build_slack_app(settings, engine, store, state, socket_mode=False)
-        server = TestServer(http_app(bolt), host="127.0.0.1")
-        await server.start_server()
+        service = build_slack_app(settings, engine, store, state, socket_mode=False)
+        endpoint = SlackHttpEndpoint(service, body_deadline_s=body_deadline_s)
+        runner = endpoint.runner()  # served as in production
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host, port = runner.addresses[0][:2]
         http = ClientSession()
         harness = SlackHarness(
-            emulator, str(server.make_url("")).rstrip("/"), http, settings, store, state
+            emulator, f"http://{host}:{port}", http, settings, store, state, service, endpoint
         )
 
         async def stop() -> None:
             await http.close()
-            await server.close()
+            await runner.cleanup()
             await api.close()
             await engine.close()
             await index.close()

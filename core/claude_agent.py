@@ -10,14 +10,19 @@ first reads them from the prompt cache.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import re
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import httpx2
 import jiter
 
 from core.conversation import Trace, Turn, Usage
-from core.model_errors import ModelUnavailable, NoResponse
+from core.model_errors import ModelUnavailable, NoResponse, media_type
 from core.prompts import RETRY_NUDGE, history_messages, system_prompt
 from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.tools import (
@@ -27,6 +32,125 @@ from core.tools import (
 )
 
 _CACHE = {"type": "ephemeral"}
+_EVENT_STREAM = "text/event-stream"
+# A streamed reply's size is bounded by max_tokens on a real server, not on a broken proxy. An
+# SSE delta event wraps at least one token in ~150 bytes of framing; a ceiling of 512 bytes per
+# allowed token, plus room for the message start, block starts and stops, never cuts a real
+# reply and stops an endless one after a few MB.
+_REPLY_BYTES_PER_TOKEN = 512
+_REPLY_BYTES_FIXED = 65_536
+# Errors the SDK's stream helper raises on input it does not expect (it assumes a well-formed
+# stream): events before `message_start`, JSON or UTF-8 it can't decode, a delta for a block
+# that was never started, an event missing a field.
+_SDK_PARSE_FAILURES = (
+    AssertionError,
+    AttributeError,
+    LookupError,
+    RuntimeError,
+    TypeError,
+    ValueError,
+)
+_ERROR_TYPE = re.compile(r"[a-z_]{1,60}")
+
+
+class _Malformed(Exception):
+    """What arrived is not a complete Messages API event stream; `str()` completes the sentence
+    "Claude sent ...", and never quotes the body (it may be anything, of any size)."""
+
+
+class _ByteBudget(httpx2.AsyncByteStream):
+    """The body of a streamed reply, cut off past `limit` bytes as they arrive (before the SSE
+    decoder buffers a line of unbounded length)."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream | httpx2.SyncByteStream, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if not isinstance(self._inner, httpx2.AsyncByteStream):
+            raise TypeError("a streamed reply needs an async body")
+        received = 0
+        async for chunk in self._inner:
+            received += len(chunk)
+            if received > self._limit:
+                raise _Malformed(f"a reply longer than {self._limit:,} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        if isinstance(self._inner, httpx2.AsyncByteStream):
+            await self._inner.aclose()
+
+
+def _require_event_stream(response: httpx2.Response) -> None:
+    """A 200 that is not an event stream (a proxy's HTML page, a JSON error object, an empty
+    body) is refused before the SDK tries to read events from it."""
+    media = media_type(response.headers.get("content-type"))
+    if media != _EVENT_STREAM:
+        raise _Malformed(f"{media} (HTTP {response.status_code}), not an event stream")
+
+
+def _status_reason(exc: anthropic.APIStatusError) -> str:
+    """An HTTP error status, or an `error` event inside a 200 stream (the API reports an
+    overload that way once the stream has started), named by its error type only."""
+    if exc.status_code >= 400:
+        return f"Claude answered HTTP {exc.status_code}"
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error")
+    kind = error.get("type") if isinstance(error, dict) else None
+    named = f" ({kind})" if isinstance(kind, str) and _ERROR_TYPE.fullmatch(kind) else ""
+    return f"Claude's stream reported an error{named}"
+
+
+def _count(value: object) -> int:
+    """A token count from the stream, or 0 when the server sent something else."""
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _whole_object(raw: str) -> bool:
+    """Whether a tool input, as streamed, is one complete JSON object (no input at all is the
+    empty object)."""
+    try:
+        return isinstance(json.loads(raw or "{}"), dict)
+    except ValueError:
+        return False
+
+
+async def _consume(stream: Any, on_answer: AnswerProgress | None) -> Any:
+    """The final message of a stream read to its end, once it is known to be complete: it
+    started and stopped, and every tool input is whole JSON (an input cut off mid-string would
+    otherwise reach us parsed "as far as it goes", an answer silently truncated)."""
+    started = stopped = False
+    names: dict[int, str] = {}
+    inputs: dict[int, str] = {}
+    async for event in stream:
+        if event.type == "message_start":
+            started = True
+        elif event.type == "message_stop":
+            stopped = True
+        elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+            names[event.index] = event.content_block.name
+            inputs[event.index] = ""
+        elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
+            inputs[event.index] += event.delta.partial_json
+            if on_answer and names[event.index] == RESPOND_TOOL:
+                partial = _partial_answer(inputs[event.index])
+                if partial:
+                    await on_answer(partial)
+    if not (started and stopped):
+        raise _Malformed("a stream that ended before its message was complete")
+    message = await stream.get_final_message()
+    content = getattr(message, "content", None)
+    if not isinstance(content, list):
+        raise _Malformed("a message without content")
+    for index, block in enumerate(content):
+        if getattr(block, "type", None) != "tool_use":
+            continue
+        named = isinstance(getattr(block, "id", None), str) and isinstance(names[index], str)
+        if not named or not _whole_object(inputs[index]):
+            stop = getattr(message, "stop_reason", None)
+            why = " (it stopped at max_tokens)" if stop == "max_tokens" else ""
+            raise _Malformed(f"a tool call that is not complete{why}")
+    return message
 
 
 def _partial_answer(raw_json: str) -> str | None:
@@ -72,6 +196,13 @@ def _results_message(
     return {"role": "user", "content": content}
 
 
+def _read_timeout_s(timeout: float | httpx2.Timeout | None) -> float | None:
+    """How long a whole streamed reply may take: the client's timeout (`anthropic.timeout_s`),
+    which httpx applies to each read alone, so a server that drips a byte at a time would
+    never hit it."""
+    return timeout.read if isinstance(timeout, httpx2.Timeout) else timeout
+
+
 class ClaudeAgent:
     def __init__(
         self,
@@ -85,6 +216,8 @@ class ClaudeAgent:
         self._model = model
         self._max_tokens = max_tokens
         self._max_rounds = max_rounds
+        self._max_reply_bytes = _REPLY_BYTES_FIXED + max_tokens * _REPLY_BYTES_PER_TOKEN
+        self._reply_timeout_s = _read_timeout_s(client.timeout)
         # One fixed tool list and system block per variant (with or without the web), each
         # byte-identical between requests, so both stay in the prompt cache.
         self._tools: dict[bool, list[dict[str, Any]]] = {}
@@ -149,7 +282,9 @@ class ClaudeAgent:
         on_answer: AnswerProgress | None,
     ) -> Any:
         """One model turn, streamed: the `respond` tool's partial `answer` is passed on as it
-        grows (the SDK parses the partial tool input as far as it goes)."""
+        grows. Whatever arrives instead of a well-formed event stream (an error page, JSON, a
+        stream cut short or stalled, events the SDK can't parse) is `ModelUnavailable` with a
+        short reason and none of the body, so the engine falls back to the extractive answer."""
         started = time.perf_counter()
         params: dict[str, Any] = {
             "model": self._model,
@@ -161,37 +296,42 @@ class ClaudeAgent:
         }
         try:
             async with self.client.messages.stream(**params) as stream:
-                current: str | None = None
-                raw = ""
-                async for event in stream:
-                    if event.type == "content_block_start":
-                        block = event.content_block
-                        current = block.name if block.type == "tool_use" else None
-                        raw = ""
-                    elif event.type == "input_json" and current == RESPOND_TOOL and on_answer:
-                        raw += event.partial_json
-                        partial = _partial_answer(raw)
-                        if partial:
-                            await on_answer(partial)
-                response = await stream.get_final_message()
+                _require_event_stream(stream.response)
+                stream.response.stream = _ByteBudget(stream.response.stream, self._max_reply_bytes)
+                async with asyncio.timeout(self._reply_timeout_s):
+                    response = await _consume(stream, on_answer)
+        except _Malformed as exc:
+            raise ModelUnavailable(f"Claude sent {exc}") from None
+        except TimeoutError:
+            raise ModelUnavailable(
+                f"Claude's reply did not finish within {self._reply_timeout_s:g}s"
+            ) from None
         except anthropic.AuthenticationError:
             raise ModelUnavailable("Claude rejected the API key") from None
         except anthropic.APIStatusError as exc:
-            raise ModelUnavailable(f"Claude answered HTTP {exc.status_code}") from None
-        except anthropic.APITimeoutError:
+            raise ModelUnavailable(_status_reason(exc)) from None
+        except (anthropic.APITimeoutError, httpx2.TimeoutException):
             raise ModelUnavailable("Claude did not answer in time") from None
         except anthropic.APIConnectionError:
             raise ModelUnavailable("Claude could not be reached") from None
+        except (anthropic.APIError, httpx2.HTTPError) as exc:
+            raise ModelUnavailable(f"Claude's reply broke off ({type(exc).__name__})") from None
+        except _SDK_PARSE_FAILURES as exc:
+            # The SDK's stream helper assumes a well-formed stream: out-of-order events, bad
+            # JSON or bytes in an event, a delta for a block never started raise these.
+            raise ModelUnavailable(
+                f"Claude sent a stream that could not be read ({type(exc).__name__})"
+            ) from None
         finally:
             trace.model_calls += 1
             trace.model_seconds += time.perf_counter() - started
-        usage = response.usage
+        usage = getattr(response, "usage", None)
         trace.usage.add(
             Usage(
-                input_tokens=usage.input_tokens or 0,
-                output_tokens=usage.output_tokens or 0,
-                cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
-                cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+                input_tokens=_count(getattr(usage, "input_tokens", None)),
+                output_tokens=_count(getattr(usage, "output_tokens", None)),
+                cache_read_tokens=_count(getattr(usage, "cache_read_input_tokens", None)),
+                cache_write_tokens=_count(getattr(usage, "cache_creation_input_tokens", None)),
             )
         )
         return response

@@ -117,6 +117,12 @@ class ElasticsearchIndex:
         self._search = search
         self._server_rrf = False
 
+    @property
+    def location(self) -> str:
+        """Where the chunks live, for messages: the index alias only (the cluster's URL may
+        carry credentials)."""
+        return f"the Elasticsearch index {self.names.chunks}"
+
     # -- opening ----------------------------------------------------------------------------
 
     async def open(self, *, check_compatible: bool = True) -> ClusterInfo:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import structlog
 
@@ -48,10 +49,23 @@ INDEX_UNAVAILABLE = (
     "Please try again in a few minutes."
 )
 NO_MODEL = "No language model is configured, so this is not a written answer."
+# Said instead of "nothing found" when the index holds no passage at all: the fix is an ingest,
+# not a rephrased question. Filled with the index's `location` (a path or an index name).
+EMPTY_INDEX = (
+    "The knowledge base is empty: nothing has been ingested into {location} yet. "
+    "Run `bot ingest PATH` (a folder, a file or a URL) to add documents, then ask again."
+)
 NO_ANSWER = (
     "Sorry, I couldn't put an answer together this time. Please try again, or rephrase the "
     "question."
 )
+
+
+class LocatedIndex(SearchIndex, Protocol):
+    """An index that can say where it is, for messages to the person running the bot."""
+
+    @property
+    def location(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +98,19 @@ def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
     return list(reversed(kept))
 
 
+def _unavailable(exc: Exception, trace: Trace) -> str:
+    """Why the answer falls back to quoted passages, for the user; noted in the trace and
+    logged as one line (the reason is our own words: never a response body)."""
+    trace.notes.append(str(exc))
+    log.warning("model_unavailable", reason=str(exc))
+    return f"The language model is unavailable right now ({exc})."
+
+
 class AnswerEngine:
     def __init__(
         self,
         *,
-        index: SearchIndex,
+        index: LocatedIndex,
         store: ConversationStore,
         settings: AnswerSettings,
         top_k: int,
@@ -132,6 +154,8 @@ class AnswerEngine:
             )
             registry = SourceRegistry()
             answer = await self._produce(question, cleaned, history, registry, trace, on_progress)
+            if answer.status is AnswerStatus.NOT_FOUND and not len(registry):
+                answer = await self._said_empty(answer, trace)
             await self._count_learned_use(answer, registry)
         except IndexError_ as exc:  # the index or its server is down: say so, not silence
             log.warning("index_unavailable", error=str(exc))
@@ -154,6 +178,15 @@ class AnswerEngine:
             seconds=round(trace.total_seconds, 3),
         )
         return answer
+
+    async def _said_empty(self, answer: Answer, trace: Trace) -> Answer:
+        """A search that found nothing at all may have searched an empty index: then say so,
+        and how to fill it (checked only here, so a normal question costs no extra query)."""
+        if (await self._index.stats()).chunks:
+            return answer
+        trace.notes.append("the index holds no passages")
+        text = EMPTY_INDEX.format(location=self._index.location)
+        return Answer(text, AnswerStatus.NOT_FOUND, answer.mode)
 
     async def _count_learned_use(self, answer: Answer, registry: SourceRegistry) -> None:
         """Cited learned knowledge was useful: its documents and keywords get a use. The
@@ -210,9 +243,7 @@ class AnswerEngine:
             trace.notes.append("the model ignored tool calls: search-then-answer")
             return await self._search_then_answer(question, history, registry, trace)
         except ModelUnavailable as exc:
-            trace.notes.append(str(exc))
-            reason = f"The language model is unavailable right now ({exc})."
-            return await self._extractive(question, registry, trace, reason)
+            return await self._extractive(question, registry, trace, _unavailable(exc, trace))
         except NoResponse as exc:
             trace.notes.append(str(exc))
             return Answer(NO_ANSWER, AnswerStatus.ERROR, AnswerMode.AGENT)
@@ -244,13 +275,11 @@ class AnswerEngine:
                 question, history, format_sources(question, numbered), trace
             )
         except (ModelUnavailable, NoResponse) as exc:
-            trace.notes.append(str(exc))
-            reason = f"The language model is unavailable right now ({exc})."
             return extractive_answer(
                 numbered,
                 passages=self._settings.extractive_passages,
                 quote_chars=self._settings.quote_chars,
-                reason=reason,
+                reason=_unavailable(exc, trace),
             )
         status = "answered" if numbered else "not_found"
         respond = RespondInput(answer=text, citations=[], status=status)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+_MEDIA_TYPE = re.compile(r"[\w.+-]{1,40}/[\w.+-]{1,60}")
+
 
 class ModelUnavailable(RuntimeError):
     """The model can't be used right now (after the client's retries): fall back, don't fail."""
@@ -13,3 +17,10 @@ class NoResponse(RuntimeError):
 
 class ToolsUnsupported(RuntimeError):
     """The model ignored a forced tool call: it can't do tool use, so search for it."""
+
+
+def media_type(content_type: str | None) -> str:
+    """A response's media type as a reason may show it: `text/html` from `text/html; charset=x`,
+    and never more than a well-formed type (the header is the server's to fill with anything)."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    return media if _MEDIA_TYPE.fullmatch(media) else "no recognisable content type"

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, Field, ValidationError
 
 from core.conversation import Trace, Turn, Usage
 from core.http_retry import RemoteFailure, RetryPolicy, post_json
-from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
+from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported, media_type
 from core.prompts import NO_TOOLS_PROMPT, RETRY_NUDGE, history_messages
 from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.tools import RESPOND_TOOL, RespondInput, tool_definitions
@@ -37,13 +39,100 @@ def _forced(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 
 
-def _arguments(raw: object) -> object:
+class _Function(BaseModel):
+    name: str
+    # A JSON string by the spec; Ollama sends the object itself.
+    arguments: str | dict[str, Any] = "{}"
+
+
+class _ToolCall(BaseModel):
+    id: str = ""
+    function: _Function
+
+
+class _Message(BaseModel):
+    content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+
+
+class _Completion(BaseModel):
+    """The part of a chat completion we use; anything else in the body is ignored."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    content: str | None
+    calls: list[_Call]
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant turn as the next request sends it back (arguments as JSON strings,
+        as the spec has them)."""
+        calls = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for c in self.calls
+        ]
+        return {"role": "assistant", "content": self.content, "tool_calls": calls}
+
+
+def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as an object; anything else means the server's reply is
+    broken (not a model's mistake to argue about), so the answer falls back."""
     if isinstance(raw, dict):
         return raw
     try:
-        return json.loads(raw) if isinstance(raw, str) else None
-    except json.JSONDecodeError:
-        return None
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ModelUnavailable("the model server sent tool call arguments that are not JSON")
+    return value
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _reply(response: httpx.Response) -> tuple[_Reply, dict[str, Any]]:
+    """The message of a 200 chat completion and its usage, or `ModelUnavailable` saying what
+    was wrong with it (in our words and the field's name: never the body)."""
+    try:
+        completion = _Completion.model_validate_json(response.content)
+    except ValidationError as exc:
+        media = media_type(response.headers.get("content-type"))
+        if not media.endswith("json"):
+            raise ModelUnavailable(
+                f"the model server sent {media} (HTTP {response.status_code}), "
+                "not a chat completion"
+            ) from None
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the body"
+        raise ModelUnavailable(
+            f"the model server sent a malformed chat completion ({where}: {first['msg']})"
+        ) from None
+    message = completion.choices[0].message
+    calls = [
+        _Call(c.id, c.function.name, _arguments(c.function.arguments))
+        for c in message.tool_calls or []
+    ]
+    return _Reply(message.content, calls), completion.usage or {}
 
 
 class OpenAICompatibleAgent:
@@ -88,52 +177,42 @@ class OpenAICompatibleAgent:
         for round_number in range(1, self._max_rounds + 2):
             tool = runner.required_tool(round_number, self._max_rounds)
             choice: object = _forced(tool) if tool else "required"
-            message = await self._complete(
+            reply = await self._complete(
                 {"messages": messages, "tools": tools, "tool_choice": choice}, trace
             )
-            calls = message.get("tool_calls") or []
-            if not calls and round_number == 1:
+            if not reply.calls and round_number == 1:
                 raise ToolsUnsupported("the model answered a forced tool call with plain text")
-            if not calls:  # it can use tools (round 1 did): ask once more, like Claude
+            if not reply.calls:  # it can use tools (round 1 did): ask once more, like Claude
                 runner.failed("the model answered without the respond tool")
                 messages += [
-                    {"role": "assistant", "content": message.get("content") or ""},
+                    {"role": "assistant", "content": reply.content or ""},
                     {"role": "user", "content": RETRY_NUDGE},
                 ]
                 continue
-            messages.append(
-                {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
-            )
-            named = [
-                (
-                    c.get("id", ""),
-                    c.get("function", {}).get("name", ""),
-                    _arguments(c.get("function", {}).get("arguments")),
-                )
-                for c in calls
-            ]
-            respond = next((n for n in named if n[1] == RESPOND_TOOL), None)
+            messages.append(reply.as_message())
+            named = reply.calls
+            respond = next((c for c in named if c.name == RESPOND_TOOL), None)
             others = [n for n in named if n is not respond]
             results: list[ToolResult] | None = None
             if respond is not None and runner.keywords_pending:
                 # Tools beside the respond (save_keywords, say) run before it is judged.
-                results = await runner.run_all([(name, args) for _, name, args in others])
+                results = await runner.run_all([(c.name, c.arguments) for c in others])
             refusal = ""
             if respond is not None:
                 verdict = await runner.judge_respond(
-                    respond[2], final=round_number >= self._max_rounds
+                    respond.arguments, final=round_number >= self._max_rounds
                 )
                 if isinstance(verdict, RespondInput):
                     return verdict
                 refusal = verdict
             if results is None:
-                results = await runner.run_all([(name, args) for _, name, args in others])
+                results = await runner.run_all([(c.name, c.arguments) for c in others])
             # Matched by position, not by id: servers may send empty or repeated ids.
             pending = iter(results)
             for call in named:
                 result = ToolResult(refusal, True) if call is respond else next(pending)
                 text = f"ERROR: {result.content}" if result.is_error else result.content
-                messages.append({"role": "tool", "tool_call_id": call[0], "content": text})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
         raise NoResponse(f"no answer within {self._max_rounds} rounds")
 
     async def answer_from_sources(
@@ -145,13 +224,12 @@ class OpenAICompatibleAgent:
             *history_messages(history),
             {"role": "user", "content": question},
         ]
-        message = await self._complete({"messages": messages}, trace)
-        content = message.get("content")
-        if not isinstance(content, str) or not content.strip():
+        content = (await self._complete({"messages": messages}, trace)).content
+        if content is None or not content.strip():
             raise NoResponse("the model returned an empty answer")
         return content
 
-    async def _complete(self, body: dict[str, Any], trace: Trace) -> dict[str, Any]:
+    async def _complete(self, body: dict[str, Any], trace: Trace) -> _Reply:
         payload = {"model": self._model, "max_tokens": self._max_tokens, **body}
         started = time.perf_counter()
         try:
@@ -170,16 +248,11 @@ class OpenAICompatibleAgent:
             )
         if response.status_code >= 400:
             raise ModelUnavailable(f"the model server answered HTTP {response.status_code}")
-        try:
-            data = response.json()
-            message = data["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise ModelUnavailable("the model server sent a malformed response") from None
-        usage = data.get("usage") or {}
+        reply, usage = _reply(response)
         trace.usage.add(
             Usage(
-                input_tokens=int(usage.get("prompt_tokens") or 0),
-                output_tokens=int(usage.get("completion_tokens") or 0),
+                input_tokens=_count(usage.get("prompt_tokens")),
+                output_tokens=_count(usage.get("completion_tokens")),
             )
         )
-        return message if isinstance(message, dict) else {}
+        return reply

@@ -120,6 +120,11 @@ class SqliteIndex:
     def embedder(self) -> Embedder:
         return self._embedder
 
+    @property
+    def location(self) -> str:
+        """Where the chunks live, for messages: the database file."""
+        return str(self._path)
+
     # -- connections ------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:

@@ -2,15 +2,16 @@
 
 The SDK talks to it through httpx2's MockTransport, so everything above the socket is real:
 request building, headers, retries, error mapping, response parsing. Each scripted step is a
-Messages API response body, an (HTTP status, body) pair, an exception to raise, or a function of
-the request body returning one of those.
+Messages API response body, an (HTTP status, body) pair, a whole HTTP response (`reply`: what a
+broken proxy or a hostile endpoint might send), an exception to raise, or a function of the
+request body returning one of those.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
 import anthropic
@@ -18,7 +19,13 @@ import httpx2
 
 from tests.integration.answers.helpers import first_sentence
 
-Step = dict[str, Any] | tuple[int, dict[str, Any]] | Exception | Callable[[dict[str, Any]], Any]
+Step = (
+    dict[str, Any]
+    | tuple[int, dict[str, Any]]
+    | httpx2.Response
+    | Exception
+    | Callable[[dict[str, Any]], Any]
+)
 _ids = itertools.count(1)
 
 
@@ -68,6 +75,16 @@ JSON_PIECE = 24  # characters of tool input JSON per input_json_delta event
 
 def sse(msg: dict[str, Any]) -> bytes:
     """A Messages API response replayed as the server-sent events of a streamed response."""
+    return encode_events(stream_events(msg))
+
+
+def encode_events(events: list[dict[str, Any]]) -> bytes:
+    """Events on the wire: each named by its type, its data one line of JSON."""
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def stream_events(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events the API streams for `msg`, in order, for a test to cut or corrupt."""
     events: list[dict[str, Any]] = [
         {
             "type": "message_start",
@@ -125,7 +142,18 @@ def sse(msg: dict[str, Any]) -> bytes:
         }
     )
     events.append({"type": "message_stop"})
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+    return events
+
+
+def reply(
+    body: bytes | AsyncIterator[bytes],
+    content_type: str | None = "text/event-stream",
+    status: int = 200,
+) -> httpx2.Response:
+    """A scripted step that is exactly this HTTP response, whatever the request asked for: an
+    error page, a stream cut short, a body that arrives slowly or never ends."""
+    headers = {"content-type": content_type} if content_type is not None else {}
+    return httpx2.Response(status, content=body, headers=headers)
 
 
 def overloaded() -> tuple[int, dict[str, Any]]:
@@ -165,6 +193,8 @@ class FakeMessagesAPI:
                 raise
         if isinstance(step, Exception):
             raise step
+        if isinstance(step, httpx2.Response):
+            return step
         status, payload = step if isinstance(step, tuple) else (200, step)
         if status >= 400:
             return httpx2.Response(status, json=payload, headers={"retry-after-ms": "5"})
@@ -174,13 +204,17 @@ class FakeMessagesAPI:
             )
         return httpx2.Response(status, json=payload)
 
-    def client(self, max_retries: int = 2) -> anthropic.AsyncAnthropic:
+    def client(
+        self, max_retries: int = 2, timeout: float | None = None
+    ) -> anthropic.AsyncAnthropic:
         transport = httpx2.MockTransport(self.handler)
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         return anthropic.AsyncAnthropic(
             api_key="test-key",
             base_url="http://anthropic.test",
             http_client=httpx2.AsyncClient(transport=transport),
             max_retries=max_retries,
+            **extra,
         )
 
 

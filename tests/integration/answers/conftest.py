@@ -3,7 +3,8 @@ conversation store."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from core.config import Settings
 from core.embedder import MiniLMEmbedder
 from core.sqlite_index import SqliteIndex
+from tests.integration.answers.chat_server import ChatServer
 from tests.integration.answers.helpers import cached
 
 
@@ -26,3 +28,15 @@ def settings(kb: Settings, tmp_path: Path) -> Settings:
     storage = kb.storage.model_copy(update={"data_dir": tmp_path})
     search = kb.search.model_copy(update={"sqlite_path": kb.index_path})
     return kb.model_copy(update={"storage": storage, "search": search})
+
+
+@pytest.fixture
+def chat() -> Iterator[ChatServer]:
+    """A scripted chat-completions server on loopback (the OpenAI-compatible path's remote)."""
+    server = ChatServer()
+    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.server.shutdown()
+    if server.errors:
+        raise server.errors[0]

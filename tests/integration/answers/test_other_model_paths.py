@@ -3,10 +3,7 @@ loopback), its search-then-answer fallback, and the extractive answer with no mo
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ from core.conversation import AnswerMode, AnswerStatus
 from core.openai_agent import OpenAICompatibleAgent
 from core.sqlite_index import SqliteIndex
 from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from tests.integration.answers.chat_server import ChatServer, completion
 from tests.integration.answers.helpers import (
     cached,
     engine,
@@ -24,71 +22,6 @@ from tests.integration.answers.helpers import (
     question,
     sources_in,
 )
-
-Reply = tuple[int, dict[str, Any]] | Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
-
-
-class ChatServer:
-    """A local chat-completions server that replays scripted replies and records requests."""
-
-    def __init__(self) -> None:
-        self.replies: list[Reply] = []
-        self.requests: list[dict[str, Any]] = []
-        self.errors: list[BaseException] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(
-                    {"path": self.path, "auth": self.headers.get("Authorization"), **body}
-                )
-                try:
-                    reply = outer.replies.pop(0)
-                    status, payload = reply(body) if callable(reply) else reply
-                except Exception as exc:  # noqa: BLE001 (re-raised by the test)
-                    outer.errors.append(exc)
-                    status, payload = 500, {"error": str(exc)}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-
-def completion(content: str | None = None, *calls: tuple[str, dict[str, Any]]) -> tuple[int, dict]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        message["tool_calls"] = [
-            {
-                "id": f"call_{i}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)},
-            }
-            for i, (name, args) in enumerate(calls)
-        ]
-    return 200, {
-        "choices": [{"index": 0, "message": message}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 10},
-    }
-
-
-@pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    server = ChatServer()
-    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.server.shutdown()
-    if server.errors:
-        raise server.errors[0]
 
 
 @pytest.fixture

@@ -550,8 +550,8 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
     import httpx
 
     from core.openai_agent import OpenAICompatibleAgent
-    from tests.integration.answers.test_other_model_paths import ChatServer
-    from tests.integration.answers.test_other_model_paths import completion as chat_reply
+    from tests.integration.answers.chat_server import ChatServer
+    from tests.integration.answers.chat_server import completion as chat_reply
 
     settings = web_settings(settings, web)
     chat = ChatServer()

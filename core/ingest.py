@@ -297,7 +297,7 @@ async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:
 
 
 def _matching(records: dict[str, DocumentRecord], target: str) -> tuple[str, list[str]]:
-    if is_url(target):
+    if is_url(target) or target.startswith("file:"):  # file: links are cited without --base-url
         url = redact_url(urldefrag(target).url)
         return "URL", [
             r.doc_id

@@ -246,24 +246,27 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
 def _redirect_refused(start: httpx.URL, target: httpx.URL) -> str | None:
     """Why a redirect from `start` (the URL the user gave) to `target` is not followed.
 
-    Only http(s); and never from a public address into the machine's own networks (loopback,
-    private, link-local: where cloud metadata endpoints live). Hosts are judged when they are
-    IP literals or `localhost`; names are not resolved here."""
+    Only http(s); never to a link-local address (where cloud metadata endpoints answer); and
+    never from a public host into the machine's own networks (loopback, private). Hosts are
+    judged when they are IP literals or `localhost`; names are not resolved here."""
     if target.scheme not in ("http", "https"):
         return f"redirect to a {target.scheme or 'relative'}: URL refused"
-    if _internal(target.host) and not _internal(start.host):
+    if _address(target.host, "is_link_local"):
+        return f"redirect to a link-local address ({target.host}) refused"
+    if _address(target.host, "is_private") and not _address(start.host, "is_private"):
         return f"redirect from a public host to an internal one ({target.host}) refused"
     return None
 
 
-def _internal(host: str) -> bool:
+def _address(host: str, kind: str) -> bool:
+    """Whether `host` is an IP literal of that kind (`is_private` covers loopback too)."""
     if host.lower() == "localhost":
-        return True
+        return kind == "is_private"
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return address.is_private or address.is_loopback or address.is_link_local
+    return bool(getattr(address, kind))
 
 
 async def _fetch(

@@ -137,7 +137,9 @@ async def test_bad_inputs_are_skipped_with_reasons(
     assert reasons["image.png"] == "unsupported file type '.png'"
     assert "over the limit of 1,000" in reasons["big.txt"]
     assert "PDF" in reasons["broken.pdf"]
-    assert reasons["missing"] == "no such file, folder or URL"
+    assert [(Path(m.display).name, m.reason) for m in report.missing] == [
+        ("missing", "no such file, folder or URL")
+    ]
     if os.geteuid() != 0:
         assert reasons["locked.md"].startswith("can't read")
 

@@ -1,0 +1,344 @@
+"""Hostile input to `bot ingest`: each bad file or URL is skipped with its exact reason, in
+bounded time and memory, and the rest of the run is indexed. Real parts throughout: the real
+model, the SQLite index, httpx against a local aiohttp server, the CLI in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from aiohttp import web
+from typer.testing import CliRunner
+
+from bench.hostile_ingest import PEAK_RSS_LIMIT_MB, build_hostile_folder
+from bot.cli import app
+from core.config import Settings
+from core.document_formats import ParsedDocument, Section
+from core.embedder import CachedEmbedder
+from core.ingest import Ingestor, Outcome, PreparedDocument, build_chunks
+from core.models import DocumentRecord
+from core.run_locks import SqliteRunLocks
+from core.sqlite_index import SqliteIndex
+from tests.conftest import REPO
+
+runner = CliRunner()
+
+
+# ------------------------------------------------------------------------------ the folder
+
+
+def test_the_hostile_folder_bench_indexes_the_good_and_skips_each_bad_with_its_reason() -> None:
+    """The Must-show run: `bot ingest` as a subprocess on every bad file plus 50 good ones."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.hostile_ingest", "--runs", "1", "--no-save"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["good_indexed"] == 50
+    assert result["skipped"] == {
+        "attributes.html": "an element with 1,000,000 attributes (more than 1,000)",
+        "bomb.pdf": "not a readable PDF: LimitReachedError: Limit reached while decompressing.",
+        "broken.md": "broken symlink (its target does not exist)",
+        "empty.md": "empty file",
+        "filter.pdf": "not a readable PDF: NotImplementedError: Unsupported filter /FooDecode",
+        "folder-link": "symlink to a folder (not followed)",
+        "huge.txt": "over the limit of 20,000,000 bytes (ingest.max_file_bytes)",
+        "loop_a.md": "symlink loop",
+        "loop_b.md": "symlink loop",
+        "nul.txt": "binary content (NUL byte at offset 10,000) in a text file",
+        "pipe.md": "not a regular file (named pipe)",
+        "recursion.pdf": "not a readable PDF: RecursionError: maximum recursion depth exceeded",
+        "socket.md": "not a regular file (socket)",
+        "zero.md": "not a regular file (character device)",
+    }
+    assert result["hostile_indexed"] == [
+        "caf\ufffd-latin1-name.md",
+        "deep.html",
+        "heading.md",
+        "long-line.txt",
+        "quotes.md",
+    ]
+    assert result["peak_rss_mb_max"] < PEAK_RSS_LIMIT_MB
+    assert time.monotonic() - started < 90
+
+
+async def test_each_hostile_file_is_handled_in_process(
+    tmp_path: Path, ingestor: Ingestor, index: object
+) -> None:
+    """The same folder through the Ingestor: exact reasons, and the readable hostile files
+    (20,000-level HTML, 105 KB heading, 10 MB line, Latin-1 name) indexed."""
+    if not isinstance(index, SqliteIndex):
+        pytest.skip("the folder's handling does not depend on the index backend")
+    expected = build_hostile_folder(tmp_path / "docs")
+    started = time.monotonic()
+    report = await ingestor.ingest([str(tmp_path / "docs")], source="kb")
+    assert time.monotonic() - started < 60
+    reasons = {Path(s.display).name: s.reason for s in report.skipped}
+    for name, reason in expected.items():
+        if reason is None:
+            assert name not in reasons
+        else:
+            assert reasons[name].startswith(reason), (name, reasons[name])
+    assert report.counts[Outcome.ADDED] == 50 + sum(r is None for r in expected.values())
+    assert report.failed == []
+
+
+async def test_an_undecodable_file_name_is_indexed_under_a_safe_name(
+    tmp_path: Path, ingestor: Ingestor, index: object
+) -> None:
+    """It used to fail its whole embedding group: 0 of 6 indexed."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(5):
+        (docs / f"page{n}.md").write_text(f"# Page {n}\n\nAbout topic {n}.\n")
+    (docs / os.fsdecode(b"r\xe9sum\xe9.md")).write_text("# CV\n\nA Latin-1 file name.\n")
+    report = await ingestor.ingest([str(docs)], source="kb")
+    assert report.counts[Outcome.ADDED] == 6
+    assert report.failed == []
+
+
+async def test_one_document_that_cannot_be_embedded_fails_alone(
+    settings: Settings, index: object, embedder: CachedEmbedder
+) -> None:
+    ingestor = Ingestor(index, embedder, settings.ingest)  # type: ignore[arg-type]
+    documents = []
+    for n in range(6):
+        text = f"Passage {n} about widgets." + ("\ud800" if n == 3 else "")  # lone surrogate
+        parsed = ParsedDocument(f"Doc {n}", [Section("", None, text)])
+        doc_id = f"file:///doc{n}.md"
+        chunks = build_chunks(
+            parsed, doc_id=doc_id, source="kb", url=doc_id, settings=settings.ingest
+        )
+        record = DocumentRecord(doc_id, "kb", parsed.title, doc_id, f"sum{n}", len(chunks))
+        documents.append(PreparedDocument(record, chunks, f"doc{n}.md"))
+    report = await _write(ingestor, documents)
+    assert report.counts[Outcome.ADDED] == 5
+    assert [f.display for f in report.failed] == ["doc3.md"]
+    assert report.failed[0].reason.startswith("embedding failed: ")
+
+
+async def _write(ingestor: Ingestor, documents: list[PreparedDocument]):  # type: ignore[no-untyped-def]
+    from core.ingest import IngestReport
+
+    report = IngestReport()
+    await ingestor.write(documents, {}, report)
+    return report
+
+
+# ------------------------------------------------------------------------------------ URLs
+
+
+async def _drip(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    response.content_length = 10
+    await response.prepare(request)
+    for _ in range(10):
+        await response.write(b"x")
+        await asyncio.sleep(1)
+    return response
+
+
+async def _bomb(request: web.Request) -> web.Response:
+    body = gzip.compress(b"a" * 50_000_000, compresslevel=9)
+    headers = {"Content-Type": "text/plain", "Content-Encoding": "gzip"}
+    return web.Response(body=body, headers=headers)
+
+
+async def _private(request: web.Request) -> web.Response:
+    if request.headers.get("Authorization") != "Basic dXNlcjpzM2NyM3QtcHc=":  # user:s3cr3t-pw
+        return web.Response(status=401)
+    return web.Response(text="# Private\n\nBehind basic auth.\n", content_type="text/markdown")
+
+
+def _redirect(location: str):  # type: ignore[no-untyped-def]
+    async def handler(request: web.Request) -> web.Response:
+        raise web.HTTPFound(location)
+
+    return handler
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[str]:
+    app_ = web.Application()
+    app_.router.add_get("/drip.txt", _drip)
+    app_.router.add_get("/bomb.txt", _bomb)
+    app_.router.add_get("/private.md", _private)
+    app_.router.add_get("/loop", _redirect("/loop"))
+    app_.router.add_get("/to-file", _redirect("file:///etc/passwd"))
+    app_.router.add_get("/to-metadata", _redirect("http://169.254.169.254/latest/meta-data/"))
+    runner_ = web.AppRunner(app_)
+    await runner_.setup()
+    tcp = web.TCPSite(runner_, "127.0.0.1", 0)
+    await tcp.start()
+    port = tcp._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}"
+    await runner_.cleanup()
+
+
+async def _fetch_all(settings: Settings, index: object, embedder, urls: list[str], **limits):  # type: ignore[no-untyped-def]
+    ingest = settings.ingest.model_copy(update=limits)
+    async with httpx.AsyncClient(timeout=ingest.url_timeout_s) as http:
+        ingestor = Ingestor(index, embedder, ingest, http=http)  # type: ignore[arg-type]
+        return await ingestor.ingest(urls, source="web")
+
+
+async def test_a_slow_drip_url_is_cut_off_at_its_deadline(
+    site: str, settings: Settings, index: object, embedder: CachedEmbedder
+) -> None:
+    started = time.monotonic()
+    report = await _fetch_all(settings, index, embedder, [f"{site}/drip.txt"], url_deadline_s=1)
+    assert time.monotonic() - started < 3
+    assert [(s.display, s.reason) for s in report.skipped] == [
+        (f"{site}/drip.txt", "did not arrive whole within 1 s (ingest.url_deadline_s)")
+    ]
+
+
+async def test_hostile_urls_are_skipped_with_their_reasons(
+    site: str, settings: Settings, index: object, embedder: CachedEmbedder
+) -> None:
+    urls = [f"{site}/{p}" for p in ("bomb.txt", "loop", "to-file", "to-metadata")]
+    report = await _fetch_all(settings, index, embedder, urls, max_file_bytes=1_000_000)
+    assert {s.display.rsplit("/", 1)[1]: s.reason for s in report.skipped} == {
+        "bomb.txt": "over the limit of 1,000,000 bytes (ingest.max_file_bytes)",
+        "loop": "more than 20 redirects",
+        "to-file": "redirect to a file: URL refused",
+        "to-metadata": "redirect to a link-local address (169.254.169.254) refused",
+    }
+
+
+async def test_url_credentials_are_used_but_never_stored_shown_or_logged(
+    site: str,
+    settings: Settings,
+    index: object,
+    embedder: CachedEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with_password = site.replace("http://", "http://user:s3cr3t-pw@") + "/private.md"
+    report = await _fetch_all(settings, index, embedder, [with_password])
+    assert report.counts[Outcome.ADDED] == 1
+    records = await index.documents()  # type: ignore[attr-defined]
+    assert [(r.doc_id, r.url) for r in records.values()] == [
+        (f"{site}/private.md", f"{site}/private.md")
+    ]
+    assert "s3cr3t-pw" not in caplog.text
+    assert caplog.text.count(f"{site}/private.md") >= 1  # the request was logged, redacted
+
+
+# ------------------------------------------------------------------------- the command line
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_CONFIG", str(REPO / "config.yaml"))
+    return tmp_path
+
+
+def test_a_missing_target_is_an_error_naming_it(env: Path) -> None:
+    result = runner.invoke(app, ["ingest", str(env / "nonexistent")])
+    assert result.exit_code == 1
+    assert (
+        f"error: nothing to ingest at {env / 'nonexistent'} (no such file, folder or URL)"
+        in " ".join(result.output.split())
+    )
+
+
+def test_an_empty_target_is_an_error_not_the_current_folder(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (env / "here.md").write_text("# Here\n\nnot to be indexed by ''\n")
+    monkeypatch.chdir(env)
+    result = runner.invoke(app, ["ingest", ""])
+    assert result.exit_code == 1
+    assert "error: nothing to ingest at '' (empty path (for this folder, say '.'))" in (
+        " ".join(result.output.split())
+    )
+    assert "0 added" in result.output
+
+
+def test_a_run_where_every_file_is_skipped_exits_1(env: Path) -> None:
+    docs = env / "docs"
+    docs.mkdir()
+    (docs / "empty.md").write_text("")
+    os.mkfifo(docs / "pipe.md")
+    result = runner.invoke(app, ["ingest", str(docs)])
+    assert result.exit_code == 1
+    assert "error: nothing was indexed: all 2 file(s) were skipped (reasons above)" in (
+        " ".join(result.output.split())
+    )
+
+
+def test_remove_undoes_an_ingest_by_path_url_or_source(env: Path) -> None:
+    docs = env / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.md").write_text("# A\n\nAlpha.\n")
+    (docs / "sub" / "b.md").write_text("# B\n\nBravo.\n")
+    (env / "c.md").write_text("# C\n\nCharlie.\n")
+    assert runner.invoke(app, ["ingest", str(docs)]).exit_code == 0
+    assert runner.invoke(app, ["ingest", str(env / "c.md"), "--source", "extra"]).exit_code == 0
+
+    result = runner.invoke(app, ["remove", str(docs / "sub"), "extra"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines == [
+        f"{docs / 'sub'} (path): 1 document(s), 1 chunk(s) removed",
+        "extra (source): 1 document(s), 1 chunk(s) removed",
+    ]
+    a_link = (docs / "a.md").resolve().as_uri()  # its citation link (no --base-url)
+    result = runner.invoke(app, ["remove", a_link, "nosuch"])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"{a_link} (URL): 1 document(s), 1 chunk(s) removed",
+        "nosuch (source): 0 document(s), 0 chunk(s) removed",
+        "error: nothing in the index matched nosuch (a source label, a URL or an ingested path;"
+        " `bot search` shows sources)",
+    ]
+    assert runner.invoke(app, ["ingest", str(docs), "--source", "handbook"]).exit_code == 0
+    result = runner.invoke(app, ["remove", "handbook"])
+    assert result.exit_code == 0
+    assert result.output == "handbook (source): 2 document(s), 2 chunk(s) removed\n"
+
+
+async def test_a_second_ingest_is_refused_while_one_holds_the_lock(env: Path) -> None:
+    docs = env / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha.\n")
+    settings = _cli_settings(env)
+    locks = SqliteRunLocks(settings.state_path, settings.search.busy_timeout_ms)
+    assert await locks.claim("ingest", "otherhost:42", settings.ingest.lock_ttl_s)
+    try:
+        result = await asyncio.to_thread(runner.invoke, app, ["ingest", str(docs)])
+        assert result.exit_code == 1
+        text = " ".join(result.output.split())
+        assert "error: another ingest is running (since " in text
+        assert " UTC, by otherhost:42); try again when it has finished" in text
+        assert await locks.held("ingest") is not None  # not taken over, not released
+    finally:
+        await locks.release("ingest", "otherhost:42")
+        await locks.close()
+    first = await asyncio.to_thread(runner.invoke, app, ["ingest", str(docs)])
+    again = await asyncio.to_thread(runner.invoke, app, ["ingest", str(docs)])
+    assert (first.exit_code, again.exit_code) == (0, 0)  # each released its lock
+
+
+def _cli_settings(env: Path) -> Settings:
+    from core.config import load_settings
+
+    return load_settings(REPO / "config.yaml", environ={"BOT_STORAGE__DATA_DIR": str(env / "data")})

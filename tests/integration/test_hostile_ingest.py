@@ -107,10 +107,12 @@ async def test_an_undecodable_file_name_is_indexed_under_a_safe_name(
     docs.mkdir()
     for n in range(5):
         (docs / f"page{n}.md").write_text(f"# Page {n}\n\nAbout topic {n}.\n")
-    (docs / os.fsdecode(b"r\xe9sum\xe9.md")).write_text("# CV\n\nA Latin-1 file name.\n")
+    (docs / os.fsdecode(b"r\xe9sum\xe9.md")).write_text("No heading: the title is the name.\n")
     report = await ingestor.ingest([str(docs)], source="kb")
     assert report.counts[Outcome.ADDED] == 6
     assert report.failed == []
+    titles = {r.title for r in (await index.documents()).values()}  # type: ignore[attr-defined]
+    assert "R\ufffdsum\ufffd" in titles
 
 
 async def test_one_document_that_cannot_be_embedded_fails_alone(

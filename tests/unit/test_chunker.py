@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 from core.chunker import split_text
 
@@ -51,3 +52,11 @@ def test_overlap_survives_sentences_longer_than_a_chunk() -> None:
     chunks = split_text(words, 300, 60)
     for before, after in itertools.pairwise(chunks):
         assert after.split()[0] in before.split()
+
+
+def test_a_huge_single_line_is_chunked_in_linear_time() -> None:
+    started = time.perf_counter()
+    chunks = split_text("word " * 4_000_000, 1000, 150)  # 20 MB on one line
+    assert time.perf_counter() - started < 5  # quadratic before: minutes
+    assert all(len(c) <= 1000 for c in chunks)
+    assert len(chunks) > 20_000

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from core.config import IngestSettings
 from core.document_formats import (
     DocumentFormat,
+    ParsedDocument,
     UnreadableDocument,
     parse_document,
     parse_html,
@@ -129,3 +132,54 @@ def test_utf8_bom_is_accepted() -> None:
         timeout_s=TIMEOUT,
     )
     assert doc.title == "Título"
+
+
+def _timed_parse(data: bytes, fmt: DocumentFormat, **limits: float) -> tuple[float, object]:
+    started = time.perf_counter()
+    try:
+        doc: object = parse_document(
+            data, fmt, "x", max_depth=DEPTH, timeout_s=limits.get("timeout_s", TIMEOUT)
+        )
+    except UnreadableDocument as exc:
+        doc = exc
+    return time.perf_counter() - started, doc
+
+
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "<a " * 35_000,  # 105 KB: hung on `<a\s+[^>]*...` and `<[^>]+>`
+        "[" * 100_000,  # `\[([^\]]*)\]`
+        "x" + " " * 100_000 + "y {#id}",  # `\s*\{` tried at every space
+    ],
+)
+def test_heading_parsing_is_linear(heading: str) -> None:
+    seconds, doc = _timed_parse(f"# {heading}\n\nBody.\n".encode(), DocumentFormat.MARKDOWN)
+    assert seconds < 2.5
+    assert isinstance(doc, ParsedDocument)
+
+
+def test_deeply_nested_html_parses_in_linear_time_and_keeps_its_text() -> None:
+    page = "<html><body><h1>Deep</h1>" + "<div>level " * 20_000 + "</body></html>"
+    seconds, doc = _timed_parse(page.encode(), DocumentFormat.HTML)
+    assert seconds < 5  # 126 s before
+    assert isinstance(doc, ParsedDocument)
+    assert doc.sections[0].text.count("level") == 20_000
+
+
+def test_an_html_element_with_a_million_attributes_is_refused() -> None:
+    attributes = " ".join(f"a{i}=1" for i in range(1_000_000))
+    seconds, doc = _timed_parse(f"<p {attributes}>x</p>".encode(), DocumentFormat.HTML)
+    assert seconds < 2
+    assert str(doc) == "an element with 1,000,000 attributes (more than 1,000)"
+
+
+def test_a_nul_byte_anywhere_marks_a_text_file_binary() -> None:
+    _, doc = _timed_parse(b"a" * 10_000 + b"\x00tail", DocumentFormat.TEXT)
+    assert str(doc) == "binary content (NUL byte at offset 10,000) in a text file"
+
+
+def test_a_slow_pdf_is_stopped_between_pages() -> None:
+    data = make_pdf([[f"Page {n} text."] for n in range(50)])
+    _, doc = _timed_parse(data, DocumentFormat.PDF, timeout_s=1e-6)
+    assert str(doc) == "parsing took longer than 1e-06 s (ingest.parse_timeout_s)"

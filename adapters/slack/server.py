@@ -22,7 +22,8 @@ import logging
 import re
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -177,7 +178,7 @@ class SlackHttpEndpoint:
 
 def _signature_headers(headers: Mapping[str, str]) -> tuple[str, str]:
     """The timestamp and signature, refused (401) when missing, not a plain number (the SDK's
-    `int()` would raise, and accepts `+1_7e`-like forms) or older than Slack allows."""
+    `int()` raises on `abc` and accepts `+17` or `1_700`) or older than Slack allows."""
     timestamp = headers.get("X-Slack-Request-Timestamp", "")
     signature = headers.get("X-Slack-Signature")
     if not signature:
@@ -287,9 +288,13 @@ def one_line_logger(name: str) -> logging.Logger:
 
 
 async def check_token(client: AsyncWebClient) -> None:
-    """`auth.test` before serving: a refused token stops the process with one clear line."""
+    """`auth.test` before serving: a refused token stops the process with one clear line. One
+    attempt, no retry (whose log line would come before that one)."""
+    once = AsyncWebClient(
+        token=client.token, base_url=client.base_url, timeout=client.timeout, retry_handlers=[]
+    )
     try:
-        await client.auth_test()
+        await once.auth_test()
     except SlackApiError as exc:
         error = slack_error(exc)
         if error in _TOKEN_REFUSED:
@@ -311,46 +316,55 @@ async def run_http(
     service: SlackService, host: str, port: int, on_listening: Callable[[str], None]
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (see the module's docstring)."""
-    if service.check_token:
-        await check_token(service.bolt.client)
-    endpoint = SlackHttpEndpoint(service)
-    runner = endpoint.runner()
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-        bound_host, bound_port = runner.addresses[0][:2]
-        on_listening(f"listening on {bound_host}:{bound_port}")
-        await _stop_signal()
-        endpoint.draining = True  # new requests get 503 while the answers finish
-        await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
-    finally:
-        await runner.cleanup()
+    async with _stop_on_signal() as stop:
+        if service.check_token:
+            await check_token(service.bolt.client)
+        endpoint = SlackHttpEndpoint(service)
+        runner = endpoint.runner()
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+            bound_host, bound_port = runner.addresses[0][:2]
+            on_listening(f"listening on {bound_host}:{bound_port}")
+            await stop.wait()
+            endpoint.draining = True  # new requests get 503 while the answers finish
+            await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
+        finally:
+            await runner.cleanup()
 
 
 async def run_socket_mode(
     service: SlackService, app_token: str, on_listening: Callable[[str], None]
 ) -> None:
-    if service.check_token:
-        await check_token(service.bolt.client)
-    handler = AsyncSocketModeHandler(service.bolt, app_token)
-    try:
-        await handler.connect_async()  # type: ignore[no-untyped-call]
-        on_listening("connected to Slack in Socket Mode")
-        await _stop_signal()
-    finally:
-        await handler.close_async()  # type: ignore[no-untyped-call]  # no new events while the answers finish
-    await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
+    async with _stop_on_signal() as stop:
+        if service.check_token:
+            await check_token(service.bolt.client)
+        handler = AsyncSocketModeHandler(service.bolt, app_token)
+        try:
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+            on_listening("connected to Slack in Socket Mode")
+            await stop.wait()
+        finally:
+            await handler.close_async()  # type: ignore[no-untyped-call]  # no new events
+        await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
 
 
-async def _stop_signal() -> None:
+@asynccontextmanager
+async def _stop_on_signal() -> AsyncIterator[asyncio.Event]:
+    """An event set by SIGTERM or SIGINT, the handlers in place before anything is served (a
+    signal in between would otherwise kill the process with an interrupt, not a drain)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGTERM, signal.SIGINT)
+
+    def stopping() -> None:
+        log.info("slack_stopping")
+        stop.set()
+
     for signum in signals:
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, stopping)
     try:
-        await stop.wait()
+        yield stop
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
-    log.info("slack_stopping")

@@ -18,6 +18,7 @@ class SlackEmulator:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, list[str]] = {}  # method -> errors to answer with, in order
         self.replies: list[dict[str, Any]] = []  # what conversations.replies returns
+        self.posted_ts: list[str] = []  # the ts of each new message, in order
         self._ts = itertools.count(1)
         self.app = web.Application()
         self.app.router.add_route("*", "/api/{method}", self._handle)
@@ -62,7 +63,10 @@ class SlackEmulator:
                 "url": "https://test.slack.com/",
             }
         if method in ("chat.postMessage", "chat.update", "chat.startStream"):
-            ts = params.get("ts") or f"1700000100.{next(self._ts):06d}"
+            ts = params.get("ts")
+            if not ts:
+                ts = f"1700000100.{next(self._ts):06d}"
+                self.posted_ts.append(ts)
             return {
                 "ok": True,
                 "channel": params.get("channel"),

@@ -1,0 +1,250 @@
+"""`bot slack --http` as a real process: it says where it listens, checks its token before
+serving, and on SIGTERM lets the answers in progress finish (or apologises for them in their
+threads) and exits 0. Slack and the model are local stand-ins; the answer is slow on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
+from slack_sdk.signature import SignatureVerifier
+
+from adapters.slack.app import SHUTDOWN_APOLOGY
+from adapters.slack.server import EVENTS_PATH
+from core.config import Settings
+from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from tests.conftest import REPO
+from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
+
+SECRET = "process-signing-secret"
+START_TIMEOUT_S = 90  # the process loads the embedding model before it listens
+BOT = Path(sys.executable).with_name("bot")
+
+
+class SlowModel:
+    """An OpenAI-compatible chat endpoint that takes `delay_s` to answer each call: a search
+    first (the forced first round), then a `respond`."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.calls = 0
+        self.app = web.Application()
+        self.app.router.add_post("/v1/chat/completions", self._complete)
+
+    async def _complete(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.calls += 1
+        await asyncio.sleep(self.delay_s)
+        searched = body["messages"][-1]["role"] == "tool"
+        name, args = (
+            (RESPOND_TOOL, {"answer": "The slow answer.", "citations": [], "status": "partial"})
+            if searched
+            else (SEARCH_TOOL, {"query": "slow"})
+        )
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return web.json_response({"choices": [{"index": 0, "message": message}], "usage": {}})
+
+
+class BotProcess:
+    def __init__(self, process: asyncio.subprocess.Process, url: str) -> None:
+        self.process = process
+        self.url = url
+
+    async def mention(self, http: ClientSession, text: str, event_id: str) -> int:
+        payload = {
+            "type": "event_callback",
+            "team_id": TEAM,
+            "api_app_id": "A1",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "event": {
+                "type": "app_mention",
+                "user": "U1",
+                "text": f"<@{BOT_USER}> {text}",
+                "ts": f"1700000000.{event_id[-6:]:0>6}",
+                "channel": "C1",
+                "channel_type": "channel",
+            },
+            "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
+        }
+        body = json.dumps(payload)
+        ts = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/json",
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": str(
+                SignatureVerifier(SECRET).generate_signature(timestamp=ts, body=body)
+            ),
+        }
+        async with http.post(self.url + EVENTS_PATH, data=body, headers=headers) as r:
+            return r.status
+
+
+async def _start(env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        str(BOT),
+        "slack",
+        "--http",
+        "--port",
+        "0",
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[tuple[SlackEmulator, str]]:
+    slack = SlackEmulator()
+    server = TestServer(slack.app, host="127.0.0.1")
+    await server.start_server()
+    yield slack, str(server.make_url("/api/"))
+    await server.close()
+
+
+def _env(kb: Settings, tmp_path: Path, slack_url: str, **extra: str) -> dict[str, str]:
+    return {
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+        "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
+        "BOT_SEARCH__SQLITE_PATH": str(kb.index_path),
+        "BOT_SLACK__BASE_URL": slack_url,
+        "BOT_SLACK__HOST": "127.0.0.1",
+        "BOT_SLACK__STREAM_API": "false",
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": SECRET,
+        "ANTHROPIC_API_KEY": "",
+        **extra,
+    }
+
+
+async def _serving_bot(
+    kb: Settings, tmp_path: Path, slack_url: str, model: SlowModel, grace_s: float
+) -> AsyncIterator[BotProcess]:
+    server = TestServer(model.app, host="127.0.0.1")
+    await server.start_server()
+    env = _env(
+        kb,
+        tmp_path,
+        slack_url,
+        BOT_ANSWERS__PROVIDER="openai",
+        BOT_OPENAI__BASE_URL=str(server.make_url("/v1")),
+        BOT_OPENAI__MODEL="slow-test",
+        BOT_OPENAI__TIMEOUT_S="120",
+        BOT_SLACK__SHUTDOWN_GRACE_S=str(grace_s),
+    )
+    process = await _start(env)
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
+        assert line.decode().startswith("listening on 127.0.0.1:"), line
+        port = int(line.decode().rsplit(":", 1)[1])
+        yield BotProcess(process, f"http://127.0.0.1:{port}")
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await server.close()
+
+
+async def _until(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+async def test_sigterm_lets_the_answer_in_flight_finish_then_exits_0(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
+) -> None:
+    slack, slack_url = emulator
+    model = SlowModel(delay_s=1.5)
+    async for bot in _serving_bot(kb, tmp_path, slack_url, model, grace_s=30):
+        async with ClientSession() as http:
+            assert await bot.mention(http, "what is slow?", "Ev000001") == 200
+            await _until(lambda: model.calls >= 1, 30, "the model was never asked")
+            bot.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            # Draining: a new event is refused, so Slack retries it on another process.
+            assert await bot.mention(http, "and now?", "Ev000002") == 503
+            assert await asyncio.wait_for(bot.process.wait(), 30) == 0
+        assert model.calls == 2  # the search round and the respond round: the answer finished
+        posted = slack.called("chat.postMessage")
+        assert len(posted) == 1  # the placeholder, for the first event only
+        final = slack.called("chat.update")[-1]
+        assert final["ts"] == slack.posted_ts[0]
+        assert "The slow answer." in json.dumps(final)
+        assert SHUTDOWN_APOLOGY not in json.dumps(slack.calls)
+
+
+async def test_an_answer_still_running_at_the_deadline_is_apologised_for(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
+) -> None:
+    slack, slack_url = emulator
+    model = SlowModel(delay_s=60)
+    async for bot in _serving_bot(kb, tmp_path, slack_url, model, grace_s=1):
+        async with ClientSession() as http:
+            assert await bot.mention(http, "what is slow?", "Ev000003") == 200
+        await _until(lambda: model.calls >= 1, 30, "the model was never asked")
+        started = time.monotonic()
+        bot.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(bot.process.wait(), 30) == 0
+        assert time.monotonic() - started < 15  # the grace (1 s) and the apology, not 60 s
+        posted = slack.called("chat.postMessage")
+        assert len(posted) == 1
+        final = slack.called("chat.update")[-1]
+        assert final["ts"] == slack.posted_ts[0]  # the placeholder itself replaced
+        assert final["text"] == SHUTDOWN_APOLOGY
+
+
+async def test_sigint_without_answers_in_flight_exits_0_at_once(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
+) -> None:
+    _, slack_url = emulator
+    async for bot in _serving_bot(kb, tmp_path, slack_url, SlowModel(0), grace_s=30):
+        started = time.monotonic()
+        bot.process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(bot.process.wait(), 30) == 0
+        assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("error", ["invalid_auth", "not_authed", "account_inactive"])
+async def test_a_refused_token_stops_the_process_with_one_line(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str], error: str
+) -> None:
+    slack, slack_url = emulator
+    slack.fail("auth.test", error)
+    process = await _start(_env(kb, tmp_path, slack_url))
+    stdout, stderr = await asyncio.wait_for(process.communicate(), START_TIMEOUT_S)
+    assert process.returncode not in (0, None)
+    assert b"listening" not in stdout
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "Traceback" not in lines[0]
+    assert f"SLACK_BOT_TOKEN was refused by Slack ({error})" in lines[0]
+    assert "xoxb-test" not in stderr.decode()
+
+
+async def test_slack_unreachable_at_start_is_one_line(kb: Settings, tmp_path: Path) -> None:
+    with_nobody_listening = "http://127.0.0.1:9/api/"
+    process = await _start(_env(kb, tmp_path, with_nobody_listening))
+    _, stderr = await asyncio.wait_for(process.communicate(), START_TIMEOUT_S)
+    assert process.returncode not in (0, None)
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "Traceback" not in lines[0]
+    assert "could not be reached" in lines[0]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from core.elasticsearch_reindex import ReindexReport
     from core.embedder import CachedEmbedder
     from core.evaluation import Dataset
-    from core.ingest import IngestReport
+    from core.ingest import IngestReport, Removal
     from core.keyword_pruning import KeywordPruner, PruneReport
     from core.keyword_store import LearnedKeyword
     from core.models import IndexStats, SearchHit
@@ -94,12 +94,24 @@ def ingest(
         bool, typer.Option(help="Delete indexed documents under TARGETS that no longer exist.")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every skip.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable report.")] = False,
 ) -> None:
-    """Index documents: unchanged ones are skipped, changed ones replaced."""
-    report = asyncio.run(_ingest(targets, base_url, source, prune))
-    _print_report(report, verbose)
-    if report.failed:
-        raise typer.Exit(1)
+    """Index documents: unchanged ones are skipped, changed ones replaced.
+
+    Exits 1 when a target does not exist, when nothing it names could be indexed, or when
+    another ingest holds the run lock (two at once would both do the whole work)."""
+    from core.run_locks import RunLockHeld
+
+    try:
+        report = asyncio.run(_ingest(targets, base_url, source, prune))
+    except RunLockHeld as exc:
+        err.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(EXIT_FAILURE) from None
+    _print_report(report, verbose, as_json)
+    problem = _ingest_problem(report)
+    if problem is not None:
+        err.print(Text(f"error: {problem}", style="red"), soft_wrap=True)
+        raise typer.Exit(EXIT_FAILURE)
 
 
 async def _ingest(
@@ -108,18 +120,21 @@ async def _ingest(
     import httpx
 
     from bot.progress import RichIngestProgress
-    from bot.wiring import build_embedder, open_index
+    from bot.wiring import build_embedder, build_locks, open_index
     from core.ingest import Ingestor
+    from core.run_locks import run_lock
 
     s = state.settings
     embedder = build_embedder(s)
     index = await open_index(s, embedder)
+    locks = build_locks(s, index)
     headers = {"User-Agent": s.ingest.user_agent}
     timeout = httpx.Timeout(s.ingest.url_timeout_s)
     try:
-        async with httpx.AsyncClient(
-            headers=headers, timeout=timeout, follow_redirects=True
-        ) as http:
+        async with (
+            run_lock(locks, "ingest", s.ingest.lock_ttl_s),
+            httpx.AsyncClient(headers=headers, timeout=timeout) as http,
+        ):
             ingestor = Ingestor(index, embedder, s.ingest, http=http)
             with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
                 return await ingestor.ingest(
@@ -130,13 +145,41 @@ async def _ingest(
                     progress=progress,
                 )
     finally:
+        await locks.close()
         await index.close()
 
 
-def _print_report(report: IngestReport, verbose: bool) -> None:
+def _ingest_problem(report: IngestReport) -> str | None:
+    """The one line that makes an ingest fail, or None when it did what it was asked."""
+    if report.missing:
+        named = ", ".join(f"{m.display} ({m.reason})" for m in report.missing)
+        rest = "; the other targets were ingested" if report.indexed else ""
+        return f"nothing to ingest at {named}{rest}"
+    if report.indexed == 0:
+        skipped = len(report.skipped) + len(report.failed)
+        return f"nothing was indexed: all {skipped} file(s) were skipped (reasons above)"
+    if report.failed:
+        return f"{len(report.failed)} document(s) could not be written (reasons above)"
+    return None
+
+
+def _print_report(report: IngestReport, verbose: bool, as_json: bool = False) -> None:
     from core.ingest import Outcome
 
     c = report.counts
+    if as_json:
+        rows = {
+            kind: [{"display": p.display, "reason": p.reason} for p in problems]
+            for kind, problems in (
+                ("skipped", report.skipped),
+                ("failed", report.failed),
+                ("missing", report.missing),
+            )
+        }
+        counts = {o.value: c[o] for o in Outcome}
+        totals = {"counts": counts, "chunks": report.chunks_written, "seconds": report.seconds}
+        out.print_json(json.dumps({**totals, **rows}))
+        return
     summary = ", ".join(f"{c[o]} {o.value}" for o in Outcome if c[o] or o is Outcome.ADDED)
     out.print(
         f"Ingested in {report.seconds:.1f}s: {summary}; {report.chunks_written} chunks written.",
@@ -152,6 +195,55 @@ def _print_report(report: IngestReport, verbose: bool) -> None:
     err.print(table)
     if len(problems) > len(shown):
         err.print(f"... and {len(problems) - len(shown)} more (--verbose lists all)")
+
+
+@app.command()
+def remove(
+    targets: Annotated[
+        list[str], typer.Argument(help="Source labels, URLs, or paths that were ingested.")
+    ],
+) -> None:
+    """Remove documents from the index: a source label's, a URL's, or those ingested from a
+    path (a file, or everything under a folder). Undoes a wrong `bot ingest`."""
+    from core.run_locks import RunLockHeld
+
+    try:
+        removals = asyncio.run(_remove(targets))
+    except RunLockHeld as exc:
+        err.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(EXIT_FAILURE) from None
+    for r in removals:
+        out.print(
+            Text(f"{r.target} ({r.kind}): {r.documents} document(s), {r.chunks} chunk(s) removed"),
+            soft_wrap=True,
+        )
+    unmatched = [r.target for r in removals if r.documents == 0]
+    if unmatched:
+        err.print(
+            Text(
+                f"error: nothing in the index matched {', '.join(unmatched)} "
+                "(a source label, a URL or an ingested path; `bot search` shows sources)",
+                style="red",
+            ),
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_FAILURE)
+
+
+async def _remove(targets: list[str]) -> list[Removal]:
+    from bot.wiring import build_embedder, build_locks, open_index
+    from core.ingest import remove as remove_documents
+    from core.run_locks import run_lock
+
+    s = state.settings
+    index = await open_index(s, build_embedder(s))
+    locks = build_locks(s, index)
+    try:
+        async with run_lock(locks, "ingest", s.ingest.lock_ttl_s):
+            return await remove_documents(index, targets)
+    finally:
+        await locks.close()
+        await index.close()
 
 
 @app.command()
@@ -344,6 +436,8 @@ def slack(
 
 
 async def _run_slack(socket_mode: bool, port: int | None) -> None:
+    """Serve until SIGTERM or SIGINT, then let the answers in progress finish (or apologise in
+    their threads) and return: the process exits 0, like `bot discord` and `bot clock`."""
     from adapters.slack.server import run_http, run_socket_mode
     from bot.wiring import (
         MissingSecret,
@@ -356,22 +450,25 @@ async def _run_slack(socket_mode: bool, port: int | None) -> None:
     )
 
     s = state.settings
+    app_token = s.secrets.slack_app_token
+    if socket_mode and app_token is None:
+        raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
     index = await open_index(s, build_embedder(s))
-    store = build_store(s, index)
-    engine = build_engine(s, index, store)
-    platform = build_platform_state(s, index, s.slack.dedup_ttl_s)
-    bolt = build_slack_app(s, engine, store, platform, socket_mode=socket_mode)
     try:
-        if socket_mode:
-            app_token = s.secrets.slack_app_token
-            if app_token is None:
-                raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
-            await run_socket_mode(bolt, app_token.get_secret_value())
-        else:
-            await run_http(bolt, port or int(os.environ.get("PORT") or s.slack.port))
+        store = build_store(s, index)
+        engine = build_engine(s, index, store)
+        platform = build_platform_state(s, index, s.slack.dedup_ttl_s)
+        try:
+            service = build_slack_app(s, engine, store, platform, socket_mode=socket_mode)
+            if app_token is not None and socket_mode:
+                await run_socket_mode(service, app_token.get_secret_value(), out.print)
+            else:
+                port = port if port is not None else int(os.environ.get("PORT") or s.slack.port)
+                await run_http(service, s.slack.host, port, out.print)
+        finally:
+            await engine.close()
+            await platform.close()
     finally:
-        await engine.close()
-        await platform.close()
         await index.close()
 
 

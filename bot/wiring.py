@@ -17,9 +17,8 @@ from core.sqlite_index import SqliteIndex
 # The SDKs (anthropic, elasticsearch, slack, discord) cost seconds of CPU to import: each is
 # imported by the builder that needs it, so `bot --help` or `bot ingest` never pays for them.
 if TYPE_CHECKING:
-    from slack_bolt.async_app import AsyncApp
-
     from adapters.discord.bot import DocsBot
+    from adapters.slack.server import SlackService
     from core.claude_agent import ClaudeAgent
     from core.conversation_store import ConversationStore
     from core.elasticsearch_index import ElasticsearchIndex
@@ -233,11 +232,11 @@ def build_slack_app(
     state: PlatformState,
     *,
     socket_mode: bool,
-) -> AsyncApp:
+) -> SlackService:
     from slack_bolt.async_app import AsyncApp
-    from slack_sdk.web.async_client import AsyncWebClient
 
     from adapters.slack.app import SlackBot, SlackLimits
+    from adapters.slack.server import SlackService, one_line_logger
 
     s = settings.slack
     token = _secret(settings.secrets.slack_bot_token, "SLACK_BOT_TOKEN", "to post answers")
@@ -248,12 +247,17 @@ def build_slack_app(
             settings.secrets.slack_signing_secret, "SLACK_SIGNING_SECRET", "to verify requests"
         )
     )
-    client = AsyncWebClient(token=token, base_url=s.base_url or AsyncWebClient.BASE_URL)
-    app = AsyncApp(  # the token travels in the client (Bolt warns when both are given)
+    app = AsyncApp(
+        # The token, not a client of ours: Bolt reads SLACK_BOT_TOKEN itself and warns at every
+        # start when a client comes too.
+        token=token,
         signing_secret=signing,
-        client=client,
         request_verification_enabled=not socket_mode,
+        # Bolt logs a refused request's whole body at INFO: its lines are cut to one short one.
+        logger=one_line_logger("slack_bolt"),
     )
+    if s.base_url:  # Bolt copies it into the client it makes for each request
+        app.client.base_url = s.base_url
     limits = SlackLimits(
         section_chars=s.section_chars,
         message_chars=s.message_chars,
@@ -265,8 +269,16 @@ def build_slack_app(
         update_interval_s=s.update_interval_s,
         stream_api=s.stream_api,
     )
-    SlackBot(engine, store, state, limits).register(app)
-    return app
+    bot = SlackBot(engine, store, state, limits)
+    bot.register(app)
+    return SlackService(
+        bolt=app,
+        bot=bot,
+        signing_secret=signing,
+        max_body_bytes=s.max_body_bytes,
+        shutdown_grace_s=s.shutdown_grace_s,
+        check_token=s.auth_check_at_start,
+    )
 
 
 def build_discord_bot(

@@ -22,6 +22,8 @@ from bs4 import BeautifulSoup, Comment, Tag
 from bs4.element import NavigableString, PageElement
 from markdown_it import MarkdownIt
 
+from core.config import IngestSettings
+
 
 class DocumentFormat(StrEnum):
     MARKDOWN = "markdown"
@@ -192,31 +194,49 @@ def _html_anchor(heading: Tag) -> str | None:
     return None
 
 
-# No real page puts this many attributes on one element; BeautifulSoup builds a dict entry for
-# each, and a page with a million of them costs 7 s and 800 MB before we see a word of it.
-MAX_HTML_ATTRIBUTES = 1_000
 _START_TAG = re.compile(r"<[A-Za-z][^<>]*>")
 
 
-def _check_attributes(text: str) -> None:
-    """Refuse a page with an element of absurdly many attributes, in one linear scan."""
+@dataclass(frozen=True, slots=True)
+class ParseLimits:
+    """What a hostile file may cost a parser (from `ingest.*`): each bound turns a file that
+    would take minutes or gigabytes into a skip reason, or flattens it, in linear time."""
+
+    max_depth: int
+    max_attributes: int
+    timeout_s: float
+
+    @classmethod
+    def from_settings(cls, settings: IngestSettings) -> ParseLimits:
+        return cls(
+            max_depth=settings.max_nesting_depth,
+            max_attributes=settings.max_html_attributes,
+            timeout_s=settings.parse_timeout_s,
+        )
+
+
+def _check_attributes(text: str, max_attributes: int) -> None:
+    """Refuse a page with an element of absurdly many attributes, in one linear scan:
+    BeautifulSoup builds a dict entry for each, and a page with a million of them costs 7 s
+    and 800 MB before we see a word of it."""
     for tag in _START_TAG.finditer(text):
         # Words in the tag: at least its attribute count (`a=1` or a bare `a`), more when values
         # hold spaces, which a real page never has a thousand of in one element.
-        if (count := len(tag.group().split()) - 1) > MAX_HTML_ATTRIBUTES:
+        if (count := len(tag.group().split()) - 1) > max_attributes:
             raise UnreadableDocument(
-                f"an element with {count:,} attributes (more than {MAX_HTML_ATTRIBUTES:,})"
+                f"an element with {count:,} attributes (more than {max_attributes:,})"
             )
 
 
-def parse_html(text: str, fallback_title: str, max_depth: int) -> ParsedDocument:
+def parse_html(text: str, fallback_title: str, limits: ParseLimits) -> ParsedDocument:
     """Sections of an HTML page, in time linear in its size whatever its nesting.
 
     The walk keeps its own stack (no recursion, no per-node look at the ancestors), a heading's
     subtree is read once (a heading inside a heading is part of its text, not a new section), and
-    below `max_depth` levels the structure is flattened: text is kept, blocks and headings no
-    longer split it."""
-    _check_attributes(text)
+    below `limits.max_depth` levels the structure is flattened: text is kept, blocks and headings
+    no longer split it."""
+    _check_attributes(text, limits.max_attributes)
+    max_depth = limits.max_depth
     soup = BeautifulSoup(text, "html.parser")
     title_tag = soup.find("title")
     page_title = title_tag.get_text(" ", strip=True) if title_tag else ""
@@ -302,7 +322,7 @@ def parse_text(text: str, fallback_title: str) -> ParsedDocument:
 
 
 def parse_document(
-    data: bytes, fmt: DocumentFormat, fallback_title: str, *, max_depth: int, timeout_s: float
+    data: bytes, fmt: DocumentFormat, fallback_title: str, limits: ParseLimits
 ) -> ParsedDocument:
     """Bytes in a known format to sections; raises `UnreadableDocument` with the skip reason.
 
@@ -313,7 +333,7 @@ def parse_document(
     if not data.strip():
         raise UnreadableDocument("empty file")
     try:
-        return _parse(data, fmt, fallback_title, max_depth, timeout_s)
+        return _parse(data, fmt, fallback_title, limits)
     except UnreadableDocument:
         raise
     except Exception as exc:  # noqa: BLE001 (see the docstring: the file is skipped, with why)
@@ -323,10 +343,10 @@ def parse_document(
 
 
 def _parse(
-    data: bytes, fmt: DocumentFormat, fallback_title: str, max_depth: int, timeout_s: float
+    data: bytes, fmt: DocumentFormat, fallback_title: str, limits: ParseLimits
 ) -> ParsedDocument:
     if fmt is DocumentFormat.PDF:
-        return parse_pdf(data, fallback_title, timeout_s)
+        return parse_pdf(data, fallback_title, limits.timeout_s)
     if (nul := data.find(b"\x00")) >= 0:
         raise UnreadableDocument(f"binary content (NUL byte at offset {nul:,}) in a text file")
     try:
@@ -336,7 +356,7 @@ def _parse(
     if fmt is DocumentFormat.MARKDOWN:
         doc = parse_markdown(text, fallback_title)
     elif fmt is DocumentFormat.HTML:
-        doc = parse_html(text, fallback_title, max_depth)
+        doc = parse_html(text, fallback_title, limits)
     else:
         doc = parse_text(text, fallback_title)
     if not any(s.text.strip() for s in doc.sections):

@@ -58,8 +58,11 @@ _ANSWER_ID = re.compile(r"[0-9a-f]{32}")
 log = structlog.get_logger(__name__)
 
 
+_MS_PER_S = 1000
+
+
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return int(time.time() * _MS_PER_S)
 
 
 async def ensure_state_indices(
@@ -306,6 +309,14 @@ class ElasticsearchRunLocks(_Store):
             if held["holder"] != holder and held["expires_at"] > now:
                 return False
             return await self._take_over(index, current, document)
+
+    async def held(self, name: str) -> tuple[str, float] | None:
+        with explained(self._settings):
+            current = await self._get(self._names.locks, hashed_id(name))
+        if current is None or current["_source"]["expires_at"] <= _now_ms():
+            return None
+        held = current["_source"]
+        return str(held["holder"]), held["expires_at"] / _MS_PER_S
 
     async def release(self, name: str, holder: str) -> None:
         index, doc_id = self._names.locks, hashed_id(name)

@@ -27,7 +27,12 @@ import httpx
 
 from core.chunker import split_text
 from core.config import IngestSettings
-from core.document_formats import ParsedDocument, UnreadableDocument, parse_document
+from core.document_formats import (
+    ParsedDocument,
+    ParseLimits,
+    UnreadableDocument,
+    parse_document,
+)
 from core.embedder import Embedder
 from core.index import DocumentWrite, IndexUnavailable, SearchIndex
 from core.models import Chunk, DocumentRecord
@@ -138,6 +143,7 @@ class Ingestor:
         self._index = index
         self._embedder = embedder
         self._settings = settings
+        self._parse_limits = ParseLimits.from_settings(settings)
         self._http = http
 
     async def ingest(
@@ -201,8 +207,7 @@ class Ingestor:
                     data,
                     fmt,
                     item.fallback_title,
-                    max_depth=self._settings.max_nesting_depth,
-                    timeout_s=self._settings.parse_timeout_s,
+                    self._parse_limits,
                 )
             except UnreadableDocument as exc:
                 report.skipped.append(Skipped(item.display, str(exc)))

@@ -55,8 +55,8 @@ def test_overlap_survives_sentences_longer_than_a_chunk() -> None:
 
 
 def test_a_huge_single_line_is_chunked_in_linear_time() -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU: a busy neighbour does not make it fail
     chunks = split_text("word " * 4_000_000, 1000, 150)  # 20 MB on one line
-    assert time.perf_counter() - started < 5  # quadratic before: minutes
+    assert time.process_time() - started < 20  # about 3 s; quadratic before: minutes
     assert all(len(c) <= 1000 for c in chunks)
     assert len(chunks) > 20_000

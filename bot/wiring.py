@@ -277,6 +277,8 @@ def build_slack_app(
         signing_secret=signing,
         max_body_bytes=s.max_body_bytes,
         shutdown_grace_s=s.shutdown_grace_s,
+        apology_deadline_s=s.apology_deadline_s,
+        body_read_deadline_s=s.body_read_deadline_s,
         check_token=s.auth_check_at_start,
     )
 

@@ -273,6 +273,8 @@ class SlackSettings(_Section):
     stream_api: bool = True
     host: str = "0.0.0.0"  # noqa: S104 (a server behind the platform's router)
     shutdown_grace_s: float = Field(30.0, ge=0, le=3_600)
+    apology_deadline_s: float = Field(10.0, gt=0, le=600)
+    body_read_deadline_s: float = Field(10.0, gt=0, le=600)
     max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
     auth_check_at_start: bool = True
 

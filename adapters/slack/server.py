@@ -51,11 +51,7 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 # Slack refuses requests signed more than five minutes ago (replay protection).
 SIGNATURE_MAX_AGE_S = 300
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
-# Slack sends its few kilobytes at once; a body still arriving after this is a slow-drip client.
-BODY_READ_DEADLINE_S = 10.0
 _READ_CHUNK = 64 * 1024
-# How long the apologies for answers cut short by a shutdown may take to post.
-APOLOGY_DEADLINE_S = 10.0
 # Fields Bolt reads as objects or lists of objects before any listener runs: another type there
 # makes Bolt itself fail with a 500.
 _OBJECT_FIELDS = ("event", "view", "container", "message", "state", "response_urls")
@@ -95,6 +91,10 @@ class SlackService:
     signing_secret: str | None
     max_body_bytes: int
     shutdown_grace_s: float
+    # How long the apologies for answers cut short by a shutdown may take to post.
+    apology_deadline_s: float
+    # Slack sends its few kilobytes at once; a body still arriving after this is a slow drip.
+    body_read_deadline_s: float
     check_token: bool
 
 
@@ -109,14 +109,11 @@ class SlackHttpEndpoint:
     """The HTTP front of the Bolt app: validates each request cheaply, refuses with a 4xx and
     one log line, and hands Bolt only signed, well-formed requests."""
 
-    def __init__(
-        self, service: SlackService, *, body_deadline_s: float = BODY_READ_DEADLINE_S
-    ) -> None:
+    def __init__(self, service: SlackService) -> None:
         if service.signing_secret is None:
             raise ValueError("HTTP mode needs the signing secret")
         self._service = service
         self._verifier = SignatureVerifier(service.signing_secret)
-        self._body_deadline_s = body_deadline_s
         self.draining = False
 
     def web_app(self) -> web.Application:
@@ -160,7 +157,7 @@ class SlackHttpEndpoint:
         limit = self._service.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise _Refused(413, f"over {limit} bytes")
-        body = await _read_capped(request, limit, self._body_deadline_s)
+        body = await _read_capped(request, limit, self._service.body_read_deadline_s)
         timestamp, signature = _signature_headers(request.headers)
         try:
             text = body.decode("utf-8")  # what Slack signs; the verifier decodes it too
@@ -328,7 +325,7 @@ async def run_http(
             on_listening(f"listening on {bound_host}:{bound_port}")
             await stop.wait()
             endpoint.draining = True  # new requests get 503 while the answers finish
-            await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
+            await service.bot.drain(service.shutdown_grace_s, service.apology_deadline_s)
         finally:
             await runner.cleanup()
 
@@ -346,7 +343,7 @@ async def run_socket_mode(
             await stop.wait()
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]  # no new events
-        await service.bot.drain(service.shutdown_grace_s, APOLOGY_DEADLINE_S)
+        await service.bot.drain(service.shutdown_grace_s, service.apology_deadline_s)
 
 
 @asynccontextmanager

@@ -17,7 +17,6 @@ from aiohttp.test_utils import TestServer
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.server import (
-    BODY_READ_DEADLINE_S,
     EVENTS_PATH,
     SlackHttpEndpoint,
     SlackService,
@@ -117,7 +116,6 @@ class SlackHarness:
 def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
     async def start(
         claude: ClaudeAgent | None = None,
-        body_deadline_s: float = BODY_READ_DEADLINE_S,
         **env: str,
     ) -> tuple[SlackHarness, Callable]:
         emulator = SlackEmulator()
@@ -137,7 +135,7 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
         index, store, engine = kb_engine(kb, minilm, settings, claude)
         state = build_platform_state(settings, index, settings.slack.dedup_ttl_s)
         service = build_slack_app(settings, engine, store, state, socket_mode=False)
-        endpoint = SlackHttpEndpoint(service, body_deadline_s=body_deadline_s)
+        endpoint = SlackHttpEndpoint(service)
         runner = endpoint.runner()  # served as in production
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -177,7 +177,7 @@ async def test_a_compressed_bomb_is_413(slack: SlackHarness, logs: Logs) -> None
 
 
 async def test_a_slow_drip_body_is_408_in_bounded_time(slack_factory: Any, logs: Logs) -> None:
-    harness, stop = await slack_factory(body_deadline_s=1.0)
+    harness, stop = await slack_factory(BOT_SLACK__BODY_READ_DEADLINE_S="1")
     try:
 
         async def drip() -> AsyncIterator[bytes]:

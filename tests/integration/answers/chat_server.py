@@ -4,6 +4,7 @@ replays scripted replies, well-formed or not, and records the requests it receiv
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +18,7 @@ class Raw:
     body: bytes
     content_type: str | None = "application/json"
     status: int = 200
+    drip_s: float = 0  # > 0: the body is sent one byte at a time, this far apart
 
 
 Reply = tuple[int, dict[str, Any]] | Raw | Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -50,7 +52,15 @@ class ChatServer:
                     self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(len(reply.body)))
                 self.end_headers()
-                self.wfile.write(reply.body)
+                try:
+                    if not reply.drip_s:
+                        self.wfile.write(reply.body)
+                    for byte in reply.body if reply.drip_s else b"":
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(reply.drip_s)
+                except OSError:  # the client gave up on the body: what some tests want
+                    pass
 
             def log_message(self, *args: object) -> None:
                 pass

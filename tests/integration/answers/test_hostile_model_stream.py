@@ -439,6 +439,40 @@ async def test_openai_hostile_reply_gives_the_extractive_answer(
     assert_extractive_fallback(answer, note, logs)
 
 
+async def test_openai_huge_body_is_not_read_past_its_bound(
+    settings, index, chat: ChatServer, openai_agent
+) -> None:
+    chat.replies = [Raw(b'{"choices": [{"message": {"content": "' + b"x" * (17 << 20) + b'"}}]}')]
+    with structlog.testing.capture_logs() as logs:
+        answer = await engine(settings, index, openai=openai_agent).answer(question(QUESTION))
+    assert_extractive_fallback(
+        answer, "the model server sent a response longer than 16,777,216 bytes", logs
+    )
+
+
+async def test_openai_dripping_body_ends_at_the_timeout(settings, index, chat: ChatServer) -> None:
+    """httpx's timeout bounds each read; a byte every 50 ms would never trip it."""
+    body = chat_body(choices=[{"message": {"content": "x" * 200}}])  # 10 s at 50 ms a byte
+    chat.replies = [Raw(body, drip_s=0.05)]
+    started = time.monotonic()
+    async with httpx.AsyncClient(timeout=DEADLINE_S) as http:
+        slow = OpenAICompatibleAgent(
+            http,
+            base_url=chat.url,
+            model="llama-test",
+            api_key=None,
+            max_tokens=512,
+            max_rounds=4,
+            max_retries=0,
+            retry_initial_s=0.01,
+            retry_max_s=0.01,
+        )
+        with structlog.testing.capture_logs() as logs:
+            answer = await engine(settings, index, openai=slow).answer(question(QUESTION))
+    assert time.monotonic() - started < DEADLINE_S + 5
+    assert_extractive_fallback(answer, "the model server did not answer in time", logs)
+
+
 async def test_openai_hostile_reply_in_search_then_answer(
     settings,
     index,

@@ -285,16 +285,16 @@ async def _search(
     index = await open_index(s, build_embedder(s))
     try:
         hits = await index.search(query, k=k, mode=mode, filters=filters)
-        return hits, "" if hits else _no_hits_reason(await index.stats(), filters)
+        return hits, "" if hits else _no_hits_reason(await index.stats(), filters, index.location)
     finally:
         await index.close()
 
 
-def _no_hits_reason(stats: IndexStats, filters: SearchFilters) -> str:
+def _no_hits_reason(stats: IndexStats, filters: SearchFilters, location: str) -> str:
     if not stats.chunks:
         return (
-            f"The knowledge base ({_index_location()}) is empty: run `bot ingest PATH_OR_URL` "
-            "to add documents."
+            f"The knowledge base is empty: nothing has been ingested into {location} yet. "
+            "Run `bot ingest PATH` (a folder, a file or a URL) to add documents."
         )
     unknown = [name for name in filters.sources if name not in stats.sources]
     if unknown and len(unknown) == len(filters.sources):
@@ -306,13 +306,6 @@ def _no_hits_reason(stats: IndexStats, filters: SearchFilters) -> str:
     if filters.learned and not stats.learned_chunks:
         return "Nothing has been learned from the web yet (--learned matches no entry)."
     return f"No passage matches this query among {stats.chunks} passages."
-
-
-def _index_location() -> str:
-    s = state.settings
-    if s.search.backend == "sqlite":
-        return str(s.index_path)
-    return f"Elasticsearch index {s.elasticsearch.index_prefix}"
 
 
 def _snippet(text: str) -> str:

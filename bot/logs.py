@@ -13,7 +13,7 @@ from core.config import LoggingSettings
 from core.urls import redact_urls_in
 
 # Libraries that log every request at INFO: one line per search would drown the bot's own logs.
-_CHATTY = ("elastic_transport.transport", "elasticsearch")
+_CHATTY = ("elastic_transport.transport", "elasticsearch", "httpx", "httpx2")
 
 
 class _RedactUrlCredentials(logging.Filter):
@@ -38,6 +38,7 @@ def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMa
 def configure_logging(settings: LoggingSettings) -> None:
     level = getattr(logging, settings.level)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    logging.getLogger().setLevel(level)  # basicConfig sets it only the first time
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, _RedactUrlCredentials) for f in handler.filters):
             handler.addFilter(_RedactUrlCredentials())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import structlog
 
@@ -61,13 +60,6 @@ NO_ANSWER = (
 )
 
 
-class LocatedIndex(SearchIndex, Protocol):
-    """An index that can say where it is, for messages to the person running the bot."""
-
-    @property
-    def location(self) -> str: ...
-
-
 @dataclass(frozen=True, slots=True)
 class InvalidQuestion:
     message: str
@@ -110,7 +102,7 @@ class AnswerEngine:
     def __init__(
         self,
         *,
-        index: LocatedIndex,
+        index: SearchIndex,
         store: ConversationStore,
         settings: AnswerSettings,
         top_k: int,

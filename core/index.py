@@ -63,6 +63,11 @@ class SearchIndex(Protocol):
 
     async def stats(self) -> IndexStats: ...
 
+    @property
+    def location(self) -> str:
+        """Where the chunks live, for messages to the person running the bot (a file, an index
+        name; never a URL, which may carry credentials)."""
+
     async def close(self) -> None: ...
 
 

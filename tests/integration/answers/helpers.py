@@ -16,7 +16,8 @@ from core.conversation import ChannelKind, Question
 from core.conversation_store import SqliteConversationStore
 from core.embedder import CachedEmbedder, MiniLMEmbedder
 from core.embedding_cache import EmbeddingCache
-from core.engine import AnswerEngine, LocatedIndex
+from core.engine import AnswerEngine
+from core.index import SearchIndex
 from core.ingest import Ingestor
 from core.openai_agent import OpenAICompatibleAgent
 from core.sqlite_index import SqliteIndex
@@ -45,7 +46,7 @@ def cached(settings: Settings, minilm: MiniLMEmbedder) -> CachedEmbedder:
 
 def engine(
     settings: Settings,
-    index: LocatedIndex,
+    index: SearchIndex,
     *,
     claude: ClaudeAgent | None = None,
     openai: OpenAICompatibleAgent | None = None,

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urldefrag
+from urllib.parse import urldefrag, urlsplit
 
 from core.conversation import Citation, SourceKind
 from core.models import SearchHit
@@ -21,18 +22,62 @@ from core.tools import CitedSource
 from core.web_search import WEB_SOURCE
 
 _MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
-# One pass over every link form, so each URL is judged exactly once: a Markdown link (with an
-# optional <...> destination and title), a Slack/autolink `<url>` or `<url|label>`, or a bare URL
-# wherever it stands. Case-insensitive: `HTTPS://` is a URL too.
+
+# What the reader's client turns into a link, each judged once, in one pass (alternatives are
+# tried left to right at each position, so a Markdown link is judged as a whole before its
+# parts). Every form a URL can take on Slack, Discord or a terminal is here: a Markdown link or
+# image (any scheme, an optional <...> destination, one level of parentheses, a title), a
+# reference definition `[1]: url`, an HTML anchor, a Slack/autolink `<url>` or `<url|label>`,
+# a bare URL of any scheme, `javascript:`/`data:` URLs, protocol-relative `//host/...`, and
+# scheme-less text clients auto-link: `www.anything`, `host.tld/path`, `host.tld:port`, and a
+# bare `host.tld` on a common top-level domain. Dots include the full-width and ideographic
+# ones browsers map to ".". Case-insensitive: `HTTPS://` is a URL too.
+_DOT = "[.\uff0e\u3002\uff61]"
+# What a client's linkifier keeps reading as part of a URL; `(` and `[` too, so text glued to a
+# URL (`https://docs.example.com/guide(x`) is judged as the client would read it.
+_URL_CHARS = r"[^\s<>)\]\"'`|]"
+# Where scheme-less text starts a host: not inside a word or an e-mail address, nor at a later
+# part of a path (`node_modules/lodash.merge/index.js`).
+_START = r"(?<![\w-])(?<![\w-][./])"
+_HOST = rf"[\w-]+(?:{_DOT}[\w-]+)*{_DOT}(?:[^\W\d_]{{2,63}}|xn--[a-z0-9-]{{1,59}})"
+# Top-level domains common enough that a bare `name.tld` is auto-linked by Slack; ones that
+# are also file extensions (.md, .py, .sh, .zip, ...) are left out: `README.md` stays text.
+_COMMON_TLDS = (
+    "com|net|org|edu|gov|mil|int|io|co|ai|app|dev|info|biz|xyz|me|us|uk|de|ru|cn|fr|jp|br|au"
+    "|ca|nl|eu|tv|cc|ly|gg|online|site|top|club|shop|live|link|page|cloud|tech|store|click"
+)
+_TARGET = r"(?:<(?P<{0}_angled>[^<>\n]*)>|(?P<{0}>(?:[^\s()<>]|\([^\s()<>]*\))+))"
 _ANY_LINK = re.compile(
-    r"\[(?P<label>[^\]\n]*)\]\(\s*<?(?P<md>https?://[^)\s>]+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)"
-    r"|<(?P<angle>https?://[^>|\s]+)(?:\|(?P<angle_label>[^>]*))?>"
-    r"|(?P<bare>https?://[^\s<>()\[\]\"'`]+)",
+    rf"(?P<image>!?)\[(?P<label>[^\[\]\n]*)\]\(\s*{_TARGET.format('md')}"
+    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?\s*\)"
+    rf"|^[ \t]{{0,3}}\[[^\]\n]+\]:[ \t]*{_TARGET.format('ref')}[^\n]*$"
+    r"|<a\b[^<>]*?\bhref\s*=\s*[\"']?(?P<href>[^\"'\s<>]*)[^<>]*>(?P<anchor_label>[^<\n]*)</a\s*>"
+    r"|<(?P<angle>[a-z][a-z0-9+.-]*:[^<>|\s]*)(?:\|(?P<angle_label>[^<>]*))?>"
+    rf"|(?P<bare>[a-z][a-z0-9+.-]{{0,31}}://{_URL_CHARS}+"
+    rf"|(?:javascript|vbscript|livescript):{_URL_CHARS}+"
+    rf"|data:[\w.+-]+/[\w.+-]+[;,]{_URL_CHARS}*"
+    rf"|(?<![:/])//{_HOST}{_URL_CHARS}*"
+    rf"|{_START}www\d{{0,3}}{_DOT}{_URL_CHARS}+"
+    rf"|{_START}{_HOST}(?::\d{{1,5}})?[/?#]{_URL_CHARS}*"
+    rf"|{_START}{_HOST}:\d{{1,5}}"
+    rf"|{_START}(?<!@)[\w-]+(?:{_DOT}[\w-]+)*{_DOT}(?:{_COMMON_TLDS})(?![\w-]))",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A link target that is a web address, not a relative reference like `#install` or `x`:
+# `funcs[0](x)` in code is not a link to judge.
+_ADDRESS = re.compile(
+    rf"\s*(?:[a-z][a-z0-9+.-]*:|[/\\]{{2}}|www\d{{0,3}}{_DOT}|{_HOST}(?:$|[:/?#]))",
     re.IGNORECASE,
 )
+_MAX_PASSES = 4  # judging again after a rewrite; real text settles in one or two
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:", re.IGNORECASE)
+_TRAILING_PUNCTUATION = ".,;:!?"
+# What stands where a URL was removed: no brackets, so it can sit inside a kept link's label.
+LINK_REMOVED = "(link removed)"
 _PINGS = re.compile(
-    r"<!(?:channel|here|everyone)(?:\|[^>]*)?>|<!subteam\^[^>]*>|<@[A-Z0-9]+(?:\|[^>]*)?>"
-    r"|<#[A-Z0-9]+(?:\|[^>]*)?>|<@[!&]?\d+>|@(?=(?:everyone|here|channel)\b)",
+    # Slack (<!channel>, <!subteam^...>, <@U1|bob>, <#C1>) and Discord (<@1>, <@!1>, <@&1>,
+    # <#1>) control sequences: anything in <...> that starts with @, # or !.
+    r"<[@#!][^<>\n]*>|@(?=(?:everyone|here|channel)\b)",
     re.IGNORECASE,
 )
 _QUOTE_PUNCTUATION = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "…": "..."})
@@ -78,11 +123,7 @@ class SourceRegistry:
         return len(self._by_number)
 
     def allowed_urls(self) -> set[str]:
-        urls: set[str] = set()
-        for source in self._by_number.values():
-            urls.add(source.hit.chunk.url)
-            urls.add(urldefrag(source.hit.chunk.url).url)
-        return urls
+        return allowed_urls(source.hit.chunk.url for source in self._by_number.values())
 
 
 _UNFINISHED_TAIL = re.compile(r"(\[[^\]\n]*(\]\([^)\s]*)?|<[^>\n]*|https?:/?/?[^\s)]*)$")
@@ -110,18 +151,106 @@ def defuse_pings(text: str) -> str:
         text = defused
 
 
-def _unlink_unknown_urls(text: str, allowed: set[str]) -> str:
-    def judge(match: re.Match[str]) -> str:
-        if match.group("md"):
-            return match.group(0) if match.group("md") in allowed else match.group("label")
-        if match.group("angle"):
-            url = match.group("angle")
-            return match.group(0) if url in allowed else (match.group("angle_label") or "")
-        raw = match.group("bare")
-        url = raw.rstrip(".,;:!?")
-        return (url if url in allowed else "[link removed]") + raw[len(url) :]
+def is_linkable(url: str) -> bool:
+    """Whether a source's URL may be shown as a link at all: http(s) with a host, no userinfo
+    (`https://docs.example.com@evil.example/` goes to evil.example), nothing invisible or
+    blank in it. Anything else (javascript:, data:, a path) is shown as text, never linked."""
+    if any(c.isspace() or c == "\\" or unicodedata.category(c) in ("Cc", "Cf") for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc
 
-    return _ANY_LINK.sub(judge, text)
+
+def allowed_urls(urls: Iterable[str]) -> set[str]:
+    """The URLs an answer may show: its sources' linkable URLs, each with and without its
+    #fragment (a link to the page of a cited passage is fine)."""
+    allowed: set[str] = set()
+    for url in urls:
+        if is_linkable(url):
+            allowed.update((url, urldefrag(url).url))
+    return allowed
+
+
+def _visible(text: str) -> str:
+    """Text without invisible format characters (zero-width spaces, joiners, bidi overrides):
+    inside a URL they hide it from every check while the client may still link it."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def _unlink_unknown_urls(text: str, allowed: set[str]) -> str:
+    """Every link, URL and URL-looking text judged against `allowed`: a link to somewhere
+    else keeps only its label, checked in turn (a label can itself look like a URL), and
+    a bare one becomes LINK_REMOVED. Repeated until nothing changes: a kept URL left glued to
+    what follows a removed link (`https://docs.example.com/guide` + `docs`) is a new URL."""
+    for _ in range(_MAX_PASSES):
+        judged = _ANY_LINK.sub(lambda match: _judge(match, allowed), text)
+        if judged == text:
+            return judged
+        text = judged
+    # Still changing (built to keep rewriting itself): drop every link-like match until none
+    # is left; each pass shortens the text, so this ends.
+    while (stripped := _ANY_LINK.sub("", text)) != text:
+        text = stripped
+    return text
+
+
+def _judge(match: re.Match[str], allowed: set[str]) -> str:
+    groups = match.groupdict()
+    for target_group, label_group in (
+        ("md", "label"),
+        ("md_angled", "label"),
+        ("href", "anchor_label"),
+        ("angle", "angle_label"),
+    ):
+        target = groups[target_group]
+        if target is None:
+            continue
+        label = _unlink_unknown_urls(groups[label_group] or "", allowed)
+        relative = target_group != "angle" and not _ADDRESS.match(target)
+        if relative or _bare_allowed(target.strip(), allowed):
+            if target_group == "angle":
+                return match.group(0) if groups["angle_label"] is None else f"<{target}|{label}>"
+            return f"{groups['image'] or ''}[{label}]({target})"
+        return label
+    for target_group in ("ref", "ref_angled"):
+        target = groups[target_group]
+        if target is not None:
+            keep = _bare_allowed(target.strip(), allowed) or not _ADDRESS.match(target)
+            return match.group(0) if keep else ""
+    raw = groups["bare"]
+    url = raw.rstrip(_TRAILING_PUNCTUATION)
+    return (url if _bare_allowed(url, allowed) else LINK_REMOVED) + raw[len(url) :]
+
+
+def _bare_allowed(url: str, allowed: set[str]) -> bool:
+    if url in allowed:
+        return True
+    if _SCHEME.match(url) or url.startswith("//"):
+        return False
+    # Scheme-less text (`docs.example.com/a`) is what the client links as http(s)://...
+    return any(f"{scheme}://{url}" in allowed for scheme in ("https", "http"))
+
+
+def _linked_urls(text: str) -> set[str]:
+    """Every URL a checked text still links to, scheme-less ones as the client reads them."""
+    urls: set[str] = set()
+    for match in _ANY_LINK.finditer(text):
+        groups = match.groupdict()
+        for name in ("md", "md_angled", "ref", "ref_angled", "href", "angle", "bare"):
+            if (target := groups[name]) is not None:
+                url = target.strip().rstrip(_TRAILING_PUNCTUATION)
+                urls.update((url, f"https://{url}", f"http://{url}"))
+    return urls
+
+
+def check_links(text: str, allowed: set[str]) -> str:
+    """Untrusted text (a model's answer, a document's passage or title) made safe to show:
+    no invisible characters, no link or URL-looking text but to `allowed`, no pings. The one
+    check every answer path and every platform's renderer applies."""
+    return defuse_pings(_unlink_unknown_urls(_visible(text), allowed))
 
 
 def check_answer(
@@ -148,19 +277,24 @@ def check_answer(
     for number in quotes:  # cited with a quote but never marked: still a source of the answer
         if registry.get(number) is not None and number not in order:
             order.append(number)
-    text = defuse_pings(_unlink_unknown_urls(text, registry.allowed_urls()))
+    text = check_links(text, registry.allowed_urls())
+    linked = _linked_urls(text)
+    for known in registry.all():  # linked in the text: a source of the answer, listed with them
+        url = known.hit.chunk.url
+        if known.number not in order and {url, urldefrag(url).url} & linked:
+            order.append(known.number)
+    chosen = [found for number in order if (found := registry.get(number)) is not None]
+    allowed = allowed_urls(source.hit.chunk.url for source in chosen)
     citations = []
-    for new_number, number in enumerate(order, start=1):
-        source = registry.get(number)
-        assert source is not None
-        quote = quotes.get(number, "")
+    for new_number, source in enumerate(chosen, start=1):
+        quote = quotes.get(source.number, "")
         verified = bool(quote.strip()) and normalise(quote) in normalise(source.hit.chunk.text)
         citations.append(
             Citation(
                 number=new_number,
-                title=source.hit.chunk.title,
+                title=check_links(source.hit.chunk.title, allowed),
                 url=source.hit.chunk.url,
-                quote=defuse_pings(quote),
+                quote=check_links(quote, allowed),
                 verified=verified,
                 source_kind=source.kind,
                 doc_id=source.hit.chunk.doc_id,

@@ -1,12 +1,14 @@
 """The answer when no model can be used: the best passages, quoted and linked, and labelled.
 
 It is the floor under every other path: a user never gets silence, and what they get instead is
-honest (verbatim passages, so every citation is verified by construction).
+honest (verbatim passages, so every citation is verified by construction). Verbatim is not
+unchecked: a document's own links, URL-looking text and pings go through the same check as a
+model's answer (`check_links`), so a planted `<https://evil.example|docs>` is never a live link.
 """
 
 from __future__ import annotations
 
-from core.citations import NumberedSource, defuse_pings
+from core.citations import NumberedSource, allowed_urls, check_links
 from core.conversation import Answer, AnswerMode, AnswerStatus, Citation
 
 _NOTHING = "I couldn't find anything about this in the knowledge base."
@@ -24,28 +26,37 @@ def extractive_answer(
             chosen.append(source)
         if len(chosen) == passages:
             break
+    # Only the chosen passages' pages may be linked, the reason included (an exception's text
+    # can carry an endpoint's URL).
+    allowed = allowed_urls(source.hit.chunk.url for source in chosen)
     if not chosen:
         return Answer(
-            text=f"{_NOTHING} ({reason})",
+            text=check_links(f"{_NOTHING} ({reason})", allowed),
             status=AnswerStatus.NOT_FOUND,
             mode=AnswerMode.EXTRACTIVE,
         )
-    lines = [f"_{reason} These are the most relevant passages, quoted as written:_", ""]
+    lines = [
+        check_links(
+            f"_{reason} These are the most relevant passages, quoted as written:_", allowed
+        ),
+        "",
+    ]
     citations = []
     for number, source in enumerate(chosen, start=1):
         chunk = source.hit.chunk
         quote = " ".join(chunk.text.split())
         if len(quote) > quote_chars:
             quote = quote[: quote_chars - 1].rsplit(" ", 1)[0] + "…"
-        quote = defuse_pings(quote)
-        where = defuse_pings(f"{chunk.title} › {chunk.heading}" if chunk.heading else chunk.title)
+        quote = check_links(quote, allowed)
+        title = check_links(chunk.title, allowed)
+        where = f"{title} › {check_links(chunk.heading, allowed)}" if chunk.heading else title
         lines.append(f"**{where}** [{number}]")
         lines.append(f"> {quote}")
         lines.append("")
         citations.append(
             Citation(
                 number,
-                chunk.title,
+                title,
                 chunk.url,
                 quote,
                 verified=True,

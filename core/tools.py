@@ -46,12 +46,41 @@ _SECRET = re.compile(
     r"|ghr_|github_pat_|glpat-|(?-i:AKIA|ASIA|AIza))[A-Za-z0-9_\-]{8,}"
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY"
-    r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,}"
-    r"|\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*="
-    r"|\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*:\s*(?=\S*\d)\S{6,}",
+    r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,}",
     re.IGNORECASE,
 )
 _LONG_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
+# Pasted configuration: `KEY=VALUE`, `KEY: VALUE`, `KEY := VALUE`, `:key => VALUE`, `"key": "v"`,
+# `--key VALUE`, "my password is VALUE". A key names a credential when one of its word parts
+# (split at _ - . and camelCase: DB_PASSWORD, dbPassword, x-api-key) is a credential word, or
+# when it ends in a long one (PGPASSWORD, mytoken); `\bpassword` alone never matched after `_`.
+_ASSIGNMENT = re.compile(
+    r"(?P<quote>[\"']?)(?P<key>[A-Za-z][\w.-]*)(?P=quote)[ \t]*(?P<op>=>|:=|=|:(?!:))[ \t]*"
+    r"(?P<value>\"[^\"]*\"?|'[^']*'?|[^\s,;]*)"
+)
+_FLAG = re.compile(r"(?<!\S)--?(?P<key>[A-Za-z][\w-]*)[ \t]+(?P<value>[^\s-]\S*)")
+_SAID = re.compile(
+    r"\b(?P<key>password|passwd|pwd|passphrase|secret|token|api[ _-]?key)[ \t]+(?:is|was)[ \t]+"
+    r"(?P<value>\S+)",
+    re.IGNORECASE,
+)
+_KEY_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_ENV_VAR = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
+_CREDENTIAL_WORDS = frozenset(
+    {
+        "password", "passwords", "passwd", "pwd", "pass", "passphrase", "secret", "secrets",
+        "token", "key", "apikey", "auth", "credential", "credentials", "cred", "creds",
+        "private", "privatekey",
+    }
+)  # fmt: skip
+# Named outright by these, a flag's value is a secret whatever it looks like (`--auth-type
+# basic` is not; `--password hunter` is).
+_STRONG_CREDENTIAL_WORDS = frozenset(
+    {"password", "passwd", "pwd", "passphrase", "secret", "token", "apikey"}
+)
+_CREDENTIAL_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey")
+_MIN_SECRET_CHARS = 4  # "401" after "token:" is a status code, "hunter2" a password
+_TRAILING_PUNCTUATION = ".,;:!?)"
 
 
 def required_tool(round_number: int, max_rounds: int, failures: int) -> str | None:
@@ -90,6 +119,48 @@ class SearchInput(BaseModel):
         return value
 
 
+def _key_parts(key: str) -> list[str]:
+    return [part.lower() for part in _KEY_PART.findall(key)]
+
+
+def _names_credential(key: str, words: frozenset[str] = _CREDENTIAL_WORDS) -> bool:
+    parts = _key_parts(key)
+    return any(p in words for p in parts) or any(p.endswith(_CREDENTIAL_ENDINGS) for p in parts)
+
+
+def _looks_secret(value: str) -> bool:
+    """A value that is no plain word: quoted, or with a digit, a symbol or inner capitals
+    (`hunter2`, `Secret99`, `p@ss`), not `invalid` after "token:"."""
+    if value[:1] in ("'", '"'):
+        return True
+    value = value.rstrip(_TRAILING_PUNCTUATION)
+    return len(value) >= _MIN_SECRET_CHARS and (
+        any(c.isdigit() or not c.isalnum() for c in value)
+        or (any(c.isupper() for c in value[1:]) and any(c.islower() for c in value))
+    )
+
+
+def _pastes_configuration(query: str) -> bool:
+    """Whether the query carries a credential's value or an environment variable's setting."""
+    for match in _ASSIGNMENT.finditer(query):
+        key, op, value = match.group("key", "op", "value")
+        # DB_PASSWORD, dbPassword, "password": a name from a file, not a word of a sentence.
+        identifier = bool(match.group("quote")) or any(c in key for c in "_-.")
+        identifier = identifier or key not in (key.lower(), key.capitalize())
+        if op != ":":  # =, :=, =>: an assignment, whatever its value
+            if _names_credential(key) or (value and len(key) > 1 and _ENV_VAR.fullmatch(key)):
+                return True
+        elif value and _names_credential(key) and (identifier or _looks_secret(value)):
+            return True
+    for match in _FLAG.finditer(query):
+        if _names_credential(match.group("key")) and (
+            _names_credential(match.group("key"), _STRONG_CREDENTIAL_WORDS)
+            or _looks_secret(match.group("value"))
+        ):
+            return True
+    return any(_looks_secret(m.group("value")) for m in _SAID.finditer(query))
+
+
 def _looks_random(run: str) -> bool:
     """A long run mixing letters and digits: a key, a token or a hash, not a search term."""
     return any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
@@ -104,18 +175,20 @@ class WebSearchInput(SearchInput):
     def _nothing_private(cls, value: str) -> str:
         if any(unicodedata.category(c) == "Cf" for c in value):
             raise ValueError("must not contain invisible formatting characters")
-        if _URL.search(value):
+        # Judged as the provider will read it: full-width `ＰＡＳＳＷＯＲＤ＝x` is `PASSWORD=x`.
+        query = unicodedata.normalize("NFKC", value)
+        if _URL.search(query):
             raise ValueError(
                 "must not contain URLs, host names with a port or path, or IP addresses; "
                 "search with words only"
             )
-        if _CREDENTIALS.search(value):
+        if _CREDENTIALS.search(query) or _pastes_configuration(query):
             raise ValueError(
                 "looks like it contains a secret, token or key; remove it and search with words"
             )
-        if _EMAIL.search(value):
+        if _EMAIL.search(query):
             raise ValueError("must not contain e-mail addresses")
-        if _SECRET.search(value) or any(_looks_random(m) for m in _LONG_RUN.findall(value)):
+        if _SECRET.search(query) or any(_looks_random(m) for m in _LONG_RUN.findall(query)):
             raise ValueError(
                 "looks like it contains a secret, token or key; remove it and search with words"
             )

@@ -1,4 +1,9 @@
-"""The terminal adapter's rendering: an answer as Markdown with numbered, linked sources."""
+"""The terminal adapter's rendering: an answer as Markdown with numbered, linked sources.
+
+A terminal links URLs too (Markdown links become OSC 8 hyperlinks; most terminals make any
+printed URL clickable), so the text and titles go through `check_links` here as on Slack and
+Discord, and a source URL that is not plain http(s) is never printed as a link.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.markdown import Markdown
+from rich.style import Style
 from rich.text import Text
 
+from core.citations import allowed_urls, check_links, is_linkable
 from core.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
 
 STATUS_LABELS = {
@@ -30,16 +37,19 @@ def render_answer(answer: Answer) -> RenderableType:
     for label in (MODE_LABELS.get(answer.mode), status):
         if label:
             parts.append(Text(label, style="yellow"))
-    parts.append(Markdown(answer.text))
+    allowed = allowed_urls(c.url for c in answer.citations)
+    parts.append(Markdown(check_links(answer.text, allowed)))
     if answer.citations:
         sources = Text("\nSources\n", style="bold")
         for c in answer.citations:
             sources.append(f"[{c.number}] ", style="bold")
-            sources.append(c.title + KIND_MARKS.get(c.source_kind, ""))
+            sources.append(check_links(c.title, allowed) + KIND_MARKS.get(c.source_kind, ""))
             if not c.verified:
                 sources.append(" (quote not verified)", style="yellow")
-            sources.append("\n    ")
-            sources.append(c.url, style=f"cyan link {c.url}")
+            if is_linkable(c.url):
+                # A Style object, not a style string: a URL can't smuggle in style words.
+                sources.append("\n    ")
+                sources.append(c.url, style=Style(color="cyan", link=c.url))
             sources.append("\n")
         parts.append(sources)
     return Group(*parts)

@@ -1,6 +1,8 @@
 """An `Answer` as Discord content: an embed per 4,096 characters (or plain messages of 2,000),
 numbered source links, a status line. Mentions are defused in the text as well as disabled
-on send (`AllowedMentions.none()`), so nothing from a document or a model can ping anyone."""
+on send (`AllowedMentions.none()`), so nothing from a document or a model can ping anyone; and
+the text and titles go through `check_links` once more here, whatever built the `Answer`, so
+the only URLs an embed shows, as a link or as text, are its citations' http(s) ones."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import re
 import discord
 
 from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
-from core.citations import defuse_pings
+from core.citations import allowed_urls, check_links, is_linkable
 from core.conversation import Answer, Citation
 
 _FENCE = re.compile(r"^\s*```")
@@ -33,14 +35,15 @@ def safe_url(url: str) -> str:
     return url.translate(_URL_UNSAFE)
 
 
-def safe_label(text: str) -> str:
-    """Link text that can't close the link or open a new one (`escape_markdown` leaves `]`)."""
-    label = discord.utils.escape_markdown(defuse_pings(text)[:TITLE_CHARS])
+def safe_label(text: str, allowed: set[str]) -> str:
+    """Link text that can't close the link or open a new one (`escape_markdown` leaves `]`),
+    show a URL that isn't a source, or ping."""
+    label = discord.utils.escape_markdown(check_links(text, allowed)[:TITLE_CHARS])
     return label.replace("[", "\\[").replace("]", "\\]")
 
 
 def link_markers(text: str, citations: list[Citation]) -> str:
-    urls = {c.number: safe_url(c.url) for c in citations}
+    urls = {c.number: safe_url(c.url) for c in citations if is_linkable(c.url)}
     return _MARKER.sub(
         lambda m: (
             f"[[{m.group(1)}]]({urls[int(m.group(1))]})" if int(m.group(1)) in urls else m.group(0)
@@ -103,10 +106,13 @@ def sources_text(citations: list[Citation], limit: int) -> str:
     seen: dict[str, Citation] = {}
     for c in citations:
         seen.setdefault(c.url, c)
+    allowed = allowed_urls(seen)
     lines: list[str] = []
     for c in list(seen.values())[:limit]:
         note = "" if c.verified else " *(quote not verified)*"
-        line = f"[{c.number}] [{safe_label(c.title)}]({safe_url(c.url)})"
+        label = safe_label(c.title, allowed)
+        linked = f"[{label}]({safe_url(c.url)})" if is_linkable(c.url) else label
+        line = f"[{c.number}] {linked}"
         line += f"{KIND_MARKS.get(c.source_kind, '')}{note}"
         if sum(len(x) + 1 for x in lines) + len(line) > FIELD_CHARS:
             break
@@ -122,7 +128,8 @@ def answer_embeds(
     answer: Answer, *, description_chars: int, max_sources: int
 ) -> list[discord.Embed]:
     """One embed per piece of the answer; the last one lists the sources and the status."""
-    body = link_markers(defuse_pings(answer.text), answer.citations)
+    allowed = allowed_urls(c.url for c in answer.citations)
+    body = link_markers(check_links(answer.text, allowed), answer.citations)
     body = body if body.strip() else _EMPTY
     embeds = [discord.Embed(description=part) for part in split_text(body, description_chars)]
     last = embeds[-1]

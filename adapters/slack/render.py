@@ -1,7 +1,9 @@
 """An `Answer` as Slack messages: mrkdwn, linked citation markers, sources, status, feedback.
 
 Everything we did not write (model output, document titles, user text) is escaped, so `<`, `>`
-and `&` can't form Slack control sequences (`<!channel>`, `<@U123>`, `<url|label>`). Long
+and `&` can't form Slack control sequences (`<!channel>`, `<@U123>`, `<url|label>`), and goes
+through `check_links` once more here, whatever built the `Answer`: the only URLs a message can
+show, as a link or as text, are its citations' (and only http(s) ones without userinfo). Long
 answers are split at paragraph or code-fence boundaries into as many messages as Slack's limits
 need; nothing is ever cut off.
 """
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
-from core.citations import defuse_pings
+from core.citations import allowed_urls, check_links, is_linkable
 from core.conversation import Answer, AnswerStatus, Citation
 
 FEEDBACK_UP = "feedback_up"
@@ -45,12 +47,17 @@ def escape(text: str) -> str:
 
 
 def _link(url: str, label: str) -> str:
+    """`<url|label>`, or just the label when the URL must not be a link (not http(s), userinfo)."""
+    if not is_linkable(url):
+        return label
     return f"<{url.replace('>', '%3E').replace('|', '%7C')}|{label}>"
 
 
 def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
-    """Markdown from the core, escaped, in Slack's dialect; [n] markers link to their source."""
+    """Markdown from the core, checked, escaped, in Slack's dialect; [n] markers link to their
+    source."""
     urls = {c.number: c.url for c in citations}
+    markdown = check_links(markdown, allowed_urls(urls.values()))
     out: list[str] = []
     in_fence = False
     for line in escape(markdown).splitlines():
@@ -152,9 +159,11 @@ def sources_line(citations: list[Citation], limit: int) -> str:
     seen: dict[str, Citation] = {}
     for c in citations:
         seen.setdefault(c.url, c)
+    allowed = allowed_urls(seen)
     parts = []
     for c in list(seen.values())[:limit]:
-        label = escape(defuse_pings(f"[{c.number}] {c.title}{KIND_MARKS.get(c.source_kind, '')}"))
+        title = check_links(c.title, allowed)
+        label = escape(f"[{c.number}] {title}{KIND_MARKS.get(c.source_kind, '')}")
         unverified = " _(quote not verified)_" if not c.verified else ""
         parts.append(_link(c.url, label) + unverified)
     return "*Sources:* " + " · ".join(parts)

@@ -75,7 +75,7 @@ def test_only_urls_of_retrieved_passages_survive() -> None:
     assert "https://docs.example/1#part" in text
     assert "(https://docs.example/1)" in text
     assert "evil.example" not in text
-    assert "[link removed]." in text
+    assert "(link removed)." in text
     assert text.endswith("Also https://docs.example/1.")
 
 

@@ -75,9 +75,14 @@ def test_titles_and_urls_cannot_inject_links() -> None:
         SourceKind.WEB,
     )
     text = sources_text([evil], 10)
-    # One link only: the label's brackets are escaped, the URL's parentheses encoded.
+    # No link at all: a URL with a space in it is no web address to link, and the title's
+    # own link is unlinked and its brackets escaped.
+    assert not re.findall(r"(?<!\\)\]\(", text)
+    assert "evil.example" not in text
+    odd = Citation(1, "Docs", "https://docs.example/x)[pwn](https://evil.example", "q", True)
+    text = sources_text([odd], 10)
+    # One link only: the URL's parentheses are encoded, so it can't close the link early.
     assert len(re.findall(r"(?<!\\)\]\(", text)) == 1
-    assert "\\](https://evil" in text
     assert "%29" in text
 
 

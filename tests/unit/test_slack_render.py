@@ -20,13 +20,18 @@ def _citation(
 
 
 def test_mrkdwn_escapes_untrusted_text_and_links_markers() -> None:
-    text = "**Bold** & <!channel> <@U1> [docs](https://d.example/a) see [1] and [9]\n# Title"
+    text = (
+        "**Bold** & <!channel> <@U1> [docs](https://docs.example/1) [other](https://d.example/a)"
+        " see [1] and [9]\n# Title"
+    )
     out = to_mrkdwn(text, [_citation(1)])
     assert "*Bold*" in out
     assert "&amp;" in out
-    assert "&lt;!channel&gt;" in out
-    assert "&lt;@U1&gt;" in out
-    assert "<https://d.example/a|docs>" in out
+    assert "channel" not in out  # pings are removed, not just escaped
+    assert "U1" not in out
+    assert "<https://docs.example/1|docs>" in out
+    assert "d.example" not in out  # not a source: the label stays, the link goes
+    assert " other " in out
     assert "<https://docs.example/1#sec|[1]>" in out
     assert "[9]" in out  # no citation 9: left as text, not a link
     assert out.endswith("*Title*")

@@ -76,8 +76,9 @@ _TRAILING_PUNCTUATION = ".,;:!?"
 LINK_REMOVED = "(link removed)"
 _PINGS = re.compile(
     # Slack (<!channel>, <!subteam^...>, <@U1|bob>, <#C1>) and Discord (<@1>, <@!1>, <@&1>,
-    # <#1>) control sequences: anything in <...> that starts with @, # or !.
-    r"<[@#!][^<>\n]*>|@(?=(?:everyone|here|channel)\b)",
+    # <#1>) control sequences: anything in <...> that starts with @, # or !; and Discord's
+    # clickable command mentions (</ask:123>), which offer to run a command.
+    r"<[@#!][^<>\n]*>|</[^<>\n]*:\d+>|@(?=(?:everyone|here|channel)\b)",
     re.IGNORECASE,
 )
 _QUOTE_PUNCTUATION = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "…": "..."})

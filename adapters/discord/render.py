@@ -38,7 +38,10 @@ def safe_url(url: str) -> str:
 def safe_label(text: str, allowed: set[str]) -> str:
     """Link text that can't close the link or open a new one (`escape_markdown` leaves `]`),
     show a URL that isn't a source, or ping."""
-    label = discord.utils.escape_markdown(check_links(text, allowed)[:TITLE_CHARS])
+    # Checked whole, then again after the cut: a cut can turn a source's URL into one that
+    # isn't, or leave half a link whose leftovers meet the escaping backslashes.
+    cut = check_links(check_links(text, allowed)[:TITLE_CHARS], allowed)
+    label = discord.utils.escape_markdown(cut)
     return label.replace("[", "\\[").replace("]", "\\]")
 
 

@@ -76,6 +76,8 @@ HOSTILE_LINKS = [
     "https://evil.example\u202e/nigol",
     "https://d\u043ecs.example.com/guide",  # Cyrillic o: a lookalike of the source's host
     "https://xn--dcs-5cd.example.com/guide",
+    "d\u043ecs.example.com/guide",  # the same lookalike, scheme-less
+    "xn--80ak6aa92e.com/login",
     "evil\uff0eexample/login",  # full-width dot
     "https\uff1a//evil.example/login",
     "`<https://evil.example/login|docs>`",
@@ -109,6 +111,8 @@ PINGS = [
     "<<!here>!channel>",
     "@every\u200bone",
     "<!chan\u200bnel>",
+    "</ask:123456>",
+    "<!date^1392734382^{date}|Feb 18>",
 ]
 
 # --- an independent finder of what a client could open -------------------------------------
@@ -127,7 +131,7 @@ _SCHEMELESS = re.compile(
 )
 _OSC8 = re.compile(r"\x1b]8;[^;\x1b]*;([^\x1b\x07]*)(?:\x1b\\|\x07)")
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
-_PING = re.compile(r"<\s*[@#!]|@\s*(?:everyone|here|channel)\b", re.IGNORECASE)
+_PING = re.compile(r"<\s*[@#!]|</\w+:\d|@\s*(?:everyone|here|channel)\b", re.IGNORECASE)
 
 
 def _invisible_free(text: str) -> str:

@@ -155,13 +155,17 @@ def defuse_pings(text: str) -> str:
 def is_linkable(url: str) -> bool:
     """Whether a source's URL may be shown as a link at all: http(s) with a host, no userinfo
     (`https://docs.example.com@evil.example/` goes to evil.example), nothing invisible or
-    blank in it. Anything else (javascript:, data:, a path) is shown as text, never linked."""
+    blank in it; or the `file:///path` our ingest gives a local file ingested without
+    `--base-url`, which points at the team's own copy. Anything else (javascript:, data:, a
+    file URL naming a host) is shown as text, never linked."""
     if any(c.isspace() or c == "\\" or unicodedata.category(c) in ("Cc", "Cf") for c in url):
         return False
     try:
         parts = urlsplit(url)
     except ValueError:
         return False
+    if parts.scheme == "file":
+        return not parts.netloc and parts.path.startswith("/")
     return parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from core.citations import SourceRegistry, check_answer, defuse_pings, normalise
+import pytest
+
+from core.citations import SourceRegistry, check_answer, defuse_pings, is_linkable, normalise
 from core.conversation import SourceKind
 from core.models import Chunk, SearchHit
 from core.tools import CitedSource
@@ -130,3 +132,18 @@ def test_nested_and_labelled_pings_are_defused() -> None:
     assert "<!channel>" not in defuse_pings("<<!here>!channel>")
     assert defuse_pings("hi <@U123|bob>") == "hi "
     assert "<!here>" not in defuse_pings("<!<!everyone>here>")
+
+
+@pytest.mark.parametrize(
+    ("url", "linked"),
+    [
+        ("https://docs.example.com/guide#setup", True),
+        ("file:///srv/docs/ingesting.md#re-ingesting", True),  # a local ingest's own link
+        ("file://evil.example/share/x.md", False),  # a file URL naming a host
+        ("file:relative/x.md", False),
+        ("javascript:alert(1)", False),
+        ("https://docs.example.com@evil.example/", False),
+    ],
+)
+def test_which_source_urls_may_be_linked(url: str, linked: bool) -> None:
+    assert is_linkable(url) is linked

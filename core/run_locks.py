@@ -1,7 +1,8 @@
 """Run locks: a job claims its run before doing it, so a second scheduler or a second
 `bot index reindex` started by mistake does nothing instead of doing the work twice.
 
-A lock expires (`ttl_s`) so a holder that died without releasing does not block forever.
+A lock expires (`ttl_s`) so a holder that died without releasing does not block forever; a
+`run_lock` holder on this machine whose process is gone is taken over at once.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ async def run_lock(locks: RunLocks, name: str, ttl_s: float) -> AsyncIterator[No
     """Hold `name` for the block, released on the way out whatever happens (an error, Ctrl-C),
     so a retry never waits for the expiry; raises `RunLockHeld` when another process has it."""
     holder = f"{socket.gethostname()}:{os.getpid()}"
-    if not await locks.claim(name, holder, ttl_s):
+    if not await locks.claim(name, holder, ttl_s) and not await _take_over_from_the_dead(
+        locks, name, holder, ttl_s
+    ):
         held = await locks.held(name)
         who, since = ("?", "?") if held is None else (held[0], _when(held[1] - ttl_s))
         raise RunLockHeld(
@@ -110,6 +113,32 @@ async def run_lock(locks: RunLocks, name: str, ttl_s: float) -> AsyncIterator[No
         yield
     finally:
         await locks.release(name, holder)
+
+
+async def _take_over_from_the_dead(locks: RunLocks, name: str, holder: str, ttl_s: float) -> bool:
+    """Claim `name` from a holder on this machine whose process is gone.
+
+    A killed ingest can't release its lock, and waiting out the TTL (hours) would block the
+    very re-run that resumes it. Only a holder on this host can be judged: another machine's
+    process is alive as far as we can tell, and its lock waits for release or expiry."""
+    held = await locks.held(name)
+    if held is None:  # released since our claim was refused
+        return await locks.claim(name, holder, ttl_s)
+    host, _, pid = held[0].rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or _alive(int(pid)):
+        return False
+    await locks.release(name, held[0])
+    return await locks.claim(name, holder, ttl_s)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        return True
+    return True
 
 
 def _when(timestamp: float) -> str:

@@ -9,6 +9,7 @@ import gzip
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -235,6 +236,9 @@ async def test_url_credentials_are_used_but_never_stored_shown_or_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    # The bot keeps httpx's request lines out of INFO logs; here they are wanted, to show that
+    # a library's own line about the request carries no password either.
+    caplog.set_level(logging.INFO, logger="httpx")
     with_password = site.replace("http://", "http://user:s3cr3t-pw@") + "/private.md"
     report = await _fetch_all(settings, index, embedder, [with_password])
     assert report.counts[Outcome.ADDED] == 1
@@ -347,3 +351,29 @@ def _cli_settings(env: Path) -> Settings:
     from core.config import load_settings
 
     return load_settings(REPO / "config.yaml", environ={"BOT_STORAGE__DATA_DIR": str(env / "data")})
+
+
+async def test_a_lock_left_by_a_killed_ingest_on_this_machine_is_taken_over(env: Path) -> None:
+    """A killed ingest can't release its lock; the re-run that resumes it must not wait hours
+    for the expiry. A live holder on this machine still keeps it."""
+    docs = env / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha.\n")
+    settings = _cli_settings(env)
+    locks = SqliteRunLocks(settings.state_path, settings.search.busy_timeout_ms)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = socket.gethostname()
+    try:
+        assert await locks.claim("ingest", f"{here}:{os.getppid()}", settings.ingest.lock_ttl_s)
+        refused = await asyncio.to_thread(runner.invoke, app, ["ingest", str(docs)])
+        assert refused.exit_code == 1
+        assert f"by {here}:{os.getppid()})" in " ".join(refused.output.split())
+        await locks.release("ingest", f"{here}:{os.getppid()}")
+
+        assert await locks.claim("ingest", f"{here}:{dead.pid}", settings.ingest.lock_ttl_s)
+        resumed = await asyncio.to_thread(runner.invoke, app, ["ingest", str(docs)])
+        assert resumed.exit_code == 0, resumed.output
+        assert await locks.held("ingest") is None  # taken over, then released
+    finally:
+        await locks.close()

@@ -57,7 +57,6 @@ _SKIPS_SHOWN = 20
 
 EXIT_FAILURE = 1
 EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130
 
 
 class _State:
@@ -428,25 +427,34 @@ def slack(
     asyncio.run(_run_slack(socket, port))
 
 
+async def _server_index(s: Settings) -> Index:
+    """The index of a long-running process, with the model loaded before it listens: a broken
+    model stops it at start instead of failing every question, and the first question does
+    not pay for the load."""
+    from bot.wiring import build_embedder, open_index
+
+    embedder = build_embedder(s)
+    await embedder.warm_up()
+    return await open_index(s, embedder)
+
+
 async def _run_slack(socket_mode: bool, port: int | None) -> None:
     """Serve until SIGTERM or SIGINT, then let the answers in progress finish (or apologise in
     their threads) and return: the process exits 0, like `bot discord` and `bot clock`."""
     from adapters.slack.server import run_http, run_socket_mode
     from bot.wiring import (
         MissingSecret,
-        build_embedder,
         build_engine,
         build_platform_state,
         build_slack_app,
         build_store,
-        open_index,
     )
 
     s = state.settings
     app_token = s.secrets.slack_app_token
     if socket_mode and app_token is None:
         raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
-    index = await open_index(s, build_embedder(s))
+    index = await _server_index(s)
     try:
         store = build_store(s, index)
         engine = build_engine(s, index, store)
@@ -490,19 +498,15 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
     from adapters.discord.startup import explained_connection_failures
     from bot.wiring import (
         build_discord_bot,
-        build_embedder,
         build_engine,
         build_platform_state,
         build_store,
         discord_token,
-        open_index,
     )
 
     s = state.settings
     token = discord_token(s)
-    embedder = build_embedder(s)
-    await embedder.warm_up()
-    index = await open_index(s, embedder)
+    index = await _server_index(s)
     store = build_store(s, index)
     engine = build_engine(s, index, store)
     platform = build_platform_state(s, index, s.discord.dedup_ttl_s)
@@ -924,9 +928,6 @@ def main() -> None:
         app()
     except BotError as exc:
         _fail(exc, f"error: {exc}", EXIT_USER_ERROR)
-    except KeyboardInterrupt:
-        err.print("interrupted", style="red")
-        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 (the last handler: one line, not a traceback)
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "no details"
         _fail(

@@ -22,7 +22,7 @@ import httpx2
 import jiter
 
 from core.conversation import Trace, Turn, Usage
-from core.model_errors import ModelUnavailable, NoResponse, media_type
+from core.model_errors import ModelUnavailable, NoResponse, media_type, token_count
 from core.prompts import RETRY_NUDGE, history_messages, system_prompt
 from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.tools import (
@@ -99,11 +99,6 @@ def _status_reason(exc: anthropic.APIStatusError) -> str:
     kind = error.get("type") if isinstance(error, dict) else None
     named = f" ({kind})" if isinstance(kind, str) and _ERROR_TYPE.fullmatch(kind) else ""
     return f"Claude's stream reported an error{named}"
-
-
-def _count(value: object) -> int:
-    """A token count from the stream, or 0 when the server sent something else."""
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _whole_object(raw: str) -> bool:
@@ -328,10 +323,10 @@ class ClaudeAgent:
         usage = getattr(response, "usage", None)
         trace.usage.add(
             Usage(
-                input_tokens=_count(getattr(usage, "input_tokens", None)),
-                output_tokens=_count(getattr(usage, "output_tokens", None)),
-                cache_read_tokens=_count(getattr(usage, "cache_read_input_tokens", None)),
-                cache_write_tokens=_count(getattr(usage, "cache_creation_input_tokens", None)),
+                input_tokens=token_count(getattr(usage, "input_tokens", None)),
+                output_tokens=token_count(getattr(usage, "output_tokens", None)),
+                cache_read_tokens=token_count(getattr(usage, "cache_read_input_tokens", None)),
+                cache_write_tokens=token_count(getattr(usage, "cache_creation_input_tokens", None)),
             )
         )
         return response

@@ -22,6 +22,7 @@ from core.conversation import (
     Answer,
     AnswerMode,
     AnswerStatus,
+    ChannelKind,
     Question,
     SourceKind,
     Trace,
@@ -49,10 +50,15 @@ INDEX_UNAVAILABLE = (
 )
 NO_MODEL = "No language model is configured, so this is not a written answer."
 # Said instead of "nothing found" when the index holds no passage at all: the fix is an ingest,
-# not a rephrased question. Filled with the index's `location` (a path or an index name).
+# not a rephrased question. In the terminal the reader runs the bot, so it names the index's
+# `location` (a path or an index name); in a chat, where that is the server's business, not.
 EMPTY_INDEX = (
     "The knowledge base is empty: nothing has been ingested into {location} yet. "
     "Run `bot ingest PATH` (a folder, a file or a URL) to add documents, then ask again."
+)
+EMPTY_INDEX_IN_CHAT = (
+    "The knowledge base is empty: no documents have been added yet. Ask the bot's owners to "
+    "ingest the team's docs (`bot ingest`), then ask again."
 )
 NO_ANSWER = (
     "Sorry, I couldn't put an answer together this time. Please try again, or rephrase the "
@@ -147,7 +153,7 @@ class AnswerEngine:
             registry = SourceRegistry()
             answer = await self._produce(question, cleaned, history, registry, trace, on_progress)
             if answer.status is AnswerStatus.NOT_FOUND and not len(registry):
-                answer = await self._said_empty(answer, trace)
+                answer = await self._said_empty(answer, trace, question.channel_kind)
             await self._count_learned_use(answer, registry)
         except IndexError_ as exc:  # the index or its server is down: say so, not silence
             log.warning("index_unavailable", error=str(exc))
@@ -171,13 +177,17 @@ class AnswerEngine:
         )
         return answer
 
-    async def _said_empty(self, answer: Answer, trace: Trace) -> Answer:
+    async def _said_empty(self, answer: Answer, trace: Trace, kind: ChannelKind) -> Answer:
         """A search that found nothing at all may have searched an empty index: then say so,
         and how to fill it (checked only here, so a normal question costs no extra query)."""
         if (await self._index.stats()).chunks:
             return answer
         trace.notes.append("the index holds no passages")
-        text = EMPTY_INDEX.format(location=self._index.location)
+        text = (
+            EMPTY_INDEX.format(location=self._index.location)
+            if kind is ChannelKind.TERMINAL
+            else EMPTY_INDEX_IN_CHAT
+        )
         return Answer(text, AnswerStatus.NOT_FOUND, answer.mode)
 
     async def _count_learned_use(self, answer: Answer, registry: SourceRegistry) -> None:

@@ -24,3 +24,9 @@ def media_type(content_type: str | None) -> str:
     and never more than a well-formed type (the header is the server's to fill with anything)."""
     media = (content_type or "").split(";")[0].strip().lower()
     return media if _MEDIA_TYPE.fullmatch(media) else "no recognisable content type"
+
+
+def token_count(value: object) -> int:
+    """A token count as a server reported it, or 0 when it sent something else: usage is
+    bookkeeping, and a malformed count must not fail an answer that arrived whole."""
+    return value if isinstance(value, int) and value >= 0 else 0

@@ -18,7 +18,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from core.conversation import Trace, Turn, Usage
 from core.http_retry import RemoteFailure, RetryPolicy, post_json
-from core.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported, media_type
+from core.model_errors import (
+    ModelUnavailable,
+    NoResponse,
+    ToolsUnsupported,
+    media_type,
+    token_count,
+)
 from core.prompts import NO_TOOLS_PROMPT, RETRY_NUDGE, history_messages
 from core.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.tools import RESPOND_TOOL, RespondInput, tool_definitions
@@ -104,10 +110,6 @@ def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ModelUnavailable("the model server sent tool call arguments that are not JSON")
     return value
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _reply(response: httpx.Response) -> tuple[_Reply, dict[str, Any]]:
@@ -251,8 +253,8 @@ class OpenAICompatibleAgent:
         reply, usage = _reply(response)
         trace.usage.add(
             Usage(
-                input_tokens=_count(usage.get("prompt_tokens")),
-                output_tokens=_count(usage.get("completion_tokens")),
+                input_tokens=token_count(usage.get("prompt_tokens")),
+                output_tokens=token_count(usage.get("completion_tokens")),
             )
         )
         return reply

@@ -391,3 +391,34 @@ async def test_the_answer_streams_cleaned_as_it_grows(settings, index) -> None:
         assert "[77]" not in preview
         assert "evil.example" not in preview
         assert "<!channel>" not in preview
+
+
+async def test_a_preview_that_fails_loses_its_previews_not_the_answer(settings, index) -> None:
+    """A bug in a platform's preview code must not pass for a broken model stream: the engine
+    hands the agent a preview callback that logs such failures, so the answer is still
+    Claude's (a review worried the agent would report it as an unreadable stream)."""
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        number, passage = next(iter(sources_in(tool_results(body)[0]["content"]).items()))
+        return message(
+            tool_use(
+                RESPOND_TOOL,
+                answer=f"Re-run the ingest command and unchanged files are skipped [{number}].",
+                status="answered",
+                citations=[{"source": number, "quote": first_sentence(passage)}],
+            )
+        )
+
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="re-ingest")), respond])
+    calls: list[str] = []
+
+    async def broken_preview(text_so_far: str) -> None:
+        calls.append(text_so_far)
+        raise TypeError("a bug in the adapter")
+
+    answer = await engine(settings, index, claude=agent(api)).answer(
+        question("re-ingest?"), on_progress=broken_preview
+    )
+    assert answer.mode is AnswerMode.AGENT
+    assert answer.status is AnswerStatus.ANSWERED
+    assert calls  # the previews were tried

@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import structlog
 
 from core.claude_agent import ClaudeAgent
 from core.config import Settings
-from core.conversation import Answer, AnswerMode, AnswerStatus
+from core.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind
 from core.openai_agent import OpenAICompatibleAgent
 from core.sqlite_index import SqliteIndex
 from core.tools import RESPOND_TOOL, SEARCH_TOOL
@@ -504,8 +505,9 @@ async def test_an_empty_index_says_so_where_it_is_and_what_to_do(
         ]
     )
     claude = agent(api) if model == "claude" else None
-    answer = await engine(settings, empty, claude=claude).answer(question("anything at all"))
-    await empty.close()
+    bot = engine(settings, empty, claude=claude)
+    in_terminal = replace(question("anything at all"), channel_kind=ChannelKind.TERMINAL)
+    answer = await bot.answer(in_terminal)
     assert answer.status is AnswerStatus.NOT_FOUND
     assert answer.text == (
         f"The knowledge base is empty: nothing has been ingested into {path} yet. "
@@ -513,6 +515,12 @@ async def test_an_empty_index_says_so_where_it_is_and_what_to_do(
     )
     assert answer.citations == []
     assert "the index holds no passages" in answer.trace.notes
+    # In a chat the server's paths are not the asker's business: the owners are.
+    in_chat = await bot.answer(question("anything at all", key="slack/T1/C1/2"))
+    await empty.close()
+    assert in_chat.status is AnswerStatus.NOT_FOUND
+    assert str(path) not in in_chat.text
+    assert in_chat.text.startswith("The knowledge base is empty: no documents have been added")
 
 
 async def test_nothing_found_in_a_full_index_is_not_called_empty(settings, index) -> None:

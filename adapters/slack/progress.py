@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.render import escape, to_mrkdwn
-from core.citations import defuse_pings
+from core.citations import check_links
 
 log = structlog.get_logger(__name__)
 
@@ -65,8 +65,9 @@ class AnswerProgressMessage:
         if now - self._last_update < self._interval or not text_so_far.strip():
             return
         self._last_update = now
-        # Model output: no `<...>` may reach Slack as a control sequence, even for a moment.
-        text_so_far = escape(defuse_pings(text_so_far))
+        # Model output, shown before its sources are known: no link or URL may be live (not even
+        # until the checked answer replaces it), no `<...>` may reach Slack as a control sequence.
+        text_so_far = escape(check_links(text_so_far, set()))
         if self._try_stream and await self._stream(text_so_far):
             return
         await self._edit(text_so_far)

@@ -50,13 +50,31 @@ JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
 # Slack refuses requests signed more than five minutes ago (replay protection).
 SIGNATURE_MAX_AGE_S = 300
+HTTP_SERVER_ERROR = 500
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _READ_CHUNK = 64 * 1024
-# Fields Bolt reads as objects or lists of objects before any listener runs: another type there
-# makes Bolt itself fail with a 500.
-_OBJECT_FIELDS = ("event", "view", "container", "message", "state", "response_urls")
+# Fields Bolt reads, with the type it assumes, before any listener runs (and while routing or
+# logging an unhandled request): another type there, null included, makes Bolt itself fail with
+# a 500. Slack sends null for some of these (`enterprise`, `team` in org-wide installs): allowed.
+_OBJECT_FIELDS = ("event", "view", "container", "message", "state")
 _OBJECT_OR_STRING_FIELDS = ("team", "enterprise", "user", "channel")
-_LIST_OF_OBJECTS_FIELDS = ("authorizations", "actions")
+_LIST_OF_OBJECTS_FIELDS = ("authorizations", "actions", "response_urls")
+_EVENT_FIELDS: dict[str, type] = {
+    "type": str,
+    "subtype": str,
+    "channel_type": str,
+    "function_execution_id": str,
+    "bot_access_token": str,
+    "function": dict,
+    "inputs": dict,
+}
+_VIEW_FIELDS: dict[str, type] = {
+    "type": str,
+    "callback_id": str,
+    "team_id": str,
+    "app_installed_team_id": str,
+}
+_FUNCTION_FIELDS: dict[str, type] = {"callback_id": str}
 # Errors of `auth.test` that mean the token itself is wrong, not that Slack is unwell.
 _TOKEN_REFUSED = frozenset(
     {
@@ -147,7 +165,10 @@ class SlackHttpEndpoint:
             return _refuse(request, refused)
         except Exception as exc:  # noqa: BLE001 (a body Bolt cannot read is the sender's fault)
             return _refuse(request, _Refused(400, f"unreadable: {type(exc).__name__}"))
-        return await to_aiohttp_response(await self._service.bolt.async_dispatch(bolt_request))
+        response = await self._service.bolt.async_dispatch(bolt_request)
+        if response.status >= HTTP_SERVER_ERROR:  # Bolt failed on a body the front check let by
+            return _refuse(request, _Refused(400, f"Bolt could not handle it ({response.status})"))
+        return await to_aiohttp_response(response)
 
     async def _checked_body(self, request: web.Request) -> str:
         if self.draining:
@@ -224,17 +245,29 @@ def _check_payload(text: str, content_type: str) -> None:
     if kind == "url_verification" and not isinstance(body.get("challenge"), str):
         raise _Refused(400, "url_verification without a challenge")
     for name in _OBJECT_FIELDS:
-        if body.get(name) is not None and not isinstance(body[name], dict):
+        if name in body and not isinstance(body[name], dict):
             raise _Refused(400, f"{name} is not an object")
     for name in _OBJECT_OR_STRING_FIELDS:
         if body.get(name) is not None and not isinstance(body[name], dict | str):
             raise _Refused(400, f"{name} is not an object")
     for name in _LIST_OF_OBJECTS_FIELDS:
         value = body.get(name)
-        if value is not None and not (
+        if name in body and not (
             isinstance(value, list) and all(isinstance(v, dict) for v in value)
         ):
             raise _Refused(400, f"{name} is not a list of objects")
+    if "actions" in body and not body["actions"]:
+        raise _Refused(400, "actions is empty")  # Bolt reads the first action
+    event = body.get("event", {})
+    _check_fields(event, _EVENT_FIELDS, "event")
+    _check_fields(event.get("function", {}), _FUNCTION_FIELDS, "event.function")
+    _check_fields(body.get("view", {}), _VIEW_FIELDS, "view")
+
+
+def _check_fields(value: dict[str, Any], types: dict[str, type], where: str) -> None:
+    for name, expected in types.items():
+        if name in value and not isinstance(value[name], expected):
+            raise _Refused(400, f"{where}.{name} is not a {expected.__name__}")
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:

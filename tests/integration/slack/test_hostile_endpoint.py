@@ -73,6 +73,40 @@ SIGNED_CASES = [
         '{"type": "event_callback", "authorizations": [1]}', "application/json", 400, id="auth"
     ),
     pytest.param('{"type": "x", "team": 5}', "application/json", 400, id="team-a-number"),
+    pytest.param(
+        '{"type": "event_callback", "event": null}', "application/json", 400, id="event-null"
+    ),
+    pytest.param(
+        _form('{"type": "block_actions", "actions": [], "team": {"id": "T1"}}'),
+        FORM,
+        400,
+        id="actions-empty",
+    ),
+    pytest.param(_form('{"type": "block_actions", "actions": null}'), FORM, 400, id="actions-null"),
+    pytest.param(
+        _form('{"type": "view_submission", "view": {"callback_id": {}}}'),
+        FORM,
+        400,
+        id="view-callback-id-an-object",
+    ),
+    pytest.param(_form('{"type": "view_submission", "view": null}'), FORM, 400, id="view-null"),
+    pytest.param(
+        json.dumps(
+            {
+                "type": "event_callback",
+                "event": {
+                    "type": "function_executed",
+                    "function": {"callback_id": 5},
+                    "function_execution_id": 5,
+                    "bot_access_token": 5,
+                    "inputs": 5,
+                },
+            }
+        ),
+        "application/json",
+        400,
+        id="function-executed-fields-not-strings",
+    ),
     pytest.param("", "application/json", 400, id="empty-body"),
     pytest.param('{"a":' * 100_000, "application/json", 400, id="nested-past-the-stack"),
     pytest.param('{"n": ' + "9" * 5_000 + "}", "application/json", 400, id="huge-integer"),
@@ -229,6 +263,32 @@ async def test_a_signed_event_type_nobody_handles_is_one_short_line(
     lines = [line for line in logs.lines() if "auth.test" not in line]
     assert len(lines) == 1, lines
     assert MARKER not in lines[0]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param({"type": "view_submission", "view": {"callback_id": "{x}"}}, id="braces"),
+        pytest.param(
+            {"type": "view_submission", "view": {"callback_id": "v"}, "response_urls": [{}]},
+            id="response-url-missing",
+        ),
+    ],
+)
+async def test_a_body_bolt_fails_on_is_400_not_500(
+    slack: SlackHarness, logs: Logs, payload: dict[str, Any]
+) -> None:
+    """Past the front check, Bolt may still fail on a body (its own KeyError: a 500): the
+    sender's fault, so a 400, with our one refusal line and none of the body."""
+    body = json.dumps({**payload, "marker": MARKER})
+    assert await slack.post(_form(body), content_type=FORM) == 400
+    lines = [line for line in logs.lines() if "auth.test" not in line]
+    refusals = [line for line in lines if "slack_request_refused" in line]
+    assert len(refusals) == 1, lines
+    assert '"status": 400' in refusals[0]
+    assert len(lines) <= 2, lines  # ours, and at most Bolt's own error as one short line
+    assert all(len(line) < 300 and MARKER not in line for line in lines), lines
+    assert not any("Traceback" in line for line in lines)
 
 
 async def test_a_well_formed_url_verification_still_answers(slack: SlackHarness) -> None:

@@ -84,11 +84,15 @@ class SlackBot:
         finish; the rest are cancelled, and each answer cut short replaces its placeholder with
         an apology (within `apology_deadline_s`), so no thread is left "looking through the
         docs" for ever."""
-        running = set(self._in_flight)
-        if not running:
+        if not self._in_flight:
             return
-        log.info("slack_draining", answers=len(running), grace_s=grace_s)
-        _, late = await asyncio.wait(running, timeout=grace_s)
+        log.info("slack_draining", answers=len(self._in_flight), grace_s=grace_s)
+        deadline = asyncio.get_running_loop().time() + grace_s
+        # A listener Bolt started just before the stop joins the set while we wait: wait again
+        # until the set is empty or the grace is over.
+        while self._in_flight and (left := deadline - asyncio.get_running_loop().time()) > 0:
+            await asyncio.wait(set(self._in_flight), timeout=left)
+        late = set(self._in_flight)
         if not late:
             return
         log.warning("slack_answers_cut_short", answers=len(late))

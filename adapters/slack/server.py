@@ -178,8 +178,9 @@ class SlackHttpEndpoint:
         limit = self._service.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise _Refused(413, f"over {limit} bytes")
-        body = await _read_capped(request, limit, self._service.body_read_deadline_s)
+        # Unsigned or stale: refused before a byte of the body is read.
         timestamp, signature = _signature_headers(request.headers)
+        body = await _read_capped(request, limit, self._service.body_read_deadline_s)
         try:
             text = body.decode("utf-8")  # what Slack signs; the verifier decodes it too
         except UnicodeDecodeError:

@@ -190,7 +190,7 @@ async def test_a_body_over_the_limit_is_413_before_it_is_read(
             sent += 65_536
             yield b"x" * 65_536
 
-    headers = {"Content-Type": "application/json"}
+    headers = {**_signed_shape(), "Content-Type": "application/json"}
     try:
         async with slack.http.post(slack.url + EVENTS_PATH, data=endless(), headers=headers) as r:
             assert r.status == 413
@@ -204,7 +204,7 @@ async def test_a_compressed_bomb_is_413(slack: SlackHarness, logs: Logs) -> None
     limit = slack.settings.slack.max_body_bytes
     bomb = gzip.compress(b"{" + b" " * (20 * limit) + b"}")
     assert len(bomb) < limit // 10
-    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    headers = {**_signed_shape(), "Content-Type": "application/json", "Content-Encoding": "gzip"}
     async with slack.http.post(slack.url + EVENTS_PATH, data=bomb, headers=headers) as r:
         assert r.status == 413
     _one_refusal(logs, 413)
@@ -220,7 +220,7 @@ async def test_a_slow_drip_body_is_408_in_bounded_time(slack_factory: Any, logs:
                 await asyncio.sleep(0.5)
 
         started = time.monotonic()
-        headers = {"Content-Type": "application/json"}
+        headers = {**_signed_shape(), "Content-Type": "application/json"}
         try:
             async with harness.http.post(
                 harness.url + EVENTS_PATH, data=drip(), headers=headers
@@ -294,6 +294,37 @@ async def test_a_body_bolt_fails_on_is_400_not_500(
 async def test_a_well_formed_url_verification_still_answers(slack: SlackHarness) -> None:
     body = json.dumps({"type": "url_verification", "challenge": "c-123"})
     assert await slack.post(body) == 200
+
+
+def _signed_shape() -> dict[str, str]:
+    """Signature headers of the right shape and age (the signature itself is only checked once
+    the body is read): the request gets past the 401 to the body's own limits."""
+    return {
+        "X-Slack-Request-Timestamp": str(int(time.time())),
+        "X-Slack-Signature": "v0=" + "0" * 64,
+    }
+
+
+async def test_an_unsigned_body_is_refused_before_it_is_read(
+    slack: SlackHarness, logs: Logs
+) -> None:
+    """An unsigned request is 401 at once, not after its body arrived: a drip never finishes."""
+
+    async def drip() -> AsyncIterator[bytes]:
+        for _ in range(30):
+            yield b" "
+            await asyncio.sleep(0.5)
+
+    started = time.monotonic()
+    try:
+        async with slack.http.post(
+            slack.url + EVENTS_PATH, data=drip(), headers={"Content-Type": "application/json"}
+        ) as r:
+            assert r.status == 401
+    except OSError:
+        pass
+    assert time.monotonic() - started < 5  # the drip takes 15 s; the body deadline is 10 s
+    _one_refusal(logs, 401)
 
 
 def _one_refusal(logs: Logs, status: int) -> None:

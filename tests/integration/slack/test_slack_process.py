@@ -27,7 +27,10 @@ from tests.conftest import REPO
 from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
 
 SECRET = "process-signing-secret"
-START_TIMEOUT_S = 90  # the process loads the embedding model before it listens
+START_TIMEOUT_S = 90  # the process loads the embedding model (warm_up) before it listens
+# Bounds on a busy 2-core machine: far above what a drain takes, far below the 60 s answer.
+DRAIN_BOUND_S = 40
+QUIET_EXIT_BOUND_S = 20
 BOT = Path(sys.executable).with_name("bot")
 
 
@@ -168,6 +171,17 @@ async def _until(check: Any, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _until_draining(http: ClientSession, url: str) -> None:
+    """The signal has been handled once health checks say 503 (polled, not slept for)."""
+    deadline = time.monotonic() + DRAIN_BOUND_S
+    while True:
+        async with http.get(url + "/healthz") as response:
+            if response.status == 503:
+                return
+        assert time.monotonic() < deadline, "the process never started draining"
+        await asyncio.sleep(0.05)
+
+
 async def test_sigterm_lets_the_answer_in_flight_finish_then_exits_0(
     kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
 ) -> None:
@@ -178,7 +192,7 @@ async def test_sigterm_lets_the_answer_in_flight_finish_then_exits_0(
             assert await bot.mention(http, "what is slow?", "Ev000001") == 200
             await _until(lambda: model.calls >= 1, 30, "the model was never asked")
             bot.process.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.3)
+            await _until_draining(http, bot.url)
             # Draining: a new event is refused, so Slack retries it on another process.
             assert await bot.mention(http, "and now?", "Ev000002") == 503
             assert await asyncio.wait_for(bot.process.wait(), 30) == 0
@@ -203,7 +217,7 @@ async def test_an_answer_still_running_at_the_deadline_is_apologised_for(
         started = time.monotonic()
         bot.process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(bot.process.wait(), 30) == 0
-        assert time.monotonic() - started < 15  # the grace (1 s) and the apology, not 60 s
+        assert time.monotonic() - started < DRAIN_BOUND_S  # the grace and the apology, not 60 s
         posted = slack.called("chat.postMessage")
         assert len(posted) == 1
         final = slack.called("chat.update")[-1]
@@ -219,7 +233,7 @@ async def test_sigint_without_answers_in_flight_exits_0_at_once(
         started = time.monotonic()
         bot.process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(bot.process.wait(), 30) == 0
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < QUIET_EXIT_BOUND_S
 
 
 @pytest.mark.parametrize("error", ["invalid_auth", "not_authed", "account_inactive"])

@@ -28,18 +28,22 @@ _MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
 # parts). Every form a URL can take on Slack, Discord or a terminal is here: a Markdown link or
 # image (any scheme, an optional <...> destination, one level of parentheses, a title), a
 # reference definition `[1]: url`, an HTML anchor, a Slack/autolink `<url>` or `<url|label>`,
-# a bare URL of any scheme, `javascript:`/`data:` URLs, protocol-relative `//host/...`, and
-# scheme-less text clients auto-link: `www.anything`, `host.tld/path`, `host.tld:port`, and a
-# bare `host.tld` on a common top-level domain. Dots include the full-width and ideographic
-# ones browsers map to ".". Case-insensitive: `HTTPS://` is a URL too.
+# a bare URL of any scheme, `javascript:`/`data:`/`mailto:` URLs (a bare e-mail address is
+# left as written: the address is in plain view), protocol-relative `//host/...`, and
+# scheme-less text clients auto-link: `www.anything`, `host.tld/path`, `host.tld:port`
+# (`host.tld./path` too: a trailing dot names the same host), and a bare `host.tld` on a
+# common top-level domain. Dots include the full-width and ideographic ones browsers map to
+# ".". Case-insensitive: `HTTPS://` is a URL too.
 _DOT = "[.\uff0e\u3002\uff61]"
 # What a client's linkifier keeps reading as part of a URL; `(` and `[` too, so text glued to a
 # URL (`https://docs.example.com/guide(x`) is judged as the client would read it.
 _URL_CHARS = r"[^\s<>)\]\"'`|]"
 # Where scheme-less text starts a host: not inside a word or an e-mail address, nor at a later
-# part of a path (`node_modules/lodash.merge/index.js`).
-_START = r"(?<![\w-])(?<![\w-][./])"
+# part of a path (`node_modules/lodash.merge/index.js`) or of a host, whichever dot joins it
+# (each part of `a．a．a．...` read as a start would re-read the rest: quadratic).
+_START = rf"(?<![\w-])(?<![\w-]/)(?<![\w-]{_DOT})"
 _HOST = rf"[\w-]+(?:{_DOT}[\w-]+)*{_DOT}(?:[^\W\d_]{{2,63}}|xn--[a-z0-9-]{{1,59}})"
+_EMAIL = rf"[\w.+-]+@{_HOST}"  # a link target a client opens as mailto:
 # Top-level domains common enough that a bare `name.tld` is auto-linked by Slack; ones that
 # are also file extensions (.md, .py, .sh, .zip, ...) are left out: `README.md` stays text.
 _COMMON_TLDS = (
@@ -51,22 +55,25 @@ _ANY_LINK = re.compile(
     rf"(?P<image>!?)\[(?P<label>[^\[\]\n]*)\]\(\s*{_TARGET.format('md')}"
     r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?\s*\)"
     rf"|^[ \t]{{0,3}}\[[^\]\n]+\]:[ \t]*{_TARGET.format('ref')}[^\n]*$"
-    r"|<a\b[^<>]*?\bhref\s*=\s*[\"']?(?P<href>[^\"'\s<>]*)[^<>]*>(?P<anchor_label>[^<\n]*)</a\s*>"
+    # An anchor's tag is read at most once: its `>` must exist before any href is looked for,
+    # and the first href found is the one judged (atomic), so no input makes the tag re-read.
+    r"|<a\b(?=[^<>]*+>)(?>[^<>]*?\bhref\s*+=\s*+[\"']?+(?P<href>[^\"'\s<>]*+)[^<>]*+>)"
+    r"(?P<anchor_label>[^<\n]*+)</a\s*+>"
     r"|<(?P<angle>[a-z][a-z0-9+.-]*:[^<>|\s]*)(?:\|(?P<angle_label>[^<>]*))?>"
     rf"|(?P<bare>[a-z][a-z0-9+.-]{{0,31}}://{_URL_CHARS}+"
-    rf"|(?:javascript|vbscript|livescript):{_URL_CHARS}+"
+    rf"|(?:javascript|vbscript|livescript|mailto):{_URL_CHARS}+"
     rf"|data:[\w.+-]+/[\w.+-]+[;,]{_URL_CHARS}*"
     rf"|(?<![:/])//{_HOST}{_URL_CHARS}*"
     rf"|{_START}www\d{{0,3}}{_DOT}{_URL_CHARS}+"
-    rf"|{_START}{_HOST}(?::\d{{1,5}})?[/?#]{_URL_CHARS}*"
-    rf"|{_START}{_HOST}:\d{{1,5}}"
+    rf"|{_START}{_HOST}{_DOT}?(?::\d{{1,5}})?[/?#]{_URL_CHARS}*"
+    rf"|{_START}{_HOST}{_DOT}?:\d{{1,5}}"
     rf"|{_START}(?<!@)[\w-]+(?:{_DOT}[\w-]+)*{_DOT}(?:{_COMMON_TLDS})(?![\w-]))",
     re.IGNORECASE | re.MULTILINE,
 )
 # A link target that is a web address, not a relative reference like `#install` or `x`:
 # `funcs[0](x)` in code is not a link to judge.
 _ADDRESS = re.compile(
-    rf"\s*(?:[a-z][a-z0-9+.-]*:|[/\\]{{2}}|www\d{{0,3}}{_DOT}|{_HOST}(?:$|[:/?#]))",
+    rf"\s*(?:[a-z][a-z0-9+.-]*:|[/\\]{{2}}|www\d{{0,3}}{_DOT}|{_HOST}{_DOT}?(?:$|[:/?#])|{_EMAIL})",
     re.IGNORECASE,
 )
 _MAX_PASSES = 4  # judging again after a rewrite; real text settles in one or two
@@ -127,13 +134,27 @@ class SourceRegistry:
         return allowed_urls(source.hit.chunk.url for source in self._by_number.values())
 
 
-_UNFINISHED_TAIL = re.compile(r"(\[[^\]\n]*(\]\([^)\s]*)?|<[^>\n]*|https?:/?/?[^\s)]*)$")
+# What may still be being written at the end of a partial answer, each read backwards from its
+# end: `[label`, `[label](url`, `<tag` and `http://url`. Read forwards, every `[` of a long
+# line would be a start re-reading the rest of it (quadratic on each streamed update); read
+# backwards from the one place such a tail can end, each is one greedy scan to its earliest start.
+_UNFINISHED_TAILS_REVERSED = tuple(
+    re.compile(pattern)
+    for pattern in (r"(?:[^)\s]*\(\])?[^\]\n]*\[", r"[^>\n]*<", r"[^\s)]*/?/?:s?ptth")
+)
 
 
 def finished_part(partial: str) -> str:
     """A partial answer without a trailing link, marker or tag still being written: its URL
-    can't be checked until it is complete, so it isn't shown yet."""
-    return _UNFINISHED_TAIL.sub("", partial)
+    can't be checked until it is complete, so it isn't shown yet. A tail may stand before one
+    final newline, as `$` would allow."""
+    body = partial.removesuffix("\n")
+    backwards = body[::-1]
+    unfinished = max(
+        (found.end() for tail in _UNFINISHED_TAILS_REVERSED if (found := tail.match(backwards))),
+        default=0,
+    )
+    return body[: len(body) - unfinished] + partial[len(body) :]
 
 
 def normalise(text: str) -> str:
@@ -165,7 +186,8 @@ def is_linkable(url: str) -> bool:
     except ValueError:
         return False
     if parts.scheme == "file":
-        return not parts.netloc and parts.path.startswith("/")
+        # `file:////host/share` names a host too: a UNC path, opened over SMB.
+        return not parts.netloc and parts.path.startswith("/") and not parts.path.startswith("//")
     return parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc
 
 

@@ -46,31 +46,36 @@ _SECRET = re.compile(
     r"|ghr_|github_pat_|glpat-|(?-i:AKIA|ASIA|AIza))[A-Za-z0-9_\-]{8,}"
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY"
-    r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,}",
+    # Basic/Bearer and a credential: no plain word (`basic authentication`), but anything with a
+    # digit, a base64 symbol or a capital after a small letter (`Basic dXNlcjpwYXNz`).
+    r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*(?-i:[\d+/=]|[a-z][A-Za-z0-9._~+/=-]*[A-Z]))"
+    r"[A-Za-z0-9._~+/=-]{12,}",
     re.IGNORECASE,
 )
 _LONG_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
 # Pasted configuration: `KEY=VALUE`, `KEY: VALUE`, `KEY := VALUE`, `:key => VALUE`, `"key": "v"`,
-# `--key VALUE`, "my password is VALUE". A key names a credential when one of its word parts
-# (split at _ - . and camelCase: DB_PASSWORD, dbPassword, x-api-key) is a credential word, or
-# when it ends in a long one (PGPASSWORD, mytoken); `\bpassword` alone never matched after `_`.
+# `--key VALUE`, "my DB_PASSWORD is VALUE", `export DB_PASSWORD VALUE`. A key names a
+# credential when one of its word parts (split at _ - . and camelCase: DB_PASSWORD, dbPassword,
+# x-api-key) is a credential word, or when it ends in a long one (PGPASSWORD, mytoken);
+# `\bpassword` alone never matched after `_`.
 _ASSIGNMENT = re.compile(
     r"(?P<quote>[\"']?)(?P<key>[A-Za-z][\w.-]*)(?P=quote)[ \t]*(?P<op>=>|:=|=|:(?!:))[ \t]*"
     r"(?P<value>\"[^\"]*\"?|'[^']*'?|[^\s,;]*)"
 )
 _FLAG = re.compile(r"(?<!\S)--?(?P<key>[A-Za-z][\w-]*)[ \t]+(?P<value>[^\s-]\S*)")
 _SAID = re.compile(
-    r"\b(?P<key>password|passwd|pwd|passphrase|secret|token|api[ _-]?key)[ \t]+(?:is|was)[ \t]+"
-    r"(?P<value>\S+)",
-    re.IGNORECASE,
+    r"(?<![\w.-])(?P<key>[\w.-]+)[ \t]+(?:is|was)[ \t]+(?P<value>\S+)", re.IGNORECASE
 )
+# An environment variable's name and its value with only a space between (a shell's `export
+# NAME VALUE` typo, a pasted table): the value is looked at from every name, overlapping.
+_ENV_PAIR = re.compile(r"(?<![\w.-])(?P<key>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)[ \t]+(?=(?P<value>\S+))")
 _KEY_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _ENV_VAR = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
 _CREDENTIAL_WORDS = frozenset(
     {
         "password", "passwords", "passwd", "pwd", "pass", "passphrase", "secret", "secrets",
         "token", "key", "apikey", "auth", "credential", "credentials", "cred", "creds",
-        "private", "privatekey",
+        "private", "privatekey", "authorization",
     }
 )  # fmt: skip
 # Named outright by these, a flag's value is a secret whatever it looks like (`--auth-type
@@ -158,7 +163,22 @@ def _pastes_configuration(query: str) -> bool:
             or _looks_secret(match.group("value"))
         ):
             return True
-    return any(_looks_secret(m.group("value")) for m in _SAID.finditer(query))
+    if any(
+        _names_credential(m.group("key")) and _looks_secret(m.group("value"))
+        for m in _SAID.finditer(query)
+    ):
+        return True
+    # `ELASTICSEARCH_PASSWORD SECRETPW`: a shouted value after a shouted name is no sentence.
+    return any(
+        _names_credential(m.group("key"))
+        and (_looks_secret(m.group("value")) or _shouted(m.group("value")))
+        for m in _ENV_PAIR.finditer(query)
+    )
+
+
+def _shouted(value: str) -> bool:
+    value = value.rstrip(_TRAILING_PUNCTUATION)
+    return len(value) >= _MIN_SECRET_CHARS and value.isupper()
 
 
 def _looks_random(run: str) -> bool:

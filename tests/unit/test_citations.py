@@ -140,6 +140,7 @@ def test_nested_and_labelled_pings_are_defused() -> None:
         ("https://docs.example.com/guide#setup", True),
         ("file:///srv/docs/ingesting.md#re-ingesting", True),  # a local ingest's own link
         ("file://evil.example/share/x.md", False),  # a file URL naming a host
+        ("file:////evil.example/share/x.md", False),  # ... as a UNC path, opened over SMB
         ("file:relative/x.md", False),
         ("javascript:alert(1)", False),
         ("https://docs.example.com@evil.example/", False),

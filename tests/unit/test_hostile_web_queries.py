@@ -2,9 +2,11 @@
 
 `\\bpassword` never matched after an underscore, so `DB_PASSWORD=hunter2` went out. The class
 closed here: any KEY=VALUE, KEY: VALUE, KEY := VALUE, KEY => VALUE, JSON `"key": "value"`,
-`--key value` and "my password is VALUE" whose key names a credential as a word part (after
+`--key value`, "my DB_PASSWORD is VALUE" and `NAME VALUE` (a shouted environment variable
+name, a secret-looking or shouted value) whose key names a credential as a word part (after
 `_`, `-`, `.` or a camelCase hump) or at its end (PGPASSWORD); and environment-variable
-assignments in general. Ordinary questions about passwords and tokens still go out.
+assignments in general; `Authorization` and Basic/Bearer credentials without a digit. Ordinary
+questions about passwords and tokens still go out.
 """
 
 from __future__ import annotations
@@ -65,6 +67,17 @@ SECRET_REFUSAL = "looks like it contains a secret, token or key"
         "DB_PASSWORD = hunter2",
         "DB_PASSWORD\t=\thunter2",
         "\uff24\uff22_\uff30\uff21\uff33\uff33\uff37\uff2f\uff32\uff24\uff1dhunter2",  # full width
+        # "... is VALUE" after any credential name, not only after a plain word
+        "my DB_PASSWORD is hunter2",
+        "client_secret is Xy7abc",
+        "the key is sk-abc123",
+        # an environment variable's name and its value with only a space between
+        "ELASTICSEARCH_PASSWORD SECRETPW",
+        "export GITHUB_TOKEN abc12345",
+        "PASSWORD hunter2!",
+        # HTTP credentials, with no digit in them
+        "Authorization: Basic dXNlcjpwYXNz",
+        "authorization: Bearer abcdefGHIJKLmn",
     ],
 )
 def test_pasted_credentials_never_go_out(query: str) -> None:
@@ -98,6 +111,14 @@ def test_pasted_credentials_never_go_out(query: str) -> None:
         "ratio 16:9 video",
         "primary key vs unique key",
         "passkey support webauthn",
+        "what is the password policy",
+        "how do I rotate the API key",
+        "token expired error",
+        "basic authentication nginx",
+        "bearer token authentication header",
+        "Authorization: required header missing",
+        "the key is important",
+        "SSL_ERROR_SYSCALL when connecting",
     ],
 )
 def test_questions_about_credentials_still_go_out(query: str) -> None:

@@ -61,6 +61,8 @@ class IngestReport:
     missing: list[Skipped] = field(default_factory=list)
     chunks_written: int = 0
     seconds: float = 0.0
+    # What the run was asked to ingest, for the error when it held no supported file at all.
+    targets: list[str] = field(default_factory=list)
 
     @property
     def indexed(self) -> int:
@@ -156,7 +158,7 @@ class Ingestor:
         progress: IngestProgress | None = None,
     ) -> IngestReport:
         started = time.perf_counter()
-        report = IngestReport()
+        report = IngestReport(targets=list(targets))
         found = discover(targets, base_url or self._settings.base_url)
         report.skipped.extend(found.skipped)
         report.counts[Outcome.SKIPPED] += len(found.skipped)
@@ -287,7 +289,8 @@ async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:
 
     A target is read as a URL (documents with that link or id, or under it when it ends in
     `/`), else as a path when one exists there or it is written like one (the files ingested
-    from it or from under it, even if they have been deleted since), else as a source label."""
+    from it or from under it, even if they have been deleted since), else (or when that path
+    matches nothing) as a source label."""
     records = await index.documents()
     removals: list[Removal] = []
     for target in targets:
@@ -314,7 +317,9 @@ def _matching(records: dict[str, DocumentRecord], target: str) -> tuple[str, lis
     if target.strip() and (os.path.lexists(path) or os.sep in target or target.startswith(".")):
         uri = path.resolve().as_uri()
         folder = uri.rstrip("/") + "/"
-        return "path", [d for d in records if d == uri or d.startswith(folder)]
+        if by_path := [d for d in records if d == uri or d.startswith(folder)]:
+            return "path", by_path
+    # A label may look like a path (`team/docs`, `.notes`): read as one it matched nothing.
     return "source", [r.doc_id for r in records.values() if r.source == target]
 
 

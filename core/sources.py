@@ -269,13 +269,19 @@ def _address(host: str, kind: str) -> bool:
     return bool(getattr(address, kind))
 
 
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port: a URL's credentials go to a redirect only when all three are
+    unchanged (an https->http hop on the same host would send them in clear text)."""
+    return url.scheme, url.host, url.port
+
+
 async def _fetch(
     item: SourceItem, max_bytes: int, client: httpx.AsyncClient
 ) -> tuple[bytes, DocumentFormat]:
     url = httpx.URL(item.url)
     try:
         for _ in range(MAX_REDIRECTS + 1):
-            auth = item.auth if url.host == httpx.URL(item.url).host else None
+            auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
             async with client.stream("GET", url, auth=auth, follow_redirects=False) as response:
                 if response.is_redirect:
                     target = url.join(response.headers["location"])

@@ -250,6 +250,40 @@ async def test_url_credentials_are_used_but_never_stored_shown_or_logged(
     assert caplog.text.count(f"{site}/private.md") >= 1  # the request was logged, redacted
 
 
+async def _serve(app_: web.Application) -> tuple[web.AppRunner, str]:
+    runner_ = web.AppRunner(app_)
+    await runner_.setup()
+    tcp = web.TCPSite(runner_, "127.0.0.1", 0)
+    await tcp.start()
+    return runner_, f"http://127.0.0.1:{tcp._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+
+
+async def test_url_credentials_are_not_sent_after_a_redirect_to_another_port(
+    settings: Settings, index: object, embedder: CachedEmbedder
+) -> None:
+    """Same host, other port (or scheme): another origin, which gets no password."""
+    seen: list[str | None] = []
+
+    async def other(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(text="# Other\n\nPublic.\n", content_type="text/markdown")
+
+    other_app = web.Application()
+    other_app.router.add_get("/page.md", other)
+    other_runner, other_site = await _serve(other_app)
+    first_app = web.Application()
+    first_app.router.add_get("/hop", _redirect(f"{other_site}/page.md"))
+    first_runner, first_site = await _serve(first_app)
+    try:
+        url = first_site.replace("http://", "http://user:s3cr3t-pw@") + "/hop"
+        report = await _fetch_all(settings, index, embedder, [url])
+    finally:
+        await first_runner.cleanup()
+        await other_runner.cleanup()
+    assert report.counts[Outcome.ADDED] == 1
+    assert seen == [None]
+
+
 # ------------------------------------------------------------------------- the command line
 
 
@@ -292,6 +326,33 @@ def test_a_run_where_every_file_is_skipped_exits_1(env: Path) -> None:
     assert "error: nothing was indexed: all 2 file(s) were skipped (reasons above)" in (
         " ".join(result.output.split())
     )
+
+
+def test_a_prune_that_only_deletes_succeeds_and_an_empty_folder_is_an_error(env: Path) -> None:
+    docs = env / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha.\n")
+    assert runner.invoke(app, ["ingest", str(docs)]).exit_code == 0
+    (docs / "a.md").unlink()
+    result = runner.invoke(app, ["ingest", str(docs), "--prune"])
+    assert result.exit_code == 0, result.output
+    assert "1 deleted" in result.output
+    result = runner.invoke(app, ["ingest", str(docs)])
+    assert result.exit_code == 1
+    assert f"error: no supported files under {docs}" in " ".join(result.output.split())
+
+
+def test_remove_takes_a_source_label_that_looks_like_a_path(env: Path) -> None:
+    (env / "a.md").write_text("# A\n\nAlpha.\n")
+    (env / "b.md").write_text("# B\n\nBravo.\n")
+    assert runner.invoke(app, ["ingest", str(env / "a.md"), "--source", "team/docs"]).exit_code == 0
+    assert runner.invoke(app, ["ingest", str(env / "b.md"), "--source", ".notes"]).exit_code == 0
+    result = runner.invoke(app, ["remove", "team/docs", ".notes"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "team/docs (source): 1 document(s), 1 chunk(s) removed",
+        ".notes (source): 1 document(s), 1 chunk(s) removed",
+    ]
 
 
 def test_remove_undoes_an_ingest_by_path_url_or_source(env: Path) -> None:

@@ -185,3 +185,42 @@ def test_a_slow_pdf_is_stopped_between_pages() -> None:
     data = make_pdf([[f"Page {n} text."] for n in range(50)])
     _, doc = _timed_parse(data, DocumentFormat.PDF, timeout_s=1e-6)
     assert str(doc) == "parsing took longer than 1e-06 s (ingest.parse_timeout_s)"
+
+
+# CPython 3.11's html.parser rescans from every construct it can't close to the end of the page:
+# quadratic on these (20,000 `<a` took 1.1 s of CPU, 40,000 took 4.9 s); each is 200,000 units.
+UNCLOSED_HTML = {
+    "start tags": "<a",
+    "start tags with spaces": "<a ",
+    "comments": "<!--",
+    "comments with a >": "<!-- >",
+    "CDATA sections": "<![CDATA[",
+    "CDATA sections with a >": "<![CDATA[ >",
+    "MS Office sections": "<![if x>",
+    "processing instructions": "<?",
+    "end tags": "</",
+    "named end tags": "</a",
+    "declarations": "<!x",
+    "doctypes": "<!doctype",
+    "unclosed attribute quotes": '<a b="',
+    "quotes that pair across tags": '"<a b=" >',
+}
+
+
+@pytest.mark.parametrize("unit", UNCLOSED_HTML.values(), ids=UNCLOSED_HTML.keys())
+def test_unclosed_html_markup_parses_in_linear_time(unit: str) -> None:
+    page = "<title>T</title><p>Intro.</p>" + unit * 200_000
+    seconds, doc = _timed_parse(page.encode(), DocumentFormat.HTML)
+    assert seconds < LINEAR_PARSE_CPU_S  # hours before; about 1 s now
+    assert isinstance(doc, ParsedDocument)
+    assert doc.sections[0].text.startswith("T\nIntro.")
+
+
+def test_unclosed_markup_is_kept_as_text_and_closed_markup_still_parses() -> None:
+    page = (
+        '<h2 id="x" title="a<b">Real</h2><p>kept <!-- <b>hidden</b> --> text</p>'
+        '<![CDATA[ <i>cdata</i> ]]><p>5 <a and <b c="d</p>'
+    )
+    doc = parse_html(page, "t", LIMITS)
+    assert [(s.heading, s.anchor) for s in doc.sections] == [("Real", "x")]
+    assert doc.sections[0].text == 'kept text <i>cdata</i>\n5 <a and <b c="d'

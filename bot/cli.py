@@ -150,12 +150,17 @@ async def _ingest(
 
 def _ingest_problem(report: IngestReport) -> str | None:
     """The one line that makes an ingest fail, or None when it did what it was asked."""
+    from core.ingest import Outcome
+
     if report.missing:
         named = ", ".join(f"{m.display} ({m.reason})" for m in report.missing)
         rest = "; the other targets were ingested" if report.indexed else ""
         return f"nothing to ingest at {named}{rest}"
-    if report.indexed == 0:
+    # Deleting (--prune) or finding everything unchanged is work done, not a failure.
+    if report.indexed == 0 and report.counts[Outcome.DELETED] == 0:
         skipped = len(report.skipped) + len(report.failed)
+        if skipped == 0:
+            return f"no supported files under {', '.join(report.targets)}"
         return f"nothing was indexed: all {skipped} file(s) were skipped (reasons above)"
     if report.failed:
         return f"{len(report.failed)} document(s) could not be written (reasons above)"

@@ -408,20 +408,24 @@ OPENAI_CASES: dict[str, tuple[Raw, str]] = {
 }
 
 
+def local_agent(http: httpx.AsyncClient, chat: ChatServer) -> OpenAICompatibleAgent:
+    return OpenAICompatibleAgent(
+        http,
+        base_url=chat.url,
+        model="llama-test",
+        api_key=None,
+        max_tokens=512,
+        max_rounds=4,
+        max_retries=0,
+        retry_initial_s=0.01,
+        retry_max_s=0.01,
+    )
+
+
 @pytest.fixture
 async def openai_agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleAgent]:
     async with httpx.AsyncClient(timeout=5) as http:
-        yield OpenAICompatibleAgent(
-            http,
-            base_url=chat.url,
-            model="llama-test",
-            api_key=None,
-            max_tokens=512,
-            max_rounds=4,
-            max_retries=0,
-            retry_initial_s=0.01,
-            retry_max_s=0.01,
-        )
+        yield local_agent(http, chat)
 
 
 @pytest.mark.parametrize(("raw", "note"), OPENAI_CASES.values(), ids=OPENAI_CASES.keys())
@@ -457,17 +461,7 @@ async def test_openai_dripping_body_ends_at_the_timeout(settings, index, chat: C
     chat.replies = [Raw(body, drip_s=0.05)]
     started = time.monotonic()
     async with httpx.AsyncClient(timeout=DEADLINE_S) as http:
-        slow = OpenAICompatibleAgent(
-            http,
-            base_url=chat.url,
-            model="llama-test",
-            api_key=None,
-            max_tokens=512,
-            max_rounds=4,
-            max_retries=0,
-            retry_initial_s=0.01,
-            retry_max_s=0.01,
-        )
+        slow = local_agent(http, chat)
         with structlog.testing.capture_logs() as logs:
             answer = await engine(settings, index, openai=slow).answer(question(QUESTION))
     assert time.monotonic() - started < DEADLINE_S + 5

@@ -6,11 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from core.config import Settings
 from tests.conftest import REPO
@@ -18,16 +14,6 @@ from tests.integration.answers.chat_server import ChatServer, Raw
 
 MARKER = "BODY-MARKER-93c1"  # in the proxy's page: it must reach neither stdout nor stderr
 ASK_TIMEOUT_S = 120  # a cold process loads the embedding model; a hang fails, not blocks CI
-
-
-@pytest.fixture
-def anthropic_endpoint() -> Iterator[ChatServer]:
-    """A loopback server where Claude's endpoint should be (any path: it only replays)."""
-    server = ChatServer()
-    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.server.shutdown()
 
 
 def run_bot(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -45,11 +31,11 @@ def run_bot(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 
 
 def test_ask_with_claude_answering_html_prints_the_extractive_answer(
-    kb: Settings, tmp_path: Path, anthropic_endpoint: ChatServer
+    kb: Settings, tmp_path: Path, chat: ChatServer
 ) -> None:
     page = f"<html><body><h1>502 Bad Gateway</h1>{MARKER}</body></html>".encode()
-    anthropic_endpoint.replies = [Raw(page, "text/html")]
-    port = anthropic_endpoint.server.server_address[1]
+    chat.replies = [Raw(page, "text/html")]
+    port = chat.server.server_address[1]
     done = run_bot(
         ["ask", "How do I re-ingest changed documents?"],
         {
@@ -62,8 +48,8 @@ def test_ask_with_claude_answering_html_prints_the_extractive_answer(
         },
     )
     assert done.returncode == 0, done.stderr
-    assert len(anthropic_endpoint.requests) == 1
-    assert anthropic_endpoint.requests[0]["path"] == "/v1/messages"
+    assert len(chat.requests) == 1
+    assert chat.requests[0]["path"] == "/v1/messages"
     out = " ".join(done.stdout.split())
     assert out.startswith("Extractive answer (passages quoted, no language model).")
     assert (

@@ -11,12 +11,12 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -56,6 +56,7 @@ _SKIPS_SHOWN = 20
 
 
 EXIT_FAILURE = 1
+T = TypeVar("T")
 EXIT_USER_ERROR = 2
 
 
@@ -99,18 +100,27 @@ def ingest(
 
     Exits 1 when a target does not exist, when nothing it names could be indexed, or when
     another ingest holds the run lock (two at once would both do the whole work)."""
-    from core.run_locks import RunLockHeld
-
-    try:
-        report = asyncio.run(_ingest(targets, base_url, source, prune))
-    except RunLockHeld as exc:
-        err.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
-        raise typer.Exit(EXIT_FAILURE) from None
+    report = _under_run_lock(_ingest(targets, base_url, source, prune))
     _print_report(report, verbose, as_json)
     problem = _ingest_problem(report)
     if problem is not None:
-        err.print(Text(f"error: {problem}", style="red"), soft_wrap=True)
-        raise typer.Exit(EXIT_FAILURE)
+        _refuse(problem)
+
+
+def _under_run_lock(work: Coroutine[object, object, T]) -> T:
+    """Runs an ingest-locked command; another holder of the lock is a refusal (exit 1), the
+    same as a run that did nothing: a script must see that its work was not done."""
+    from core.run_locks import RunLockHeld
+
+    try:
+        return asyncio.run(work)
+    except RunLockHeld as exc:
+        _refuse(str(exc))
+
+
+def _refuse(problem: str) -> NoReturn:
+    err.print(Text(f"error: {problem}", style="red"), soft_wrap=True)
+    raise typer.Exit(EXIT_FAILURE)
 
 
 async def _ingest(
@@ -209,13 +219,7 @@ def remove(
 ) -> None:
     """Remove documents from the index: a source label's, a URL's, or those ingested from a
     path (a file, or everything under a folder). Undoes a wrong `bot ingest`."""
-    from core.run_locks import RunLockHeld
-
-    try:
-        removals = asyncio.run(_remove(targets))
-    except RunLockHeld as exc:
-        err.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
-        raise typer.Exit(EXIT_FAILURE) from None
+    removals = _under_run_lock(_remove(targets))
     for r in removals:
         out.print(
             Text(f"{r.target} ({r.kind}): {r.documents} document(s), {r.chunks} chunk(s) removed"),
@@ -223,15 +227,10 @@ def remove(
         )
     unmatched = [r.target for r in removals if r.documents == 0]
     if unmatched:
-        err.print(
-            Text(
-                f"error: nothing in the index matched {', '.join(unmatched)} "
-                "(a source label, a URL or an ingested path; `bot search` shows sources)",
-                style="red",
-            ),
-            soft_wrap=True,
+        _refuse(
+            f"nothing in the index matched {', '.join(unmatched)} "
+            "(a source label, a URL or an ingested path; `bot search` shows sources)"
         )
-        raise typer.Exit(EXIT_FAILURE)
 
 
 async def _remove(targets: list[str]) -> list[Removal]:

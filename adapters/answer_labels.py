@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
 
 STATUS_TEXT = {
     AnswerStatus.PARTIAL: "Partial answer: the docs cover only part of this.",

@@ -19,13 +19,13 @@ from typing import Any
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_result
 from bot.wiring import build_embedder, open_index
-from core.claude_agent import ClaudeAgent
-from core.conversation import ChannelKind, Question
-from core.conversation_store import SqliteConversationStore
-from core.engine import AnswerEngine
-from core.evaluation import load_dataset, prepared_corpus
-from core.ingest import Ingestor, IngestReport
-from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.answer.claude import ClaudeAgent
+from core.answer.engine import AnswerEngine
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.backends.sqlite.conversation_store import SqliteConversationStore
+from core.domain.conversation import ChannelKind, Question
+from core.evaluation.retrieval import load_dataset, prepared_corpus
+from core.ingest.pipeline import Ingestor, IngestReport
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_results, tool_use
 from tests.integration.answers.helpers import first_sentence, sources_in
 

@@ -29,9 +29,9 @@ from pathlib import Path
 from bench.common import REPO, RESULTS, bench_settings, write_result
 from bench.search_latency import build, queries, query_embedder, timed_searches
 from bot.wiring import Index, open_index
+from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
 from core.config import Settings
-from core.elasticsearch_index import ElasticsearchIndex, drop_indices
-from core.embedder import CachedEmbedder
+from core.search.embedder import CachedEmbedder
 from tests.elasticsearch_emulator import NoidaServer
 
 RESULT = "backends.json"

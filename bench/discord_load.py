@@ -21,8 +21,8 @@ import pytest
 
 from bench.common import latency_summary, load_bench_main
 from bench.slack_load import QUESTIONS, scripted_model
-from core.claude_agent import ClaudeAgent
-from core.embedder import MiniLMEmbedder
+from core.answer.claude import ClaudeAgent
+from core.search.embedder import MiniLMEmbedder
 from tests.integration.answers.helpers import build_kb
 from tests.integration.discord.conftest import ask_payload, make_discord_factory
 

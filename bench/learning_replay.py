@@ -45,15 +45,15 @@ import httpx
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, write_result
 from bot.wiring import build_embedder, build_knowledge, open_index
-from core.claude_agent import ClaudeAgent
+from core.answer.claude import ClaudeAgent
+from core.answer.engine import AnswerEngine
+from core.answer.tools import MAX_QUERY_CHARS, RESPOND_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
+from core.answer.web_research import WebLearning
+from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.config import Settings
-from core.conversation import Answer, ChannelKind, Question, SourceKind
-from core.conversation_store import SqliteConversationStore
-from core.engine import AnswerEngine
-from core.ingest import Ingestor
-from core.tools import MAX_QUERY_CHARS, RESPOND_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
-from core.web_research import WebLearning
-from core.web_search import PerplexitySearch
+from core.domain.conversation import Answer, ChannelKind, Question, SourceKind
+from core.ingest.pipeline import Ingestor
+from core.learning.perplexity import PerplexitySearch
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, respond_quoting, tool_use
 from tests.fakes.perplexity_api import API_KEY, Page, completion, perplexity_server
 from tests.integration.answers.helpers import first_sentence

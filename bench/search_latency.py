@@ -27,14 +27,14 @@ import numpy as np
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_result
 from bot.wiring import Index
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.embedder import CachedEmbedder, MiniLMEmbedder
-from core.embedding_cache import EmbeddingCache
-from core.evaluation import load_dataset, prepared_corpus
+from core.domain.documents import Chunk, DocumentRecord, SearchMode
+from core.evaluation.retrieval import load_dataset, prepared_corpus
 from core.index import DocumentWrite
-from core.ingest import embedding_text
-from core.models import Chunk, DocumentRecord, SearchMode
-from core.sqlite_index import SqliteIndex
+from core.ingest.pipeline import embedding_text
+from core.search.embedder import CachedEmbedder, MiniLMEmbedder
+from core.search.embedding_cache import EmbeddingCache
 
 NOISE = 0.01  # per dimension: a copy stays close to, but not equal to, its original
 SEED = 7

@@ -23,9 +23,9 @@ import httpx2
 
 from bench.common import latency_summary, load_bench_main
 from bot.logs import configure_logging
-from core.claude_agent import ClaudeAgent
-from core.embedder import MiniLMEmbedder
-from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.answer.claude import ClaudeAgent
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.search.embedder import MiniLMEmbedder
 from tests.fakes.anthropic_api import message, sse, tool_use
 from tests.fakes.slack_api import BOT_USER
 from tests.integration.answers.helpers import build_kb, first_sentence, sources_in

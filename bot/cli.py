@@ -25,7 +25,7 @@ from rich.text import Text
 
 from bot.logs import configure_logging
 from core.config import Settings, load_settings
-from core.models import SearchFilters, SearchMode
+from core.domain.documents import SearchFilters, SearchMode
 
 # Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
 # import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
@@ -33,13 +33,13 @@ if TYPE_CHECKING:
     from adapters.discord.bot import DocsBot
     from bot.diagnostics import Check
     from bot.wiring import Index
-    from core.elasticsearch_reindex import ReindexReport
-    from core.embedder import CachedEmbedder
-    from core.evaluation import Dataset
-    from core.ingest import IngestReport, Removal
-    from core.keyword_pruning import KeywordPruner, PruneReport
-    from core.keyword_store import LearnedKeyword
-    from core.models import IndexStats, SearchHit
+    from core.backends.elasticsearch.reindex import ReindexReport
+    from core.backends.sqlite.keyword_store import LearnedKeyword
+    from core.domain.documents import IndexStats, SearchHit
+    from core.evaluation.retrieval import Dataset
+    from core.ingest.pipeline import IngestReport, Removal
+    from core.learning.pruning import KeywordPruner, PruneReport
+    from core.search.embedder import CachedEmbedder
 
 # No pretty exceptions: they print every frame's local variables (tokens, message texts), and
 # `main()` turns every failure into one line anyway.
@@ -130,7 +130,7 @@ async def _ingest(
 
     from bot.progress import RichIngestProgress
     from bot.wiring import build_embedder, build_locks, open_index
-    from core.ingest import Ingestor
+    from core.ingest.pipeline import Ingestor
     from core.run_locks import run_lock
 
     s = state.settings
@@ -160,7 +160,7 @@ async def _ingest(
 
 def _ingest_problem(report: IngestReport) -> str | None:
     """The one line that makes an ingest fail, or None when it did what it was asked."""
-    from core.ingest import Outcome
+    from core.ingest.pipeline import Outcome
 
     if report.missing:
         named = ", ".join(f"{m.display} ({m.reason})" for m in report.missing)
@@ -178,7 +178,7 @@ def _ingest_problem(report: IngestReport) -> str | None:
 
 
 def _print_report(report: IngestReport, verbose: bool, as_json: bool = False) -> None:
-    from core.ingest import Outcome
+    from core.ingest.pipeline import Outcome
 
     c = report.counts
     if as_json:
@@ -235,7 +235,7 @@ def remove(
 
 async def _remove(targets: list[str]) -> list[Removal]:
     from bot.wiring import build_embedder, build_locks, open_index
-    from core.ingest import remove as remove_documents
+    from core.ingest.pipeline import remove as remove_documents
     from core.run_locks import run_lock
 
     s = state.settings
@@ -569,8 +569,8 @@ def index_reindex(
 async def _reindex(delete_old: bool) -> ReindexReport:
     from bot.progress import RichCountProgress
     from bot.wiring import build_embedder, build_locks, open_index
-    from core.elasticsearch_index import ElasticsearchIndex
-    from core.elasticsearch_reindex import REINDEX_LOCK, reindex
+    from core.backends.elasticsearch.index import ElasticsearchIndex
+    from core.backends.elasticsearch.reindex import REINDEX_LOCK, reindex
     from core.index import IndexError_
 
     s = state.settings
@@ -647,7 +647,7 @@ async def _pruner() -> AsyncIterator[KeywordPruner]:
         build_platform_state,
         open_index,
     )
-    from core.keyword_pruning import KeywordPruner
+    from core.learning.pruning import KeywordPruner
 
     s = state.settings
     index = await open_index(s, build_embedder(s))
@@ -716,7 +716,7 @@ async def _clock() -> None:
 def doctor() -> None:
     """Check the backend (reachable, versions, licence, index) and say which model answers,
     which platform tokens are set and whether the web is searched."""
-    from core.urls import redact_urls_in
+    from core.domain.urls import redact_urls_in
 
     checks = asyncio.run(_doctor())
     table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
@@ -787,8 +787,8 @@ def eval_retrieval(
 async def _index_dataset(data: Dataset, index: Index, embedder: CachedEmbedder) -> float:
     """Index a BEIR corpus through the product's pipeline; returns the seconds it took."""
     from bot.progress import RichIngestProgress
-    from core.evaluation import prepared_corpus
-    from core.ingest import Ingestor, IngestReport
+    from core.evaluation.retrieval import prepared_corpus
+    from core.ingest.pipeline import Ingestor, IngestReport
 
     s = state.settings
     started = time.perf_counter()
@@ -815,8 +815,8 @@ async def _eval_retrieval(
     folder: Path, limit: int | None, index_path: Path | None
 ) -> dict[str, object]:
     from bot.wiring import build_embedder, open_index
-    from core.elasticsearch_index import ElasticsearchIndex, drop_indices
-    from core.evaluation import evaluate, load_dataset
+    from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+    from core.evaluation.retrieval import evaluate, load_dataset
 
     s = state.settings
     data = load_dataset(folder, limit)
@@ -890,8 +890,8 @@ def eval_answers(
 
 async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
     from bot.wiring import build_claude, build_embedder, build_engine, open_index
-    from core.answer_evaluation import ClaudeJudge, evaluate_answers, load_references
-    from core.evaluation import load_dataset
+    from core.evaluation.answers import ClaudeJudge, evaluate_answers, load_references
+    from core.evaluation.retrieval import load_dataset
 
     s = state.settings
     data = load_dataset(folder, limit)
@@ -943,7 +943,7 @@ def main() -> None:
 
 
 def _fail(exc: BaseException, line: str, code: int) -> None:
-    from core.urls import redact_urls_in
+    from core.domain.urls import redact_urls_in
 
     if _verbose_requested():
         import traceback

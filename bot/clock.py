@@ -21,7 +21,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
 from core.config import KeywordSettings
-from core.keyword_pruning import KeywordPruner
+from core.learning.pruning import KeywordPruner
 
 PRUNE_JOB = "prune-keywords"
 _STEP = timedelta(microseconds=1)  # "strictly after" for a trigger's next fire time

@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.backends.sqlite.index import SqliteIndex
 from core.config import SECRET_ENV_VARS, Secrets, Settings
+from core.domain.urls import redact_url
 from core.index import IndexError_
-from core.sqlite_index import SqliteIndex
-from core.urls import redact_url
 
 if TYPE_CHECKING:
-    from core.elasticsearch_index import ElasticsearchIndex
-    from core.embedder import Embedder
+    from core.backends.elasticsearch.index import ElasticsearchIndex
+    from core.search.embedder import Embedder
 
 # What each way of running a platform needs from the environment.
 PLATFORM_MODES: dict[str, tuple[str, ...]] = {
@@ -166,7 +166,7 @@ def _web_search(settings: Settings) -> Check:
 
 
 async def _cluster(index: ElasticsearchIndex) -> list[Check]:
-    from core.elasticsearch_connection import connect, licence, where
+    from core.backends.elasticsearch.connection import connect, licence, where
 
     client = index.client
     info = await connect(client, index.settings)

@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from core.config import LoggingSettings
-from core.urls import redact_urls_in
+from core.domain.urls import redact_urls_in
 
 # Libraries that log every request at INFO: one line per search would drown the bot's own logs.
 _CHATTY = ("elastic_transport.transport", "elasticsearch", "httpx", "httpx2")

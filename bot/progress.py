@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from core.ingest import Outcome
+from core.ingest.pipeline import Outcome
 
 _LOG_STEPS = 10
 

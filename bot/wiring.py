@@ -7,27 +7,27 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from pydantic import SecretStr
 
+from core.backends.sqlite.index import SqliteIndex
 from core.config import ConfigError, Settings
-from core.embedder import CachedEmbedder, MiniLMEmbedder
-from core.embedding_cache import EmbeddingCache
 from core.errors import BotError
 from core.run_locks import RunLocks, SqliteRunLocks
-from core.sqlite_index import SqliteIndex
+from core.search.embedder import CachedEmbedder, MiniLMEmbedder
+from core.search.embedding_cache import EmbeddingCache
 
 # The SDKs (anthropic, elasticsearch, slack, discord) cost seconds of CPU to import: each is
 # imported by the builder that needs it, so `bot --help` or `bot ingest` never pays for them.
 if TYPE_CHECKING:
     from adapters.discord.bot import DocsBot
     from adapters.slack.server import SlackService
-    from core.claude_agent import ClaudeAgent
-    from core.conversation_store import ConversationStore
-    from core.elasticsearch_index import ElasticsearchIndex
-    from core.engine import AnswerEngine
-    from core.keyword_store import KeywordStore
-    from core.learned_knowledge import LearnedKnowledge
-    from core.openai_agent import OpenAICompatibleAgent
-    from core.platform_state import PlatformState
-    from core.web_search import WebSearch
+    from core.answer.claude import ClaudeAgent
+    from core.answer.engine import AnswerEngine
+    from core.answer.openai_compat import OpenAICompatibleAgent
+    from core.backends.elasticsearch.index import ElasticsearchIndex
+    from core.backends.sqlite.conversation_store import ConversationStore
+    from core.backends.sqlite.keyword_store import KeywordStore
+    from core.backends.sqlite.platform_state import PlatformState
+    from core.learning.knowledge import LearnedKnowledge
+    from core.learning.perplexity import WebSearch
 
 # A string, so that naming the type does not import the Elasticsearch client.
 Index: TypeAlias = "SqliteIndex | ElasticsearchIndex"
@@ -68,9 +68,9 @@ async def open_index(
     a version mismatch fail here, at start, with a clear message. `path` forces SQLite."""
     if settings.search.backend == "sqlite" or path is not None:
         return SqliteIndex(path or settings.index_path, embedder, settings.search)
-    from core.elasticsearch_connection import build_client
-    from core.elasticsearch_index import ElasticsearchIndex
-    from core.elasticsearch_state import ensure_state_indices
+    from core.backends.elasticsearch.connection import build_client
+    from core.backends.elasticsearch.index import ElasticsearchIndex
+    from core.backends.elasticsearch.state import ensure_state_indices
 
     es = settings.elasticsearch
     index = ElasticsearchIndex(build_client(es, settings.secrets), embedder, settings.search, es)
@@ -90,7 +90,7 @@ def build_claude(settings: Settings) -> ClaudeAgent | None:
         return None
     import anthropic
 
-    from core.claude_agent import ClaudeAgent
+    from core.answer.claude import ClaudeAgent
 
     a = settings.anthropic
     client = anthropic.AsyncAnthropic(
@@ -113,7 +113,7 @@ def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
         return None
     import httpx
 
-    from core.openai_agent import OpenAICompatibleAgent
+    from core.answer.openai_compat import OpenAICompatibleAgent
 
     key = settings.secrets.openai_api_key
     return OpenAICompatibleAgent(
@@ -132,29 +132,29 @@ def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
 def build_store(settings: Settings, index: Index) -> ConversationStore:
     """Conversation turns where the index lives: shared by every process on Elasticsearch."""
     if isinstance(index, SqliteIndex):
-        from core.conversation_store import SqliteConversationStore
+        from core.backends.sqlite.conversation_store import SqliteConversationStore
 
         return SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms)
-    from core.elasticsearch_state import ElasticsearchConversationStore
+    from core.backends.elasticsearch.state import ElasticsearchConversationStore
 
     return ElasticsearchConversationStore(index.client, settings.elasticsearch)
 
 
 def build_platform_state(settings: Settings, index: Index, dedup_ttl_s: float) -> PlatformState:
     if isinstance(index, SqliteIndex):
-        from core.platform_state import SqlitePlatformState
+        from core.backends.sqlite.platform_state import SqlitePlatformState
 
         return SqlitePlatformState(
             settings.state_path, settings.search.busy_timeout_ms, dedup_ttl_s
         )
-    from core.elasticsearch_state import ElasticsearchPlatformState
+    from core.backends.elasticsearch.state import ElasticsearchPlatformState
 
     return ElasticsearchPlatformState(index.client, settings.elasticsearch, dedup_ttl_s)
 
 
 def build_locks(settings: Settings, index: Index) -> RunLocks:
     if not isinstance(index, SqliteIndex):
-        from core.elasticsearch_state import ElasticsearchRunLocks
+        from core.backends.elasticsearch.state import ElasticsearchRunLocks
 
         return ElasticsearchRunLocks(index.client, settings.elasticsearch)
     return SqliteRunLocks(settings.state_path, settings.search.busy_timeout_ms)
@@ -162,16 +162,16 @@ def build_locks(settings: Settings, index: Index) -> RunLocks:
 
 def build_keyword_store(settings: Settings, index: Index) -> KeywordStore:
     if isinstance(index, SqliteIndex):
-        from core.keyword_store import SqliteKeywordStore
+        from core.backends.sqlite.keyword_store import SqliteKeywordStore
 
         return SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
-    from core.elasticsearch_state import ElasticsearchKeywordStore
+    from core.backends.elasticsearch.state import ElasticsearchKeywordStore
 
     return ElasticsearchKeywordStore(index.client, settings.elasticsearch)
 
 
 def build_knowledge(settings: Settings, index: Index) -> LearnedKnowledge:
-    from core.learned_knowledge import LearnedKnowledge
+    from core.learning.knowledge import LearnedKnowledge
 
     return LearnedKnowledge(index, index.embedder, build_keyword_store(settings, index))
 
@@ -184,7 +184,7 @@ def build_web_search(settings: Settings) -> WebSearch | None:
     key = _secret(settings.secrets.perplexity_api_key, "PERPLEXITY_API_KEY", "for web search")
     import httpx
 
-    from core.web_search import PerplexitySearch
+    from core.learning.perplexity import PerplexitySearch
 
     return PerplexitySearch(httpx.AsyncClient(), w, key)
 
@@ -192,8 +192,8 @@ def build_web_search(settings: Settings) -> WebSearch | None:
 def build_engine(
     settings: Settings, index: Index, store: ConversationStore | None = None
 ) -> AnswerEngine:
-    from core.engine import AnswerEngine
-    from core.web_research import WebLearning
+    from core.answer.engine import AnswerEngine
+    from core.answer.web_research import WebLearning
 
     claude = build_claude(settings)
     knowledge = build_knowledge(settings, index)

@@ -11,9 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.embedder import Vectors
+from core.domain.documents import (
+    Chunk,
+    DocumentRecord,
+    IndexStats,
+    SearchFilters,
+    SearchHit,
+    SearchMode,
+)
 from core.errors import BotError
-from core.models import Chunk, DocumentRecord, IndexStats, SearchFilters, SearchHit, SearchMode
+from core.search.embedder import Vectors
 
 MAX_K = 10_000
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from core.errors import BotError
-from core.sqlite_connection import connect_store
+from core.sqlite import connect_store
 
 
 class RunLocks(Protocol):

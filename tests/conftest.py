@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from bot.wiring import Index, open_index
+from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
 from core.config import Settings, load_settings
-from core.elasticsearch_index import ElasticsearchIndex, drop_indices
-from core.embedder import CachedEmbedder, MiniLMEmbedder
-from core.embedding_cache import EmbeddingCache
-from core.ingest import Ingestor
+from core.ingest.pipeline import Ingestor
+from core.search.embedder import CachedEmbedder, MiniLMEmbedder
+from core.search.embedding_cache import EmbeddingCache
 from tests.elasticsearch_emulator import NoidaServer
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ from rich.markdown import Markdown
 from rich.style import Style
 from rich.text import Text
 
-from core.citations import allowed_urls, check_links, is_linkable
-from core.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
+from core.answer.citations import allowed_urls, check_links, is_linkable
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
 
 STATUS_LABELS = {
     AnswerStatus.PARTIAL: "Partial answer: the sources cover only part of the question.",

@@ -12,8 +12,8 @@ import uuid
 from rich.console import Console
 
 from adapters.console.render import answer_json, render_answer
-from core.conversation import Answer, ChannelKind, Question
-from core.engine import AnswerEngine
+from core.answer.engine import AnswerEngine
+from core.domain.conversation import Answer, ChannelKind, Question
 
 
 class ConsoleSession:

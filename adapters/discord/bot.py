@@ -19,10 +19,10 @@ import structlog
 from discord import app_commands
 
 from adapters.discord.render import answer_embeds
-from core.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
-from core.conversation_store import ConversationStore
-from core.engine import AnswerEngine
-from core.platform_state import PlatformState
+from core.answer.engine import AnswerEngine
+from core.backends.sqlite.conversation_store import ConversationStore
+from core.backends.sqlite.platform_state import PlatformState
+from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
 
 log = structlog.get_logger(__name__)
 

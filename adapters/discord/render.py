@@ -11,8 +11,8 @@ import re
 import discord
 
 from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
-from core.citations import allowed_urls, check_links, is_linkable
-from core.conversation import Answer, Citation
+from core.answer.citations import allowed_urls, check_links, is_linkable
+from core.domain.conversation import Answer, Citation
 
 _FENCE = re.compile(r"^\s*```")
 _MARKER = re.compile(r"\[(\d+)\]")

@@ -28,10 +28,10 @@ from adapters.slack.render import (
     escape,
     plain_messages,
 )
-from core.conversation import Answer, ChannelKind, Question, Turn
-from core.conversation_store import ConversationStore
-from core.engine import AnswerEngine
-from core.platform_state import PlatformState
+from core.answer.engine import AnswerEngine
+from core.backends.sqlite.conversation_store import ConversationStore
+from core.backends.sqlite.platform_state import PlatformState
+from core.domain.conversation import Answer, ChannelKind, Question, Turn
 
 log = structlog.get_logger(__name__)
 

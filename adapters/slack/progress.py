@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.render import escape, to_mrkdwn
-from core.citations import check_links
+from core.answer.citations import check_links
 
 log = structlog.get_logger(__name__)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
-from core.citations import allowed_urls, check_links, is_linkable
-from core.conversation import Answer, AnswerStatus, Citation
+from core.answer.citations import allowed_urls, check_links, is_linkable
+from core.domain.conversation import Answer, AnswerStatus, Citation
 
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import Settings
-from core.embedder import MiniLMEmbedder
+from core.search.embedder import MiniLMEmbedder
 from tests.integration.answers.helpers import build_kb
 
 

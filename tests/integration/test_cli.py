@@ -218,8 +218,8 @@ def test_slack_needs_exactly_one_mode(env: dict[str, str]) -> None:
 def test_keywords_list_shows_learned_keywords(env: dict[str, str]) -> None:
     import asyncio
 
+    from core.backends.sqlite.keyword_store import SqliteKeywordStore
     from core.config import load_settings
-    from core.keyword_store import SqliteKeywordStore
 
     result = runner.invoke(app, ["keywords", "list"])
     assert result.exit_code == 0, result.output
@@ -252,8 +252,8 @@ def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
 
     from bot.wiring import build_embedder, build_knowledge, open_index
     from core.config import load_settings
-    from core.models import SearchFilters
-    from core.web_search import WebResult, WebSource
+    from core.domain.documents import SearchFilters
+    from core.learning.perplexity import WebResult, WebSource
 
     settings = load_settings()
 

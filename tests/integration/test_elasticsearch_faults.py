@@ -19,17 +19,17 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from bot.wiring import build_engine, build_locks, build_platform_state, build_store, open_index
+from core.answer.engine import INDEX_UNAVAILABLE
+from core.backends.elasticsearch.connection import build_client
+from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from core.backends.elasticsearch.reindex import REINDEX_LOCK, reindex
+from core.backends.elasticsearch.schema import hashed_id
 from core.config import Settings
-from core.conversation import AnswerStatus, ChannelKind, Question
-from core.elasticsearch_connection import build_client
-from core.elasticsearch_index import ElasticsearchIndex, drop_indices
-from core.elasticsearch_reindex import REINDEX_LOCK, reindex
-from core.elasticsearch_schema import hashed_id
-from core.embedder import CachedEmbedder, Vectors
-from core.engine import INDEX_UNAVAILABLE
+from core.domain.conversation import AnswerStatus, ChannelKind, Question
+from core.domain.documents import Chunk, DocumentRecord, SearchMode
 from core.index import DocumentWrite, IndexError_, IndexUnavailable
-from core.ingest import Ingestor, Outcome, embedding_text
-from core.models import Chunk, DocumentRecord, SearchMode
+from core.ingest.pipeline import Ingestor, Outcome, embedding_text
+from core.search.embedder import CachedEmbedder, Vectors
 from tests.conftest import REPO, elasticsearch_settings
 from tests.elasticsearch_emulator import NoidaServer, free_port
 from tests.fakes.elasticsearch_proxy import ElasticsearchProxy, ProxyScript

@@ -23,13 +23,13 @@ from typer.testing import CliRunner
 
 from bench.hostile_ingest import PEAK_RSS_LIMIT_MB, build_hostile_folder
 from bot.cli import app
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.document_formats import ParsedDocument, Section
-from core.embedder import CachedEmbedder
-from core.ingest import Ingestor, Outcome, PreparedDocument, build_chunks
-from core.models import DocumentRecord
+from core.domain.documents import DocumentRecord
+from core.ingest.formats import ParsedDocument, Section
+from core.ingest.pipeline import Ingestor, Outcome, PreparedDocument, build_chunks
 from core.run_locks import SqliteRunLocks
-from core.sqlite_index import SqliteIndex
+from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO
 
 runner = CliRunner()
@@ -137,7 +137,7 @@ async def test_one_document_that_cannot_be_embedded_fails_alone(
 
 
 async def _write(ingestor: Ingestor, documents: list[PreparedDocument]):  # type: ignore[no-untyped-def]
-    from core.ingest import IngestReport
+    from core.ingest.pipeline import IngestReport
 
     report = IngestReport()
     await ingestor.write(documents, {}, report)

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from bot.wiring import Index
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.embedder import CachedEmbedder
+from core.domain.documents import Chunk, DocumentRecord, SearchFilters, SearchMode
 from core.index import IndexError_
-from core.ingest import embedding_text
-from core.models import Chunk, DocumentRecord, SearchFilters, SearchMode
-from core.sqlite_index import SqliteIndex
+from core.ingest.pipeline import embedding_text
+from core.search.embedder import CachedEmbedder
 
 DOCS = {
     "doc:slack": (

@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from bot.wiring import Index
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.embedder import CachedEmbedder
-from core.ingest import Ingestor, Outcome
-from core.models import SearchMode
-from core.sqlite_index import SqliteIndex
+from core.domain.documents import SearchMode
+from core.ingest.pipeline import Ingestor, Outcome
+from core.search.embedder import CachedEmbedder
 from tests.pdf_maker import make_pdf
 
 

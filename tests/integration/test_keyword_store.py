@@ -10,10 +10,10 @@ import pytest
 import time_machine
 
 from bot.wiring import Index, build_keyword_store, open_index
+from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from core.backends.sqlite.keyword_store import KeywordStore
 from core.config import Settings
-from core.elasticsearch_index import ElasticsearchIndex, drop_indices
-from core.embedder import CachedEmbedder
-from core.keyword_store import KeywordStore
+from core.search.embedder import CachedEmbedder
 
 
 @pytest.fixture

@@ -18,16 +18,16 @@ from apscheduler.triggers.date import DateTrigger
 
 from bot.clock import PruneJob, build_scheduler
 from bot.wiring import Index, build_knowledge, build_locks, build_platform_state, open_index
+from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from core.backends.elasticsearch.schema import hashed_id
+from core.backends.sqlite.platform_state import PlatformState
 from core.config import Settings
-from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
-from core.elasticsearch_index import ElasticsearchIndex, drop_indices
-from core.elasticsearch_schema import hashed_id
-from core.embedder import CachedEmbedder
-from core.keyword_pruning import KeywordPruner, StaleReason
-from core.learned_knowledge import LearnedKnowledge
-from core.models import SearchFilters
-from core.platform_state import PlatformState
-from core.web_search import WebResult, WebSource
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from core.domain.documents import SearchFilters
+from core.learning.knowledge import LearnedKnowledge
+from core.learning.perplexity import WebResult, WebSource
+from core.learning.pruning import KeywordPruner, StaleReason
+from core.search.embedder import CachedEmbedder
 
 DAY = 86_400
 T0 = 1_800_000_000.0

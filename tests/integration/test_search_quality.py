@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from bot.wiring import Index, open_index
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.embedder import CachedEmbedder, MiniLMEmbedder
-from core.embedding_cache import EmbeddingCache
-from core.evaluation import Dataset, evaluate, load_dataset, prepared_corpus
-from core.ingest import Ingestor, IngestReport
-from core.models import SearchMode
-from core.sqlite_index import SqliteIndex
+from core.domain.documents import SearchMode
+from core.evaluation.retrieval import Dataset, evaluate, load_dataset, prepared_corpus
+from core.ingest.pipeline import Ingestor, IngestReport
+from core.search.embedder import CachedEmbedder, MiniLMEmbedder
+from core.search.embedding_cache import EmbeddingCache
 from tests.conftest import SHARED_EVAL
 
 DATASET = SHARED_EVAL / "anthropic_docs_qa"

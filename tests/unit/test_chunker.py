@@ -3,7 +3,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from core.chunker import split_text
+from core.ingest.chunker import split_text
 
 PARAGRAPH = "This sentence talks about hybrid search and fusion. " * 6
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.citations import SourceRegistry, check_answer, defuse_pings, is_linkable, normalise
-from core.conversation import SourceKind
-from core.models import Chunk, SearchHit
-from core.tools import CitedSource
+from core.answer.citations import SourceRegistry, check_answer, defuse_pings, is_linkable, normalise
+from core.answer.tools import CitedSource
+from core.domain.conversation import SourceKind
+from core.domain.documents import Chunk, SearchHit
 
 
 def _registry(*texts: str, learned: tuple[int, ...] = ()) -> SourceRegistry:
@@ -100,7 +100,7 @@ def test_normalise_folds_typography() -> None:
 
 
 def test_unfinished_links_are_held_back_while_streaming() -> None:
-    from core.citations import finished_part
+    from core.answer.citations import finished_part
 
     assert finished_part("See [the guide](https://evil.example/ph") == "See "
     assert finished_part("See [the gu") == "See "

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from core.config import IngestSettings
-from core.document_formats import (
+from core.ingest.formats import (
     DocumentFormat,
     ParsedDocument,
     ParseLimits,

@@ -7,18 +7,23 @@ import traceback
 import pytest
 from elasticsearch import AsyncElasticsearch
 
-from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings, Secrets
-from core.elasticsearch_connection import (
+from core.backends.elasticsearch.connection import (
     allows_server_rrf,
     build_client,
     check_major,
     explain,
     where,
 )
-from core.elasticsearch_index import ElasticsearchIndex
-from core.elasticsearch_schema import IndexNames, chunk_properties, doc_id_key, mapping_conflicts
+from core.backends.elasticsearch.index import ElasticsearchIndex
+from core.backends.elasticsearch.schema import (
+    IndexNames,
+    chunk_properties,
+    doc_id_key,
+    mapping_conflicts,
+)
+from core.backends.sqlite.keyword_store import InvalidKeyword, normalise_keyword
+from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings, Secrets
 from core.index import IndexError_
-from core.keyword_store import InvalidKeyword, normalise_keyword
 
 
 def test_index_names_and_versions() -> None:

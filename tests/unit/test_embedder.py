@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.embedder import (
+from core.search.embedder import (
     MINILM_DIMENSIONS,
     CachedEmbedder,
     EmbedderError,
     MiniLMEmbedder,
     ModelFiles,
 )
-from core.embedding_cache import EmbeddingCache
+from core.search.embedding_cache import EmbeddingCache
 
 
 def _copy_files(tmp_path: Path) -> ModelFiles:

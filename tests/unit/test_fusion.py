@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.fusion import Ranked, reciprocal_rank_fusion
+from core.search.fusion import Ranked, reciprocal_rank_fusion
 
 
 def test_rrf_rewards_agreement_and_keeps_both_sides() -> None:

@@ -3,9 +3,9 @@
 The property every case asserts, on the final rendered output (Slack blocks and fallback text,
 Slack plain messages, every Discord embed field, the console's raw terminal output with its OSC 8
 hyperlinks): every URL-like token is one of the answer's sources, and no ping survives. The URL
-finder here is written independently of `core.citations`, so the test does not just replay the
-code's own idea of a URL. Each payload goes through the three ways text reaches a renderer: a
-model's answer (`check_answer`), an extractive answer built from a hostile document
+finder here is written independently of `core.answer.citations`, so the test does not just
+replay the code's own idea of a URL. Each payload goes through the three ways text reaches a
+renderer: a model's answer (`check_answer`), an extractive answer built from a hostile document
 (`extractive_answer`), and an `Answer` handed straight to the renderer (whatever built it).
 """
 
@@ -23,11 +23,11 @@ from rich.console import Console
 from adapters.console.render import render_answer
 from adapters.discord.render import answer_embeds
 from adapters.slack.render import answer_messages, plain_messages
-from core.citations import NumberedSource, SourceRegistry, check_answer
-from core.conversation import Answer, AnswerMode, AnswerStatus, Citation
-from core.extractive import extractive_answer
-from core.models import Chunk, SearchHit
-from core.tools import CitedSource
+from core.answer.citations import NumberedSource, SourceRegistry, check_answer
+from core.answer.extractive import extractive_answer
+from core.answer.tools import CitedSource
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
+from core.domain.documents import Chunk, SearchHit
 
 SOURCE = "https://docs.example.com/guide#setup"
 ALLOWED = {SOURCE, "https://docs.example.com/guide"}
@@ -258,7 +258,7 @@ def test_hostile_forms_side_by_side_stay_unlinked(first: str, second: str) -> No
 
 def test_a_dropped_links_url_label_is_not_left_bare() -> None:
     """The issue's example, exactly: the label is checked, not promoted to a bare URL."""
-    from core.citations import check_links
+    from core.answer.citations import check_links
 
     text = check_links(
         "See [https://evil.example/login](https://docs.example.com/not-a-source)", ALLOWED
@@ -268,7 +268,7 @@ def test_a_dropped_links_url_label_is_not_left_bare() -> None:
 
 def test_sources_links_and_labels_survive_intact() -> None:
     """What is allowed stays a link: the checks remove, they don't garble."""
-    from core.citations import check_links
+    from core.answer.citations import check_links
 
     text = (
         "Read [the guide](https://docs.example.com/guide) or https://docs.example.com/guide#setup."
@@ -298,7 +298,7 @@ def test_sources_links_and_labels_survive_intact() -> None:
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
-    from core.citations import check_links
+    from core.answer.citations import check_links
 
     assert check_links(text, ALLOWED) == text
 
@@ -358,7 +358,7 @@ def test_checking_hostile_text_takes_linear_time(prefix: str, unit: str) -> None
     quadratic one."""
     import time
 
-    from core.citations import check_links
+    from core.answer.citations import check_links
 
     text = prefix + unit * (HOSTILE_TEXT_SIZE // len(unit))
     started = time.process_time()
@@ -372,7 +372,7 @@ def test_holding_back_an_unfinished_tail_takes_linear_time(unit: str) -> None:
     last line of would-be starts must not be re-read from each (8.5 s of CPU at 20 KB before)."""
     import time
 
-    from core.citations import finished_part
+    from core.answer.citations import finished_part
 
     text = unit * (HOSTILE_TEXT_SIZE // len(unit)) + "]x"
     started = time.process_time()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.urls import redact_url, redact_urls_in
+from core.domain.urls import redact_url, redact_urls_in
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.tools import ToolInputError, WebSearchInput, parse_tool_input
+from core.answer.tools import ToolInputError, WebSearchInput, parse_tool_input
 
 SECRET_REFUSAL = "looks like it contains a secret, token or key"
 

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from core.query_terms import fts_or_expression, query_terms, within_postings_budget
+from core.backends.sqlite.query_terms import fts_or_expression, query_terms, within_postings_budget
 
 
 def _expression(text: str, max_terms: int) -> str | None:

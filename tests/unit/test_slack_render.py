@@ -7,7 +7,7 @@ from adapters.slack.render import (
     split_text,
     to_mrkdwn,
 )
-from core.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
 
 
 def _citation(

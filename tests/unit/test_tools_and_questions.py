@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from core.conversation import Turn
-from core.engine import InvalidQuestion, clean_question, within_budget
-from core.tools import (
+from core.answer.engine import InvalidQuestion, clean_question, within_budget
+from core.answer.tools import (
     RespondInput,
     SearchInput,
     ToolInputError,
     parse_tool_input,
     tool_definitions,
 )
+from core.domain.conversation import Turn
 
 
 @pytest.mark.parametrize(

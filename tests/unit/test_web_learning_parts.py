@@ -9,12 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from core.config import KeywordSettings, WebSearchSettings
-from core.keyword_pruning import StaleReason, stale_keywords
-from core.keyword_store import LearnedDocument, LearnedKeyword
-from core.learned_knowledge import LEARNED_PREFIX, derive_keywords, learned_doc_id, learned_sources
-from core.platform_state import votes_by_learned_document
-from core.tools import (
+from core.answer.tools import (
     RESPOND_TOOL,
     SAVE_KEYWORDS_TOOL,
     SEARCH_TOOL,
@@ -25,7 +20,11 @@ from core.tools import (
     parse_tool_input,
     tool_definitions,
 )
-from core.web_search import (
+from core.backends.sqlite.keyword_store import LearnedDocument, LearnedKeyword
+from core.backends.sqlite.platform_state import votes_by_learned_document
+from core.config import KeywordSettings, WebSearchSettings
+from core.learning.knowledge import LEARNED_PREFIX, derive_keywords, learned_doc_id, learned_sources
+from core.learning.perplexity import (
     WEB_SOURCE,
     WebResult,
     WebSearchError,
@@ -34,6 +33,7 @@ from core.web_search import (
     web_chunks,
     web_search_allowed,
 )
+from core.learning.pruning import StaleReason, stale_keywords
 
 A = "https://stripe.example/docs/webhooks"
 B = "https://blog.example/retries"

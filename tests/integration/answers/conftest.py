@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.embedder import MiniLMEmbedder
-from core.sqlite_index import SqliteIndex
+from core.search.embedder import MiniLMEmbedder
 from tests.integration.answers.chat_server import ChatServer
 from tests.integration.answers.helpers import cached
 

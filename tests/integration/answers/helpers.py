@@ -10,17 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.claude_agent import ClaudeAgent
+from core.answer.claude import ClaudeAgent
+from core.answer.engine import AnswerEngine
+from core.answer.openai_compat import OpenAICompatibleAgent
+from core.backends.sqlite.conversation_store import SqliteConversationStore
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings, load_settings
-from core.conversation import ChannelKind, Question
-from core.conversation_store import SqliteConversationStore
-from core.embedder import CachedEmbedder, MiniLMEmbedder
-from core.embedding_cache import EmbeddingCache
-from core.engine import AnswerEngine
+from core.domain.conversation import ChannelKind, Question
 from core.index import SearchIndex
-from core.ingest import Ingestor
-from core.openai_agent import OpenAICompatibleAgent
-from core.sqlite_index import SqliteIndex
+from core.ingest.pipeline import Ingestor
+from core.search.embedder import CachedEmbedder, MiniLMEmbedder
+from core.search.embedding_cache import EmbeddingCache
 from tests.conftest import REPO
 
 _SOURCE = re.compile(r'<source id="(\d+)"[^>]*>\n(.*?)\n</source>', re.DOTALL)

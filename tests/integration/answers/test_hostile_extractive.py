@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.sqlite.index import SqliteIndex
 from core.config import load_settings
-from core.conversation import AnswerMode
-from core.embedder import MiniLMEmbedder
-from core.ingest import Ingestor
-from core.sqlite_index import SqliteIndex
+from core.domain.conversation import AnswerMode
+from core.ingest.pipeline import Ingestor
+from core.search.embedder import MiniLMEmbedder
 from tests.conftest import REPO
 from tests.fakes.anthropic_api import FakeMessagesAPI, overloaded
 from tests.integration.answers.helpers import cached, engine, question

@@ -20,12 +20,12 @@ import httpx
 import pytest
 import structlog
 
-from core.claude_agent import ClaudeAgent
+from core.answer.claude import ClaudeAgent
+from core.answer.openai_compat import OpenAICompatibleAgent
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind
-from core.openai_agent import OpenAICompatibleAgent
-from core.sqlite_index import SqliteIndex
-from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind
 from tests.fakes.anthropic_api import (
     FakeMessagesAPI,
     encode_events,

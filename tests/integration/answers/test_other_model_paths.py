@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from core.conversation import AnswerMode, AnswerStatus
-from core.openai_agent import OpenAICompatibleAgent
-from core.sqlite_index import SqliteIndex
-from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.answer.openai_compat import OpenAICompatibleAgent
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.backends.sqlite.index import SqliteIndex
+from core.domain.conversation import AnswerMode, AnswerStatus
 from tests.integration.answers.chat_server import ChatServer, completion
 from tests.integration.answers.helpers import (
     cached,

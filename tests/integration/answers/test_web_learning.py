@@ -17,18 +17,18 @@ from pydantic import SecretStr
 
 from adapters.answer_labels import FROM_WEB, FROM_WEB_TEXT, answer_labels
 from bot.wiring import build_knowledge, build_web_search
-from core.claude_agent import ClaudeAgent
+from core.answer.claude import ClaudeAgent
+from core.answer.engine import AnswerEngine
+from core.answer.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_WITH_WEB
+from core.answer.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
+from core.answer.web_research import KEYWORDS_FIRST, WebLearning
+from core.backends.sqlite.conversation_store import SqliteConversationStore
+from core.backends.sqlite.index import SqliteIndex
+from core.backends.sqlite.keyword_store import SqliteKeywordStore
 from core.config import Settings
-from core.conversation import AnswerStatus, SourceKind
-from core.conversation_store import SqliteConversationStore
-from core.embedder import MiniLMEmbedder
-from core.engine import AnswerEngine
-from core.keyword_store import SqliteKeywordStore
-from core.models import SearchFilters
-from core.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_WITH_WEB
-from core.sqlite_index import SqliteIndex
-from core.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
-from core.web_research import KEYWORDS_FIRST, WebLearning
+from core.domain.conversation import AnswerStatus, SourceKind
+from core.domain.documents import SearchFilters
+from core.search.embedder import MiniLMEmbedder
 from tests.fakes.anthropic_api import (
     FakeMessagesAPI,
     message,
@@ -549,7 +549,7 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
 
     import httpx
 
-    from core.openai_agent import OpenAICompatibleAgent
+    from core.answer.openai_compat import OpenAICompatibleAgent
     from tests.integration.answers.chat_server import ChatServer
     from tests.integration.answers.chat_server import completion as chat_reply
 

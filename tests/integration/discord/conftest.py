@@ -17,11 +17,11 @@ from aiohttp.test_utils import TestServer
 
 from adapters.discord.bot import DocsBot
 from bot.wiring import build_discord_bot, build_platform_state
-from core.claude_agent import ClaudeAgent
+from core.answer.claude import ClaudeAgent
+from core.backends.sqlite.conversation_store import SqliteConversationStore
+from core.backends.sqlite.platform_state import PlatformState
 from core.config import Settings
-from core.conversation_store import SqliteConversationStore
-from core.embedder import MiniLMEmbedder
-from core.platform_state import PlatformState
+from core.search.embedder import MiniLMEmbedder
 from tests.fakes.discord_api import (
     APP_ID,
     CHANNEL_ID,

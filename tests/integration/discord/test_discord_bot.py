@@ -7,8 +7,8 @@ import asyncio
 import json
 from typing import Any
 
-from core.claude_agent import ClaudeAgent
-from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.answer.claude import ClaudeAgent
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
 from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, GUILD_ID
 from tests.integration.discord.conftest import (

@@ -22,11 +22,11 @@ from adapters.slack.server import (
     SlackService,
 )
 from bot.wiring import build_platform_state, build_slack_app
-from core.claude_agent import ClaudeAgent
+from core.answer.claude import ClaudeAgent
+from core.backends.sqlite.conversation_store import SqliteConversationStore
+from core.backends.sqlite.platform_state import PlatformState
 from core.config import Settings, load_settings
-from core.conversation_store import SqliteConversationStore
-from core.embedder import MiniLMEmbedder
-from core.platform_state import PlatformState
+from core.search.embedder import MiniLMEmbedder
 from tests.conftest import REPO
 from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
 from tests.integration.answers.helpers import kb_engine, poll_until

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
-from core.claude_agent import ClaudeAgent
-from core.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.answer.claude import ClaudeAgent
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
 from tests.fakes.slack_api import BOT_USER
 from tests.integration.slack.conftest import SlackHarness

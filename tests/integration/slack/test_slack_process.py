@@ -21,8 +21,8 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.app import SHUTDOWN_APOLOGY
 from adapters.slack.server import EVENTS_PATH
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.config import Settings
-from core.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.conftest import REPO
 from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
 

@@ -1,0 +1,306 @@
+"""The answer engine: one question in, one checked answer out, whatever model is (or isn't) there.
+
+Paths, best first: a model with native tool use (Claude, or an OpenAI-compatible model that
+honours tool calls); search-then-answer for a model that ignores tools; an extractive answer when
+no model is configured or reachable. Every path ends in an `Answer` with a status: a user never
+sees silence or a stack trace. The conversation's earlier turns go with each question, and the
+new turn is stored for the next.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+
+import structlog
+
+from core.answer.citations import SourceRegistry, check_answer, finished_part
+from core.answer.claude import ClaudeAgent
+from core.answer.extractive import extractive_answer
+from core.answer.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
+from core.answer.openai_compat import OpenAICompatibleAgent
+from core.answer.prompts import format_sources
+from core.answer.tool_runner import AnswerProgress, ToolRunner
+from core.answer.tools import RespondInput
+from core.answer.web_research import WebLearning
+from core.backends.sqlite.conversation_store import ConversationStore
+from core.config import AnswerSettings
+from core.domain.conversation import (
+    Answer,
+    AnswerMode,
+    AnswerStatus,
+    ChannelKind,
+    Question,
+    SourceKind,
+    Trace,
+    Turn,
+)
+from core.domain.documents import SearchHit
+from core.index import IndexError_, SearchIndex
+from core.learning.knowledge import LearnedKnowledge
+
+log = structlog.get_logger(__name__)
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CHARS_PER_TOKEN = 4  # a rough, conservative estimate for English prose
+INDEX_UNAVAILABLE = (
+    "I can't reach the knowledge base right now, so I can't answer. "
+    "Please try again in a few minutes."
+)
+NO_MODEL = "No language model is configured, so this is not a written answer."
+# Said instead of "nothing found" when the index holds no passage at all: the fix is an ingest,
+# not a rephrased question. In the terminal the reader runs the bot, so it names the index's
+# `location` (a path or an index name); in a chat, where that is the server's business, not.
+EMPTY_INDEX = (
+    "The knowledge base is empty: nothing has been ingested into {location} yet. "
+    "Run `bot ingest PATH` (a folder, a file or a URL) to add documents, then ask again."
+)
+EMPTY_INDEX_IN_CHAT = (
+    "The knowledge base is empty: no documents have been added yet. Ask the bot's owners to "
+    "ingest the team's docs (`bot ingest`), then ask again."
+)
+NO_ANSWER = (
+    "Sorry, I couldn't put an answer together this time. Please try again, or rephrase the "
+    "question."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidQuestion:
+    message: str
+
+
+def clean_question(text: str, max_chars: int) -> str | InvalidQuestion:
+    cleaned = _CONTROL.sub("", text).strip()
+    if not cleaned:
+        return InvalidQuestion("Please ask a question: the message was empty.")
+    if len(cleaned) > max_chars:
+        return InvalidQuestion(
+            f"That question is {len(cleaned):,} characters long; the limit is {max_chars:,}. "
+            "Please shorten it to the part you need answered."
+        )
+    return cleaned
+
+
+def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
+    """The most recent turns that fit the budget (oldest dropped first)."""
+    kept: list[Turn] = []
+    used = 0
+    for turn in reversed(turns):
+        cost = (len(turn.question) + len(turn.answer)) // _CHARS_PER_TOKEN
+        if used + cost > token_budget:
+            break
+        kept.append(turn)
+        used += cost
+    return list(reversed(kept))
+
+
+def _unavailable(exc: Exception, trace: Trace) -> str:
+    """Why the answer falls back to quoted passages, for the user; noted in the trace and
+    logged as one line (the reason is our own words: never a response body)."""
+    trace.notes.append(str(exc))
+    log.warning("model_unavailable", reason=str(exc))
+    return f"The language model is unavailable right now ({exc})."
+
+
+class AnswerEngine:
+    def __init__(
+        self,
+        *,
+        index: SearchIndex,
+        store: ConversationStore,
+        settings: AnswerSettings,
+        top_k: int,
+        claude: ClaudeAgent | None = None,
+        openai: OpenAICompatibleAgent | None = None,
+        knowledge: LearnedKnowledge | None = None,
+        web: WebLearning | None = None,
+    ) -> None:
+        self._index = index
+        self._store = store
+        self._settings = settings
+        self._top_k = top_k
+        self._claude = claude
+        self._openai = openai
+        self._knowledge = knowledge
+        self._web = web
+
+    async def close(self) -> None:
+        await self._store.close()
+        if self._web is not None:
+            await self._web.search.close()
+        if self._knowledge is not None:
+            await self._knowledge.store.close()
+
+    async def search(self, query: str) -> list[SearchHit]:
+        return await self._index.search(query, k=self._top_k)
+
+    async def answer(self, question: Question, on_progress: AnswerProgress | None = None) -> Answer:
+        """`on_progress` receives the answer so far while the model writes it, already cleaned
+        like the final text (unknown markers and URLs out, pings defused); the returned
+        `Answer` is the checked, final version."""
+        started = time.perf_counter()
+        trace = Trace()
+        cleaned = clean_question(question.text, self._settings.max_question_chars)
+        if isinstance(cleaned, InvalidQuestion):
+            return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
+        try:
+            history = within_budget(
+                await self._store.recent(question.conversation_key, self._settings.history_turns),
+                self._settings.history_token_budget,
+            )
+            registry = SourceRegistry()
+            answer = await self._produce(question, cleaned, history, registry, trace, on_progress)
+            if answer.status is AnswerStatus.NOT_FOUND and not len(registry):
+                answer = await self._said_empty(answer, trace, question.channel_kind)
+            await self._count_learned_use(answer, registry)
+        except IndexError_ as exc:  # the index or its server is down: say so, not silence
+            log.warning("index_unavailable", error=str(exc))
+            trace.notes.append(str(exc))
+            answer = Answer(INDEX_UNAVAILABLE, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE)
+        trace.total_seconds = time.perf_counter() - started
+        answer.trace = trace
+        if answer.status is not AnswerStatus.ERROR:
+            try:
+                await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
+            except IndexError_ as exc:  # the answer stands; only the follow-up context is lost
+                log.warning("turn_not_stored", error=str(exc))
+        log.info(
+            "answered",
+            platform=question.platform,
+            mode=answer.mode.value,
+            status=answer.status.value,
+            citations=len(answer.citations),
+            model_calls=trace.model_calls,
+            seconds=round(trace.total_seconds, 3),
+        )
+        return answer
+
+    async def _said_empty(self, answer: Answer, trace: Trace, kind: ChannelKind) -> Answer:
+        """A search that found nothing at all may have searched an empty index: then say so,
+        and how to fill it (checked only here, so a normal question costs no extra query)."""
+        if (await self._index.stats()).chunks:
+            return answer
+        trace.notes.append("the index holds no passages")
+        text = (
+            EMPTY_INDEX.format(location=self._index.location)
+            if kind is ChannelKind.TERMINAL
+            else EMPTY_INDEX_IN_CHAT
+        )
+        return Answer(text, AnswerStatus.NOT_FOUND, answer.mode)
+
+    async def _count_learned_use(self, answer: Answer, registry: SourceRegistry) -> None:
+        """Cited learned knowledge was useful: its documents and keywords get a use. The
+        keywords come with the cited passages, so this costs the store no read."""
+        learned = {c.doc_id for c in answer.citations if c.source_kind is SourceKind.LEARNED}
+        if not learned or self._knowledge is None:
+            return
+        chunks = [s.hit.chunk for s in registry.all() if s.hit.chunk.doc_id in learned]
+        try:
+            await self._knowledge.record_use(
+                sorted(learned), sorted({k for c in chunks for k in c.keywords})
+            )
+        except Exception as exc:  # noqa: BLE001 (bookkeeping: never the reason an answer fails)
+            log.warning("learned_use_not_counted", error=type(exc).__name__)
+
+    async def _produce(
+        self,
+        asked: Question,
+        question: str,
+        history: list[Turn],
+        registry: SourceRegistry,
+        trace: Trace,
+        on_progress: AnswerProgress | None,
+    ) -> Answer:
+        agent = self._claude or self._openai
+        if agent is None:
+            return await self._extractive(question, registry, trace, NO_MODEL)
+        research = self._web.research(question, asked.scope) if self._web else None
+        runner = ToolRunner(self.search, registry, trace, self._settings.tool_timeout_s, research)
+
+        async def preview(partial: str) -> None:
+            if on_progress is None:
+                return
+            try:
+                await on_progress(check_answer(finished_part(partial), [], registry)[0])
+            except Exception:
+                log.warning("progress_callback_failed", exc_info=True)
+
+        try:
+            respond = await agent.run(
+                question, history, runner, trace, on_answer=preview if on_progress else None
+            )
+            answer = self._checked(respond, registry, AnswerMode.AGENT)
+            # A web page cited in the answer that learned it: feedback on this answer then
+            # counts for the learned document too.
+            answer.citations = [
+                replace(c, doc_id=runner.learned_as.get(c.url, c.doc_id))
+                if c.source_kind is SourceKind.WEB
+                else c
+                for c in answer.citations
+            ]
+            return answer
+        except ToolsUnsupported:
+            trace.notes.append("the model ignored tool calls: search-then-answer")
+            return await self._search_then_answer(question, history, registry, trace)
+        except ModelUnavailable as exc:
+            return await self._extractive(question, registry, trace, _unavailable(exc, trace))
+        except NoResponse as exc:
+            trace.notes.append(str(exc))
+            return Answer(NO_ANSWER, AnswerStatus.ERROR, AnswerMode.AGENT)
+        finally:
+            await runner.finish()
+
+    def _checked(self, respond: RespondInput, registry: SourceRegistry, mode: AnswerMode) -> Answer:
+        text, citations = check_answer(respond.answer, respond.citations, registry)
+        status = AnswerStatus(respond.status)
+        if status is not AnswerStatus.NOT_FOUND and not citations:
+            # A claim of an answer with nothing verifiable behind it is not an answer.
+            status = AnswerStatus.PARTIAL
+        return Answer(
+            text=text,
+            status=status,
+            mode=mode,
+            citations=citations,
+            sources=sorted({c.source_kind for c in citations}) or [SourceKind.KNOWLEDGE_BASE],
+        )
+
+    async def _search_then_answer(
+        self, question: str, history: list[Turn], registry: SourceRegistry, trace: Trace
+    ) -> Answer:
+        assert self._openai is not None
+        hits = await self._timed_search(question, trace)
+        numbered = registry.add(hits)
+        try:
+            text = await self._openai.answer_from_sources(
+                question, history, format_sources(question, numbered), trace
+            )
+        except (ModelUnavailable, NoResponse) as exc:
+            return extractive_answer(
+                numbered,
+                passages=self._settings.extractive_passages,
+                quote_chars=self._settings.quote_chars,
+                reason=_unavailable(exc, trace),
+            )
+        status = "answered" if numbered else "not_found"
+        respond = RespondInput(answer=text, citations=[], status=status)
+        return self._checked(respond, registry, AnswerMode.SEARCH_THEN_ANSWER)
+
+    async def _extractive(
+        self, question: str, registry: SourceRegistry, trace: Trace, reason: str
+    ) -> Answer:
+        numbered = registry.add(await self._timed_search(question, trace))
+        return extractive_answer(
+            numbered,
+            passages=self._settings.extractive_passages,
+            quote_chars=self._settings.quote_chars,
+            reason=reason,
+        )
+
+    async def _timed_search(self, query: str, trace: Trace) -> list[SearchHit]:
+        started = time.perf_counter()
+        try:
+            return await self.search(query)
+        finally:
+            trace.tool_seconds += time.perf_counter() - started

@@ -1,0 +1,73 @@
+"""The answer when no model can be used: the best passages, quoted and linked, and labelled.
+
+It is the floor under every other path: a user never gets silence, and what they get instead is
+honest (verbatim passages, so every citation is verified by construction). Verbatim is not
+unchecked: a document's own links, URL-looking text and pings go through the same check as a
+model's answer (`check_links`), so a planted `<https://evil.example|docs>` is never a live link.
+"""
+
+from __future__ import annotations
+
+from core.answer.citations import NumberedSource, allowed_urls, check_links
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
+
+_NOTHING = "I couldn't find anything about this in the knowledge base."
+
+
+def extractive_answer(
+    sources: list[NumberedSource], *, passages: int, quote_chars: int, reason: str
+) -> Answer:
+    """Up to `passages` passages from distinct documents, best first, each quoted and cited."""
+    chosen: list[NumberedSource] = []
+    seen_docs: set[str] = set()
+    for source in sources:
+        if source.hit.chunk.doc_id not in seen_docs:
+            seen_docs.add(source.hit.chunk.doc_id)
+            chosen.append(source)
+        if len(chosen) == passages:
+            break
+    # Only the chosen passages' pages may be linked, the reason included (an exception's text
+    # can carry an endpoint's URL).
+    allowed = allowed_urls(source.hit.chunk.url for source in chosen)
+    if not chosen:
+        return Answer(
+            text=check_links(f"{_NOTHING} ({reason})", allowed),
+            status=AnswerStatus.NOT_FOUND,
+            mode=AnswerMode.EXTRACTIVE,
+        )
+    lines = [
+        check_links(
+            f"_{reason} These are the most relevant passages, quoted as written:_", allowed
+        ),
+        "",
+    ]
+    citations = []
+    for number, source in enumerate(chosen, start=1):
+        chunk = source.hit.chunk
+        quote = " ".join(chunk.text.split())
+        if len(quote) > quote_chars:
+            quote = quote[: quote_chars - 1].rsplit(" ", 1)[0] + "…"
+        quote = check_links(quote, allowed)
+        title = check_links(chunk.title, allowed)
+        where = f"{title} › {check_links(chunk.heading, allowed)}" if chunk.heading else title
+        lines.append(f"**{where}** [{number}]")
+        lines.append(f"> {quote}")
+        lines.append("")
+        citations.append(
+            Citation(
+                number,
+                title,
+                chunk.url,
+                quote,
+                verified=True,
+                source_kind=source.kind,
+                doc_id=chunk.doc_id,
+            )
+        )
+    return Answer(
+        text="\n".join(lines).strip(),
+        status=AnswerStatus.PARTIAL,
+        mode=AnswerMode.EXTRACTIVE,
+        citations=citations,
+        sources=sorted({c.source_kind for c in citations}),
+    )

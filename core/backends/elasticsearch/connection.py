@@ -1,0 +1,174 @@
+"""Connecting to Elasticsearch: the client from settings, and the checks that make a bad
+connection fail at start with a message a person can act on, not at the first question.
+
+What goes wrong in practice, and what each check says:
+- nothing listens at the URL (or DNS/TLS fails): "can't reach";
+- the credentials are wrong (401) or lack a privilege (403): which variable to fix;
+- the server's major version differs from the client's: an 8.x client against a 9.x cluster
+  (or the reverse) fails on the first request with an opaque 400, so we refuse to start and name
+  the client version to install instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import elasticsearch
+from elastic_transport import ConnectionError as TransportConnectionError
+from elastic_transport import ConnectionTimeout, TlsError
+from elasticsearch import (
+    ApiError,
+    AsyncElasticsearch,
+    AuthenticationException,
+    AuthorizationException,
+    UnsupportedProductError,
+)
+
+from core.config import ElasticsearchSettings, Secrets
+from core.domain.urls import redact_url, redact_urls_in
+from core.index import IndexError_, IndexUnavailable
+
+CLIENT_VERSION = str(elasticsearch.__dict__["__versionstr__"])
+CLIENT_MAJOR = int(CLIENT_VERSION.split(".", 1)[0])
+# Statuses the transport retries by itself (with backoff between nodes).
+_RETRY_STATUSES = (429, 502, 503, 504)
+# Licences under which the server-side `rrf` retriever is allowed.
+RRF_LICENCES = frozenset({"platinum", "enterprise", "trial"})
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    name: str
+    version: str
+    major: int
+
+
+def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElasticsearch:
+    """The official async client, configured from settings and secrets; no request is made."""
+    kwargs: dict[str, Any] = {
+        "request_timeout": settings.request_timeout_s,
+        "max_retries": settings.max_retries,
+        "retry_on_timeout": settings.retry_on_timeout,
+        "retry_on_status": _RETRY_STATUSES,
+        "verify_certs": settings.verify_certs,
+    }
+    if settings.cloud_id:
+        kwargs["cloud_id"] = settings.cloud_id
+    elif settings.url:
+        kwargs["hosts"] = [settings.url]
+    else:
+        raise IndexError_(
+            "search.backend is elasticsearch, but neither elasticsearch.url nor "
+            "elasticsearch.cloud_id is set (or ELASTICSEARCH_URL / ELASTICSEARCH_CLOUD_ID)"
+        )
+    if settings.ca_certs is not None:
+        kwargs["ca_certs"] = str(settings.ca_certs)
+    if settings.ssl_assert_fingerprint:
+        kwargs["ssl_assert_fingerprint"] = settings.ssl_assert_fingerprint
+    if secrets.elasticsearch_api_key is not None:
+        kwargs["api_key"] = secrets.elasticsearch_api_key.get_secret_value()
+    elif settings.username:
+        if secrets.elasticsearch_password is None:
+            raise IndexError_(
+                f"elasticsearch.username is {settings.username!r} but ELASTICSEARCH_PASSWORD "
+                "is not set"
+            )
+        kwargs["basic_auth"] = (
+            settings.username,
+            secrets.elasticsearch_password.get_secret_value(),
+        )
+    try:
+        return AsyncElasticsearch(**kwargs)
+    except ValueError as exc:  # a URL without scheme, TLS options on http://, a bad Cloud ID
+        # The client quotes an unparsable URL whole, password and all.
+        raise IndexError_(f"elasticsearch settings: {redact_urls_in(str(exc))}") from None
+
+
+def where(settings: ElasticsearchSettings) -> str:
+    """The cluster's address for messages (never with credentials)."""
+    if settings.cloud_id:
+        return f"Elastic Cloud deployment {settings.cloud_id.split(':', 1)[0]!r}"
+    return redact_url(settings.url or "?")
+
+
+def explain(exc: Exception, settings: ElasticsearchSettings) -> IndexError_:
+    """Turn a client exception into our error with a reason a person can act on (and without
+    any credentials a URL in the client's message may carry)."""
+    at = where(settings)
+    reason = redact_urls_in(str(exc))
+    if isinstance(exc, ConnectionTimeout):
+        return IndexUnavailable(f"Elasticsearch at {at} did not answer in time: {reason}")
+    if isinstance(exc, TlsError):
+        return IndexUnavailable(
+            f"TLS to Elasticsearch at {at} failed ({reason}); set elasticsearch.ca_certs to the "
+            "CA that signed its certificate, or elasticsearch.ssl_assert_fingerprint"
+        )
+    if isinstance(exc, TransportConnectionError):
+        return IndexUnavailable(f"can't reach Elasticsearch at {at}: {reason}")
+    if isinstance(exc, AuthenticationException):
+        return IndexError_(
+            f"Elasticsearch at {at} refused the credentials (401): check ELASTICSEARCH_API_KEY, "
+            "or elasticsearch.username and ELASTICSEARCH_PASSWORD"
+        )
+    if isinstance(exc, AuthorizationException):
+        return IndexError_(
+            f"Elasticsearch at {at} refused the request (403): the user or API key needs the "
+            f"privileges to manage and write the bot's indices ({redact_urls_in(exc.message)})"
+        )
+    if isinstance(exc, UnsupportedProductError):
+        return IndexError_(f"the server at {at} is not Elasticsearch (or an unsupported build)")
+    if isinstance(exc, ApiError):
+        return IndexError_(
+            f"Elasticsearch at {at} answered {exc.meta.status}: {redact_urls_in(exc.message)}"
+        )
+    return IndexError_(f"Elasticsearch at {at}: {reason}")
+
+
+@contextmanager
+def explained(settings: ElasticsearchSettings) -> Iterator[None]:
+    """Any client failure inside becomes one `IndexError_` with a reason a person can act on;
+    our own errors pass through unchanged (never wrapped twice)."""
+    try:
+        yield
+    except IndexError_:
+        raise
+    except Exception as exc:
+        raise explain(exc, settings) from exc
+
+
+def check_major(server_version: str, settings: ElasticsearchSettings) -> int:
+    major = int(server_version.split(".", 1)[0])
+    if major != CLIENT_MAJOR:
+        raise IndexError_(
+            f"Elasticsearch at {where(settings)} is version {server_version}, but this bot has "
+            f"the {CLIENT_MAJOR}.x client ({CLIENT_VERSION}); install the "
+            f"matching client: pip install 'elasticsearch[async]>={major},<{major + 1}'"
+        )
+    return major
+
+
+async def connect(client: AsyncElasticsearch, settings: ElasticsearchSettings) -> ClusterInfo:
+    """One request that proves the address, the credentials and the version are right."""
+    try:
+        info = await client.info()
+    except Exception as exc:
+        raise explain(exc, settings) from exc
+    version = str(info["version"]["number"])
+    return ClusterInfo(str(info.get("cluster_name", "?")), version, check_major(version, settings))
+
+
+async def licence(client: AsyncElasticsearch) -> tuple[str, str]:
+    """(type, status) of the cluster's licence; ("unknown", reason) when it can't be read."""
+    try:
+        response = await client.license.get()
+    except ApiError as exc:
+        return "unknown", f"{exc.meta.status} {exc.message}"
+    body = response.body.get("license", {})
+    return str(body.get("type", "unknown")), str(body.get("status", "unknown"))
+
+
+def allows_server_rrf(licence_type: str, status: str) -> bool:
+    return licence_type in RRF_LICENCES and status == "active"

@@ -1,0 +1,140 @@
+"""Rebuilding the chunks index as a new version while the old one keeps serving.
+
+For a new embedder or mapping: the new version is created from the current template, filled from
+the old one (vectors copied when the embedder is the same, re-embedded otherwise, through the
+embedding cache), checked, and only then does the alias move, in one atomic `_aliases` call.
+Searches never see a missing or half-filled index. If anything fails before the swap, the new
+version is deleted and the alias stays where it was.
+
+Writes made to the old version while this runs are not copied: rerun `bot ingest` afterwards
+(changed documents are recognised by checksum, so it only redoes what changed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from elasticsearch import helpers
+
+from core.backends.elasticsearch.connection import explain, explained
+from core.backends.elasticsearch.index import ElasticsearchIndex, chunk_from_source
+from core.backends.elasticsearch.schema import CHUNK
+from core.index import IndexError_
+from core.ingest.pipeline import embedding_text
+
+# The run lock a reindex holds, so two started at once don't both build a version.
+REINDEX_LOCK = "reindex"
+
+
+@dataclass(frozen=True, slots=True)
+class ReindexReport:
+    old_index: str
+    new_index: str
+    chunks: int
+    documents: int
+    reembedded: bool
+    old_deleted: bool
+
+
+async def reindex(
+    index: ElasticsearchIndex,
+    *,
+    delete_old: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> ReindexReport:
+    """Build the next version, fill it, swap the alias; `on_progress(done, total)` per page."""
+    client, names = index.client, index.names
+    with explained(index.settings):
+        old = await index.current_index()
+        old_meta, _ = await index.index_meta(old)
+        existing = (await client.indices.get(index=f"{names.chunks}-v*")).body
+        number = 1 + max((names.version_number(i) or 0) for i in existing)
+        new = names.version(number)
+        await client.indices.refresh(index=old)
+        total = int((await client.count(index=old))["count"])
+        await client.indices.create(index=new)
+    embedder = index.embedder
+    reembed = old_meta.get("embedder") != embedder.model_id or old_meta.get("dimensions") != str(
+        embedder.dimensions
+    )
+    try:
+        with explained(index.settings):
+            chunks, documents = await _copy(index, old, new, reembed, total, on_progress)
+            await client.indices.refresh(index=new)
+            copied = int((await client.count(index=new))["count"])
+            if copied != total:
+                raise IndexError_(f"{new} received {copied} of {total} entries; the alias stays")
+            await client.indices.update_aliases(
+                actions=[
+                    {"remove": {"index": old, "alias": names.chunks}},
+                    {"add": {"index": new, "alias": names.chunks}},
+                ]
+            )
+    except BaseException:
+        with contextlib.suppress(Exception):  # the cleanup must not hide why it failed
+            await client.indices.delete(index=new, ignore_unavailable=True)
+        raise
+    if delete_old:
+        try:
+            await client.indices.delete(index=old)
+        except Exception as exc:
+            raise IndexError_(
+                f"{new} now serves, but deleting {old} failed: {explain(exc, index.settings)}"
+            ) from exc
+    return ReindexReport(old, new, chunks, documents, reembed, delete_old)
+
+
+async def _copy(
+    index: ElasticsearchIndex,
+    old: str,
+    new: str,
+    reembed: bool,
+    total: int,
+    on_progress: Callable[[int, int], None] | None,
+) -> tuple[int, int]:
+    page: list[dict[str, Any]] = []
+    counts = [0, 0, 0]  # chunks, documents, done
+
+    async def flush() -> None:
+        # Re-embed for a new embedder, and wherever the server left vectors out of `_source`.
+        chunk_hits = [
+            h
+            for h in page
+            if h["_source"].get("kind") == CHUNK and (reembed or "embedding" not in h["_source"])
+        ]
+        if chunk_hits:
+            texts = [embedding_text(chunk_from_source(h["_source"])) for h in chunk_hits]
+            vectors = await index.embedder.embed_documents(texts)
+            for hit, vector in zip(chunk_hits, vectors, strict=True):
+                hit["_source"]["embedding"] = [float(x) for x in vector]
+        actions = [
+            {"_op_type": "index", "_index": new, "_id": h["_id"], "_source": h["_source"]}
+            for h in page
+        ]
+        _, errors = await helpers.async_bulk(
+            index.slow_client,
+            actions,
+            chunk_size=index.settings.bulk_chunk_size,
+            max_retries=index.settings.bulk_max_retries,
+            initial_backoff=index.settings.bulk_initial_backoff_s,
+            raise_on_error=False,
+        )
+        if isinstance(errors, list) and errors:
+            raise IndexError_(f"copying into {new} failed for {len(errors)} entries: {errors[0]}")
+        for h in page:
+            counts[0 if h["_source"].get("kind") == CHUNK else 1] += 1
+        counts[2] += len(page)
+        page.clear()
+        if on_progress is not None:
+            on_progress(counts[2], total)
+
+    async for hit in index.scan({"match_all": {}}, index=old):
+        page.append(hit)
+        if len(page) >= index.settings.scan_page_size:
+            await flush()
+    if page:
+        await flush()
+    return counts[0], counts[1]

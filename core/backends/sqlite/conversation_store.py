@@ -1,0 +1,63 @@
+"""Earlier turns of each conversation, so a follow-up is understood without repeating context.
+
+Kept by us, not fetched from the platform: Slack allows non-Marketplace apps one
+`conversations.replies` call a minute, and a restart must not make the bot forget a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Protocol
+
+from core.domain.conversation import Turn
+from core.sqlite import connect_store
+
+
+class ConversationStore(Protocol):
+    async def recent(self, key: str, limit: int) -> list[Turn]:
+        """The last `limit` turns of the conversation, oldest first."""
+
+    async def append(self, key: str, turn: Turn) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class SqliteConversationStore:
+    def __init__(self, path: Path, busy_timeout_ms: int) -> None:
+        self._lock = threading.Lock()
+        self._db = connect_store(path, busy_timeout_ms)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS turns (id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+            " question TEXT NOT NULL, answer TEXT NOT NULL, created_at REAL NOT NULL)"
+        )
+        self._db.execute("CREATE INDEX IF NOT EXISTS turns_by_key ON turns (key, id)")
+
+    def _recent(self, key: str, limit: int) -> list[Turn]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT question, answer FROM turns WHERE key = ? ORDER BY id DESC LIMIT ?",
+                (key, limit),
+            ).fetchall()
+        return [Turn(q, a) for q, a in reversed(rows)]
+
+    def _append(self, key: str, turn: Turn) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO turns (key, question, answer, created_at) VALUES (?, ?, ?, ?)",
+                (key, turn.question, turn.answer, time.time()),
+            )
+
+    async def recent(self, key: str, limit: int) -> list[Turn]:
+        if limit <= 0:
+            return []
+        return await asyncio.to_thread(self._recent, key, limit)
+
+    async def append(self, key: str, turn: Turn) -> None:
+        await asyncio.to_thread(self._append, key, turn)
+
+    async def close(self) -> None:
+        with self._lock:
+            self._db.close()

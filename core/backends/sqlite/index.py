@@ -1,0 +1,489 @@
+"""The embedded index: one SQLite file with FTS5 for BM25 and the vectors beside each chunk.
+
+Why this shape:
+- WAL mode lets any number of readers search while one writer ingests; each document is written
+  in one `BEGIN IMMEDIATE` transaction, so readers see a document either whole or not at all.
+- Vectors are searched exactly (brute force) from an in-memory matrix loaded from the file: for
+  the sizes one machine serves (tens of thousands of chunks) a matrix product takes milliseconds,
+  needs no extension and never misses a neighbour. The matrix is reloaded only when the
+  `generation` counter, bumped by every write, has moved.
+- All SQLite and numpy work runs in worker threads (`asyncio.to_thread`) so a search never blocks
+  the event loop that acknowledges platform events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from core.backends.sqlite.query_terms import fts_or_expression, query_terms, within_postings_budget
+from core.config import SearchSettings
+from core.domain.documents import (
+    Chunk,
+    DocumentRecord,
+    IndexStats,
+    SearchFilters,
+    SearchHit,
+    SearchMode,
+)
+from core.index import DocumentWrite, IndexError_, check_vectors, checked_query
+from core.search.embedder import Embedder, Vectors
+from core.search.fusion import Ranked, reciprocal_rank_fusion
+
+SCHEMA_VERSION = "1"
+_KEYWORD_SEPARATOR = "\n"
+_MAX_QUERY_TERMS = 64
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    title TEXT NOT NULL,
+    url TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    chunk_count INTEGER NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    doc_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    title TEXT NOT NULL,
+    heading TEXT NOT NULL,
+    url TEXT NOT NULL,
+    text TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    learned INTEGER NOT NULL DEFAULT 0,
+    keywords TEXT NOT NULL DEFAULT '',
+    embedding BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (doc_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
+    title, heading, text, keywords,
+    content = 'chunks', content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, title, heading, text, keywords)
+    VALUES (new.id, new.title, new.heading, new.text, new.keywords);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, title, heading, text, keywords)
+    VALUES ('delete', old.id, old.title, old.heading, old.text, old.keywords);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, title, heading, text, keywords)
+    VALUES ('delete', old.id, old.title, old.heading, old.text, old.keywords);
+    INSERT INTO chunks_fts (rowid, title, heading, text, keywords)
+    VALUES (new.id, new.title, new.heading, new.text, new.keywords);
+END;
+"""
+
+_CHUNK_COLUMNS = (
+    "id, chunk_id, doc_id, source, title, heading, url, text, position, learned, keywords"
+)
+
+
+@dataclass(slots=True)
+class _VectorTable:
+    """The in-memory copy of every chunk's vector, with the columns filters need."""
+
+    generation: int
+    ids: npt.NDArray[np.int64]
+    matrix: npt.NDArray[np.float32]
+    doc_ids: npt.NDArray[np.object_]
+    sources: npt.NDArray[np.object_]
+    learned: npt.NDArray[np.bool_]
+
+
+class SqliteIndex:
+    def __init__(self, path: Path, embedder: Embedder, settings: SearchSettings) -> None:
+        self._path = path
+        self._embedder = embedder
+        self._settings = settings
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._vector_lock = threading.Lock()
+        self._vectors: _VectorTable | None = None
+        self._df_lock = threading.Lock()
+        self._df_cache: tuple[int, dict[str, int]] = (-1, {})
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._init_schema()
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    @property
+    def location(self) -> str:
+        """Where the chunks live, for messages: the database file."""
+        return str(self._path)
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout={int(self._settings.busy_timeout_ms)}")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        with self._connections_lock:
+            self._connections.append(db)
+        return db
+
+    def _reader(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connect()
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction at a time; it bumps `generation` so readers reload vectors."""
+        with self._write_lock:
+            db = self._reader()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute(
+                    "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _init_schema(self) -> None:
+        try:
+            with self._write() as db:
+                for statement in _statements():
+                    db.execute(statement)
+                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+                wanted = {
+                    "schema_version": SCHEMA_VERSION,
+                    "embedder": self._embedder.model_id,
+                    "dimensions": str(self._embedder.dimensions),
+                }
+                for key, value in wanted.items():
+                    if key not in meta:
+                        db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+                    elif meta[key] != value:
+                        raise IndexError_(
+                            f"{self._path} was built with {key}={meta[key]!r}, but this bot uses "
+                            f"{value!r}; delete the file and ingest again"
+                        )
+                db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')")
+        except sqlite3.DatabaseError as exc:
+            raise IndexError_(f"can't open the index at {self._path}: {exc}") from exc
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _replace_document(
+        self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
+    ) -> None:
+        check_vectors(chunks, vectors, self._embedder.dimensions)
+        rows = [
+            (
+                c.chunk_id,
+                c.doc_id,
+                c.source,
+                c.title,
+                c.heading,
+                c.url,
+                c.text,
+                c.position,
+                int(c.learned),
+                _KEYWORD_SEPARATOR.join(c.keywords),
+                np.asarray(v, dtype=np.float32).tobytes(),
+            )
+            for c, v in zip(chunks, vectors, strict=True)
+        ]
+        with self._write() as db:
+            db.execute("DELETE FROM chunks WHERE doc_id = ?", (record.doc_id,))
+            db.executemany(
+                "INSERT INTO chunks (chunk_id, doc_id, source, title, heading, url, text,"
+                " position, learned, keywords, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO documents"
+                " (doc_id, source, title, url, checksum, chunk_count, updated_at)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (
+                    record.doc_id,
+                    record.source,
+                    record.title,
+                    record.url,
+                    record.checksum,
+                    len(chunks),
+                    time.time(),
+                ),
+            )
+
+    def _delete_document(self, doc_id: str) -> int:
+        with self._write() as db:
+            deleted = db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,)).rowcount
+            db.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
+        return int(deleted)
+
+    async def replace_document(
+        self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
+    ) -> None:
+        await asyncio.to_thread(self._replace_document, record, chunks, vectors)
+
+    async def write_documents(self, writes: Sequence[DocumentWrite]) -> dict[str, str]:
+        """One transaction per document, so a failure never takes its neighbours with it."""
+        failed: dict[str, str] = {}
+        for w in writes:
+            try:
+                await self.replace_document(w.record, w.chunks, w.vectors)
+            except (ValueError, sqlite3.Error) as exc:
+                failed[w.record.doc_id] = str(exc)
+        return failed
+
+    async def delete_document(self, doc_id: str) -> int:
+        return await asyncio.to_thread(self._delete_document, doc_id)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _documents(self) -> dict[str, DocumentRecord]:
+        rows = self._reader().execute(
+            "SELECT doc_id, source, title, url, checksum, chunk_count FROM documents"
+        )
+        return {r[0]: DocumentRecord(*r) for r in rows}
+
+    async def documents(self) -> dict[str, DocumentRecord]:
+        return await asyncio.to_thread(self._documents)
+
+    def _stats(self) -> IndexStats:
+        db = self._reader()
+        stats = IndexStats()
+        stats.documents = int(db.execute("SELECT count(*) FROM documents").fetchone()[0])
+        for source, count, learned in db.execute(
+            "SELECT source, count(*), sum(learned) FROM chunks GROUP BY source"
+        ):
+            stats.sources[source] = int(count)
+            stats.chunks += int(count)
+            stats.learned_chunks += int(learned or 0)
+        return stats
+
+    async def stats(self) -> IndexStats:
+        return await asyncio.to_thread(self._stats)
+
+    def _vector_table(self) -> _VectorTable:
+        db = self._reader()
+        with self._vector_lock:
+            db.execute("BEGIN")
+            try:
+                generation = int(
+                    db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
+                )
+                if self._vectors is None or self._vectors.generation != generation:
+                    self._vectors = self._load_vectors(db, generation)
+            finally:
+                db.execute("COMMIT")
+            return self._vectors
+
+    def _load_vectors(self, db: sqlite3.Connection, generation: int) -> _VectorTable:
+        rows = db.execute(
+            "SELECT id, doc_id, source, learned, embedding FROM chunks ORDER BY id"
+        ).fetchall()
+        dims = self._embedder.dimensions
+        matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32)
+        return _VectorTable(
+            generation=generation,
+            ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+            matrix=matrix.reshape(len(rows), dims),
+            doc_ids=np.array([r[1] for r in rows], dtype=object),
+            sources=np.array([r[2] for r in rows], dtype=object),
+            learned=np.fromiter((bool(r[3]) for r in rows), dtype=np.bool_, count=len(rows)),
+        )
+
+    def _vector_side(
+        self, query_vector: Vectors, filters: SearchFilters, limit: int
+    ) -> list[Ranked]:
+        table = self._vector_table()
+        if not len(table.ids):
+            return []
+        scores = table.matrix @ query_vector
+        if not filters.is_empty():
+            mask = np.ones(len(table.ids), dtype=np.bool_)
+            if filters.sources:
+                mask &= np.isin(table.sources, filters.sources)
+            if filters.doc_ids:
+                mask &= np.isin(table.doc_ids, filters.doc_ids)
+            if filters.learned is not None:
+                mask &= table.learned == filters.learned
+            scores = np.where(mask, scores, -np.inf)
+        limit = min(limit, len(scores))
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [Ranked(str(table.ids[i]), float(scores[i])) for i in top if scores[i] > -np.inf]
+
+    def _document_frequencies(self, db: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+        """How many chunks contain each term, cached until the next write."""
+        generation = int(
+            db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
+        )
+        with self._df_lock:
+            if self._df_cache[0] != generation:
+                self._df_cache = (generation, {})
+            cache = self._df_cache[1]
+            missing = [t for t in terms if t not in cache]
+        found = {
+            t: int(
+                db.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (f'"{t}"',)
+                ).fetchone()[0]
+            )
+            for t in missing
+        }
+        with self._df_lock:
+            if self._df_cache[0] == generation:
+                self._df_cache[1].update(found)
+        return {t: cache.get(t, found.get(t, 0)) for t in terms}
+
+    def _bm25_side(self, query: str, filters: SearchFilters, limit: int) -> list[Ranked]:
+        db = self._reader()
+        terms = query_terms(query, _MAX_QUERY_TERMS)
+        budget = self._settings.bm25_max_postings
+        if terms and budget:
+            terms = within_postings_budget(terms, self._document_frequencies(db, terms), budget)
+        if not terms:
+            return []
+        w = self._settings.bm25_columns
+        where, params = _filter_sql(filters)
+        # Without filters, no join: FTS5 alone ranks more than twice as fast.
+        rows = db.execute(
+            "SELECT rowid, bm25(chunks_fts, ?, ?, ?, ?) AS s FROM chunks_fts"  # noqa: S608 (fixed SQL fragments, values bound)
+            f" WHERE chunks_fts MATCH ? {where} ORDER BY s LIMIT ?",
+            (w.title, w.heading, w.text, w.keywords, fts_or_expression(terms), *params, limit),
+        ).fetchall()
+        # FTS5's bm25() is negative, lower is better; flip it so larger means better everywhere.
+        return [Ranked(str(r[0]), -float(r[1])) for r in rows]
+
+    def _fuse(
+        self, bm25: list[Ranked], vector: list[Ranked], k: int, mode: SearchMode
+    ) -> list[SearchHit]:
+        s = self._settings
+        fused = reciprocal_rank_fusion(
+            bm25,
+            vector,
+            k=s.rrf_k,
+            bm25_weight=s.bm25_weight if mode is SearchMode.HYBRID else 1.0,
+            vector_weight=s.vector_weight if mode is SearchMode.HYBRID else 1.0,
+        )[:k]
+        chunks = self._chunks_by_id([int(f.key) for f in fused])
+        return [
+            SearchHit(
+                chunk=chunks[int(f.key)],
+                score=f.score,
+                bm25_rank=f.bm25_rank,
+                bm25_score=f.bm25_score,
+                vector_rank=f.vector_rank,
+                vector_score=f.vector_score,
+            )
+            for f in fused
+            if int(f.key) in chunks  # deleted by a writer between ranking and fetching
+        ]
+
+    def _chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self._reader().execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})",  # noqa: S608 (placeholders)
+            ids,
+        )
+        return {
+            r[0]: Chunk(
+                chunk_id=r[1],
+                doc_id=r[2],
+                source=r[3],
+                title=r[4],
+                heading=r[5],
+                url=r[6],
+                text=r[7],
+                position=r[8],
+                learned=bool(r[9]),
+                keywords=tuple(k for k in r[10].split(_KEYWORD_SEPARATOR) if k),
+            )
+            for r in rows
+        }
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: SearchMode = SearchMode.HYBRID,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
+        query = checked_query(query, k, self._settings.max_query_chars)
+        if not query.strip():
+            return []
+        filters = filters or SearchFilters()
+        vector = await self._embedder.embed_query(query) if mode is not SearchMode.BM25 else None
+        return await asyncio.to_thread(self._search, query, vector, k, mode, filters)
+
+    def _search(
+        self,
+        query: str,
+        query_vector: Vectors | None,
+        k: int,
+        mode: SearchMode,
+        filters: SearchFilters,
+    ) -> list[SearchHit]:
+        limit = max(self._settings.candidates, k)
+        bm25 = self._bm25_side(query, filters, limit) if mode is not SearchMode.VECTOR else []
+        vector = self._vector_side(query_vector, filters, limit) if query_vector is not None else []
+        return self._fuse(bm25, vector, k, mode)
+
+    async def close(self) -> None:
+        with self._connections_lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+
+
+def _statements() -> list[str]:
+    """The schema split into statements (executescript would commit our open transaction)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in _SCHEMA.strip().splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    return statements
+
+
+def _filter_sql(filters: SearchFilters) -> tuple[str, list[object]]:
+    clauses: list[str] = []
+    params: list[object] = []
+    if filters.sources:
+        clauses.append(f"source IN ({','.join('?' * len(filters.sources))})")
+        params.extend(filters.sources)
+    if filters.doc_ids:
+        clauses.append(f"doc_id IN ({','.join('?' * len(filters.doc_ids))})")
+        params.extend(filters.doc_ids)
+    if filters.learned is not None:
+        clauses.append("learned = ?")
+        params.append(int(filters.learned))
+    if not clauses:
+        return "", params
+    subquery = f"SELECT id FROM chunks WHERE {' AND '.join(clauses)}"  # noqa: S608 (fixed clauses)
+    return f" AND rowid IN ({subquery})", params

@@ -1,0 +1,271 @@
+"""Learned keywords: what the model saved after a web search, and what each keyword is tied to.
+
+A keyword is one row however many questions produced it; each (learned document, question)
+that produced it is an association of its own. Saving is safe when many answers save the same
+keyword at once: the keyword is created by exactly one of them, and every association lands,
+because associations never overwrite each other (one record each) and counters are updated by
+the store itself, not read-modify-write in our code.
+
+Beside the keywords the store keeps each learned document's record (the web sources it was
+made from, the question that caused it, when it was created and last used, how often): the
+index holds what search needs, this holds what pruning needs to rewrite or drop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from core.learning.perplexity import WebSource
+from core.sqlite import connect_store
+
+MIN_KEYWORD_CHARS = 2
+MAX_KEYWORD_CHARS = 50
+_SPACES = re.compile(r"\s+")
+
+
+class InvalidKeyword(ValueError):
+    """The message says what to change, so a model can correct its call."""
+
+
+def normalise_keyword(raw: str) -> str:
+    """Trimmed, case-folded, single-spaced; refused when too short, too long or with controls."""
+    if any(unicodedata.category(ch) == "Cc" and ch not in " \t\n" for ch in raw):
+        raise InvalidKeyword(f"keyword {raw!r} contains control characters; remove them")
+    keyword = _SPACES.sub(" ", raw).strip().casefold()
+    if not keyword:
+        raise InvalidKeyword("a keyword can't be empty")
+    if not MIN_KEYWORD_CHARS <= len(keyword) <= MAX_KEYWORD_CHARS:
+        raise InvalidKeyword(
+            f"keyword {keyword!r} has {len(keyword)} characters; use "
+            f"{MIN_KEYWORD_CHARS} to {MAX_KEYWORD_CHARS} (a specific term, not a sentence)"
+        )
+    return keyword
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedKeyword:
+    keyword: str
+    associations: int
+    uses: int
+    created_at: float
+    last_used_at: float | None
+    last_saved_at: float | None = None  # the newest association: a re-save is activity too
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedDocument:
+    """One web search's result as the bot remembers it; `keywords` are its current links."""
+
+    doc_id: str
+    question: str
+    query: str
+    sources: tuple[WebSource, ...]
+    created_at: float
+    last_used_at: float | None = None
+    uses: int = 0
+    keywords: tuple[str, ...] = ()
+
+
+def sources_json(sources: Sequence[WebSource]) -> str:
+    return json.dumps([asdict(s) for s in sources])
+
+
+def sources_from(raw: Any) -> tuple[WebSource, ...]:
+    items = json.loads(raw) if isinstance(raw, str) else raw
+    return tuple(WebSource(str(i["url"]), str(i["title"]), str(i["text"])) for i in items)
+
+
+class KeywordStore(Protocol):
+    async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
+        """Save `keyword` (already normalised) for a learned document and the question."""
+
+    async def get(self, keyword: str) -> LearnedKeyword | None: ...
+
+    async def all(self) -> list[LearnedKeyword]: ...
+
+    async def record_use(self, keywords: list[str]) -> None:
+        """One more use of each keyword, now (its learned knowledge was cited)."""
+
+    async def add_document(self, document: LearnedDocument) -> None:
+        """Remember a learned document; one that exists already is left as it is."""
+
+    async def documents(self) -> list[LearnedDocument]:
+        """Every learned document, each with the keywords linked to it now."""
+
+    async def document(self, doc_id: str) -> LearnedDocument | None: ...
+
+    async def record_document_use(self, doc_ids: list[str]) -> None:
+        """One more use of each learned document, now."""
+
+    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
+        """Forget these keywords' associations made up to `saved_before`, and the keywords left
+        with none (one saved again meanwhile keeps its new association)."""
+
+    async def remove_document(self, doc_id: str) -> None:
+        """Forget a learned document and its associations."""
+
+    async def close(self) -> None: ...
+
+
+_Step = tuple[str, list[tuple[object, ...]]]
+
+
+class SqliteKeywordStore:
+    def __init__(self, path: Path, busy_timeout_ms: int) -> None:
+        self._lock = threading.Lock()
+        self._db = connect_store(path, busy_timeout_ms)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS keywords (keyword TEXT PRIMARY KEY,"
+            " created_at REAL NOT NULL, last_used_at REAL, uses INTEGER NOT NULL DEFAULT 0)"
+        )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS keyword_links (keyword TEXT NOT NULL, doc_id TEXT NOT NULL,"
+            " question TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (keyword, doc_id, question))"
+        )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS learned_documents (doc_id TEXT PRIMARY KEY,"
+            " question TEXT NOT NULL, query TEXT NOT NULL, sources TEXT NOT NULL,"
+            " created_at REAL NOT NULL, last_used_at REAL, uses INTEGER NOT NULL DEFAULT 0)"
+        )
+
+    def _transaction(self, *steps: _Step) -> None:
+        """Every step (a statement and its rows) in one transaction: all land or none."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, rows in steps:
+                    self._db.executemany(sql, rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    async def _write(self, *steps: _Step) -> None:
+        await asyncio.to_thread(self._transaction, *steps)
+
+    def _rows(self, where: str, params: tuple[object, ...]) -> list[LearnedKeyword]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT k.keyword, count(l.keyword), k.uses, k.created_at, k.last_used_at,"  # noqa: S608 (fixed clauses)
+                " max(l.at)"
+                f" FROM keywords k LEFT JOIN keyword_links l ON l.keyword = k.keyword {where}"
+                " GROUP BY k.keyword ORDER BY k.keyword",
+                params,
+            ).fetchall()
+        return [LearnedKeyword(r[0], int(r[1]), int(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+
+    def _documents(self, where: str = "", params: tuple[object, ...] = ()) -> list[LearnedDocument]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT doc_id, question, query, sources, created_at, last_used_at, uses"  # noqa: S608 (fixed clauses)
+                f" FROM learned_documents {where} ORDER BY created_at, doc_id",
+                params,
+            ).fetchall()
+            links = self._db.execute(
+                f"SELECT DISTINCT doc_id, keyword FROM keyword_links {where} ORDER BY keyword",  # noqa: S608 (fixed clauses)
+                params,
+            ).fetchall()
+        keywords: dict[str, list[str]] = {}
+        for doc_id, keyword in links:
+            keywords.setdefault(doc_id, []).append(keyword)
+        return [
+            LearnedDocument(
+                doc_id=r[0],
+                question=r[1],
+                query=r[2],
+                sources=sources_from(r[3]),
+                created_at=float(r[4]),
+                last_used_at=r[5],
+                uses=int(r[6]),
+                keywords=tuple(keywords.get(r[0], ())),
+            )
+            for r in rows
+        ]
+
+    async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
+        now = time.time()
+        await self._write(
+            (
+                "INSERT OR IGNORE INTO keywords (keyword, created_at) VALUES (?, ?)",
+                [(keyword, now)],
+            ),
+            (
+                "INSERT OR IGNORE INTO keyword_links (keyword, doc_id, question, at)"
+                " VALUES (?, ?, ?, ?)",
+                [(keyword, doc_id, question, now)],
+            ),
+        )
+
+    async def get(self, keyword: str) -> LearnedKeyword | None:
+        found = await asyncio.to_thread(self._rows, "WHERE k.keyword = ?", (keyword,))
+        return found[0] if found else None
+
+    async def all(self) -> list[LearnedKeyword]:
+        return await asyncio.to_thread(self._rows, "", ())
+
+    async def record_use(self, keywords: list[str]) -> None:
+        now = time.time()
+        await self._write(
+            (
+                "UPDATE keywords SET uses = uses + 1, last_used_at = ? WHERE keyword = ?",
+                [(now, k) for k in keywords],
+            )
+        )
+
+    async def add_document(self, document: LearnedDocument) -> None:
+        d = document
+        await self._write(
+            (
+                "INSERT OR IGNORE INTO learned_documents (doc_id, question, query, sources,"
+                " created_at) VALUES (?, ?, ?, ?, ?)",
+                [(d.doc_id, d.question, d.query, sources_json(d.sources), d.created_at)],
+            )
+        )
+
+    async def documents(self) -> list[LearnedDocument]:
+        return await asyncio.to_thread(self._documents)
+
+    async def document(self, doc_id: str) -> LearnedDocument | None:
+        found = await asyncio.to_thread(self._documents, "WHERE doc_id = ?", (doc_id,))
+        return found[0] if found else None
+
+    async def record_document_use(self, doc_ids: list[str]) -> None:
+        now = time.time()
+        await self._write(
+            (
+                "UPDATE learned_documents SET uses = uses + 1, last_used_at = ? WHERE doc_id = ?",
+                [(now, d) for d in doc_ids],
+            )
+        )
+
+    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
+        await self._write(
+            (
+                "DELETE FROM keyword_links WHERE keyword = ? AND at <= ?",
+                [(k, saved_before) for k in keywords],
+            ),
+            (
+                "DELETE FROM keywords WHERE keyword = ? AND NOT EXISTS"
+                " (SELECT 1 FROM keyword_links l WHERE l.keyword = keywords.keyword)",
+                [(k,) for k in keywords],
+            ),
+        )
+
+    async def remove_document(self, doc_id: str) -> None:
+        await self._write(
+            ("DELETE FROM keyword_links WHERE doc_id = ?", [(doc_id,)]),
+            ("DELETE FROM learned_documents WHERE doc_id = ?", [(doc_id,)]),
+        )
+
+    async def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,118 @@
+"""End-to-end answer quality: ask every question through the engine, score the citations.
+
+The citation hit rate is the share of questions whose answer cites at least one gold passage:
+what a user clicking the first link experiences. With a model judge (a real key), answers are
+also graded against the dataset's reference answers.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from core.answer.engine import AnswerEngine
+from core.domain.conversation import ChannelKind, Question
+from core.evaluation.retrieval import Dataset, beir_url
+
+
+class Judge(Protocol):
+    async def is_correct(self, question: str, reference: str, answer: str) -> bool: ...
+
+
+JUDGE_PROMPT = """\
+Grade an answer against a reference answer. Reply with exactly one word: CORRECT if the answer \
+states the substance of the reference without contradicting it, otherwise INCORRECT.
+
+<question>{question}</question>
+<reference>{reference}</reference>
+<answer>{answer}</answer>"""
+
+
+class ClaudeJudge:
+    def __init__(self, client: Any, model: str) -> None:
+        self._client = client
+        self._model = model
+
+    async def is_correct(self, question: str, reference: str, answer: str) -> bool:
+        prompt = JUDGE_PROMPT.format(question=question, reference=reference, answer=answer)
+        response = await self._client.messages.create(
+            model=self._model,
+            max_tokens=5,
+            messages=[{"role": "user", "content": prompt}],
+        )
+        verdict = "".join(getattr(b, "text", "") for b in response.content).strip().upper()
+        return verdict.startswith("CORRECT")
+
+
+def load_references(folder: Path) -> dict[str, str]:
+    path = folder / "answers.jsonl"
+    if not path.exists():
+        return {}
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
+    return {str(r["_id"]): str(r["answer"]) for r in rows}
+
+
+@dataclass(slots=True)
+class AnswerEvaluation:
+    questions: int = 0
+    citation_hits: int = 0
+    retrieval_hits: int = 0
+    cited_total: int = 0
+    cited_gold: int = 0
+    graded: int = 0
+    correct: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    own_ms: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, object]:
+        def rate(part: int, whole: int) -> float | None:
+            return round(part / whole, 4) if whole else None
+
+        return {
+            "questions": self.questions,
+            "citation_hit_rate": rate(self.citation_hits, self.questions),
+            "retrieval_hit_rate_same_depth": rate(self.retrieval_hits, self.questions),
+            "citation_precision": rate(self.cited_gold, self.cited_total),
+            "answer_correctness": rate(self.correct, self.graded),
+            "graded": self.graded,
+            "statuses": self.statuses,
+            "modes": self.modes,
+            "own_ms_p50": round(statistics.median(self.own_ms), 2) if self.own_ms else None,
+        }
+
+
+async def evaluate_answers(
+    engine: AnswerEngine,
+    dataset: Dataset,
+    *,
+    references: dict[str, str],
+    judge: Judge | None,
+) -> AnswerEvaluation:
+    result = AnswerEvaluation()
+    doc_of = {beir_url(doc_id): doc_id for doc_id in dataset.corpus}
+    for query_id, text in dataset.queries.items():
+        gold = dataset.qrels[query_id]
+        answer = await engine.answer(
+            Question("eval", f"eval/{dataset.name}/{query_id}", "eval", text, ChannelKind.DIRECT)
+        )
+        cited = {doc_of[c.url] for c in answer.citations if c.url in doc_of}
+        result.questions += 1
+        result.cited_total += len(cited)
+        result.cited_gold += len(cited & gold.keys())
+        result.citation_hits += bool(cited & gold.keys())
+        # What retrieval alone finds at the same depth: the documents the answer could cite.
+        depth = max(1, len(answer.citations))
+        hits = await engine.search(text)
+        top_docs = list(dict.fromkeys(h.chunk.doc_id for h in hits))[:depth]
+        result.retrieval_hits += bool(set(top_docs) & gold.keys())
+        result.statuses[answer.status.value] = result.statuses.get(answer.status.value, 0) + 1
+        result.modes[answer.mode.value] = result.modes.get(answer.mode.value, 0) + 1
+        result.own_ms.append(answer.trace.own_seconds * 1000)
+        if judge is not None and query_id in references:
+            result.graded += 1
+            result.correct += await judge.is_correct(text, references[query_id], answer.text)
+    return result

@@ -1,0 +1,152 @@
+"""Retrieval quality on BEIR-layout datasets: the numbers that say whether search got better.
+
+The corpus goes through the product's own pipeline (chunking, embedding text, index, fusion), so
+the benchmark measures what users get. A document's rank is the rank of its best chunk.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.config import IngestSettings
+from core.domain.documents import DocumentRecord, SearchMode
+from core.errors import BotError
+from core.index import SearchIndex
+from core.ingest.formats import ParsedDocument, Section
+from core.ingest.pipeline import PreparedDocument, build_chunks
+
+CUTOFFS = (10, 100)
+
+
+class DatasetError(BotError, ValueError):
+    """The folder is not a readable BEIR dataset; the message says which file and why."""
+
+
+@dataclass(slots=True)
+class Dataset:
+    name: str
+    corpus: dict[str, tuple[str, str]]  # id -> (title, text)
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, object]]:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise DatasetError(f"{path}:{number}: not JSON: {exc}") from None
+    except OSError as exc:
+        raise DatasetError(f"can't read {path}: {exc}") from None
+
+
+def load_dataset(folder: Path, limit: int | None = None) -> Dataset:
+    qrels_path = next(
+        (p for p in (folder / "qrels.tsv", folder / "qrels" / "test.tsv") if p.exists()), None
+    )
+    if qrels_path is None:
+        raise DatasetError(f"{folder}: no qrels.tsv or qrels/test.tsv")
+    qrels: dict[str, dict[str, int]] = {}
+    with qrels_path.open(encoding="utf-8") as handle:
+        for row in csv.reader(handle, delimiter="\t"):
+            if len(row) < 3 or row[0] == "query-id":
+                continue
+            if int(row[2]) > 0:
+                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    queries = {
+        str(q["_id"]): str(q["text"])
+        for q in _jsonl(folder / "queries.jsonl")
+        if str(q["_id"]) in qrels
+    }
+    if limit is not None:
+        queries = dict(list(queries.items())[:limit])
+    corpus = {
+        str(d["_id"]): (str(d.get("title") or ""), str(d.get("text") or ""))
+        for d in _jsonl(folder / "corpus.jsonl")
+    }
+    if not queries or not corpus:
+        raise DatasetError(f"{folder}: no queries with judgements, or an empty corpus")
+    return Dataset(folder.name, corpus, queries, {q: qrels[q] for q in queries})
+
+
+def beir_url(doc_id: str) -> str:
+    """The link a BEIR document gets: its id when that is a URL (as in the docs QA set)."""
+    return doc_id if doc_id.startswith(("http://", "https://")) else f"beir:{doc_id}"
+
+
+def prepared_corpus(
+    dataset: Dataset, settings: IngestSettings, source: str
+) -> Iterator[PreparedDocument]:
+    for doc_id, (title, text) in dataset.corpus.items():
+        url = beir_url(doc_id)
+        parsed = ParsedDocument(title=title, sections=[Section("", None, text)])
+        chunks = build_chunks(parsed, doc_id=doc_id, source=source, url=url, settings=settings)
+        checksum = hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()
+        record = DocumentRecord(doc_id, source, title, url, checksum, len(chunks))
+        yield PreparedDocument(record, chunks, doc_id)
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    dcg = sum((2 ** relevant.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    return len(set(ranked[:k]) & relevant.keys()) / len(relevant) if relevant else 0.0
+
+
+def mrr_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    return next((1.0 / (i + 1) for i, d in enumerate(ranked[:k]) if d in relevant), 0.0)
+
+
+@dataclass(slots=True)
+class ModeResult:
+    mode: SearchMode
+    metrics: dict[str, float] = field(default_factory=dict)
+    latency_ms_p50: float = 0.0
+    latency_ms_p95: float = 0.0
+
+
+async def evaluate(
+    index: SearchIndex, dataset: Dataset, modes: list[SearchMode]
+) -> list[ModeResult]:
+    depth = max(CUTOFFS)
+    results: list[ModeResult] = []
+    for mode in modes:
+        sums = {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
+        latencies: list[float] = []
+        for query_id, text in dataset.queries.items():
+            started = time.perf_counter()
+            # Several chunks may share a document: ask for more chunks than documents needed.
+            hits = await index.search(text, k=depth * 3, mode=mode)
+            latencies.append((time.perf_counter() - started) * 1000)
+            ranked = list(dict.fromkeys(h.chunk.doc_id for h in hits))[:depth]
+            relevant = dataset.qrels[query_id]
+            sums["ndcg@10"] += ndcg_at(ranked, relevant, 10)
+            sums["recall@10"] += recall_at(ranked, relevant, 10)
+            sums["recall@100"] += recall_at(ranked, relevant, 100)
+            sums["mrr@10"] += mrr_at(ranked, relevant, 10)
+        n = len(dataset.queries)
+        cuts = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else latencies * 19
+        results.append(
+            ModeResult(
+                mode,
+                {k: round(v / n, 4) for k, v in sums.items()},
+                latency_ms_p50=round(statistics.median(latencies), 2),
+                latency_ms_p95=round(cuts[18], 2),
+            )
+        )
+    return results

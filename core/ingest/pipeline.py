@@ -1,0 +1,337 @@
+"""The ingest pipeline: sources -> sections -> chunks -> vectors -> index, a document at a time.
+
+Why it is safe to rerun at any point:
+- a document's checksum covers its bytes, its link and everything that shapes its chunks, so an
+  unchanged document is recognised before it is even parsed, and skipped;
+- each document's checksum is written with (SQLite) or after (Elasticsearch) its chunks: a crash
+  loses at most the documents being written, and the rerun redoes exactly what is missing;
+- vectors come from the content-hash cache, so redoing work costs no embedding.
+Vectors are computed for several documents at once (the model is much faster in batches) and
+handed to the index as one batch (one bulk request on a server); failures are still per document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urldefrag
+
+import httpx
+
+from core.config import IngestSettings
+from core.domain.documents import Chunk, DocumentRecord
+from core.domain.urls import redact_url
+from core.index import DocumentWrite, IndexUnavailable, SearchIndex
+from core.ingest.chunker import split_text
+from core.ingest.formats import ParsedDocument, ParseLimits, UnreadableDocument, parse_document
+from core.ingest.sources import Skipped, SourceItem, discover, is_url, read_item
+from core.search.embedder import Embedder
+
+# Bump when parsing or chunking changes in a way that must re-chunk every document.
+PIPELINE_VERSION = "1"
+
+
+class Outcome(StrEnum):
+    ADDED = "added"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+@dataclass(slots=True)
+class IngestReport:
+    counts: dict[Outcome, int] = field(default_factory=lambda: dict.fromkeys(Outcome, 0))
+    skipped: list[Skipped] = field(default_factory=list)
+    failed: list[Skipped] = field(default_factory=list)
+    # Targets that named nothing (a typo, an empty argument): the command's error, not a skip.
+    missing: list[Skipped] = field(default_factory=list)
+    chunks_written: int = 0
+    seconds: float = 0.0
+    # What the run was asked to ingest, for the error when it held no supported file at all.
+    targets: list[str] = field(default_factory=list)
+
+    @property
+    def indexed(self) -> int:
+        """Documents now in the index from this run's targets (new, changed or unchanged)."""
+        c = self.counts
+        return c[Outcome.ADDED] + c[Outcome.UPDATED] + c[Outcome.UNCHANGED]
+
+
+@dataclass(slots=True)
+class Removal:
+    """What `remove` found for one target, and how it read it (URL, path or source label)."""
+
+    target: str
+    kind: str
+    documents: int = 0
+    chunks: int = 0
+
+
+class IngestProgress(Protocol):
+    """What a long ingest tells its user; the CLI draws a progress bar from it."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, display: str, outcome: Outcome) -> None: ...
+
+
+@dataclass(slots=True)
+class PreparedDocument:
+    record: DocumentRecord
+    chunks: list[Chunk]
+    display: str
+
+
+def document_checksum(data: bytes, *, url: str, source: str, settings: IngestSettings) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    shape = f"{PIPELINE_VERSION}|{settings.chunk_chars}|{settings.chunk_overlap_chars}"
+    return hashlib.sha256(f"{digest}|{url}|{source}|{shape}".encode()).hexdigest()
+
+
+def chunk_id(doc_id: str, position: int) -> str:
+    return f"{hashlib.sha256(doc_id.encode()).hexdigest()[:20]}-{position:05d}"
+
+
+def build_chunks(
+    parsed: ParsedDocument, *, doc_id: str, source: str, url: str, settings: IngestSettings
+) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    for section in parsed.sections:
+        link = f"{url}#{section.anchor}" if section.anchor else url
+        for text in split_text(section.text, settings.chunk_chars, settings.chunk_overlap_chars):
+            chunks.append(
+                Chunk(
+                    chunk_id=chunk_id(doc_id, len(chunks)),
+                    doc_id=doc_id,
+                    source=source,
+                    title=parsed.title,
+                    heading=section.heading,
+                    url=link,
+                    text=text,
+                    position=len(chunks),
+                )
+            )
+    return chunks
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What the model sees: the passage with its title and heading, which carry its topic."""
+    return "\n".join(part for part in (chunk.title, chunk.heading, chunk.text) if part)
+
+
+class Ingestor:
+    def __init__(
+        self,
+        index: SearchIndex,
+        embedder: Embedder,
+        settings: IngestSettings,
+        *,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._index = index
+        self._embedder = embedder
+        self._settings = settings
+        self._parse_limits = ParseLimits.from_settings(settings)
+        self._http = http
+
+    async def ingest(
+        self,
+        targets: list[str],
+        *,
+        source: str,
+        base_url: str | None = None,
+        prune: bool = False,
+        progress: IngestProgress | None = None,
+    ) -> IngestReport:
+        started = time.perf_counter()
+        report = IngestReport(targets=list(targets))
+        found = discover(targets, base_url or self._settings.base_url)
+        report.skipped.extend(found.skipped)
+        report.counts[Outcome.SKIPPED] += len(found.skipped)
+        report.missing.extend(found.missing)
+        existing = await self._index.documents()
+        if progress is not None:
+            progress.start(len(found.items))
+        prepared = self._prepare(found.items, existing, source, report, progress)
+        await self.write(prepared, existing, report, progress)
+        if prune:
+            seen = {item.doc_id for item in found.items}
+            for doc_id in sorted(existing):
+                in_scope = any(
+                    doc_id == scope or (scope.endswith("/") and doc_id.startswith(scope))
+                    for scope in found.scopes
+                )
+                if in_scope and doc_id not in seen:
+                    await self._index.delete_document(doc_id)
+                    report.counts[Outcome.DELETED] += 1
+        report.seconds = time.perf_counter() - started
+        return report
+
+    async def _prepare(
+        self,
+        items: list[SourceItem],
+        existing: dict[str, DocumentRecord],
+        source: str,
+        report: IngestReport,
+        progress: IngestProgress | None,
+    ) -> AsyncIterator[PreparedDocument]:
+        for item in items:
+            try:
+                data, fmt = await read_item(
+                    item,
+                    max_bytes=self._settings.max_file_bytes,
+                    client=self._http,
+                    deadline_s=self._settings.url_deadline_s,
+                )
+                checksum = document_checksum(
+                    data, url=item.url, source=source, settings=self._settings
+                )
+                known = existing.get(item.doc_id)
+                if known is not None and known.checksum == checksum:
+                    _count(report, progress, item.display, Outcome.UNCHANGED)
+                    continue
+                parsed = await asyncio.to_thread(
+                    parse_document,
+                    data,
+                    fmt,
+                    item.fallback_title,
+                    self._parse_limits,
+                )
+            except UnreadableDocument as exc:
+                report.skipped.append(Skipped(item.display, str(exc)))
+                _count(report, progress, item.display, Outcome.SKIPPED)
+                continue
+            chunks = build_chunks(
+                parsed, doc_id=item.doc_id, source=source, url=item.url, settings=self._settings
+            )
+            record = DocumentRecord(
+                item.doc_id, source, parsed.title, item.url, checksum, len(chunks)
+            )
+            yield PreparedDocument(record, chunks, item.display)
+
+    async def write(
+        self,
+        documents: AsyncIterator[PreparedDocument] | Iterable[PreparedDocument],
+        existing: dict[str, DocumentRecord],
+        report: IngestReport,
+        progress: IngestProgress | None = None,
+    ) -> None:
+        """Embed in groups of about `embed_group_chunks` chunks, write document by document."""
+        group: list[PreparedDocument] = []
+        size = 0
+        async for doc in _aiter(documents):
+            group.append(doc)
+            size += len(doc.chunks)
+            if size >= self._settings.embed_group_chunks:
+                await self._write_group(group, existing, report, progress)
+                group, size = [], 0
+        if group:
+            await self._write_group(group, existing, report, progress)
+
+    async def _write_group(
+        self,
+        group: list[PreparedDocument],
+        existing: dict[str, DocumentRecord],
+        report: IngestReport,
+        progress: IngestProgress | None,
+    ) -> None:
+        texts = [embedding_text(c) for doc in group for c in doc.chunks]
+        try:
+            vectors = await self._embedder.embed_documents(texts)
+        except Exception as exc:  # noqa: BLE001 (reported per document; the run goes on)
+            if len(group) > 1:  # one bad document must not fail the others of its group
+                for doc in group:
+                    await self._write_group([doc], existing, report, progress)
+                return
+            report.failed.append(Skipped(group[0].display, f"embedding failed: {exc}"))
+            _count(report, progress, group[0].display, Outcome.FAILED)
+            return
+        writes: list[DocumentWrite] = []
+        offset = 0
+        for doc in group:
+            writes.append(
+                DocumentWrite(doc.record, doc.chunks, vectors[offset : offset + len(doc.chunks)])
+            )
+            offset += len(doc.chunks)
+        try:
+            failures = await self._index.write_documents(writes)
+        except IndexUnavailable:
+            raise  # the server is gone: every later write would fail too; rerun to resume
+        except Exception as exc:  # noqa: BLE001 (reported per document; the run goes on)
+            failures = {doc.record.doc_id: str(exc) for doc in group}
+        for doc in group:
+            reason = failures.get(doc.record.doc_id)
+            if reason is not None:
+                report.failed.append(Skipped(doc.display, f"index write failed: {reason}"))
+                _count(report, progress, doc.display, Outcome.FAILED)
+                continue
+            report.chunks_written += len(doc.chunks)
+            outcome = Outcome.UPDATED if doc.record.doc_id in existing else Outcome.ADDED
+            _count(report, progress, doc.display, outcome)
+
+
+async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:
+    """Delete the documents each target names, to undo a wrong ingest.
+
+    A target is read as a URL (documents with that link or id, or under it when it ends in
+    `/`), else as a path when one exists there or it is written like one (the files ingested
+    from it or from under it, even if they have been deleted since), else (or when that path
+    matches nothing) as a source label."""
+    records = await index.documents()
+    removals: list[Removal] = []
+    for target in targets:
+        kind, matches = _matching(records, target)
+        removal = Removal(target, kind)
+        for doc_id in matches:
+            removal.chunks += await index.delete_document(doc_id)
+            removal.documents += 1
+            del records[doc_id]
+        removals.append(removal)
+    return removals
+
+
+def _matching(records: dict[str, DocumentRecord], target: str) -> tuple[str, list[str]]:
+    if is_url(target) or target.startswith("file:"):  # file: links are cited without --base-url
+        url = redact_url(urldefrag(target).url)
+        return "URL", [
+            r.doc_id
+            for r in records.values()
+            if url in (r.doc_id, r.url.split("#")[0])
+            or (url.endswith("/") and (r.doc_id.startswith(url) or r.url.startswith(url)))
+        ]
+    path = Path(target)
+    if target.strip() and (os.path.lexists(path) or os.sep in target or target.startswith(".")):
+        uri = path.resolve().as_uri()
+        folder = uri.rstrip("/") + "/"
+        if by_path := [d for d in records if d == uri or d.startswith(folder)]:
+            return "path", by_path
+    # A label may look like a path (`team/docs`, `.notes`): read as one it matched nothing.
+    return "source", [r.doc_id for r in records.values() if r.source == target]
+
+
+def _count(
+    report: IngestReport, progress: IngestProgress | None, display: str, outcome: Outcome
+) -> None:
+    report.counts[outcome] += 1
+    if progress is not None:
+        progress.advance(display, outcome)
+
+
+async def _aiter(
+    items: AsyncIterator[PreparedDocument] | Iterable[PreparedDocument],
+) -> AsyncIterator[PreparedDocument]:
+    if isinstance(items, AsyncIterator):
+        async for item in items:
+            yield item
+    else:
+        for item in items:
+            yield item

@@ -1,0 +1,320 @@
+"""Finding what to ingest (files, folders, URLs) and reading its bytes safely.
+
+Each item gets two identities: `doc_id`, stable wherever the bot runs from (the file's absolute
+URI or the page's URL), and `url`, the link a reader follows (the published location when a base
+URL is known, else the file URI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import ipaddress
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote, urldefrag, urlparse, urlsplit
+
+import httpx
+
+from core.domain.urls import redact_url, redact_urls_in
+from core.ingest.formats import DocumentFormat, UnreadableDocument
+
+EXTENSIONS: dict[str, DocumentFormat] = {
+    ".md": DocumentFormat.MARKDOWN,
+    ".markdown": DocumentFormat.MARKDOWN,
+    ".mdx": DocumentFormat.MARKDOWN,
+    ".html": DocumentFormat.HTML,
+    ".htm": DocumentFormat.HTML,
+    ".txt": DocumentFormat.TEXT,
+    ".text": DocumentFormat.TEXT,
+    ".rst": DocumentFormat.TEXT,
+    ".pdf": DocumentFormat.PDF,
+}
+CONTENT_TYPES: dict[str, DocumentFormat] = {
+    "text/html": DocumentFormat.HTML,
+    "application/xhtml+xml": DocumentFormat.HTML,
+    "text/markdown": DocumentFormat.MARKDOWN,
+    "text/x-markdown": DocumentFormat.MARKDOWN,
+    "text/plain": DocumentFormat.TEXT,
+    "application/pdf": DocumentFormat.PDF,
+}
+
+
+# Redirects followed per URL before it is skipped (browsers and httpx stop at 20 too).
+MAX_REDIRECTS = 20
+_FOLDER_LINK = "symlink to a folder (not followed)"
+_FILE_KINDS = {
+    stat.S_IFIFO: "named pipe",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceItem:
+    doc_id: str
+    url: str
+    display: str
+    fallback_title: str
+    path: Path | None = None
+    fmt: DocumentFormat | None = None
+    # Credentials from a URL's user:password@ part: sent with the request, never stored or shown.
+    auth: tuple[str, str] | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    display: str
+    reason: str
+
+
+@dataclass(slots=True)
+class Discovery:
+    items: list[SourceItem]
+    skipped: list[Skipped]
+    # doc_id prefixes this run speaks for: `--prune` may delete only documents under them.
+    scopes: list[str]
+    # Targets that named nothing (missing, empty): a mistake the command reports as an error.
+    missing: list[Skipped] = field(default_factory=list)
+
+
+def is_url(target: str) -> bool:
+    return urlparse(target).scheme in ("http", "https")
+
+
+def _userinfo(url: str) -> tuple[str, str] | None:
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    return unquote(parts.username), unquote(parts.password or "")
+
+
+def printable(name: str) -> str:
+    """A file name safe to show, store and embed: bytes that are not UTF-8 (kept by Python as
+    lone surrogates, which no encoder accepts) become U+FFFD."""
+    return os.fsencode(name).decode("utf-8", "replace")
+
+
+def title_from_name(name: str) -> str:
+    words = Path(name).stem.replace("_", " ").replace("-", " ").strip()
+    return words[:1].upper() + words[1:] if words else name
+
+
+def _link(path: Path, root: Path, base_url: str | None) -> str:
+    if not base_url:
+        return path.resolve().as_uri()
+    relative = path.relative_to(root).as_posix() if path != root else path.name
+    return f"{base_url.rstrip('/')}/{quote(os.fsencode(relative))}"
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` is not a regular file we may open, or None when it is one.
+
+    Decided from `stat`, before any open: opening a named pipe blocks until a writer comes, and a
+    device (`/dev/zero`) never ends."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop"
+        if path.is_symlink():
+            return "broken symlink (its target does not exist)"
+        return f"can't read: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return _FOLDER_LINK
+    return f"not a regular file ({_FILE_KINDS.get(stat.S_IFMT(mode), 'special file')})"
+
+
+def _file_item(path: Path, root: Path, base_url: str | None) -> SourceItem | Skipped:
+    display = printable(str(path))
+    fmt = EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        return Skipped(display, f"unsupported file type '{printable(path.suffix or path.name)}'")
+    if (reason := _not_a_file(path)) is not None:
+        return Skipped(display, reason)
+    return SourceItem(
+        doc_id=path.resolve().as_uri(),
+        url=_link(path, root, base_url),
+        display=display,
+        fallback_title=title_from_name(printable(path.name)),
+        path=path,
+        fmt=fmt,
+    )
+
+
+def _add(found: Discovery, item: SourceItem | Skipped) -> None:
+    if isinstance(item, SourceItem):
+        found.items.append(item)
+    else:
+        found.skipped.append(item)
+
+
+def _walk(found: Discovery, folder: Path, base_url: str | None) -> None:
+    def unlistable(exc: OSError) -> None:
+        found.skipped.append(
+            Skipped(printable(str(exc.filename)), f"can't list: {exc.strerror or exc}")
+        )
+
+    for parent, dirs, files in os.walk(folder, onerror=unlistable):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                _add(found, _file_item(Path(parent) / name, folder, base_url))
+        for name in dirs:  # os.walk lists a symlink to a folder here but does not enter it
+            if (link := Path(parent) / name).is_symlink():
+                found.skipped.append(Skipped(printable(str(link)), _FOLDER_LINK))
+
+
+def discover(targets: list[str], base_url: str | None) -> Discovery:
+    found = Discovery(items=[], skipped=[], scopes=[])
+    for target in targets:
+        if is_url(target):
+            url = redact_url(urldefrag(target).url)
+            title = title_from_name(urlparse(url).path)
+            found.items.append(SourceItem(url, url, url, title, auth=_userinfo(target)))
+            found.scopes.append(url)
+            continue
+        if not target.strip():
+            found.missing.append(Skipped(repr(target), "empty path (for this folder, say '.')"))
+            continue
+        path = Path(target)
+        try:
+            is_dir, is_file = path.is_dir(), path.is_file()
+        except OSError as exc:  # a symlink loop as the target itself, a name too long, ...
+            found.missing.append(Skipped(printable(target), f"can't read: {exc.strerror}"))
+            continue
+        if is_dir:
+            found.scopes.append(path.resolve().as_uri() + "/")
+            _walk(found, path, base_url)
+        elif is_file or path.is_symlink() or os.path.lexists(path):
+            item = _file_item(path, path.parent, base_url)
+            if isinstance(item, SourceItem):
+                found.scopes.append(item.doc_id)
+            _add(found, item)
+        else:
+            found.missing.append(Skipped(printable(target), "no such file, folder or URL"))
+    return found
+
+
+async def read_item(
+    item: SourceItem, *, max_bytes: int, client: httpx.AsyncClient | None, deadline_s: float
+) -> tuple[bytes, DocumentFormat]:
+    """The item's bytes and format; raises `UnreadableDocument` with the reason to report."""
+    if item.path is not None and item.fmt is not None:
+        return await asyncio.to_thread(_read_file, item.path, max_bytes), item.fmt
+    if client is None:
+        raise UnreadableDocument("URLs need an HTTP client")
+    try:
+        async with asyncio.timeout(deadline_s):
+            return await _fetch(item, max_bytes, client)
+    except TimeoutError:
+        raise UnreadableDocument(
+            f"did not arrive whole within {deadline_s:g} s (ingest.url_deadline_s)"
+        ) from None
+
+
+def _too_big(max_bytes: int) -> UnreadableDocument:
+    return UnreadableDocument(f"over the limit of {max_bytes:,} bytes (ingest.max_file_bytes)")
+
+
+def _read_file(path: Path, max_bytes: int) -> bytes:
+    """At most `max_bytes` of a regular file, bounded by the bytes actually read (a file can grow
+    after `stat`, and /proc files report size 0). O_NONBLOCK: a named pipe put in place since
+    discovery opens at once instead of waiting for a writer, and is then refused by `fstat`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with open(fd, "rb") as file:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                kind = _FILE_KINDS.get(stat.S_IFMT(mode), "special file")
+                raise UnreadableDocument(f"not a regular file ({kind})")
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnreadableDocument("symlink loop") from None
+        raise UnreadableDocument(f"can't read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise _too_big(max_bytes)
+    return data
+
+
+def _redirect_refused(start: httpx.URL, target: httpx.URL) -> str | None:
+    """Why a redirect from `start` (the URL the user gave) to `target` is not followed.
+
+    Only http(s); never to a link-local address (where cloud metadata endpoints answer); and
+    never from a public host into the machine's own networks (loopback, private). Hosts are
+    judged when they are IP literals or `localhost`; names are not resolved here."""
+    if target.scheme not in ("http", "https"):
+        return f"redirect to a {target.scheme or 'relative'}: URL refused"
+    if _address(target.host, "is_link_local"):
+        return f"redirect to a link-local address ({target.host}) refused"
+    if _address(target.host, "is_private") and not _address(start.host, "is_private"):
+        return f"redirect from a public host to an internal one ({target.host}) refused"
+    return None
+
+
+def _address(host: str, kind: str) -> bool:
+    """Whether `host` is an IP literal of that kind (`is_private` covers loopback too)."""
+    if host.lower() == "localhost":
+        return kind == "is_private"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return bool(getattr(address, kind))
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port: a URL's credentials go to a redirect only when all three are
+    unchanged (an https->http hop on the same host would send them in clear text)."""
+    return url.scheme, url.host, url.port
+
+
+async def _fetch(
+    item: SourceItem, max_bytes: int, client: httpx.AsyncClient
+) -> tuple[bytes, DocumentFormat]:
+    url = httpx.URL(item.url)
+    try:
+        for _ in range(MAX_REDIRECTS + 1):
+            auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
+            async with client.stream("GET", url, auth=auth, follow_redirects=False) as response:
+                if response.is_redirect:
+                    target = url.join(response.headers["location"])
+                    if (refused := _redirect_refused(httpx.URL(item.url), target)) is not None:
+                        raise UnreadableDocument(refused)
+                    url = target
+                    continue
+                return await _body(response, max_bytes, url)
+    except UnreadableDocument:
+        raise
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # ValueError: a bad Location
+        reason = f"{exc.__class__.__name__}: {exc}"
+        raise UnreadableDocument(f"can't fetch {item.url}: {redact_urls_in(reason)}") from None
+    raise UnreadableDocument(f"more than {MAX_REDIRECTS} redirects")
+
+
+async def _body(
+    response: httpx.Response, max_bytes: int, url: httpx.URL
+) -> tuple[bytes, DocumentFormat]:
+    """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb is stopped after
+    at most one network read's worth of inflation."""
+    if response.status_code >= 400:
+        raise UnreadableDocument(f"HTTP {response.status_code} from {redact_url(str(url))}")
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _too_big(max_bytes)
+    body = bytearray()
+    async for block in response.aiter_bytes():
+        body.extend(block)
+        if len(body) > max_bytes:
+            raise _too_big(max_bytes)
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    fmt = CONTENT_TYPES.get(content_type) or EXTENSIONS.get(Path(url.path).suffix.lower())
+    if fmt is None:
+        raise UnreadableDocument(f"unsupported content type '{content_type or 'none'}'")
+    return bytes(body), fmt

@@ -1,0 +1,201 @@
+"""What the bot learns from the web, kept in the knowledge base so the next person finds it there.
+
+A web search's result becomes a learned document: one chunk per web page it cites (the page's
+own URL, so a citation of learned knowledge still lands on the original page), marked learned,
+with its keywords in the BM25-searched `keywords` field. The keyword store is the source of truth
+for which keywords a document has; the index copy is rewritten from it, and re-checked after the
+write, so concurrent saves of one document converge on every keyword instead of the last
+writer's view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import structlog
+
+from core.answer.citations import defuse_pings
+from core.backends.sqlite.keyword_store import (
+    MAX_KEYWORD_CHARS,
+    InvalidKeyword,
+    KeywordStore,
+    LearnedDocument,
+    normalise_keyword,
+    sources_json,
+)
+from core.domain.documents import DocumentRecord
+from core.index import DocumentWrite, IndexError_, SearchIndex
+from core.ingest.pipeline import chunk_id, embedding_text
+from core.learning.perplexity import WebResult, WebSource, page_chunk
+from core.search.embedder import Embedder
+
+LEARNED_SOURCE = "learned"  # `source` of every learned chunk
+LEARNED_PREFIX = (
+    "learned:"  # learned document ids; never a file or URL, so ingest --prune skips them
+)
+# A document's index copy is rewritten until it matches the store; each round can only be
+# overtaken by another save that then checks again itself, so a few rounds always suffice.
+_SYNC_ROUNDS = 5
+_TITLE_PARTS = re.compile(r"\s+[-–—]\s+|\s*[|·»]\s*|:\s+")
+# Title parts that name a kind of page, not a topic: useless as keywords.
+_GENERIC = frozenset(
+    {
+        "api reference",
+        "blog",
+        "docs",
+        "documentation",
+        "faq",
+        "guide",
+        "help",
+        "help center",
+        "home",
+        "introduction",
+        "overview",
+        "reference",
+        "support",
+        "welcome",
+        "wikipedia",
+    }
+)
+log = structlog.get_logger(__name__)
+
+
+def _within_keyword_length(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_KEYWORD_CHARS else text[:MAX_KEYWORD_CHARS].rsplit(" ", 1)[0]
+
+
+def derive_keywords(results: Sequence[WebResult], limit: int) -> list[str]:
+    """Keywords taken from the result pages' titles (split at their separators), then from the
+    queries: what the loop saves itself when the model will not."""
+    candidates = [part for r in results for s in r.sources for part in _TITLE_PARTS.split(s.title)]
+    candidates += [r.query for r in results]
+    kept: list[str] = []
+    for candidate in candidates:
+        try:
+            keyword = normalise_keyword(_within_keyword_length(candidate))
+        except InvalidKeyword:
+            continue
+        if keyword not in _GENERIC and keyword not in kept:
+            kept.append(keyword)
+        if len(kept) == limit:
+            break
+    return kept
+
+
+def learned_sources(results: Sequence[WebResult]) -> tuple[WebSource, ...]:
+    """Every page of the results once, its text and title defused: stored text is shown again
+    to other people, in other channels, so it must never be able to ping anyone."""
+    seen: dict[str, WebSource] = {}
+    for result in results:
+        for source in result.sources:
+            if source.url not in seen:
+                seen[source.url] = WebSource(
+                    source.url, defuse_pings(source.title), defuse_pings(source.text)
+                )
+    return tuple(seen.values())
+
+
+def learned_doc_id(sources: Sequence[WebSource]) -> str:
+    """The same pages with the same text are one learned document, whoever found them."""
+    return LEARNED_PREFIX + hashlib.sha256(sources_json(sources).encode()).hexdigest()[:32]
+
+
+class LearnedKnowledge:
+    def __init__(self, index: SearchIndex, embedder: Embedder, store: KeywordStore) -> None:
+        self._index = index
+        self._embedder = embedder
+        self.store = store
+
+    async def learn(
+        self, *, question: str, results: Sequence[WebResult], keywords: Sequence[str]
+    ) -> str:
+        """Store the results as one learned document found by `keywords`; returns its id."""
+        sources = learned_sources(results)
+        if not sources or not keywords:
+            raise ValueError("learning needs at least one web page and one keyword")
+        document = LearnedDocument(
+            doc_id=learned_doc_id(sources),
+            question=question,
+            query="; ".join(dict.fromkeys(r.query for r in results)),
+            sources=sources,
+            created_at=time.time(),
+        )
+        await self.store.add_document(document)
+        for keyword in keywords:
+            await self.store.add(keyword, doc_id=document.doc_id, question=question)
+        await self.sync(document.doc_id)
+        log.info("knowledge_learned", pages=len(sources), keywords=len(keywords))
+        return document.doc_id
+
+    async def sync(self, doc_id: str) -> None:
+        """Make the index copy carry the store's keywords of the document (or drop it when it
+        has none left)."""
+        for _ in range(_SYNC_ROUNDS):
+            document = await self.store.document(doc_id)
+            if document is None or not document.keywords:
+                await self.drop(doc_id)
+                return
+            await self.write(document)
+            again = await self.store.document(doc_id)
+            if again is not None and again.keywords == document.keywords:
+                return
+        raise IndexError_(f"learned document {doc_id} kept changing while it was written")
+
+    async def write(self, document: LearnedDocument) -> None:
+        """The document's chunks in the index, with its keywords (vectors come from the cache
+        when only the keywords changed: keywords are not part of the embedded text)."""
+        chunks = [
+            page_chunk(
+                page,
+                chunk_id=chunk_id(document.doc_id, position),
+                doc_id=document.doc_id,
+                source=LEARNED_SOURCE,
+                position=position,
+                learned=True,
+                keywords=document.keywords,
+            )
+            for position, page in enumerate(document.sources)
+        ]
+        vectors = await self._embedder.embed_documents([embedding_text(c) for c in chunks])
+        checksum = hashlib.sha256(
+            f"{sources_json(document.sources)}|{'|'.join(document.keywords)}".encode()
+        ).hexdigest()
+        first = document.sources[0]
+        record = DocumentRecord(
+            document.doc_id, LEARNED_SOURCE, first.title, first.url, checksum, len(chunks)
+        )
+        failed = await self._index.write_documents([DocumentWrite(record, chunks, vectors)])
+        if failed:
+            raise IndexError_(f"learned document not written: {failed[document.doc_id]}")
+
+    async def drop(self, doc_id: str) -> None:
+        """Out of the index first, then out of the store: a crash in between leaves a record
+        with no index copy, which the next prune removes, never an index copy nobody tracks."""
+        await self._index.delete_document(doc_id)
+        await self.store.remove_document(doc_id)
+
+    async def record_use(self, doc_ids: Sequence[str], keywords: Sequence[str]) -> None:
+        """Learned documents were cited in an answer: they, and their keywords, were useful."""
+        await self.store.record_document_use(list(doc_ids))
+        await self.store.record_use(list(keywords))
+
+    async def drop_untracked(self) -> list[str]:
+        """Learned documents in the index that the store no longer knows (a crash between the
+        two halves of a drop): removed; returns their ids."""
+        # The index first: a document learned meanwhile has its record in the store before
+        # its index copy, so it is known by the time the store is read.
+        indexed = [d for d in await self._index.documents() if d.startswith(LEARNED_PREFIX)]
+        known = {d.doc_id for d in await self.store.documents()}
+        untracked = [doc_id for doc_id in indexed if doc_id not in known]
+        for doc_id in untracked:
+            await self._index.delete_document(doc_id)
+        return untracked
+
+    async def with_keywords(self, document: LearnedDocument, keywords: Sequence[str]) -> None:
+        """Rewrite the index copy with only `keywords` (pruning removed the others)."""
+        await self.write(replace(document, keywords=tuple(keywords)))

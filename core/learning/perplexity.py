@@ -1,0 +1,211 @@
+"""Searching the web when the knowledge base is not enough: a Perplexity-style provider.
+
+Perplexity's chat-completions API answers a query with a written summary whose sentences carry
+markers `[n]` pointing at `citations[n-1]` (URLs), plus `search_results` with each page's title.
+We turn that into one passage per cited page: the summary's sentences that cite it (else the
+page's snippet). So a claim the model takes from the web is quoted and linked to the page that
+backs it, exactly like a knowledge-base passage, instead of to a summary nobody can open.
+
+Only the model's tailored query leaves the process (validated in `core/tools.py`); nothing else
+from the conversation is sent. Everything that comes back is untrusted text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+from core.config import WebSearchSettings
+from core.domain.documents import Chunk
+from core.http_retry import RemoteFailure, RetryPolicy, post_json
+
+WEB_SOURCE = "web"  # `source` of a live web page among an answer's passages
+_MARKERS = re.compile(r"\[(\d+)\]")
+# "... limit.[1][2] Next" -> "... limit[1][2]. Next": markers join the sentence they close.
+_MARKERS_AFTER_STOP = re.compile(r"([.!?])((?:\[\d+\])+)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# What the provider is asked to do with the query. Fixed text: no conversation content.
+_INSTRUCTIONS = (
+    "Answer the search query factually and concisely from web sources. Cite every sentence "
+    "with the number of its source, like [1]."
+)
+
+
+class WebSearchError(RuntimeError):
+    """The web search failed; the message is shown to the model, which answers without it."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebSource:
+    url: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class WebResult:
+    query: str
+    sources: tuple[WebSource, ...]
+
+
+def page_chunk(
+    page: WebSource, *, chunk_id: str, doc_id: str, source: str, position: int, **extra: Any
+) -> Chunk:
+    """A web page as a passage: its own URL (no anchor: the page is the passage's home)."""
+    return Chunk(
+        chunk_id=chunk_id,
+        doc_id=doc_id,
+        source=source,
+        title=page.title,
+        heading="",
+        url=page.url,
+        text=page.text,
+        position=position,
+        **extra,
+    )
+
+
+def web_chunks(result: WebResult) -> list[Chunk]:
+    """The result's pages as passages an answer can cite, numbered like any other."""
+    return [
+        page_chunk(
+            s,
+            chunk_id=f"web:{hashlib.sha256(f'{s.url}|{s.text}'.encode()).hexdigest()[:24]}",
+            doc_id=s.url,
+            source=WEB_SOURCE,
+            position=position,
+        )
+        for position, s in enumerate(result.sources)
+    ]
+
+
+class WebSearch(Protocol):
+    async def search(self, query: str) -> WebResult: ...
+
+    async def close(self) -> None: ...
+
+
+def _web_url(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or " " in value.strip():
+        return None
+    return value.strip()
+
+
+def _fallback_title(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.netloc}{parts.path.rstrip('/')}" or url
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def parse_response(query: str, data: Any, *, max_sources: int, max_source_chars: int) -> WebResult:
+    """A Perplexity response as one passage per cited page (see the module docstring)."""
+    try:
+        content = data["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise WebSearchError("the web search service sent a malformed response") from None
+    if not isinstance(content, str):
+        raise WebSearchError("the web search service sent a malformed response")
+    raw_citations = data.get("citations") if isinstance(data, dict) else None
+    results = data.get("search_results") if isinstance(data, dict) else None
+    titles: dict[str, str] = {}
+    snippets: dict[str, str] = {}
+    listed: list[str | None] = []  # search_results' pages in order, a None where a URL is bad
+    for item in results if isinstance(results, list) else []:
+        url = _web_url(item.get("url")) if isinstance(item, dict) else None
+        listed.append(url)
+        if url is None:
+            continue
+        if isinstance(item.get("title"), str) and item["title"].strip():
+            titles[url] = item["title"].strip()
+        if isinstance(item.get("snippet"), str) and item["snippet"].strip():
+            snippets[url] = item["snippet"]
+    # Markers number `citations`; responses without it number the search results instead.
+    citations = [_web_url(c) for c in raw_citations] if isinstance(raw_citations, list) else listed
+    said: dict[str, list[str]] = {}
+    for sentence in _SENTENCE_END.split(_MARKERS_AFTER_STOP.sub(r"\2\1", content)):
+        numbers = [int(n) for n in _MARKERS.findall(sentence)]
+        plain = " ".join(_MARKERS.sub("", sentence).split())
+        if not plain:
+            continue
+        for number in dict.fromkeys(numbers):
+            if 1 <= number <= len(citations) and citations[number - 1] is not None:
+                said.setdefault(str(citations[number - 1]), []).append(plain)
+    sources: list[WebSource] = []
+    for url in dict.fromkeys(u for u in citations if u is not None):
+        text = " ".join(said.get(url, [])) or snippets.get(url, "")
+        if not text.strip():
+            continue  # a page nothing was taken from can't support a claim
+        title = titles.get(url) or _fallback_title(url)
+        sources.append(WebSource(url, _clip(title, 300), _clip(text, max_source_chars)))
+        if len(sources) == max_sources:
+            break
+    return WebResult(query, tuple(sources))
+
+
+class PerplexitySearch:
+    """The Perplexity chat-completions API over httpx, with timeouts and retries."""
+
+    def __init__(self, http: httpx.AsyncClient, settings: WebSearchSettings, api_key: str) -> None:
+        self._http = http
+        self._settings = settings
+        self._url = settings.base_url.rstrip("/") + "/chat/completions"
+        self._headers = {"Authorization": f"Bearer {api_key}"}
+
+    async def search(self, query: str) -> WebResult:
+        s = self._settings
+        body = {
+            "model": s.model,
+            "messages": [
+                {"role": "system", "content": _INSTRUCTIONS},
+                {"role": "user", "content": query},
+            ],
+        }
+        try:
+            response = await post_json(
+                self._http,
+                self._url,
+                body,
+                headers=self._headers,
+                policy=RetryPolicy(s.max_retries, s.retry_initial_s, s.retry_max_s),
+                timeout_s=s.timeout_s,
+            )
+        except RemoteFailure as exc:
+            raise WebSearchError(f"the web search service {exc}") from None
+        if response.status_code in (401, 403):
+            raise WebSearchError("the web search service refused the API key")
+        if response.status_code >= 400:
+            raise WebSearchError(f"the web search service answered HTTP {response.status_code}")
+        try:
+            data = response.json()
+        except ValueError:
+            raise WebSearchError("the web search service sent a malformed response") from None
+        return parse_response(
+            query, data, max_sources=s.max_sources, max_source_chars=s.max_source_chars
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+
+def web_search_allowed(settings: WebSearchSettings, conversation_key: str) -> bool:
+    """Whether the web may be searched for this conversation: the most specific entry of
+    `channels` (a conversation-key prefix, matched on whole segments) wins over `enabled`."""
+    best: tuple[int, bool] = (-1, settings.enabled)
+    for prefix, allowed in settings.channels.items():
+        if conversation_key == prefix or conversation_key.startswith(prefix + "/"):
+            depth = prefix.count("/")
+            if depth > best[0]:
+                best = (depth, allowed)
+    return best[1]

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from bench.common import SHARED_EVAL, bench_settings, write_result
 from bot.wiring import build_embedder, open_index
-from core.ingest.pipeline import Ingestor, Outcome
+from core.domain.documents import Outcome
+from core.ingest.pipeline import Ingestor
 
 
 def materialise_anthropic_docs(folder: Path) -> Path:

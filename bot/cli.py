@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from bot.diagnostics import Check
     from bot.wiring import Index
     from core.backends.elasticsearch.reindex import ReindexReport
-    from core.backends.sqlite.keyword_store import LearnedKeyword
     from core.domain.documents import IndexStats, SearchHit
+    from core.domain.learned import LearnedKeyword
     from core.evaluation.retrieval import Dataset
     from core.ingest.pipeline import IngestReport, Removal
     from core.learning.pruning import KeywordPruner, PruneReport
@@ -110,7 +110,7 @@ def ingest(
 def _under_run_lock(work: Coroutine[object, object, T]) -> T:
     """Runs an ingest-locked command; another holder of the lock is a refusal (exit 1), the
     same as a run that did nothing: a script must see that its work was not done."""
-    from core.run_locks import RunLockHeld
+    from core.errors import RunLockHeld
 
     try:
         return asyncio.run(work)
@@ -160,7 +160,7 @@ async def _ingest(
 
 def _ingest_problem(report: IngestReport) -> str | None:
     """The one line that makes an ingest fail, or None when it did what it was asked."""
-    from core.ingest.pipeline import Outcome
+    from core.domain.documents import Outcome
 
     if report.missing:
         named = ", ".join(f"{m.display} ({m.reason})" for m in report.missing)
@@ -178,7 +178,7 @@ def _ingest_problem(report: IngestReport) -> str | None:
 
 
 def _print_report(report: IngestReport, verbose: bool, as_json: bool = False) -> None:
-    from core.ingest.pipeline import Outcome
+    from core.domain.documents import Outcome
 
     c = report.counts
     if as_json:
@@ -446,13 +446,8 @@ async def _run_slack(socket_mode: bool, port: int | None) -> None:
     """Serve until SIGTERM or SIGINT, then let the answers in progress finish (or apologise in
     their threads) and return: the process exits 0, like `bot discord` and `bot clock`."""
     from adapters.slack.server import run_http, run_socket_mode
-    from bot.wiring import (
-        MissingSecret,
-        build_engine,
-        build_platform_state,
-        build_slack_app,
-        build_store,
-    )
+    from bot.wiring import build_engine, build_platform_state, build_slack_app, build_store
+    from core.errors import MissingSecret
 
     s = state.settings
     app_token = s.secrets.slack_app_token
@@ -571,11 +566,11 @@ async def _reindex(delete_old: bool) -> ReindexReport:
     from bot.wiring import build_embedder, build_locks, open_index
     from core.backends.elasticsearch.index import ElasticsearchIndex
     from core.backends.elasticsearch.reindex import REINDEX_LOCK, reindex
-    from core.index import IndexError_
+    from core.errors import SearchIndexError
 
     s = state.settings
     if s.search.backend != "elasticsearch":
-        raise IndexError_(
+        raise SearchIndexError(
             "reindex is for the elasticsearch backend; for SQLite, delete "
             f"{s.index_path} and run `bot ingest` again (the embedding cache makes it quick)"
         )
@@ -586,7 +581,7 @@ async def _reindex(delete_old: bool) -> ReindexReport:
     try:
         claimed = await locks.claim(REINDEX_LOCK, holder, s.elasticsearch.reindex_lock_ttl_s)
         if not claimed:
-            raise IndexError_("another reindex is running (its lock has not expired)")
+            raise SearchIndexError("another reindex is running (its lock has not expired)")
         assert isinstance(index, ElasticsearchIndex)
         with RichCountProgress(err, "Reindexing") as progress:
             return await reindex(index, delete_old=delete_old, on_progress=progress.update)
@@ -734,13 +729,13 @@ def doctor() -> None:
 async def _doctor() -> list[Check]:
     from bot.diagnostics import Check, configuration, diagnose
     from bot.wiring import build_embedder, open_index
-    from core.index import IndexError_
+    from core.errors import SearchIndexError
 
     s = state.settings
     embedder = build_embedder(s)
     try:
         index = await open_index(s, embedder, check_compatible=False)
-    except IndexError_ as exc:
+    except SearchIndexError as exc:
         return [Check("connection", False, str(exc)), *configuration(s)]
     try:
         return [*await diagnose(index, embedder), *configuration(s)]

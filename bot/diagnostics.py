@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from core.backends.sqlite.index import SqliteIndex
 from core.config import SECRET_ENV_VARS, Secrets, Settings
 from core.domain.urls import redact_url
-from core.index import IndexError_
+from core.errors import SearchIndexError
 
 if TYPE_CHECKING:
     from core.backends.elasticsearch.index import ElasticsearchIndex
-    from core.search.embedder import Embedder
+    from core.ports import Embedder
 
 # What each way of running a platform needs from the environment.
 PLATFORM_MODES: dict[str, tuple[str, ...]] = {
@@ -45,7 +45,7 @@ async def diagnose(index: SqliteIndex | ElasticsearchIndex, embedder: Embedder) 
         checks.extend(await _cluster(index))
     try:
         stats = await index.stats()
-    except IndexError_ as exc:
+    except SearchIndexError as exc:
         return [*checks, Check("index", False, str(exc))]
     sources = ", ".join(f"{k}: {v}" for k, v in sorted(stats.sources.items())) or "none"
     checks.append(
@@ -188,6 +188,6 @@ async def _cluster(index: ElasticsearchIndex) -> list[Check]:
     try:
         await index.check_compatible()
         checks.append(Check("index", True, f"{index.names.chunks} -> {current}"))
-    except IndexError_ as exc:
+    except SearchIndexError as exc:
         checks.append(Check("index", False, str(exc)))
     return checks

@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from core.ingest.pipeline import Outcome
+from core.domain.documents import Outcome
 
 _LOG_STEPS = 10
 

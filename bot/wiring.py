@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, TypeAlias
 from pydantic import SecretStr
 
 from core.backends.sqlite.index import SqliteIndex
-from core.config import ConfigError, Settings
-from core.errors import BotError
-from core.run_locks import RunLocks, SqliteRunLocks
+from core.backends.sqlite.run_locks import SqliteRunLocks
+from core.config import Settings
+from core.errors import ConfigError, MissingSecret
+from core.ports import RunLocks
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 
@@ -23,11 +24,8 @@ if TYPE_CHECKING:
     from core.answer.engine import AnswerEngine
     from core.answer.openai_compat import OpenAICompatibleAgent
     from core.backends.elasticsearch.index import ElasticsearchIndex
-    from core.backends.sqlite.conversation_store import ConversationStore
-    from core.backends.sqlite.keyword_store import KeywordStore
-    from core.backends.sqlite.platform_state import PlatformState
     from core.learning.knowledge import LearnedKnowledge
-    from core.learning.perplexity import WebSearch
+    from core.ports import ConversationStore, KeywordStore, PlatformState, WebSearch
 
 # A string, so that naming the type does not import the Elasticsearch client.
 Index: TypeAlias = "SqliteIndex | ElasticsearchIndex"
@@ -213,10 +211,6 @@ def build_engine(
         knowledge=knowledge,
         web=web,
     )
-
-
-class MissingSecret(BotError, RuntimeError):
-    """A process was started without a credential it needs; the message names the variable."""
 
 
 def _secret(value: SecretStr | None, name: str, purpose: str) -> str:

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.errors import BotError
+from core.errors import ConfigError
 
 ENV_PREFIX = "BOT_"
 ENV_NESTING = "__"
@@ -48,10 +48,6 @@ SECRET_ENV_VARS: dict[str, str] = {
 # Conventional variables of the Elasticsearch tooling, honoured when the BOT_ form is not set.
 ENV_ALIASES: dict[str, str] = {"ELASTICSEARCH_URL": "url", "ELASTICSEARCH_CLOUD_ID": "cloud_id"}
 _SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key|credentials?)$", re.I)
-
-
-class ConfigError(BotError, ValueError):
-    """A setting is missing, malformed or out of range; the message names the key."""
 
 
 class _Section(BaseModel):

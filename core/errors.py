@@ -10,3 +10,64 @@ from __future__ import annotations
 
 class BotError(Exception):
     """A failure the user can act on; the message names the setting, file or service at fault."""
+
+
+class ConfigError(BotError, ValueError):
+    """A setting is missing, malformed or out of range; the message names the key."""
+
+
+class SearchIndexError(BotError, RuntimeError):
+    """The index can't be opened or used as asked; the message says why and what to do."""
+
+
+class IndexUnavailable(SearchIndexError):
+    """The index's server can't be reached: not this document's fault, so a batch job stops."""
+
+
+class EmbedderError(BotError, RuntimeError):
+    """The embedding model can't be loaded or run; the message says what to do."""
+
+
+class DatasetError(BotError, ValueError):
+    """The folder is not a readable BEIR dataset; the message says which file and why."""
+
+
+class RunLockHeld(BotError):
+    """Someone else holds the run lock; the message says who, since when, and what to do."""
+
+
+class MissingSecret(BotError, RuntimeError):
+    """A process was started without a credential it needs; the message names the variable."""
+
+
+class ModelUnavailable(BotError, RuntimeError):
+    """The model can't be used right now (after the client's retries): fall back, don't fail."""
+
+
+class NoResponse(BotError, RuntimeError):
+    """The model was reachable but did not produce a valid answer, even when asked again."""
+
+
+class ToolsUnsupported(BotError, RuntimeError):
+    """The model ignored a forced tool call: it can't do tool use, so search for it."""
+
+
+class ToolInputError(BotError, ValueError):
+    """A tool call's input is invalid; the message is written for the model to fix its call."""
+
+
+class WebSearchError(BotError, RuntimeError):
+    """The web search failed; the message is shown to the model, which answers without it."""
+
+
+class InvalidKeyword(BotError, ValueError):
+    """The message says what to change, so a model can correct its call."""
+
+
+class UnreadableDocument(BotError, ValueError):
+    """The content can't be parsed into text; the message is the per-file skip reason."""
+
+
+class RemoteFailure(BotError):
+    """The service did not give a usable answer in any attempt; `str()` completes a sentence
+    such as "the model server ..."."""

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from core.errors import RemoteFailure
+
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # The services answer in kilobytes (a chat completion, a page of search results); a body past
 # this is a broken or hostile server, and is not read into memory.
@@ -28,11 +30,6 @@ class RetryPolicy:
     retries: int
     initial_s: float  # first wait, and the most jitter added to any wait
     max_s: float
-
-
-class RemoteFailure(Exception):
-    """The service did not give a usable answer in any attempt; `str()` completes a sentence
-    such as "the model server ..."."""
 
 
 class _Retryable(Exception):

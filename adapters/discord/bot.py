@@ -20,9 +20,8 @@ from discord import app_commands
 
 from adapters.discord.render import answer_embeds
 from core.answer.engine import AnswerEngine
-from core.backends.sqlite.conversation_store import ConversationStore
-from core.backends.sqlite.platform_state import PlatformState
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
 

@@ -29,9 +29,8 @@ from adapters.slack.render import (
     plain_messages,
 )
 from core.answer.engine import AnswerEngine
-from core.backends.sqlite.conversation_store import ConversationStore
-from core.backends.sqlite.platform_state import PlatformState
 from core.domain.conversation import Answer, ChannelKind, Question, Turn
+from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
 

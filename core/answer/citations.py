@@ -19,7 +19,7 @@ from urllib.parse import urldefrag, urlsplit
 from core.answer.tools import CitedSource
 from core.domain.conversation import Citation, SourceKind
 from core.domain.documents import SearchHit
-from core.learning.perplexity import WEB_SOURCE
+from core.domain.web import WEB_SOURCE
 
 _MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
 

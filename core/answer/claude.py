@@ -21,11 +21,12 @@ import anthropic
 import httpx2
 import jiter
 
-from core.answer.model_errors import ModelUnavailable, NoResponse, media_type, token_count
 from core.answer.prompts import RETRY_NUDGE, history_messages, system_prompt
 from core.answer.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.answer.tools import RESPOND_TOOL, RespondInput, tool_definitions
+from core.answer.wire import media_type, token_count
 from core.domain.conversation import Trace, Turn, Usage
+from core.errors import ModelUnavailable, NoResponse
 
 _CACHE = {"type": "ephemeral"}
 _EVENT_STREAM = "text/event-stream"

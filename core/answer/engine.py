@@ -18,13 +18,11 @@ import structlog
 from core.answer.citations import SourceRegistry, check_answer, finished_part
 from core.answer.claude import ClaudeAgent
 from core.answer.extractive import extractive_answer
-from core.answer.model_errors import ModelUnavailable, NoResponse, ToolsUnsupported
 from core.answer.openai_compat import OpenAICompatibleAgent
 from core.answer.prompts import format_sources
 from core.answer.tool_runner import AnswerProgress, ToolRunner
 from core.answer.tools import RespondInput
 from core.answer.web_research import WebLearning
-from core.backends.sqlite.conversation_store import ConversationStore
 from core.config import AnswerSettings
 from core.domain.conversation import (
     Answer,
@@ -37,8 +35,9 @@ from core.domain.conversation import (
     Turn,
 )
 from core.domain.documents import SearchHit
-from core.index import IndexError_, SearchIndex
+from core.errors import ModelUnavailable, NoResponse, SearchIndexError, ToolsUnsupported
 from core.learning.knowledge import LearnedKnowledge
+from core.ports import ConversationStore, SearchIndex
 
 log = structlog.get_logger(__name__)
 
@@ -155,7 +154,7 @@ class AnswerEngine:
             if answer.status is AnswerStatus.NOT_FOUND and not len(registry):
                 answer = await self._said_empty(answer, trace, question.channel_kind)
             await self._count_learned_use(answer, registry)
-        except IndexError_ as exc:  # the index or its server is down: say so, not silence
+        except SearchIndexError as exc:  # the index or its server is down: say so, not silence
             log.warning("index_unavailable", error=str(exc))
             trace.notes.append(str(exc))
             answer = Answer(INDEX_UNAVAILABLE, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE)
@@ -164,7 +163,7 @@ class AnswerEngine:
         if answer.status is not AnswerStatus.ERROR:
             try:
                 await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
-            except IndexError_ as exc:  # the answer stands; only the follow-up context is lost
+            except SearchIndexError as exc:  # the answer stands; only the follow-up context is lost
                 log.warning("turn_not_stored", error=str(exc))
         log.info(
             "answered",

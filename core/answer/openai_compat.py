@@ -16,18 +16,13 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
-from core.answer.model_errors import (
-    ModelUnavailable,
-    NoResponse,
-    ToolsUnsupported,
-    media_type,
-    token_count,
-)
 from core.answer.prompts import NO_TOOLS_PROMPT, RETRY_NUDGE, history_messages
 from core.answer.tool_runner import AnswerProgress, ToolResult, ToolRunner
 from core.answer.tools import RESPOND_TOOL, RespondInput, tool_definitions
+from core.answer.wire import media_type, token_count
 from core.domain.conversation import Trace, Turn, Usage
-from core.http_retry import RemoteFailure, RetryPolicy, post_json
+from core.errors import ModelUnavailable, NoResponse, RemoteFailure, ToolsUnsupported
+from core.http_retry import RetryPolicy, post_json
 
 
 def _function(tool: dict[str, Any]) -> dict[str, Any]:

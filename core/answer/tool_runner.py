@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import structlog
 
 from core.answer.citations import SourceRegistry
-from core.answer.model_errors import NoResponse
 from core.answer.prompts import format_sources, system_prompt
 from core.answer.tools import (
     RESPOND_TOOL,
@@ -24,14 +23,13 @@ from core.answer.tools import (
     WEB_SEARCH_TOOL,
     RespondInput,
     SearchInput,
-    ToolInputError,
     parse_tool_input,
     required_tool,
 )
 from core.answer.web_research import WebResearch
 from core.domain.conversation import ToolCall, Trace
 from core.domain.documents import SearchHit
-from core.learning.perplexity import WebSearchError
+from core.errors import NoResponse, ToolInputError, WebSearchError
 
 SearchFn = Callable[[str], Awaitable[list[SearchHit]]]
 # Receives the answer text written so far, while the model is still writing it.

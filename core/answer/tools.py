@@ -13,7 +13,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from core.backends.sqlite.keyword_store import InvalidKeyword, normalise_keyword
+from core.domain.learned import normalise_keyword
+from core.errors import InvalidKeyword, ToolInputError
 
 SEARCH_TOOL = "search_knowledge_base"
 WEB_SEARCH_TOOL = "web_search"
@@ -99,10 +100,6 @@ def required_tool(round_number: int, max_rounds: int, failures: int) -> str | No
     if round_number >= max_rounds or failures:
         return RESPOND_TOOL
     return None
-
-
-class ToolInputError(ValueError):
-    """A tool call's input is invalid; the message is written for the model to fix its call."""
 
 
 def _no_control_characters(value: str) -> str:

@@ -18,15 +18,17 @@ from core.answer.prompts import format_sources
 from core.answer.tools import (
     SAVE_KEYWORDS_TOOL,
     SaveKeywordsInput,
-    ToolInputError,
     WebSearchInput,
     parse_tool_input,
 )
 from core.config import WebSearchSettings
 from core.domain.conversation import ToolCall, Trace
 from core.domain.documents import SearchHit
+from core.domain.web import WebResult, web_chunks
+from core.errors import ToolInputError
 from core.learning.knowledge import LearnedKnowledge, derive_keywords
-from core.learning.perplexity import WebResult, WebSearch, web_chunks, web_search_allowed
+from core.learning.perplexity import web_search_allowed
+from core.ports import WebSearch
 
 # The forced save_keywords round, then once more; then the loop derives keywords itself.
 MAX_KEYWORD_REQUESTS = 2

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
 
 
 class SearchMode(StrEnum):
@@ -77,3 +81,25 @@ class IndexStats:
     chunks: int = 0
     learned_chunks: int = 0
     sources: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentWrite:
+    record: DocumentRecord
+    chunks: Sequence[Chunk]
+    vectors: Vectors
+
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Outcome(StrEnum):
+    ADDED = "added"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+Progress = Callable[[int], None]

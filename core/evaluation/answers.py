@@ -11,16 +11,12 @@ import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from core.answer.engine import AnswerEngine
 from core.domain.conversation import ChannelKind, Question
 from core.evaluation.retrieval import Dataset, beir_url
-
-
-class Judge(Protocol):
-    async def is_correct(self, question: str, reference: str, answer: str) -> bool: ...
-
+from core.ports import Judge
 
 JUDGE_PROMPT = """\
 Grade an answer against a reference answer. Reply with exactly one word: CORRECT if the answer \

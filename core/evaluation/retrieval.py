@@ -18,16 +18,12 @@ from pathlib import Path
 
 from core.config import IngestSettings
 from core.domain.documents import DocumentRecord, SearchMode
-from core.errors import BotError
-from core.index import SearchIndex
+from core.errors import DatasetError
 from core.ingest.formats import ParsedDocument, Section
 from core.ingest.pipeline import PreparedDocument, build_chunks
+from core.ports import SearchIndex
 
 CUTOFFS = (10, 100)
-
-
-class DatasetError(BotError, ValueError):
-    """The folder is not a readable BEIR dataset; the message says which file and why."""
 
 
 @dataclass(slots=True)

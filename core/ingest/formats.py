@@ -23,6 +23,7 @@ from bs4.element import NavigableString, PageElement
 from markdown_it import MarkdownIt
 
 from core.config import IngestSettings
+from core.errors import UnreadableDocument
 
 
 class DocumentFormat(StrEnum):
@@ -34,10 +35,6 @@ class DocumentFormat(StrEnum):
 
 # A parser's own error message is quoted in the skip reason up to this length.
 _DETAIL_CHARS = 200
-
-
-class UnreadableDocument(ValueError):
-    """The content can't be parsed into text; the message is the per-file skip reason."""
 
 
 @dataclass(slots=True)

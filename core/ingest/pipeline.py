@@ -18,33 +18,22 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
 from urllib.parse import urldefrag
 
 import httpx
 
 from core.config import IngestSettings
-from core.domain.documents import Chunk, DocumentRecord
+from core.domain.documents import Chunk, DocumentRecord, DocumentWrite, Outcome
 from core.domain.urls import redact_url
-from core.index import DocumentWrite, IndexUnavailable, SearchIndex
+from core.errors import IndexUnavailable, UnreadableDocument
 from core.ingest.chunker import split_text
-from core.ingest.formats import ParsedDocument, ParseLimits, UnreadableDocument, parse_document
+from core.ingest.formats import ParsedDocument, ParseLimits, parse_document
 from core.ingest.sources import Skipped, SourceItem, discover, is_url, read_item
-from core.search.embedder import Embedder
+from core.ports import Embedder, IngestProgress, SearchIndex
 
 # Bump when parsing or chunking changes in a way that must re-chunk every document.
 PIPELINE_VERSION = "1"
-
-
-class Outcome(StrEnum):
-    ADDED = "added"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-    SKIPPED = "skipped"
-    FAILED = "failed"
-    DELETED = "deleted"
 
 
 @dataclass(slots=True)
@@ -74,14 +63,6 @@ class Removal:
     kind: str
     documents: int = 0
     chunks: int = 0
-
-
-class IngestProgress(Protocol):
-    """What a long ingest tells its user; the CLI draws a progress bar from it."""
-
-    def start(self, total: int) -> None: ...
-
-    def advance(self, display: str, outcome: Outcome) -> None: ...
 
 
 @dataclass(slots=True)

@@ -19,7 +19,8 @@ from urllib.parse import quote, unquote, urldefrag, urlparse, urlsplit
 import httpx
 
 from core.domain.urls import redact_url, redact_urls_in
-from core.ingest.formats import DocumentFormat, UnreadableDocument
+from core.errors import UnreadableDocument
+from core.ingest.formats import DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
     ".md": DocumentFormat.MARKDOWN,

@@ -19,24 +19,20 @@ from dataclasses import replace
 import structlog
 
 from core.answer.citations import defuse_pings
-from core.backends.sqlite.keyword_store import (
+from core.domain.documents import DocumentRecord, DocumentWrite
+from core.domain.learned import (
+    LEARNED_PREFIX,
     MAX_KEYWORD_CHARS,
-    InvalidKeyword,
-    KeywordStore,
     LearnedDocument,
     normalise_keyword,
     sources_json,
 )
-from core.domain.documents import DocumentRecord
-from core.index import DocumentWrite, IndexError_, SearchIndex
+from core.domain.web import WebResult, WebSource, page_chunk
+from core.errors import InvalidKeyword, SearchIndexError
 from core.ingest.pipeline import chunk_id, embedding_text
-from core.learning.perplexity import WebResult, WebSource, page_chunk
-from core.search.embedder import Embedder
+from core.ports import Embedder, KeywordStore, SearchIndex
 
 LEARNED_SOURCE = "learned"  # `source` of every learned chunk
-LEARNED_PREFIX = (
-    "learned:"  # learned document ids; never a file or URL, so ingest --prune skips them
-)
 # A document's index copy is rewritten until it matches the store; each round can only be
 # overtaken by another save that then checks again itself, so a few rounds always suffice.
 _SYNC_ROUNDS = 5
@@ -144,7 +140,7 @@ class LearnedKnowledge:
             again = await self.store.document(doc_id)
             if again is not None and again.keywords == document.keywords:
                 return
-        raise IndexError_(f"learned document {doc_id} kept changing while it was written")
+        raise SearchIndexError(f"learned document {doc_id} kept changing while it was written")
 
     async def write(self, document: LearnedDocument) -> None:
         """The document's chunks in the index, with its keywords (vectors come from the cache
@@ -171,7 +167,7 @@ class LearnedKnowledge:
         )
         failed = await self._index.write_documents([DocumentWrite(record, chunks, vectors)])
         if failed:
-            raise IndexError_(f"learned document not written: {failed[document.doc_id]}")
+            raise SearchIndexError(f"learned document not written: {failed[document.doc_id]}")
 
     async def drop(self, doc_id: str) -> None:
         """Out of the index first, then out of the store: a crash in between leaves a record

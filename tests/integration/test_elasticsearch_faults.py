@@ -26,10 +26,10 @@ from core.backends.elasticsearch.reindex import REINDEX_LOCK, reindex
 from core.backends.elasticsearch.schema import hashed_id
 from core.config import Settings
 from core.domain.conversation import AnswerStatus, ChannelKind, Question
-from core.domain.documents import Chunk, DocumentRecord, SearchMode
-from core.index import DocumentWrite, IndexError_, IndexUnavailable
-from core.ingest.pipeline import Ingestor, Outcome, embedding_text
-from core.search.embedder import CachedEmbedder, Vectors
+from core.domain.documents import Chunk, DocumentRecord, DocumentWrite, Outcome, SearchMode, Vectors
+from core.errors import IndexUnavailable, SearchIndexError
+from core.ingest.pipeline import Ingestor, embedding_text
+from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO, elasticsearch_settings
 from tests.elasticsearch_emulator import NoidaServer, free_port
 from tests.fakes.elasticsearch_proxy import ElasticsearchProxy, ProxyScript
@@ -112,7 +112,7 @@ async def test_wrong_credentials_are_named(
     es = settings.elasticsearch.model_copy(update={"username": "elastic"})
     secrets = settings.secrets.model_copy(update={"elasticsearch_password": SecretStr("s3cret-pw")})
     bad = settings.model_copy(update={"elasticsearch": es, "secrets": secrets})
-    with pytest.raises(IndexError_, match="refused the credentials \\(401\\)") as caught:
+    with pytest.raises(SearchIndexError, match="refused the credentials \\(401\\)") as caught:
         await open_index(bad, embedder)
     assert "s3cret-pw" not in str(caught.value)
 
@@ -139,13 +139,13 @@ async def test_processes_starting_together_on_a_fresh_cluster_all_start(
 )
 def test_malformed_urls_are_a_clear_error(es_settings: Settings, url: str, reason: str) -> None:
     es = es_settings.elasticsearch.model_copy(update={"url": url})
-    with pytest.raises(IndexError_, match=f"elasticsearch settings: .*{reason}"):
+    with pytest.raises(SearchIndexError, match=f"elasticsearch settings: .*{reason}"):
         build_client(es, es_settings.secrets)
 
 
 def test_a_username_without_password_is_refused(es_settings: Settings) -> None:
     es = es_settings.elasticsearch.model_copy(update={"username": "elastic"})
-    with pytest.raises(IndexError_, match="ELASTICSEARCH_PASSWORD is not set"):
+    with pytest.raises(SearchIndexError, match="ELASTICSEARCH_PASSWORD is not set"):
         build_client(es, es_settings.secrets)
 
 
@@ -155,7 +155,9 @@ async def test_another_major_version_is_refused_with_the_fix(
 ) -> None:
     settings, script = proxied
     script.server_version = version
-    with pytest.raises(IndexError_, match=f"is version {version}, but this bot has the 8.x") as e:
+    with pytest.raises(
+        SearchIndexError, match=f"is version {version}, but this bot has the 8.x"
+    ) as e:
         await open_index(settings, embedder)
     assert f"elasticsearch[async]>={major},<{major + 1}" in str(e.value)
 
@@ -251,7 +253,7 @@ async def test_mapping_conflicts_are_refused(
     alias = f"{es.index_prefix}-chunks"
     try:
         await client.indices.create(index=alias)  # a plain index where the alias belongs
-        with pytest.raises(IndexError_, match="is an index, not an alias"):
+        with pytest.raises(SearchIndexError, match="is an index, not an alias"):
             await open_index(es_settings, embedder)
         await client.indices.delete(index=alias)
         await client.indices.create(
@@ -266,7 +268,7 @@ async def test_mapping_conflicts_are_refused(
             },
             aliases={alias: {}},
         )
-        with pytest.raises(IndexError_, match="mapping conflict") as caught:
+        with pytest.raises(SearchIndexError, match="mapping conflict") as caught:
             await open_index(es_settings, embedder)
         assert "embedding is keyword, expected dense_vector" in str(caught.value)
         assert "bot index reindex" in str(caught.value)
@@ -308,7 +310,7 @@ async def test_a_new_embedder_needs_a_reindex_which_swaps_the_alias(
     before = await index.documents()
     await index.close()
     other = HalfEmbedder(embedder)
-    with pytest.raises(IndexError_, match="run `bot index reindex`"):
+    with pytest.raises(SearchIndexError, match="run `bot index reindex`"):
         await open_index(es_settings, other)  # type: ignore[arg-type]
     fresh = await open_index(es_settings, other, check_compatible=False)  # type: ignore[arg-type]
     assert isinstance(fresh, ElasticsearchIndex)

@@ -24,11 +24,11 @@ from typer.testing import CliRunner
 from bench.hostile_ingest import PEAK_RSS_LIMIT_MB, build_hostile_folder
 from bot.cli import app
 from core.backends.sqlite.index import SqliteIndex
+from core.backends.sqlite.run_locks import SqliteRunLocks
 from core.config import Settings
-from core.domain.documents import DocumentRecord
+from core.domain.documents import DocumentRecord, Outcome
 from core.ingest.formats import ParsedDocument, Section
-from core.ingest.pipeline import Ingestor, Outcome, PreparedDocument, build_chunks
-from core.run_locks import SqliteRunLocks
+from core.ingest.pipeline import Ingestor, PreparedDocument, build_chunks
 from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO
 

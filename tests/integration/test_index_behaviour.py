@@ -7,7 +7,7 @@ from bot.wiring import Index
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
 from core.domain.documents import Chunk, DocumentRecord, SearchFilters, SearchMode
-from core.index import IndexError_
+from core.errors import SearchIndexError
 from core.ingest.pipeline import embedding_text
 from core.search.embedder import CachedEmbedder
 
@@ -164,14 +164,14 @@ async def test_index_built_by_another_model_is_refused(settings: Settings, embed
 
     first = SqliteIndex(settings.index_path, embedder, settings.search)
     await first.close()
-    with pytest.raises(IndexError_, match="was built with embedder="):
+    with pytest.raises(SearchIndexError, match="was built with embedder="):
         SqliteIndex(settings.index_path, OtherModel(), settings.search)  # type: ignore[arg-type]
 
 
 async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> None:
     settings.index_path.parent.mkdir(parents=True, exist_ok=True)
     settings.index_path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(IndexError_, match="can't open the index"):
+    with pytest.raises(SearchIndexError, match="can't open the index"):
         SqliteIndex(settings.index_path, embedder, settings.search)
 
 

@@ -15,8 +15,8 @@ import pytest
 from bot.wiring import Index
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.domain.documents import SearchMode
-from core.ingest.pipeline import Ingestor, Outcome
+from core.domain.documents import Outcome, SearchMode
+from core.ingest.pipeline import Ingestor
 from core.search.embedder import CachedEmbedder
 from tests.pdf_maker import make_pdf
 

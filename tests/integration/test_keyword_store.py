@@ -11,8 +11,8 @@ import time_machine
 
 from bot.wiring import Index, build_keyword_store, open_index
 from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
-from core.backends.sqlite.keyword_store import KeywordStore
 from core.config import Settings
+from core.ports import KeywordStore
 from core.search.embedder import CachedEmbedder
 
 

@@ -20,13 +20,13 @@ from bot.clock import PruneJob, build_scheduler
 from bot.wiring import Index, build_knowledge, build_locks, build_platform_state, open_index
 from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
 from core.backends.elasticsearch.schema import hashed_id
-from core.backends.sqlite.platform_state import PlatformState
 from core.config import Settings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
 from core.domain.documents import SearchFilters
+from core.domain.web import WebResult, WebSource
 from core.learning.knowledge import LearnedKnowledge
-from core.learning.perplexity import WebResult, WebSource
 from core.learning.pruning import KeywordPruner, StaleReason
+from core.ports import PlatformState
 from core.search.embedder import CachedEmbedder
 
 DAY = 86_400

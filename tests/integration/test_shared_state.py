@@ -13,11 +13,9 @@ import time_machine
 
 from bot.wiring import Index, build_locks, build_platform_state, build_store, open_index
 from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
-from core.backends.sqlite.conversation_store import ConversationStore
-from core.backends.sqlite.platform_state import PlatformState
 from core.config import Settings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, Turn
-from core.run_locks import RunLocks
+from core.ports import ConversationStore, PlatformState, RunLocks
 from core.search.embedder import CachedEmbedder
 
 TTL_S = 60.0

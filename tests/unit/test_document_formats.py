@@ -5,11 +5,11 @@ import time
 import pytest
 
 from core.config import IngestSettings
+from core.errors import UnreadableDocument
 from core.ingest.formats import (
     DocumentFormat,
     ParsedDocument,
     ParseLimits,
-    UnreadableDocument,
     parse_document,
     parse_html,
     parse_markdown,

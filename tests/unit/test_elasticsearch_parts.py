@@ -21,9 +21,9 @@ from core.backends.elasticsearch.schema import (
     doc_id_key,
     mapping_conflicts,
 )
-from core.backends.sqlite.keyword_store import InvalidKeyword, normalise_keyword
 from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings, Secrets
-from core.index import IndexError_
+from core.domain.learned import normalise_keyword
+from core.errors import InvalidKeyword, SearchIndexError
 
 
 def test_index_names_and_versions() -> None:
@@ -76,7 +76,7 @@ def test_addresses_in_messages_never_carry_credentials() -> None:
 def test_a_url_the_client_refuses_is_quoted_without_its_password(url: str) -> None:
     """The client's ValueError quotes the URL whole; neither our message nor the traceback
     that `-v` prints may carry the password."""
-    with pytest.raises(IndexError_) as caught:
+    with pytest.raises(SearchIndexError) as caught:
         build_client(ElasticsearchSettings(url=url), Secrets())
     assert (
         str(caught.value)
@@ -99,7 +99,7 @@ def test_client_errors_quoting_a_url_are_explained_without_credentials() -> None
 def test_major_version_check() -> None:
     s = ElasticsearchSettings(url="http://localhost:9200")
     assert check_major("8.15.3", s) == 8
-    with pytest.raises(IndexError_, match=r"pip install 'elasticsearch\[async\]>=9,<10'"):
+    with pytest.raises(SearchIndexError, match=r"pip install 'elasticsearch\[async\]>=9,<10'"):
         check_major("9.0.1", s)
 
 

@@ -6,13 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.search.embedder import (
-    MINILM_DIMENSIONS,
-    CachedEmbedder,
-    EmbedderError,
-    MiniLMEmbedder,
-    ModelFiles,
-)
+from core.errors import EmbedderError
+from core.search.embedder import MINILM_DIMENSIONS, CachedEmbedder, MiniLMEmbedder, ModelFiles
 from core.search.embedding_cache import EmbeddingCache
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.answer.tools import ToolInputError, WebSearchInput, parse_tool_input
+from core.answer.tools import WebSearchInput, parse_tool_input
+from core.errors import ToolInputError
 
 SECRET_REFUSAL = "looks like it contains a secret, token or key"
 

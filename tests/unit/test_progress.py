@@ -5,7 +5,7 @@ import io
 from rich.console import Console
 
 from bot.progress import RichIngestProgress
-from core.ingest.pipeline import Outcome
+from core.domain.documents import Outcome
 
 
 def test_logs_progress_lines_when_not_a_terminal() -> None:

@@ -3,14 +3,9 @@ from __future__ import annotations
 import pytest
 
 from core.answer.engine import InvalidQuestion, clean_question, within_budget
-from core.answer.tools import (
-    RespondInput,
-    SearchInput,
-    ToolInputError,
-    parse_tool_input,
-    tool_definitions,
-)
+from core.answer.tools import RespondInput, SearchInput, parse_tool_input, tool_definitions
 from core.domain.conversation import Turn
+from core.errors import ToolInputError
 
 
 @pytest.mark.parametrize(

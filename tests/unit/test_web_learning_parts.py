@@ -15,24 +15,17 @@ from core.answer.tools import (
     SEARCH_TOOL,
     WEB_SEARCH_TOOL,
     SaveKeywordsInput,
-    ToolInputError,
     WebSearchInput,
     parse_tool_input,
     tool_definitions,
 )
-from core.backends.sqlite.keyword_store import LearnedDocument, LearnedKeyword
-from core.backends.sqlite.platform_state import votes_by_learned_document
 from core.config import KeywordSettings, WebSearchSettings
-from core.learning.knowledge import LEARNED_PREFIX, derive_keywords, learned_doc_id, learned_sources
-from core.learning.perplexity import (
-    WEB_SOURCE,
-    WebResult,
-    WebSearchError,
-    WebSource,
-    parse_response,
-    web_chunks,
-    web_search_allowed,
-)
+from core.domain.feedback import votes_by_learned_document
+from core.domain.learned import LEARNED_PREFIX, LearnedDocument, LearnedKeyword
+from core.domain.web import WEB_SOURCE, WebResult, WebSource, web_chunks
+from core.errors import ToolInputError, WebSearchError
+from core.learning.knowledge import derive_keywords, learned_doc_id, learned_sources
+from core.learning.perplexity import parse_response, web_search_allowed
 from core.learning.pruning import StaleReason, stale_keywords
 
 A = "https://stripe.example/docs/webhooks"

@@ -29,7 +29,7 @@ from elasticsearch import (
 
 from core.config import ElasticsearchSettings, Secrets
 from core.domain.urls import redact_url, redact_urls_in
-from core.index import IndexError_, IndexUnavailable
+from core.errors import IndexUnavailable, SearchIndexError
 
 CLIENT_VERSION = str(elasticsearch.__dict__["__versionstr__"])
 CLIENT_MAJOR = int(CLIENT_VERSION.split(".", 1)[0])
@@ -60,7 +60,7 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
     elif settings.url:
         kwargs["hosts"] = [settings.url]
     else:
-        raise IndexError_(
+        raise SearchIndexError(
             "search.backend is elasticsearch, but neither elasticsearch.url nor "
             "elasticsearch.cloud_id is set (or ELASTICSEARCH_URL / ELASTICSEARCH_CLOUD_ID)"
         )
@@ -72,7 +72,7 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
         kwargs["api_key"] = secrets.elasticsearch_api_key.get_secret_value()
     elif settings.username:
         if secrets.elasticsearch_password is None:
-            raise IndexError_(
+            raise SearchIndexError(
                 f"elasticsearch.username is {settings.username!r} but ELASTICSEARCH_PASSWORD "
                 "is not set"
             )
@@ -84,7 +84,7 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
         return AsyncElasticsearch(**kwargs)
     except ValueError as exc:  # a URL without scheme, TLS options on http://, a bad Cloud ID
         # The client quotes an unparsable URL whole, password and all.
-        raise IndexError_(f"elasticsearch settings: {redact_urls_in(str(exc))}") from None
+        raise SearchIndexError(f"elasticsearch settings: {redact_urls_in(str(exc))}") from None
 
 
 def where(settings: ElasticsearchSettings) -> str:
@@ -94,7 +94,7 @@ def where(settings: ElasticsearchSettings) -> str:
     return redact_url(settings.url or "?")
 
 
-def explain(exc: Exception, settings: ElasticsearchSettings) -> IndexError_:
+def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError:
     """Turn a client exception into our error with a reason a person can act on (and without
     any credentials a URL in the client's message may carry)."""
     at = where(settings)
@@ -109,31 +109,33 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> IndexError_:
     if isinstance(exc, TransportConnectionError):
         return IndexUnavailable(f"can't reach Elasticsearch at {at}: {reason}")
     if isinstance(exc, AuthenticationException):
-        return IndexError_(
+        return SearchIndexError(
             f"Elasticsearch at {at} refused the credentials (401): check ELASTICSEARCH_API_KEY, "
             "or elasticsearch.username and ELASTICSEARCH_PASSWORD"
         )
     if isinstance(exc, AuthorizationException):
-        return IndexError_(
+        return SearchIndexError(
             f"Elasticsearch at {at} refused the request (403): the user or API key needs the "
             f"privileges to manage and write the bot's indices ({redact_urls_in(exc.message)})"
         )
     if isinstance(exc, UnsupportedProductError):
-        return IndexError_(f"the server at {at} is not Elasticsearch (or an unsupported build)")
+        return SearchIndexError(
+            f"the server at {at} is not Elasticsearch (or an unsupported build)"
+        )
     if isinstance(exc, ApiError):
-        return IndexError_(
+        return SearchIndexError(
             f"Elasticsearch at {at} answered {exc.meta.status}: {redact_urls_in(exc.message)}"
         )
-    return IndexError_(f"Elasticsearch at {at}: {reason}")
+    return SearchIndexError(f"Elasticsearch at {at}: {reason}")
 
 
 @contextmanager
 def explained(settings: ElasticsearchSettings) -> Iterator[None]:
-    """Any client failure inside becomes one `IndexError_` with a reason a person can act on;
+    """Any client failure inside becomes one `SearchIndexError` with a reason a person can act on;
     our own errors pass through unchanged (never wrapped twice)."""
     try:
         yield
-    except IndexError_:
+    except SearchIndexError:
         raise
     except Exception as exc:
         raise explain(exc, settings) from exc
@@ -142,7 +144,7 @@ def explained(settings: ElasticsearchSettings) -> Iterator[None]:
 def check_major(server_version: str, settings: ElasticsearchSettings) -> int:
     major = int(server_version.split(".", 1)[0])
     if major != CLIENT_MAJOR:
-        raise IndexError_(
+        raise SearchIndexError(
             f"Elasticsearch at {where(settings)} is version {server_version}, but this bot has "
             f"the {CLIENT_MAJOR}.x client ({CLIENT_VERSION}); install the "
             f"matching client: pip install 'elasticsearch[async]>={major},<{major + 1}'"

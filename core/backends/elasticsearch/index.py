@@ -46,13 +46,16 @@ from core.config import ElasticsearchSettings, SearchSettings
 from core.domain.documents import (
     Chunk,
     DocumentRecord,
+    DocumentWrite,
     IndexStats,
     SearchFilters,
     SearchHit,
     SearchMode,
+    Vectors,
 )
-from core.index import DocumentWrite, IndexError_, check_vectors, checked_query
-from core.search.embedder import Embedder, Vectors
+from core.errors import SearchIndexError
+from core.ports import Embedder
+from core.search.checks import check_vectors, checked_query
 from core.search.fusion import Ranked, reciprocal_rank_fusion
 
 log = logging.getLogger(__name__)
@@ -165,7 +168,7 @@ class ElasticsearchIndex:
         if await self.client.indices.exists(
             index=alias
         ) and not await self.client.indices.exists_alias(name=alias):
-            raise IndexError_(
+            raise SearchIndexError(
                 f"{self.names.chunks} is an index, not an alias; the bot keeps its chunks in "
                 f"versioned indices behind that alias. Rename or delete it, or set another "
                 f"elasticsearch.index_prefix"
@@ -195,14 +198,14 @@ class ElasticsearchIndex:
         wanted = (self.embedder.model_id, str(self.embedder.dimensions))
         found = (meta.get("embedder"), meta.get("dimensions"))
         if found != wanted:
-            raise IndexError_(
+            raise SearchIndexError(
                 f"{index} holds vectors of {found[0]} ({found[1]} dimensions), but this bot "
                 f"embeds with {wanted[0]} ({wanted[1]}); run `bot index reindex` to build a "
                 "new index version with it"
             )
         conflicts = mapping_conflicts(properties, self.embedder.dimensions)
         if conflicts:
-            raise IndexError_(
+            raise SearchIndexError(
                 f"mapping conflict in {index}: {'; '.join(conflicts)}; run `bot index reindex` "
                 "to build a new index version with the current mapping"
             )
@@ -303,7 +306,7 @@ class ElasticsearchIndex:
         check_vectors(chunks, vectors, self.embedder.dimensions)
         failed = await self.write_documents([DocumentWrite(record, chunks, vectors)])
         if failed:
-            raise IndexError_(f"{record.doc_id}: {failed[record.doc_id]}")
+            raise SearchIndexError(f"{record.doc_id}: {failed[record.doc_id]}")
 
     async def delete_document(self, doc_id: str) -> int:
         with explained(self.settings):

@@ -22,7 +22,7 @@ from elasticsearch import helpers
 from core.backends.elasticsearch.connection import explain, explained
 from core.backends.elasticsearch.index import ElasticsearchIndex, chunk_from_source
 from core.backends.elasticsearch.schema import CHUNK
-from core.index import IndexError_
+from core.errors import SearchIndexError
 from core.ingest.pipeline import embedding_text
 
 # The run lock a reindex holds, so two started at once don't both build a version.
@@ -66,7 +66,9 @@ async def reindex(
             await client.indices.refresh(index=new)
             copied = int((await client.count(index=new))["count"])
             if copied != total:
-                raise IndexError_(f"{new} received {copied} of {total} entries; the alias stays")
+                raise SearchIndexError(
+                    f"{new} received {copied} of {total} entries; the alias stays"
+                )
             await client.indices.update_aliases(
                 actions=[
                     {"remove": {"index": old, "alias": names.chunks}},
@@ -81,7 +83,7 @@ async def reindex(
         try:
             await client.indices.delete(index=old)
         except Exception as exc:
-            raise IndexError_(
+            raise SearchIndexError(
                 f"{new} now serves, but deleting {old} failed: {explain(exc, index.settings)}"
             ) from exc
     return ReindexReport(old, new, chunks, documents, reembed, delete_old)
@@ -123,7 +125,9 @@ async def _copy(
             raise_on_error=False,
         )
         if isinstance(errors, list) and errors:
-            raise IndexError_(f"copying into {new} failed for {len(errors)} entries: {errors[0]}")
+            raise SearchIndexError(
+                f"copying into {new} failed for {len(errors)} entries: {errors[0]}"
+            )
         for h in page:
             counts[0 if h["_source"].get("kind") == CHUNK else 1] += 1
         counts[2] += len(page)

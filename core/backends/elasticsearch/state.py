@@ -33,16 +33,11 @@ from tenacity import (
 
 from core.backends.elasticsearch.connection import explained
 from core.backends.elasticsearch.schema import IndexNames, hashed_id
-from core.backends.sqlite.keyword_store import (
-    LearnedDocument,
-    LearnedKeyword,
-    sources_from,
-    sources_json,
-)
-from core.backends.sqlite.platform_state import citations_json, votes_by_learned_document
 from core.config import ElasticsearchSettings
 from core.domain.conversation import Answer, Turn
-from core.index import IndexError_
+from core.domain.feedback import citations_json, votes_by_learned_document
+from core.domain.learned import LearnedDocument, LearnedKeyword, sources_from, sources_json
+from core.errors import SearchIndexError
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
 # random, growing moment and retry, so writers racing on one thread spread out and all land.
@@ -171,7 +166,7 @@ class ElasticsearchConversationStore(_Store):
                     with trying:
                         await attempt()
         except RetryError as exc:
-            raise IndexError_(
+            raise SearchIndexError(
                 f"conversation {key!r}: {_CAS_ATTEMPTS} concurrent writes in a row"
             ) from exc
 

@@ -10,19 +10,9 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Protocol
 
 from core.domain.conversation import Turn
 from core.sqlite import connect_store
-
-
-class ConversationStore(Protocol):
-    async def recent(self, key: str, limit: int) -> list[Turn]:
-        """The last `limit` turns of the conversation, oldest first."""
-
-    async def append(self, key: str, turn: Turn) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class SqliteConversationStore:

@@ -30,13 +30,16 @@ from core.config import SearchSettings
 from core.domain.documents import (
     Chunk,
     DocumentRecord,
+    DocumentWrite,
     IndexStats,
     SearchFilters,
     SearchHit,
     SearchMode,
+    Vectors,
 )
-from core.index import DocumentWrite, IndexError_, check_vectors, checked_query
-from core.search.embedder import Embedder, Vectors
+from core.errors import SearchIndexError
+from core.ports import Embedder
+from core.search.checks import check_vectors, checked_query
 from core.search.fusion import Ranked, reciprocal_rank_fusion
 
 SCHEMA_VERSION = "1"
@@ -181,13 +184,13 @@ class SqliteIndex:
                     if key not in meta:
                         db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
                     elif meta[key] != value:
-                        raise IndexError_(
+                        raise SearchIndexError(
                             f"{self._path} was built with {key}={meta[key]!r}, but this bot uses "
                             f"{value!r}; delete the file and ingest again"
                         )
                 db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')")
         except sqlite3.DatabaseError as exc:
-            raise IndexError_(f"can't open the index at {self._path}: {exc}") from exc
+            raise SearchIndexError(f"can't open the index at {self._path}: {exc}") from exc
 
     # -- writing ----------------------------------------------------------------------------
 

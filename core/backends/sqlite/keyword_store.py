@@ -14,107 +14,12 @@ index holds what search needs, this holds what pruning needs to rewrite or drop 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import threading
 import time
-import unicodedata
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
-from core.learning.perplexity import WebSource
+from core.domain.learned import LearnedDocument, LearnedKeyword, sources_from, sources_json
 from core.sqlite import connect_store
-
-MIN_KEYWORD_CHARS = 2
-MAX_KEYWORD_CHARS = 50
-_SPACES = re.compile(r"\s+")
-
-
-class InvalidKeyword(ValueError):
-    """The message says what to change, so a model can correct its call."""
-
-
-def normalise_keyword(raw: str) -> str:
-    """Trimmed, case-folded, single-spaced; refused when too short, too long or with controls."""
-    if any(unicodedata.category(ch) == "Cc" and ch not in " \t\n" for ch in raw):
-        raise InvalidKeyword(f"keyword {raw!r} contains control characters; remove them")
-    keyword = _SPACES.sub(" ", raw).strip().casefold()
-    if not keyword:
-        raise InvalidKeyword("a keyword can't be empty")
-    if not MIN_KEYWORD_CHARS <= len(keyword) <= MAX_KEYWORD_CHARS:
-        raise InvalidKeyword(
-            f"keyword {keyword!r} has {len(keyword)} characters; use "
-            f"{MIN_KEYWORD_CHARS} to {MAX_KEYWORD_CHARS} (a specific term, not a sentence)"
-        )
-    return keyword
-
-
-@dataclass(frozen=True, slots=True)
-class LearnedKeyword:
-    keyword: str
-    associations: int
-    uses: int
-    created_at: float
-    last_used_at: float | None
-    last_saved_at: float | None = None  # the newest association: a re-save is activity too
-
-
-@dataclass(frozen=True, slots=True)
-class LearnedDocument:
-    """One web search's result as the bot remembers it; `keywords` are its current links."""
-
-    doc_id: str
-    question: str
-    query: str
-    sources: tuple[WebSource, ...]
-    created_at: float
-    last_used_at: float | None = None
-    uses: int = 0
-    keywords: tuple[str, ...] = ()
-
-
-def sources_json(sources: Sequence[WebSource]) -> str:
-    return json.dumps([asdict(s) for s in sources])
-
-
-def sources_from(raw: Any) -> tuple[WebSource, ...]:
-    items = json.loads(raw) if isinstance(raw, str) else raw
-    return tuple(WebSource(str(i["url"]), str(i["title"]), str(i["text"])) for i in items)
-
-
-class KeywordStore(Protocol):
-    async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
-        """Save `keyword` (already normalised) for a learned document and the question."""
-
-    async def get(self, keyword: str) -> LearnedKeyword | None: ...
-
-    async def all(self) -> list[LearnedKeyword]: ...
-
-    async def record_use(self, keywords: list[str]) -> None:
-        """One more use of each keyword, now (its learned knowledge was cited)."""
-
-    async def add_document(self, document: LearnedDocument) -> None:
-        """Remember a learned document; one that exists already is left as it is."""
-
-    async def documents(self) -> list[LearnedDocument]:
-        """Every learned document, each with the keywords linked to it now."""
-
-    async def document(self, doc_id: str) -> LearnedDocument | None: ...
-
-    async def record_document_use(self, doc_ids: list[str]) -> None:
-        """One more use of each learned document, now."""
-
-    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
-        """Forget these keywords' associations made up to `saved_before`, and the keywords left
-        with none (one saved again meanwhile keeps its new association)."""
-
-    async def remove_document(self, doc_id: str) -> None:
-        """Forget a learned document and its associations."""
-
-    async def close(self) -> None: ...
-
 
 _Step = tuple[str, list[tuple[object, ...]]]
 

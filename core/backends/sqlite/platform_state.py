@@ -13,13 +13,10 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
 
-from core.domain.conversation import Answer, SourceKind
-from core.learning.knowledge import LEARNED_PREFIX
+from core.domain.conversation import Answer
+from core.domain.feedback import citations_json, votes_by_learned_document
 from core.sqlite import connect_store
 
 _SCHEMA = (
@@ -31,56 +28,6 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS feedback (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
     " vote INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
 )
-
-
-class PlatformState(Protocol):
-    async def first_delivery(self, *keys: str) -> bool:
-        """True exactly once for any of these keys (an event id, a message id) within the TTL."""
-
-    async def remember_thread(self, key: str) -> None: ...
-
-    async def is_bot_thread(self, key: str) -> bool: ...
-
-    async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
-        """Keep what was answered, so a feedback click can be stored with its context."""
-
-    async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
-        """Store (or change) one user's vote; False when the answer is unknown."""
-
-    async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]: ...
-
-    async def learned_votes(self) -> dict[str, int]:
-        """Net feedback (up minus down) of the answers citing each learned document."""
-
-    async def close(self) -> None: ...
-
-
-def citations_json(answer: Answer) -> list[dict[str, object]]:
-    return [json.loads(json.dumps(asdict(c), default=str)) for c in answer.citations]
-
-
-def votes_by_learned_document(answers: Iterable[tuple[list[Any], int]]) -> dict[str, int]:
-    """Each answer's net vote credited to every learned document it cited (once per answer):
-    learned passages, and web pages the same answer learned (their `doc_id` names the learned
-    document; a page's own URL matches none)."""
-    votes: dict[str, int] = {}
-    for citations, net in answers:
-        cited = {
-            c.get("doc_id")
-            for c in citations
-            if isinstance(c, dict)
-            and (
-                c.get("source_kind") == SourceKind.LEARNED.value
-                or (
-                    c.get("source_kind") == SourceKind.WEB.value
-                    and str(c.get("doc_id", "")).startswith(LEARNED_PREFIX)
-                )
-            )
-        }
-        for doc_id in cited:
-            if isinstance(doc_id, str) and doc_id:
-                votes[doc_id] = votes.get(doc_id, 0) + net
-    return votes
 
 
 class SqlitePlatformState:

@@ -17,8 +17,8 @@ from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings, load_settings
 from core.domain.conversation import ChannelKind, Question
-from core.index import SearchIndex
 from core.ingest.pipeline import Ingestor
+from core.ports import SearchIndex
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 from tests.conftest import REPO

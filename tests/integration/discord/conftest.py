@@ -19,8 +19,8 @@ from adapters.discord.bot import DocsBot
 from bot.wiring import build_discord_bot, build_platform_state
 from core.answer.claude import ClaudeAgent
 from core.backends.sqlite.conversation_store import SqliteConversationStore
-from core.backends.sqlite.platform_state import PlatformState
 from core.config import Settings
+from core.ports import PlatformState
 from core.search.embedder import MiniLMEmbedder
 from tests.fakes.discord_api import (
     APP_ID,

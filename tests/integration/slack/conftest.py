@@ -24,8 +24,8 @@ from adapters.slack.server import (
 from bot.wiring import build_platform_state, build_slack_app
 from core.answer.claude import ClaudeAgent
 from core.backends.sqlite.conversation_store import SqliteConversationStore
-from core.backends.sqlite.platform_state import PlatformState
 from core.config import Settings, load_settings
+from core.ports import PlatformState
 from core.search.embedder import MiniLMEmbedder
 from tests.conftest import REPO
 from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator

@@ -1,22 +1,11 @@
-"""Why a model path could not produce an answer; the engine turns each into a user message."""
+"""Reading a model server's reply safely: its media type and token counts as a reason or a
+trace may show them, never more than a well-formed value."""
 
 from __future__ import annotations
 
 import re
 
 _MEDIA_TYPE = re.compile(r"[\w.+-]{1,40}/[\w.+-]{1,60}")
-
-
-class ModelUnavailable(RuntimeError):
-    """The model can't be used right now (after the client's retries): fall back, don't fail."""
-
-
-class NoResponse(RuntimeError):
-    """The model was reachable but did not produce a valid answer, even when asked again."""
-
-
-class ToolsUnsupported(RuntimeError):
-    """The model ignored a forced tool call: it can't do tool use, so search for it."""
 
 
 def media_type(content_type: str | None) -> str:

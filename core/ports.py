@@ -1,0 +1,207 @@
+"""Every interface the core depends on, and nothing else: the seams where an implementation is
+chosen (SQLite or Elasticsearch, Claude or an OpenAI-compatible server, Perplexity) and where
+tests put an in-memory fake. Value types live in `core.domain`; implementations elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from core.domain.conversation import Answer, Turn
+from core.domain.documents import (
+    Chunk,
+    DocumentRecord,
+    DocumentWrite,
+    IndexStats,
+    Outcome,
+    Progress,
+    SearchFilters,
+    SearchHit,
+    SearchMode,
+    Vectors,
+)
+from core.domain.learned import LearnedDocument, LearnedKeyword
+from core.domain.web import WebResult
+
+
+class SearchIndex(Protocol):
+    """Passages with their vectors, searched by both sides and fused.
+
+    The unit of writing is a whole document: its chunks are replaced together with the checksum
+    that says which version they came from, and the checksum is written last. That is what makes
+    re-ingest idempotent and a crashed ingest resumable: a document whose checksum is current is
+    complete."""
+
+    async def write_documents(self, writes: Sequence[DocumentWrite]) -> dict[str, str]:
+        """Replace each document's chunks; returns the reason of every document that failed.
+
+        A batch call so that a server backend can send one bulk request for many documents.
+        """
+
+    async def replace_document(
+        self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
+    ) -> None:
+        """Make `chunks` the document's only chunks and remember its checksum."""
+
+    async def delete_document(self, doc_id: str) -> int:
+        """Remove a document and its chunks; returns how many chunks went."""
+
+    async def documents(self) -> dict[str, DocumentRecord]:
+        """Every document the index holds, by id."""
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: SearchMode = SearchMode.HYBRID,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
+        """Top-k chunks for `query`, with both sides' ranks and scores kept on each hit."""
+
+    async def stats(self) -> IndexStats: ...
+
+    @property
+    def location(self) -> str:
+        """Where the chunks live, for messages to the person running the bot (a file, an index
+        name; never a URL, which may carry credentials)."""
+
+    async def close(self) -> None: ...
+
+
+class Embedder(Protocol):
+    """Anything that turns passages and queries into L2-normalised vectors of fixed size."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    async def embed_documents(
+        self, texts: Sequence[str], progress: Progress | None = None
+    ) -> Vectors: ...
+
+    async def embed_query(self, text: str) -> Vectors: ...
+
+
+class ConversationStore(Protocol):
+    async def recent(self, key: str, limit: int) -> list[Turn]:
+        """The last `limit` turns of the conversation, oldest first."""
+
+    async def append(self, key: str, turn: Turn) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Deliveries(Protocol):
+    """Which platform deliveries were handled: a retried event or a duplicate pair is answered
+    once, across restarts and processes."""
+
+    async def first_delivery(self, *keys: str) -> bool:
+        """True exactly once for any of these keys (an event id, a message id) within the TTL."""
+
+
+class BotThreads(Protocol):
+    """Threads the bot answered in, where follow-ups need no mention."""
+
+    async def remember_thread(self, key: str) -> None: ...
+
+    async def is_bot_thread(self, key: str) -> bool: ...
+
+
+class LearnedVotes(Protocol):
+    async def learned_votes(self) -> dict[str, int]:
+        """Net feedback (up minus down) of the answers citing each learned document."""
+
+
+class AnswerRecords(LearnedVotes, Protocol):
+    """What was answered and what users thought of it."""
+
+    async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
+        """Keep what was answered, so a feedback click can be stored with its context."""
+
+    async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
+        """Store (or change) one user's vote; False when the answer is unknown."""
+
+    async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]: ...
+
+
+class PlatformState(Deliveries, BotThreads, AnswerRecords, Protocol):
+    """Everything a chat adapter keeps beyond conversation turns, in one store."""
+
+    async def close(self) -> None: ...
+
+
+class RunLocks(Protocol):
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        """True when `holder` now holds `name` (it was free, expired, or already its own)."""
+
+    async def release(self, name: str, holder: str) -> None:
+        """Free `name` if `holder` still holds it; someone else's claim is left alone."""
+
+    async def held(self, name: str) -> tuple[str, float] | None:
+        """Who holds `name` and when that claim expires (epoch seconds); None when it is free.
+        For the message a refused caller shows: "running since ..., by host:pid"."""
+
+    async def close(self) -> None: ...
+
+
+class Keywords(Protocol):
+    """Learned keywords: one keyword, many associations, use counts."""
+
+    async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
+        """Save `keyword` (already normalised) for a learned document and the question."""
+
+    async def get(self, keyword: str) -> LearnedKeyword | None: ...
+
+    async def all(self) -> list[LearnedKeyword]: ...
+
+    async def record_use(self, keywords: list[str]) -> None:
+        """One more use of each keyword, now (its learned knowledge was cited)."""
+
+    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
+        """Forget these keywords' associations made up to `saved_before`, and the keywords left
+        with none (one saved again meanwhile keeps its new association)."""
+
+
+class LearnedDocumentStore(Protocol):
+    """Each learned document's record: question, web sources, created, last used, uses."""
+
+    async def add_document(self, document: LearnedDocument) -> None:
+        """Remember a learned document; one that exists already is left as it is."""
+
+    async def documents(self) -> list[LearnedDocument]:
+        """Every learned document, each with the keywords linked to it now."""
+
+    async def document(self, doc_id: str) -> LearnedDocument | None: ...
+
+    async def record_document_use(self, doc_ids: list[str]) -> None:
+        """One more use of each learned document, now."""
+
+    async def remove_document(self, doc_id: str) -> None:
+        """Forget a learned document and its associations."""
+
+
+class KeywordStore(Keywords, LearnedDocumentStore, Protocol):
+    """Both, in one store: a learned document and its keywords change together."""
+
+    async def close(self) -> None: ...
+
+
+class WebSearch(Protocol):
+    async def search(self, query: str) -> WebResult: ...
+
+    async def close(self) -> None: ...
+
+
+class IngestProgress(Protocol):
+    """What a long ingest tells its user; the CLI draws a progress bar from it."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, display: str, outcome: Outcome) -> None: ...
+
+
+class Judge(Protocol):
+    async def is_correct(self, question: str, reference: str, answer: str) -> bool: ...

@@ -29,9 +29,8 @@ from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_re
 from bot.wiring import Index
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.domain.documents import Chunk, DocumentRecord, DocumentWrite, SearchMode
+from core.domain.documents import Chunk, DocumentRecord, DocumentWrite, SearchMode, embedding_text
 from core.evaluation.retrieval import load_dataset, prepared_corpus
-from core.ingest.pipeline import embedding_text
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 

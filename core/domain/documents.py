@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -103,3 +104,12 @@ class Outcome(StrEnum):
 
 
 Progress = Callable[[int], None]
+
+
+def chunk_id(doc_id: str, position: int) -> str:
+    return f"{hashlib.sha256(doc_id.encode()).hexdigest()[:20]}-{position:05d}"
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What the model sees: the passage with its title and heading, which carry its topic."""
+    return "\n".join(part for part in (chunk.title, chunk.heading, chunk.text) if part)

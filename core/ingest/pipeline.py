@@ -24,7 +24,14 @@ from urllib.parse import urldefrag
 import httpx
 
 from core.config import IngestSettings
-from core.domain.documents import Chunk, DocumentRecord, DocumentWrite, Outcome
+from core.domain.documents import (
+    Chunk,
+    DocumentRecord,
+    DocumentWrite,
+    Outcome,
+    chunk_id,
+    embedding_text,
+)
 from core.domain.urls import redact_url
 from core.errors import IndexUnavailable, UnreadableDocument
 from core.ingest.chunker import split_text
@@ -78,10 +85,6 @@ def document_checksum(data: bytes, *, url: str, source: str, settings: IngestSet
     return hashlib.sha256(f"{digest}|{url}|{source}|{shape}".encode()).hexdigest()
 
 
-def chunk_id(doc_id: str, position: int) -> str:
-    return f"{hashlib.sha256(doc_id.encode()).hexdigest()[:20]}-{position:05d}"
-
-
 def build_chunks(
     parsed: ParsedDocument, *, doc_id: str, source: str, url: str, settings: IngestSettings
 ) -> list[Chunk]:
@@ -102,11 +105,6 @@ def build_chunks(
                 )
             )
     return chunks
-
-
-def embedding_text(chunk: Chunk) -> str:
-    """What the model sees: the passage with its title and heading, which carry its topic."""
-    return "\n".join(part for part in (chunk.title, chunk.heading, chunk.text) if part)
 
 
 class Ingestor:

@@ -19,7 +19,7 @@ from dataclasses import replace
 import structlog
 
 from core.answer.citations import defuse_pings
-from core.domain.documents import DocumentRecord, DocumentWrite
+from core.domain.documents import DocumentRecord, DocumentWrite, chunk_id, embedding_text
 from core.domain.learned import (
     LEARNED_PREFIX,
     MAX_KEYWORD_CHARS,
@@ -29,7 +29,6 @@ from core.domain.learned import (
 )
 from core.domain.web import WebResult, WebSource, page_chunk
 from core.errors import InvalidKeyword, SearchIndexError
-from core.ingest.pipeline import chunk_id, embedding_text
 from core.ports import Embedder, KeywordStore, SearchIndex
 
 LEARNED_SOURCE = "learned"  # `source` of every learned chunk

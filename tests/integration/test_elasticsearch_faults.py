@@ -26,9 +26,17 @@ from core.backends.elasticsearch.reindex import REINDEX_LOCK, reindex
 from core.backends.elasticsearch.schema import hashed_id
 from core.config import Settings
 from core.domain.conversation import AnswerStatus, ChannelKind, Question
-from core.domain.documents import Chunk, DocumentRecord, DocumentWrite, Outcome, SearchMode, Vectors
+from core.domain.documents import (
+    Chunk,
+    DocumentRecord,
+    DocumentWrite,
+    Outcome,
+    SearchMode,
+    Vectors,
+    embedding_text,
+)
 from core.errors import IndexUnavailable, SearchIndexError
-from core.ingest.pipeline import Ingestor, embedding_text
+from core.ingest.pipeline import Ingestor
 from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO, elasticsearch_settings
 from tests.elasticsearch_emulator import NoidaServer, free_port

@@ -6,9 +6,8 @@ import pytest
 from bot.wiring import Index
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
-from core.domain.documents import Chunk, DocumentRecord, SearchFilters, SearchMode
+from core.domain.documents import Chunk, DocumentRecord, SearchFilters, SearchMode, embedding_text
 from core.errors import SearchIndexError
-from core.ingest.pipeline import embedding_text
 from core.search.embedder import CachedEmbedder
 
 DOCS = {

@@ -22,8 +22,8 @@ from elasticsearch import helpers
 from core.backends.elasticsearch.connection import explain, explained
 from core.backends.elasticsearch.index import ElasticsearchIndex, chunk_from_source
 from core.backends.elasticsearch.schema import CHUNK
+from core.domain.documents import embedding_text
 from core.errors import SearchIndexError
-from core.ingest.pipeline import embedding_text
 
 # The run lock a reindex holds, so two started at once don't both build a version.
 REINDEX_LOCK = "reindex"

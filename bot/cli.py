@@ -26,6 +26,7 @@ from rich.text import Text
 from bot.logs import configure_logging
 from core.config import Settings, load_settings
 from core.domain.documents import SearchFilters, SearchMode
+from core.domain.text import clip
 
 # Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
 # import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
@@ -312,9 +313,7 @@ def _no_hits_reason(stats: IndexStats, filters: SearchFilters, location: str) ->
 
 
 def _snippet(text: str) -> str:
-    flat = " ".join(text.split())
-    limit = state.settings.search.snippet_chars
-    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
+    return clip(text, state.settings.search.snippet_chars)
 
 
 def _hit_json(hit: SearchHit) -> dict[str, object]:

@@ -19,6 +19,7 @@ from urllib.parse import urldefrag, urlsplit
 from core.answer.tools import CitedSource
 from core.domain.conversation import Citation, SourceKind
 from core.domain.documents import SearchHit
+from core.domain.text import defuse_pings
 from core.domain.web import WEB_SOURCE
 
 _MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
@@ -81,13 +82,6 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:", re.IGNORECASE)
 _TRAILING_PUNCTUATION = ".,;:!?"
 # What stands where a URL was removed: no brackets, so it can sit inside a kept link's label.
 LINK_REMOVED = "(link removed)"
-_PINGS = re.compile(
-    # Slack (<!channel>, <!subteam^...>, <@U1|bob>, <#C1>) and Discord (<@1>, <@!1>, <@&1>,
-    # <#1>) control sequences: anything in <...> that starts with @, # or !; and Discord's
-    # clickable command mentions (</ask:123>), which offer to run a command.
-    r"<[@#!][^<>\n]*>|</[^<>\n]*:\d+>|@(?=(?:everyone|here|channel)\b)",
-    re.IGNORECASE,
-)
 _QUOTE_PUNCTUATION = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "…": "..."})
 
 
@@ -161,16 +155,6 @@ def normalise(text: str) -> str:
     """For comparing a quote with its source: entities, typographic quotes, spacing and case
     folded (the model sees sources HTML-escaped and may copy them so)."""
     return " ".join(html.unescape(text).translate(_QUOTE_PUNCTUATION).split()).casefold()
-
-
-def defuse_pings(text: str) -> str:
-    """Remove platform mention syntax so untrusted text can never notify anyone. Repeated until
-    nothing changes: removing `<!here>` from `<<!here>!channel>` must not leave `<!channel>`."""
-    while True:
-        defused = _PINGS.sub(lambda m: "@\u200b" if m.group(0) == "@" else "", text)
-        if defused == text:
-            return defused
-        text = defused
 
 
 def is_linkable(url: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from core.answer.citations import NumberedSource, allowed_urls, check_links
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
+from core.domain.text import clip
 
 _NOTHING = "I couldn't find anything about this in the knowledge base."
 
@@ -44,10 +45,7 @@ def extractive_answer(
     citations = []
     for number, source in enumerate(chosen, start=1):
         chunk = source.hit.chunk
-        quote = " ".join(chunk.text.split())
-        if len(quote) > quote_chars:
-            quote = quote[: quote_chars - 1].rsplit(" ", 1)[0] + "…"
-        quote = check_links(quote, allowed)
+        quote = check_links(clip(chunk.text, quote_chars), allowed)
         title = check_links(chunk.title, allowed)
         where = f"{title} › {check_links(chunk.heading, allowed)}" if chunk.heading else title
         lines.append(f"**{where}** [{number}]")

@@ -18,7 +18,6 @@ from dataclasses import replace
 
 import structlog
 
-from core.answer.citations import defuse_pings
 from core.domain.documents import DocumentRecord, DocumentWrite, chunk_id, embedding_text
 from core.domain.learned import (
     LEARNED_PREFIX,
@@ -27,6 +26,7 @@ from core.domain.learned import (
     normalise_keyword,
     sources_json,
 )
+from core.domain.text import clip, defuse_pings
 from core.domain.web import WebResult, WebSource, page_chunk
 from core.errors import InvalidKeyword, SearchIndexError
 from core.ports import Embedder, KeywordStore, SearchIndex
@@ -59,11 +59,6 @@ _GENERIC = frozenset(
 log = structlog.get_logger(__name__)
 
 
-def _within_keyword_length(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_KEYWORD_CHARS else text[:MAX_KEYWORD_CHARS].rsplit(" ", 1)[0]
-
-
 def derive_keywords(results: Sequence[WebResult], limit: int) -> list[str]:
     """Keywords taken from the result pages' titles (split at their separators), then from the
     queries: what the loop saves itself when the model will not."""
@@ -72,7 +67,7 @@ def derive_keywords(results: Sequence[WebResult], limit: int) -> list[str]:
     kept: list[str] = []
     for candidate in candidates:
         try:
-            keyword = normalise_keyword(_within_keyword_length(candidate))
+            keyword = normalise_keyword(clip(candidate, MAX_KEYWORD_CHARS, ellipsis=""))
         except InvalidKeyword:
             continue
         if keyword not in _GENERIC and keyword not in kept:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.config import WebSearchSettings
+from core.domain.text import clip
 from core.domain.web import WebResult, WebSource
 from core.errors import RemoteFailure, WebSearchError
 from core.http_retry import RetryPolicy, post_json
@@ -46,11 +47,6 @@ def _web_url(value: object) -> str | None:
 def _fallback_title(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.netloc}{parts.path.rstrip('/')}" or url
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def parse_response(query: str, data: Any, *, max_sources: int, max_source_chars: int) -> WebResult:
@@ -92,7 +88,7 @@ def parse_response(query: str, data: Any, *, max_sources: int, max_source_chars:
         if not text.strip():
             continue  # a page nothing was taken from can't support a claim
         title = titles.get(url) or _fallback_title(url)
-        sources.append(WebSource(url, _clip(title, 300), _clip(text, max_source_chars)))
+        sources.append(WebSource(url, clip(title, 300), clip(text, max_source_chars)))
         if len(sources) == max_sources:
             break
     return WebResult(query, tuple(sources))

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.answer.citations import SourceRegistry, check_answer, defuse_pings, is_linkable, normalise
+from core.answer.citations import SourceRegistry, check_answer, is_linkable, normalise
 from core.answer.tools import CitedSource
 from core.domain.conversation import SourceKind
 from core.domain.documents import Chunk, SearchHit
+from core.domain.text import defuse_pings
 
 
 def _registry(*texts: str, learned: tuple[int, ...] = ()) -> SourceRegistry:

@@ -9,8 +9,8 @@ from adapters.discord.render import (
     sources_text,
     split_text,
 )
-from core.answer.citations import defuse_pings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from core.domain.text import defuse_pings
 
 
 def _citation(

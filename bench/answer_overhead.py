@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_result
 from bot.wiring import build_embedder, open_index
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.conversation_store import SqliteConversationStore
@@ -65,14 +65,14 @@ async def main() -> None:
         p50s, p95s, totals = [], [], []
         for run in range(args.runs):
             api = FakeMessagesAPI(script(questions))
-            agent = ClaudeAgent(api.client(), model="scripted", max_tokens=1024, max_rounds=5)
+            agent = ClaudeModel(api.client(), model="scripted", max_tokens=1024)
             store = SqliteConversationStore(Path(tmp) / f"state{run}.sqlite", 5_000)
             engine = AnswerEngine(
                 index=index,
                 store=store,
                 settings=settings.answers,
                 top_k=settings.search.top_k,
-                claude=agent,
+                model=agent,
             )
             own = []
             for n, text in enumerate(questions):

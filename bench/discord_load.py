@@ -21,7 +21,7 @@ import pytest
 
 from bench.common import latency_summary, load_bench_main
 from bench.slack_load import QUESTIONS, scripted_model
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.search.embedder import MiniLMEmbedder
 from tests.integration.answers.helpers import build_kb
 from tests.integration.discord.conftest import ask_payload, make_discord_factory
@@ -30,11 +30,10 @@ from tests.integration.discord.conftest import ask_payload, make_discord_factory
 async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[str, Any]:
     minilm = MiniLMEmbedder(batch_size=32, max_tokens=256, threads=0)
     kb = await asyncio.to_thread(build_kb, data_dir / "kb", minilm)  # it runs its own loop
-    agent = ClaudeAgent(
+    agent = ClaudeModel(
         scripted_model(model_seconds / 2),
         model="scripted",
         max_tokens=1024,
-        max_rounds=4,
     )
     with pytest.MonkeyPatch.context() as monkeypatch:
         start = make_discord_factory(kb, minilm, data_dir / "state", monkeypatch)

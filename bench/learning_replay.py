@@ -45,7 +45,7 @@ import httpx
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, write_result
 from bot.wiring import build_embedder, build_knowledge, open_index
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.tools import MAX_QUERY_CHARS, RESPOND_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
 from core.answer.web_research import WebLearning
@@ -225,7 +225,7 @@ async def replay(
             store=SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms),
             settings=settings.answers,
             top_k=settings.search.top_k,
-            claude=ClaudeAgent(api.client(), model="scripted", max_tokens=1024, max_rounds=5),
+            model=ClaudeModel(api.client(), model="scripted", max_tokens=1024),
             knowledge=knowledge,
             web=WebLearning(
                 PerplexitySearch(httpx.AsyncClient(), w, API_KEY),

@@ -23,7 +23,7 @@ import httpx2
 
 from bench.common import latency_summary, load_bench_main
 from bot.logs import configure_logging
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.search.embedder import MiniLMEmbedder
 from tests.fakes.anthropic_api import message, sse, tool_use
@@ -78,11 +78,10 @@ def scripted_model(turn_seconds: float) -> anthropic.AsyncAnthropic:
 async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[str, Any]:
     minilm = MiniLMEmbedder(batch_size=32, max_tokens=256, threads=0)
     kb = await asyncio.to_thread(build_kb, data_dir / "kb", minilm)  # it runs its own loop
-    agent = ClaudeAgent(
+    agent = ClaudeModel(
         scripted_model(model_seconds / 2),
         model="scripted",
         max_tokens=1024,
-        max_rounds=4,
     )
     start = make_harness_factory(kb, minilm, data_dir / "state")
     slack, stop = await start(agent, BOT_LOGGING__LEVEL="WARNING")

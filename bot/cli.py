@@ -883,8 +883,8 @@ def eval_answers(
 
 
 async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
-    from bot.wiring import build_claude, build_embedder, build_engine, open_index
-    from core.evaluation.answers import ClaudeJudge, evaluate_answers, load_references
+    from bot.wiring import build_embedder, build_engine, build_judge, open_index
+    from core.evaluation.answers import evaluate_answers, load_references
     from core.evaluation.retrieval import load_dataset
 
     s = state.settings
@@ -902,10 +902,8 @@ async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
         engine = build_engine(scratch, index)
         try:
             await _index_dataset(data, index, embedder)
-            claude = build_claude(scratch)
-            judge = ClaudeJudge(claude.client, s.anthropic.model) if claude else None
             evaluation = await evaluate_answers(
-                engine, data, references=load_references(folder), judge=judge
+                engine, data, references=load_references(folder), judge=build_judge(scratch)
             )
         finally:
             await engine.close()

@@ -11,7 +11,7 @@ from core.backends.sqlite.index import SqliteIndex
 from core.backends.sqlite.run_locks import SqliteRunLocks
 from core.config import Settings
 from core.errors import ConfigError, MissingSecret
-from core.ports import RunLocks
+from core.ports import ChatModel, RunLocks
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 
@@ -20,12 +20,18 @@ from core.search.embedding_cache import EmbeddingCache
 if TYPE_CHECKING:
     from adapters.discord.bot import DocsBot
     from adapters.slack.server import SlackService
-    from core.answer.claude import ClaudeAgent
+    from core.answer.claude import ClaudeModel
     from core.answer.engine import AnswerEngine
-    from core.answer.openai_compat import OpenAICompatibleAgent
     from core.backends.elasticsearch.index import ElasticsearchIndex
     from core.learning.knowledge import LearnedKnowledge
-    from core.ports import ConversationStore, KeywordStore, PlatformState, WebSearch
+    from core.ports import (
+        ChatModel,
+        ConversationStore,
+        Judge,
+        KeywordStore,
+        PlatformState,
+        WebSearch,
+    )
 
 # A string, so that naming the type does not import the Elasticsearch client.
 Index: TypeAlias = "SqliteIndex | ElasticsearchIndex"
@@ -81,14 +87,19 @@ async def open_index(
     return index
 
 
-def build_claude(settings: Settings) -> ClaudeAgent | None:
+def build_model(settings: Settings) -> ChatModel | None:
+    """The model that answers: Claude when its key is set (and the provider allows it), else
+    an OpenAI-compatible server when one is configured, else none (extractive answers)."""
+    return _claude(settings) or _openai_compatible(settings)
+
+
+def _claude(settings: Settings) -> ClaudeModel | None:
     key = settings.secrets.anthropic_api_key
-    wanted = settings.answers.provider
-    if wanted not in ("auto", "anthropic") or key is None:
+    if settings.answers.provider not in ("auto", "anthropic") or key is None:
         return None
     import anthropic
 
-    from core.answer.claude import ClaudeAgent
+    from core.answer.claude import ClaudeModel
 
     a = settings.anthropic
     client = anthropic.AsyncAnthropic(
@@ -97,34 +108,36 @@ def build_claude(settings: Settings) -> ClaudeAgent | None:
         timeout=a.timeout_s,
         max_retries=a.max_retries,
     )
-    return ClaudeAgent(
-        client,
-        model=a.model,
-        max_tokens=settings.answers.max_tokens,
-        max_rounds=settings.answers.max_rounds,
-    )
+    return ClaudeModel(client, model=a.model, max_tokens=settings.answers.max_tokens)
 
 
-def build_openai(settings: Settings) -> OpenAICompatibleAgent | None:
+def _openai_compatible(settings: Settings) -> ChatModel | None:
     o = settings.openai
     if settings.answers.provider not in ("auto", "openai") or not o.base_url or not o.model:
         return None
     import httpx
 
-    from core.answer.openai_compat import OpenAICompatibleAgent
+    from core.answer.openai_compat import OpenAICompatibleModel
 
     key = settings.secrets.openai_api_key
-    return OpenAICompatibleAgent(
+    return OpenAICompatibleModel(
         httpx.AsyncClient(timeout=o.timeout_s),
         base_url=o.base_url,
         model=o.model,
         api_key=key.get_secret_value() if key else None,
         max_tokens=settings.answers.max_tokens,
-        max_rounds=settings.answers.max_rounds,
         max_retries=o.max_retries,
         retry_initial_s=o.retry_initial_s,
         retry_max_s=o.retry_max_s,
     )
+
+
+def build_judge(settings: Settings) -> Judge | None:
+    """Claude as the judge of answer correctness, when its key is set."""
+    from core.evaluation.answers import ClaudeJudge
+
+    claude = _claude(settings)
+    return ClaudeJudge(claude.client, settings.anthropic.model) if claude else None
 
 
 def build_store(settings: Settings, index: Index) -> ConversationStore:
@@ -191,9 +204,10 @@ def build_engine(
     settings: Settings, index: Index, store: ConversationStore | None = None
 ) -> AnswerEngine:
     from core.answer.engine import AnswerEngine
+    from core.answer.search_then_answer import SearchThenAnswer
     from core.answer.web_research import WebLearning
 
-    claude = build_claude(settings)
+    model = build_model(settings)
     knowledge = build_knowledge(settings, index)
     search = build_web_search(settings)
     web = (
@@ -206,8 +220,8 @@ def build_engine(
         store=store or build_store(settings, index),
         settings=settings.answers,
         top_k=settings.search.top_k,
-        claude=claude,
-        openai=None if claude else build_openai(settings),
+        model=model,
+        fallback=SearchThenAnswer(model, settings.answers) if model else None,
         knowledge=knowledge,
         web=web,
     )

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from core.domain.conversation import Answer, Turn
+from core.domain.agent import AnswerProgress, ModelTurn, TurnRequest
+from core.domain.conversation import Answer, Trace, Turn
 from core.domain.documents import (
     Chunk,
     DocumentRecord,
@@ -205,3 +206,25 @@ class IngestProgress(Protocol):
 
 class Judge(Protocol):
     async def is_correct(self, question: str, reference: str, answer: str) -> bool: ...
+
+
+# Chat models
+
+
+class ChatModel(Protocol):
+    """A language model behind an API: one turn with tools, or plain text without them. An
+    adapter keeps only its wire format, streaming and usage accounting; the rules of a turn
+    (which tool when, retries, the round limit) are the agent loop's."""
+
+    @property
+    def forced_calls_guaranteed(self) -> bool:
+        """Whether the API guarantees a forced tool call: if not, plain text in answer to one
+        means the model can't use tools at all."""
+
+    async def turn(
+        self, request: TurnRequest, trace: Trace, on_answer: AnswerProgress | None
+    ) -> ModelTurn:
+        """One turn; `on_answer` receives the `respond` tool's answer while it is written."""
+
+    async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:
+        """A plain-text reply with no tools (search-then-answer)."""

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urldefrag, urlsplit
 
-from core.answer.tools import CitedSource
-from core.domain.conversation import Citation, SourceKind
+from core.answer.tools import CitedSource, RespondInput
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
 from core.domain.documents import SearchHit
 from core.domain.text import defuse_pings
 from core.domain.web import WEB_SOURCE
@@ -312,3 +312,19 @@ def check_answer(
             )
         )
     return text.strip(), citations
+
+
+def checked_answer(respond: RespondInput, registry: SourceRegistry, mode: AnswerMode) -> Answer:
+    """A model's answer as the user gets it: checked (`check_answer`), and never claiming to
+    answer with nothing verifiable behind it."""
+    text, citations = check_answer(respond.answer, respond.citations, registry)
+    status = AnswerStatus(respond.status)
+    if status is not AnswerStatus.NOT_FOUND and not citations:
+        status = AnswerStatus.PARTIAL
+    return Answer(
+        text=text,
+        status=status,
+        mode=mode,
+        citations=citations,
+        sources=sorted({c.source_kind for c in citations}) or [SourceKind.KNOWLEDGE_BASE],
+    )

@@ -1,11 +1,9 @@
-"""The agent loop with Claude's native tool use.
+"""Claude as a `ChatModel`: the Messages API's wire format, streaming and usage.
 
-Round 1 forces the knowledge-base search (the model writes the query); later rounds let the model
-choose (`any`: search again or respond); the last allowed round forces `respond`. A turn that
-fails to respond (plain text, or an invalid respond call) is asked again once; a second failure
-is an error for the user, never a guess. Tool failures go back to the model as `is_error`
-results. The system prompt and the tool list carry `cache_control`, so every request after the
-first reads them from the prompt cache.
+Each turn is streamed: the `respond` tool's partial answer is passed on as it grows, and whatever
+arrives instead of a well-formed event stream is `ModelUnavailable` with a short reason. The
+system prompt and the tool list carry `cache_control`, so every request after the first reads
+them from the prompt cache. The rules of a turn are `core.answer.agent`'s.
 """
 
 from __future__ import annotations
@@ -14,17 +12,17 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anthropic
 import httpx2
 import jiter
 
-from core.answer.prompts import RETRY_NUDGE, history_messages, system_prompt
-from core.answer.tool_runner import AnswerProgress, ToolResult, ToolRunner
-from core.answer.tools import RESPOND_TOOL, RespondInput, tool_definitions
+from core.answer.prompts import history_messages
+from core.answer.tools import RESPOND_TOOL, tool_definitions
 from core.answer.wire import media_type, token_count
+from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
 from core.errors import ModelUnavailable, NoResponse
 
@@ -157,35 +155,57 @@ def _partial_answer(raw_json: str) -> str | None:
     return answer if isinstance(answer, str) else None
 
 
-def _block_param(block: Any) -> dict[str, Any]:
-    """A response content block as a request parameter (only the kinds we enable)."""
-    if block.type == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    return {"type": "text", "text": getattr(block, "text", "")}
+def _turn(message: Any) -> ModelTurn:
+    """The response's content blocks as a provider-neutral turn (only the kinds we enable)."""
+    content: list[str | ToolUse] = []
+    for block in message.content:
+        if block.type == "tool_use":
+            content.append(ToolUse(block.id, block.name, block.input))
+        else:
+            content.append(getattr(block, "text", ""))
+    return ModelTurn(tuple(content))
 
 
-async def _run(runner: ToolRunner, uses: list[Any]) -> dict[str, ToolResult]:
-    found = await runner.run_all([(b.name, b.input) for b in uses])
-    return {b.id: r for b, r in zip(uses, found, strict=True)}
+def _assistant(turn: ModelTurn) -> dict[str, Any] | None:
+    """The turn as an assistant message; None when it has nothing the API accepts (it refuses
+    empty assistant turns and empty text blocks)."""
+    blocks: list[dict[str, Any]] = []
+    for part in turn.content:
+        if isinstance(part, ToolUse):
+            blocks.append(
+                {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
+            )
+        elif part.strip():
+            blocks.append({"type": "text", "text": part})
+    return {"role": "assistant", "content": blocks} if blocks else None
 
 
-def _results_message(
-    uses: list[Any], respond: Any, respond_error: str, results: dict[str, ToolResult]
-) -> dict[str, Any]:
-    """One tool_result per tool_use (the API requires it): why the respond was not accepted,
-    and the others' results."""
-    content = []
-    for b in uses:
-        result = ToolResult(respond_error, True) if b is respond else results[b.id]
-        content.append(
-            {
-                "type": "tool_result",
-                "tool_use_id": b.id,
-                "content": result.content,
-                "is_error": result.is_error,
-            }
-        )
+def _tool_results(results: ToolResults) -> dict[str, Any]:
+    """One tool_result per tool_use (the API requires it), in one user message."""
+    content = [
+        {
+            "type": "tool_result",
+            "tool_use_id": use.id,
+            "content": result.content,
+            "is_error": result.is_error,
+        }
+        for use, result in results.results
+    ]
     return {"role": "user", "content": content}
+
+
+def _messages(request: TurnRequest) -> list[dict[str, Any]]:
+    messages = [*history_messages(request.history), {"role": "user", "content": request.question}]
+    for exchange in request.transcript:
+        if isinstance(exchange, ModelTurn):
+            assistant = _assistant(exchange)
+            if assistant is not None:
+                messages.append(assistant)
+        elif isinstance(exchange, ToolResults):
+            messages.append(_tool_results(exchange))
+        else:
+            messages.append({"role": "user", "content": exchange})
+    return messages
 
 
 def _read_timeout_s(timeout: float | httpx2.Timeout | None) -> float | None:
@@ -195,81 +215,47 @@ def _read_timeout_s(timeout: float | httpx2.Timeout | None) -> float | None:
     return timeout.read if isinstance(timeout, httpx2.Timeout) else timeout
 
 
-class ClaudeAgent:
-    def __init__(
-        self,
-        client: anthropic.AsyncAnthropic,
-        *,
-        model: str,
-        max_tokens: int,
-        max_rounds: int,
-    ) -> None:
+class ClaudeModel:
+    """Claude over the Messages API, streamed. A forced tool call is guaranteed by the API."""
+
+    forced_calls_guaranteed = True
+
+    def __init__(self, client: anthropic.AsyncAnthropic, *, model: str, max_tokens: int) -> None:
         self.client = client
         self._model = model
         self._max_tokens = max_tokens
-        self._max_rounds = max_rounds
         self._max_reply_bytes = _REPLY_BYTES_FIXED + max_tokens * _REPLY_BYTES_PER_TOKEN
         self._reply_timeout_s = _read_timeout_s(client.timeout)
-        # One fixed tool list and system block per variant (with or without the web), each
-        # byte-identical between requests, so both stay in the prompt cache.
+        # One fixed tool list per variant (with or without the web), byte-identical between
+        # requests, so it stays in the prompt cache.
         self._tools: dict[bool, list[dict[str, Any]]] = {}
-        self._system: dict[bool, list[dict[str, Any]]] = {}
         for web in (False, True):
             tools = tool_definitions(web=web)
             tools[-1] = {**tools[-1], "cache_control": _CACHE}
             self._tools[web] = tools
-            self._system[web] = [
-                {"type": "text", "text": system_prompt(web=web), "cache_control": _CACHE}
-            ]
 
-    async def run(
-        self,
-        question: str,
-        history: list[Turn],
-        runner: ToolRunner,
-        trace: Trace,
-        on_answer: AnswerProgress | None = None,
-    ) -> RespondInput:
+    async def turn(
+        self, request: TurnRequest, trace: Trace, on_answer: AnswerProgress | None
+    ) -> ModelTurn:
+        tool = request.required
+        params: dict[str, Any] = {
+            "tools": self._tools[request.web],
+            "tool_choice": {"type": "tool", "name": tool} if tool else {"type": "any"},
+        }
+        return _turn(await self._call(request.system, _messages(request), params, trace, on_answer))
+
+    async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:
         messages = [*history_messages(history), {"role": "user", "content": question}]
-        for round_number in range(1, self._max_rounds + 2):
-            tool = runner.required_tool(round_number, self._max_rounds)
-            choice = {"type": "tool", "name": tool} if tool else {"type": "any"}
-            # A respond that may yet be refused (keywords pending) is not shown while written.
-            stream = None if runner.keywords_pending else on_answer
-            response = await self._call(messages, choice, runner.web, trace, stream)
-            uses = [b for b in response.content if b.type == "tool_use"]
-            blocks = [_block_param(b) for b in response.content]
-            blocks = [b for b in blocks if b["type"] != "text" or b["text"].strip()]
-            if blocks:  # the API refuses empty assistant turns and empty text blocks
-                messages.append({"role": "assistant", "content": blocks})
-            if not uses:
-                runner.failed("the model answered without the respond tool")
-                messages.append({"role": "user", "content": RETRY_NUDGE})
-                continue
-            respond = next((b for b in uses if b.name == RESPOND_TOOL), None)
-            others = [b for b in uses if b is not respond]
-            results: dict[str, ToolResult] = {}
-            if respond is not None and runner.keywords_pending:
-                # Tools beside the respond (save_keywords, say) run before it is judged.
-                results = await _run(runner, others)
-            refusal = ""
-            if respond is not None:
-                verdict = await runner.judge_respond(
-                    respond.input, final=round_number >= self._max_rounds
-                )
-                if isinstance(verdict, RespondInput):
-                    return verdict
-                refusal = verdict
-            if not results:
-                results = await _run(runner, others)
-            messages.append(_results_message(uses, respond, refusal, results))
-        raise NoResponse(f"no answer within {self._max_rounds} rounds")
+        text = _turn(await self._call(system, messages, {}, trace, None)).text
+        if not text.strip():
+            raise NoResponse("the model returned an empty answer")
+        return text
 
     async def _call(
         self,
+        system: str,
         messages: list[dict[str, Any]],
-        choice: dict[str, str],
-        web: bool,
+        tools: dict[str, Any],
         trace: Trace,
         on_answer: AnswerProgress | None,
     ) -> Any:
@@ -281,10 +267,9 @@ class ClaudeAgent:
         params: dict[str, Any] = {
             "model": self._model,
             "max_tokens": self._max_tokens,
-            "system": self._system[web],
-            "tools": self._tools[web],
-            "tool_choice": choice,
+            "system": [{"type": "text", "text": system, "cache_control": _CACHE}],
             "messages": messages,
+            **tools,
         }
         try:
             async with self.client.messages.stream(**params) as stream:

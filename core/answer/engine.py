@@ -15,15 +15,14 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from core.answer.citations import SourceRegistry, check_answer, finished_part
-from core.answer.claude import ClaudeAgent
-from core.answer.extractive import extractive_answer
-from core.answer.openai_compat import OpenAICompatibleAgent
-from core.answer.prompts import format_sources
-from core.answer.tool_runner import AnswerProgress, ToolRunner
-from core.answer.tools import RespondInput
+from core.answer.agent import run_agent
+from core.answer.citations import SourceRegistry, check_answer, checked_answer, finished_part
+from core.answer.extractive import extractive_answer, unavailable_reason
+from core.answer.search_then_answer import SearchThenAnswer
+from core.answer.tool_runner import ToolRunner
 from core.answer.web_research import WebLearning
 from core.config import AnswerSettings
+from core.domain.agent import AnswerProgress
 from core.domain.conversation import (
     Answer,
     AnswerMode,
@@ -37,7 +36,7 @@ from core.domain.conversation import (
 from core.domain.documents import SearchHit
 from core.errors import ModelUnavailable, NoResponse, SearchIndexError, ToolsUnsupported
 from core.learning.knowledge import LearnedKnowledge
-from core.ports import ConversationStore, SearchIndex
+from core.ports import ChatModel, ConversationStore, SearchIndex
 
 log = structlog.get_logger(__name__)
 
@@ -95,14 +94,6 @@ def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
     return list(reversed(kept))
 
 
-def _unavailable(exc: Exception, trace: Trace) -> str:
-    """Why the answer falls back to quoted passages, for the user; noted in the trace and
-    logged as one line (the reason is our own words: never a response body)."""
-    trace.notes.append(str(exc))
-    log.warning("model_unavailable", reason=str(exc))
-    return f"The language model is unavailable right now ({exc})."
-
-
 class AnswerEngine:
     def __init__(
         self,
@@ -111,17 +102,18 @@ class AnswerEngine:
         store: ConversationStore,
         settings: AnswerSettings,
         top_k: int,
-        claude: ClaudeAgent | None = None,
-        openai: OpenAICompatibleAgent | None = None,
+        model: ChatModel | None = None,
+        fallback: SearchThenAnswer | None = None,
         knowledge: LearnedKnowledge | None = None,
         web: WebLearning | None = None,
     ) -> None:
+        """`fallback` answers when `model` turns out not to call tools."""
         self._index = index
         self._store = store
         self._settings = settings
         self._top_k = top_k
-        self._claude = claude
-        self._openai = openai
+        self._model = model
+        self._fallback = fallback
         self._knowledge = knowledge
         self._web = web
 
@@ -212,8 +204,7 @@ class AnswerEngine:
         trace: Trace,
         on_progress: AnswerProgress | None,
     ) -> Answer:
-        agent = self._claude or self._openai
-        if agent is None:
+        if self._model is None:
             return await self._extractive(question, registry, trace, NO_MODEL)
         research = self._web.research(question, asked.scope) if self._web else None
         runner = ToolRunner(self.search, registry, trace, self._settings.tool_timeout_s, research)
@@ -227,10 +218,16 @@ class AnswerEngine:
                 log.warning("progress_callback_failed", exc_info=True)
 
         try:
-            respond = await agent.run(
-                question, history, runner, trace, on_answer=preview if on_progress else None
+            respond = await run_agent(
+                self._model,
+                question,
+                history,
+                runner,
+                trace,
+                max_rounds=self._settings.max_rounds,
+                on_answer=preview if on_progress else None,
             )
-            answer = self._checked(respond, registry, AnswerMode.AGENT)
+            answer = checked_answer(respond, registry, AnswerMode.AGENT)
             # A web page cited in the answer that learned it: feedback on this answer then
             # counts for the learned document too.
             answer.citations = [
@@ -240,51 +237,22 @@ class AnswerEngine:
                 for c in answer.citations
             ]
             return answer
-        except ToolsUnsupported:
+        except ToolsUnsupported as exc:
+            if self._fallback is None:
+                return await self._extractive(
+                    question, registry, trace, unavailable_reason(exc, trace)
+                )
             trace.notes.append("the model ignored tool calls: search-then-answer")
-            return await self._search_then_answer(question, history, registry, trace)
+            numbered = registry.add(await self._timed_search(question, trace))
+            return await self._fallback.answer(question, history, numbered, registry, trace)
         except ModelUnavailable as exc:
-            return await self._extractive(question, registry, trace, _unavailable(exc, trace))
+            reason = unavailable_reason(exc, trace)
+            return await self._extractive(question, registry, trace, reason)
         except NoResponse as exc:
             trace.notes.append(str(exc))
             return Answer(NO_ANSWER, AnswerStatus.ERROR, AnswerMode.AGENT)
         finally:
             await runner.finish()
-
-    def _checked(self, respond: RespondInput, registry: SourceRegistry, mode: AnswerMode) -> Answer:
-        text, citations = check_answer(respond.answer, respond.citations, registry)
-        status = AnswerStatus(respond.status)
-        if status is not AnswerStatus.NOT_FOUND and not citations:
-            # A claim of an answer with nothing verifiable behind it is not an answer.
-            status = AnswerStatus.PARTIAL
-        return Answer(
-            text=text,
-            status=status,
-            mode=mode,
-            citations=citations,
-            sources=sorted({c.source_kind for c in citations}) or [SourceKind.KNOWLEDGE_BASE],
-        )
-
-    async def _search_then_answer(
-        self, question: str, history: list[Turn], registry: SourceRegistry, trace: Trace
-    ) -> Answer:
-        assert self._openai is not None
-        hits = await self._timed_search(question, trace)
-        numbered = registry.add(hits)
-        try:
-            text = await self._openai.answer_from_sources(
-                question, history, format_sources(question, numbered), trace
-            )
-        except (ModelUnavailable, NoResponse) as exc:
-            return extractive_answer(
-                numbered,
-                passages=self._settings.extractive_passages,
-                quote_chars=self._settings.quote_chars,
-                reason=_unavailable(exc, trace),
-            )
-        status = "answered" if numbered else "not_found"
-        respond = RespondInput(answer=text, citations=[], status=status)
-        return self._checked(respond, registry, AnswerMode.SEARCH_THEN_ANSWER)
 
     async def _extractive(
         self, question: str, registry: SourceRegistry, trace: Trace, reason: str

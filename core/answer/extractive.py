@@ -8,10 +8,13 @@ model's answer (`check_links`), so a planted `<https://evil.example|docs>` is ne
 
 from __future__ import annotations
 
+import structlog
+
 from core.answer.citations import NumberedSource, allowed_urls, check_links
-from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, Trace
 from core.domain.text import clip
 
+log = structlog.get_logger(__name__)
 _NOTHING = "I couldn't find anything about this in the knowledge base."
 
 
@@ -69,3 +72,11 @@ def extractive_answer(
         citations=citations,
         sources=sorted({c.source_kind for c in citations}),
     )
+
+
+def unavailable_reason(exc: Exception, trace: Trace) -> str:
+    """Why the answer falls back to quoted passages, for the user; noted in the trace and
+    logged as one line (the reason is our own words: never a response body)."""
+    trace.notes.append(str(exc))
+    log.warning("model_unavailable", reason=str(exc))
+    return f"The language model is unavailable right now ({exc})."

@@ -1,25 +1,24 @@
 """Any OpenAI-compatible chat-completions endpoint (Ollama, vLLM, SGLang), over plain httpx.
 
-The same tools and the same loop shape as the Claude path, written by hand against the wire
-format. Many local models ignore `tool_choice`: when one answers a forced tool call with plain
-text, it can't do tool use, and the engine switches to search-then-answer (`answer_from_sources`),
-which needs no tools at all.
+The wire format written by hand: the same tools as Claude's, run by the same agent loop. Many
+local models ignore `tool_choice`: when one answers a forced tool call with plain text, it can't
+do tool use, and the engine switches to search-then-answer (`write`), which needs no tools.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
-from core.answer.prompts import NO_TOOLS_PROMPT, RETRY_NUDGE, history_messages
-from core.answer.tool_runner import AnswerProgress, ToolResult, ToolRunner
-from core.answer.tools import RESPOND_TOOL, RespondInput, tool_definitions
+from core.answer.prompts import history_messages
+from core.answer.tools import tool_definitions
 from core.answer.wire import media_type, token_count
+from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
 from core.errors import ModelUnavailable, NoResponse, RemoteFailure, ToolsUnsupported
 from core.http_retry import RetryPolicy, post_json
@@ -67,30 +66,43 @@ class _Completion(BaseModel):
     usage: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
-    id: str
-    name: str
-    arguments: dict[str, Any]
+def _assistant(turn: ModelTurn) -> dict[str, Any]:
+    """The turn as the next request sends it back (arguments as JSON strings, as the spec has
+    them); a turn without calls is plain content."""
+    if not turn.uses:
+        return {"role": "assistant", "content": turn.text}
+    calls = [
+        {
+            "id": use.id,
+            "type": "function",
+            "function": {"name": use.name, "arguments": json.dumps(use.input)},
+        }
+        for use in turn.uses
+    ]
+    return {"role": "assistant", "content": turn.text or None, "tool_calls": calls}
 
 
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    content: str | None
-    calls: list[_Call]
-
-    def as_message(self) -> dict[str, Any]:
-        """The assistant turn as the next request sends it back (arguments as JSON strings,
-        as the spec has them)."""
-        calls = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-            }
-            for c in self.calls
-        ]
-        return {"role": "assistant", "content": self.content, "tool_calls": calls}
+def _messages(request: TurnRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": request.system},
+        *history_messages(request.history),
+        {"role": "user", "content": request.question},
+    ]
+    for exchange in request.transcript:
+        if isinstance(exchange, ModelTurn):
+            messages.append(_assistant(exchange))
+        elif isinstance(exchange, ToolResults):
+            messages += [
+                {
+                    "role": "tool",
+                    "tool_call_id": use.id,
+                    "content": f"ERROR: {result.content}" if result.is_error else result.content,
+                }
+                for use, result in exchange.results
+            ]
+        else:
+            messages.append({"role": "user", "content": exchange})
+    return messages
 
 
 def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +119,7 @@ def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def _reply(response: httpx.Response) -> tuple[_Reply, dict[str, Any]]:
+def _reply(response: httpx.Response) -> tuple[ModelTurn, dict[str, Any]]:
     """The message of a 200 chat completion and its usage, or `ModelUnavailable` saying what
     was wrong with it (in our words and the field's name: never the body)."""
     try:
@@ -126,13 +138,18 @@ def _reply(response: httpx.Response) -> tuple[_Reply, dict[str, Any]]:
         ) from None
     message = completion.choices[0].message
     calls = [
-        _Call(c.id, c.function.name, _arguments(c.function.arguments))
+        ToolUse(c.id, c.function.name, _arguments(c.function.arguments))
         for c in message.tool_calls or []
     ]
-    return _Reply(message.content, calls), completion.usage or {}
+    return ModelTurn((message.content or "", *calls)), completion.usage or {}
 
 
-class OpenAICompatibleAgent:
+class OpenAICompatibleModel:
+    """A chat-completions server as a `ChatModel`. Servers may ignore `tool_choice`, so a forced
+    call is not guaranteed: plain text in answer to one means the model can't use tools."""
+
+    forced_calls_guaranteed = False
+
     def __init__(
         self,
         http: httpx.AsyncClient,
@@ -141,7 +158,6 @@ class OpenAICompatibleAgent:
         model: str,
         api_key: str | None,
         max_tokens: int,
-        max_rounds: int,
         max_retries: int,
         retry_initial_s: float,
         retry_max_s: float,
@@ -151,82 +167,38 @@ class OpenAICompatibleAgent:
         self._model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._max_tokens = max_tokens
-        self._max_rounds = max_rounds
         self._retry = RetryPolicy(max_retries, retry_initial_s, retry_max_s)
         self._tools = {
             web: [_function(t) for t in tool_definitions(web=web)] for web in (False, True)
         }
 
-    async def run(
+    async def turn(
         self,
-        question: str,
-        history: list[Turn],
-        runner: ToolRunner,
+        request: TurnRequest,
         trace: Trace,
-        on_answer: AnswerProgress | None = None,  # noqa: ARG002 (no streaming on this path yet)
-    ) -> RespondInput:
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": runner.system_prompt()},
-            *history_messages(history),
-            {"role": "user", "content": question},
-        ]
-        tools = self._tools[runner.web]
-        for round_number in range(1, self._max_rounds + 2):
-            tool = runner.required_tool(round_number, self._max_rounds)
-            choice: object = _forced(tool) if tool else "required"
-            reply = await self._complete(
-                {"messages": messages, "tools": tools, "tool_choice": choice}, trace
-            )
-            if not reply.calls and round_number == 1:
-                raise ToolsUnsupported("the model answered a forced tool call with plain text")
-            if not reply.calls:  # it can use tools (round 1 did): ask once more, like Claude
-                runner.failed("the model answered without the respond tool")
-                messages += [
-                    {"role": "assistant", "content": reply.content or ""},
-                    {"role": "user", "content": RETRY_NUDGE},
-                ]
-                continue
-            messages.append(reply.as_message())
-            named = reply.calls
-            respond = next((c for c in named if c.name == RESPOND_TOOL), None)
-            others = [n for n in named if n is not respond]
-            results: list[ToolResult] | None = None
-            if respond is not None and runner.keywords_pending:
-                # Tools beside the respond (save_keywords, say) run before it is judged.
-                results = await runner.run_all([(c.name, c.arguments) for c in others])
-            refusal = ""
-            if respond is not None:
-                verdict = await runner.judge_respond(
-                    respond.arguments, final=round_number >= self._max_rounds
-                )
-                if isinstance(verdict, RespondInput):
-                    return verdict
-                refusal = verdict
-            if results is None:
-                results = await runner.run_all([(c.name, c.arguments) for c in others])
-            # Matched by position, not by id: servers may send empty or repeated ids.
-            pending = iter(results)
-            for call in named:
-                result = ToolResult(refusal, True) if call is respond else next(pending)
-                text = f"ERROR: {result.content}" if result.is_error else result.content
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-        raise NoResponse(f"no answer within {self._max_rounds} rounds")
+        on_answer: AnswerProgress | None,  # noqa: ARG002 (no streaming on this path yet)
+    ) -> ModelTurn:
+        tool = request.required
+        body = {
+            "messages": _messages(request),
+            "tools": self._tools[request.web],
+            "tool_choice": _forced(tool) if tool else "required",
+        }
+        return await self._complete(body, trace)
 
-    async def answer_from_sources(
-        self, question: str, history: list[Turn], sources_text: str, trace: Trace
-    ) -> str:
-        """Search-then-answer: the passages go in the prompt and the model just writes."""
+    async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:
+        """Search-then-answer: the passages are in `system` and the model just writes."""
         messages = [
-            {"role": "system", "content": f"{NO_TOOLS_PROMPT}\n{sources_text}"},
+            {"role": "system", "content": system},
             *history_messages(history),
             {"role": "user", "content": question},
         ]
-        content = (await self._complete({"messages": messages}, trace)).content
-        if content is None or not content.strip():
+        content = (await self._complete({"messages": messages}, trace)).text
+        if not content.strip():
             raise NoResponse("the model returned an empty answer")
         return content
 
-    async def _complete(self, body: dict[str, Any], trace: Trace) -> _Reply:
+    async def _complete(self, body: dict[str, Any], trace: Trace) -> ModelTurn:
         payload = {"model": self._model, "max_tokens": self._max_tokens, **body}
         started = time.perf_counter()
         try:

@@ -4,6 +4,7 @@ prompt stays byte-identical between requests and prompt caching keeps working.""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 from core.answer.citations import NumberedSource
@@ -89,7 +90,7 @@ def format_sources(query: str, sources: list[NumberedSource]) -> str:
     return "\n".join(parts)
 
 
-def history_messages(history: list[Turn]) -> list[dict[str, Any]]:
+def history_messages(history: Sequence[Turn]) -> list[dict[str, Any]]:
     """Earlier turns as alternating user/assistant messages (the same shape in both APIs)."""
     messages: list[dict[str, Any]] = []
     for turn in history:

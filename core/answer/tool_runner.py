@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import structlog
 
@@ -27,21 +26,14 @@ from core.answer.tools import (
     required_tool,
 )
 from core.answer.web_research import WebResearch
+from core.domain.agent import ToolResult
 from core.domain.conversation import ToolCall, Trace
 from core.domain.documents import SearchHit
 from core.errors import NoResponse, ToolInputError, WebSearchError
 
 SearchFn = Callable[[str], Awaitable[list[SearchHit]]]
-# Receives the answer text written so far, while the model is still writing it.
-AnswerProgress = Callable[[str], Awaitable[None]]
 _Handler = Callable[[object], Awaitable[tuple[str, str]]]
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult:
-    content: str
-    is_error: bool
 
 
 class ToolRunner:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bot.diagnostics import Check, configuration
-from bot.wiring import build_claude, build_openai
+from bot.wiring import build_model
+from core.answer.claude import ClaudeModel
+from core.answer.openai_compat import OpenAICompatibleModel
 from core.config import Settings, load_settings
 from tests.conftest import REPO
 
@@ -92,10 +94,9 @@ def test_the_model_row_says_which_model_answers_and_why(
     assert row.info is ok  # a contradiction is a failure, not information
     # The row describes what the wiring builds (build_engine: Claude, else the OpenAI-compatible
     # agent), not a second opinion.
-    claude = build_claude(settings)
-    openai = None if claude else build_openai(settings)
-    assert row.detail.startswith("Claude") == (claude is not None)
-    assert ("OpenAI-compatible" in row.detail) == (openai is not None)
+    model = build_model(settings)
+    assert row.detail.startswith("Claude") == isinstance(model, ClaudeModel)
+    assert ("OpenAI-compatible" in row.detail) == isinstance(model, OpenAICompatibleModel)
 
 
 def test_platform_tokens_are_named_never_shown() -> None:

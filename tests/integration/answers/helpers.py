@@ -10,15 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
-from core.answer.openai_compat import OpenAICompatibleAgent
+from core.answer.search_then_answer import SearchThenAnswer
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings, load_settings
 from core.domain.conversation import ChannelKind, Question
 from core.ingest.pipeline import Ingestor
-from core.ports import SearchIndex
+from core.ports import ChatModel, SearchIndex
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 from tests.conftest import REPO
@@ -48,22 +48,23 @@ def engine(
     settings: Settings,
     index: SearchIndex,
     *,
-    claude: ClaudeAgent | None = None,
-    openai: OpenAICompatibleAgent | None = None,
+    model: ChatModel | None = None,
     **answer_settings: Any,
 ) -> AnswerEngine:
+    """An engine as the wiring builds one: `model` with search-then-answer as its fallback."""
+    answers = settings.answers.model_copy(update=answer_settings)
     return AnswerEngine(
         index=index,
         store=SqliteConversationStore(settings.state_path, 5_000),
-        settings=settings.answers.model_copy(update=answer_settings),
+        settings=answers,
         top_k=settings.search.top_k,
-        claude=claude,
-        openai=openai,
+        model=model,
+        fallback=SearchThenAnswer(model, answers) if model else None,
     )
 
 
 def kb_engine(
-    kb: Settings, minilm: MiniLMEmbedder, settings: Settings, claude: ClaudeAgent | None
+    kb: Settings, minilm: MiniLMEmbedder, settings: Settings, claude: ClaudeModel | None
 ) -> tuple[SqliteIndex, SqliteConversationStore, AnswerEngine]:
     """The shared knowledge base's index, a conversation store of `settings`, and an engine."""
     index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
@@ -73,7 +74,7 @@ def kb_engine(
         store=store,
         settings=settings.answers,
         top_k=settings.search.top_k,
-        claude=claude,
+        model=claude,
     )
     return index, store, answers
 

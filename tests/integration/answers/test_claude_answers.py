@@ -9,7 +9,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
@@ -33,12 +33,11 @@ from tests.integration.answers.helpers import (
 )
 
 
-def agent(api: FakeMessagesAPI, max_rounds: int = 5, max_retries: int = 2) -> ClaudeAgent:
-    return ClaudeAgent(
+def agent(api: FakeMessagesAPI, max_retries: int = 2) -> ClaudeModel:
+    return ClaudeModel(
         api.client(max_retries),
         model="claude-test",
         max_tokens=1024,
-        max_rounds=max_rounds,
     )
 
 
@@ -68,7 +67,7 @@ async def test_search_is_forced_then_answer_is_checked(settings: Settings, index
             respond_citing_first("Re-run `bot ingest`; unchanged files are skipped [{n}]."),
         ]
     )
-    answer = await engine(settings, index, claude=agent(api)).answer(
+    answer = await engine(settings, index, model=agent(api)).answer(
         question("how do I update the index after editing docs?")
     )
     first, second = api.requests
@@ -98,7 +97,7 @@ async def test_plain_text_is_asked_again_then_an_error_not_a_guess(settings, ind
             message(text("Still just text.")),
         ]
     )
-    answer = await engine(settings, index, claude=agent(api)).answer(question("what is prune?"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("what is prune?"))
     assert answer.status is AnswerStatus.ERROR
     assert "I think" not in answer.text
     assert api.requests[2]["tool_choice"] == {"type": "tool", "name": RESPOND_TOOL}
@@ -121,7 +120,7 @@ async def test_parallel_searches_run_and_number_sources_across_calls(settings, i
             respond,
         ]
     )
-    answer = await engine(settings, index, claude=agent(api)).answer(question("two topics"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("two topics"))
     assert [c.name for c in answer.trace.tool_calls] == [SEARCH_TOOL, SEARCH_TOOL]
     assert [c.number for c in answer.citations] == [1, 2]
     assert not any(c.verified for c in answer.citations)  # no quotes given
@@ -135,7 +134,7 @@ async def test_round_limit_forces_respond(settings, index) -> None:
             respond_citing_first(),
         ]
     )
-    answer = await engine(settings, index, claude=agent(api, max_rounds=3)).answer(
+    answer = await engine(settings, index, model=agent(api), max_rounds=3).answer(
         question("configure?")
     )
     assert [r["tool_choice"]["type"] for r in api.requests] == ["tool", "any", "tool"]
@@ -162,7 +161,7 @@ async def test_unknown_markers_fabricated_urls_and_false_quotes(settings, index)
         )
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="prune deleted")), respond])
-    answer = await engine(settings, index, claude=agent(api)).answer(question("prune?"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("prune?"))
     assert "[42]" not in answer.text
     assert "[2]" not in answer.text
     assert "evil.example" not in answer.text
@@ -207,7 +206,7 @@ async def test_invalid_tool_input_and_a_failing_tool_become_is_error(settings, i
         [message(tool_use(SEARCH_TOOL, query="ingest pdf")), retry, fix, respond_citing_first()]
     )
     broken = BrokenOnce(index)
-    answer = await engine(settings, broken, claude=agent(api, max_rounds=6)).answer(  # type: ignore[arg-type]
+    answer = await engine(settings, broken, model=agent(api), max_rounds=6).answer(  # type: ignore[arg-type]
         question("can it read PDFs?")
     )
     assert answer.status is AnswerStatus.ANSWERED
@@ -218,14 +217,14 @@ async def test_overloaded_then_success(settings, index) -> None:
     api = FakeMessagesAPI(
         [overloaded(), message(tool_use(SEARCH_TOOL, query="chunks")), respond_citing_first()]
     )
-    answer = await engine(settings, index, claude=agent(api)).answer(question("chunks?"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("chunks?"))
     assert answer.status is AnswerStatus.ANSWERED
     assert len(api.requests) == 3  # the SDK retried the 529 itself
 
 
 async def test_model_down_falls_back_to_a_labelled_extractive_answer(settings, index) -> None:
     api = FakeMessagesAPI([overloaded(), overloaded(), overloaded()])
-    answer = await engine(settings, index, claude=agent(api)).answer(
+    answer = await engine(settings, index, model=agent(api)).answer(
         question("how do I re-ingest changed documents?")
     )
     assert answer.mode is AnswerMode.EXTRACTIVE
@@ -236,7 +235,7 @@ async def test_model_down_falls_back_to_a_labelled_extractive_answer(settings, i
 
 async def test_timeouts_end_in_a_clear_message(settings, index) -> None:
     api = FakeMessagesAPI([httpx2.ReadTimeout("slow"), httpx2.ReadTimeout("slow")])
-    answer = await engine(settings, index, claude=agent(api, max_retries=1)).answer(
+    answer = await engine(settings, index, model=agent(api, max_retries=1)).answer(
         question("what is hybrid search?")
     )
     assert answer.mode is AnswerMode.EXTRACTIVE
@@ -254,7 +253,7 @@ async def test_follow_ups_carry_history_and_conversations_never_mix(settings, in
             respond_citing_first(),
         ]
     )
-    bot = engine(settings, index, claude=agent(api))
+    bot = engine(settings, index, model=agent(api))
     await bot.answer(question("what does --prune do?", key="thread-A"))
     await bot.answer(question("and how do I turn it off?", key="thread-A"))
     await bot.answer(question("unrelated", key="thread-B"))
@@ -273,7 +272,7 @@ async def test_follow_ups_carry_history_and_conversations_never_mix(settings, in
 )
 async def test_bad_questions_get_a_message_and_no_model_call(settings, index, text_in, expected):
     api = FakeMessagesAPI([])
-    answer = await engine(settings, index, claude=agent(api)).answer(question(text_in))
+    answer = await engine(settings, index, model=agent(api)).answer(question(text_in))
     assert answer.status is AnswerStatus.ERROR
     assert expected in answer.text
     assert api.requests == []
@@ -281,7 +280,7 @@ async def test_bad_questions_get_a_message_and_no_model_call(settings, index, te
 
 async def test_nul_bytes_are_stripped_from_the_question(settings, index) -> None:
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="prune")), respond_citing_first()])
-    await engine(settings, index, claude=agent(api)).answer(question("what\x00 is\x00 prune?"))
+    await engine(settings, index, model=agent(api)).answer(question("what\x00 is\x00 prune?"))
     assert api.requests[0]["messages"][-1]["content"] == "what is prune?"
 
 
@@ -315,7 +314,7 @@ async def test_prompt_injection_in_a_document_changes_nothing(
         )
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="holiday days")), respond])
-    answer = await engine(settings, evil_index, claude=agent(api)).answer(
+    answer = await engine(settings, evil_index, model=agent(api)).answer(
         question("how many holidays?")
     )
     await evil_index.close()
@@ -348,7 +347,7 @@ async def test_empty_turns_are_not_sent_back(settings, index) -> None:
             respond_citing_first(),
         ]
     )
-    answer = await engine(settings, index, claude=agent(api)).answer(question("ingest?"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("ingest?"))
     assert answer.status is AnswerStatus.ANSWERED
     for body in api.requests:
         for msg in body["messages"]:
@@ -380,7 +379,7 @@ async def test_the_answer_streams_cleaned_as_it_grows(settings, index) -> None:
     async def progress(text_so_far: str) -> None:
         previews.append(text_so_far)
 
-    answer = await engine(settings, index, claude=agent(api)).answer(
+    answer = await engine(settings, index, model=agent(api)).answer(
         question("re-ingest?"), on_progress=progress
     )
     assert len(previews) > 3  # several partial versions while the model was writing
@@ -416,7 +415,7 @@ async def test_a_preview_that_fails_loses_its_previews_not_the_answer(settings, 
         calls.append(text_so_far)
         raise TypeError("a bug in the adapter")
 
-    answer = await engine(settings, index, claude=agent(api)).answer(
+    answer = await engine(settings, index, model=agent(api)).answer(
         question("re-ingest?"), on_progress=broken_preview
     )
     assert answer.mode is AnswerMode.AGENT

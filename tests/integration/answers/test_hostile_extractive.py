@@ -80,7 +80,7 @@ async def test_no_model_extractive_answer_publishes_no_document_link(hostile_ind
 async def test_model_down_extractive_answer_publishes_no_document_link(hostile_index) -> None:
     settings, index = hostile_index
     api = FakeMessagesAPI([overloaded(), overloaded(), overloaded()])
-    answer = await engine(settings, index, claude=agent(api)).answer(
+    answer = await engine(settings, index, model=agent(api)).answer(
         question("how do I reset the widget?")
     )
     assert "unavailable" in answer.text

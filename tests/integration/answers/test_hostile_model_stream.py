@@ -20,8 +20,8 @@ import httpx
 import pytest
 import structlog
 
-from core.answer.claude import ClaudeAgent
-from core.answer.openai_compat import OpenAICompatibleAgent
+from core.answer.claude import ClaudeModel
+from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
@@ -46,17 +46,16 @@ from tests.integration.answers.helpers import cached, engine, question
 MARKER = "BODY-MARKER-5d1e"
 QUESTION = "how do I re-ingest changed documents?"
 MAX_TOKENS = 1024
-# What ClaudeAgent allows a reply of MAX_TOKENS (the fixed part plus 512 bytes per token).
+# What ClaudeModel allows a reply of MAX_TOKENS (the fixed part plus 512 bytes per token).
 REPLY_LIMIT = 65_536 + MAX_TOKENS * 512
 DEADLINE_S = 0.5  # the client's timeout in the stalled-stream cases
 
 
-def agent(api: FakeMessagesAPI, timeout: float | None = None) -> ClaudeAgent:
-    return ClaudeAgent(
+def agent(api: FakeMessagesAPI, timeout: float | None = None) -> ClaudeModel:
+    return ClaudeModel(
         api.client(max_retries=0, timeout=timeout),
         model="claude-test",
         max_tokens=MAX_TOKENS,
-        max_rounds=5,
     )
 
 
@@ -240,7 +239,7 @@ async def test_claude_hostile_reply_gives_the_extractive_answer(
 ) -> None:
     api = FakeMessagesAPI([step()])
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, claude=agent(api)).answer(question(QUESTION))
+        answer = await engine(settings, index, model=agent(api)).answer(question(QUESTION))
     api.check()
     assert len(api.requests) == 1
     assert_extractive_fallback(answer, note, logs)
@@ -255,7 +254,7 @@ async def test_claude_hostile_reply_after_a_search_still_falls_back(settings, in
         ]
     )
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, claude=agent(api)).answer(question(QUESTION))
+        answer = await engine(settings, index, model=agent(api)).answer(question(QUESTION))
     assert_extractive_fallback(
         answer, "Claude sent text/html (HTTP 200), not an event stream", logs
     )
@@ -267,7 +266,7 @@ async def test_claude_endless_stream_is_cut_at_its_byte_budget(settings, index) 
     api = FakeMessagesAPI([reply(endless(chunk, sent))])
     started = time.monotonic()
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, claude=agent(api)).answer(question(QUESTION))
+        answer = await engine(settings, index, model=agent(api)).answer(question(QUESTION))
     assert time.monotonic() - started < 10
     assert REPLY_LIMIT - len(chunk) <= sent[0] + len(PREFIX) <= REPLY_LIMIT + len(chunk)
     assert_extractive_fallback(
@@ -281,7 +280,7 @@ async def test_claude_endless_line_is_cut_before_it_is_buffered(settings, index)
     chunk = b"x" * 65_536
     api = FakeMessagesAPI([reply(endless(chunk, sent))])
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, claude=agent(api)).answer(question(QUESTION))
+        answer = await engine(settings, index, model=agent(api)).answer(question(QUESTION))
     assert sent[0] <= REPLY_LIMIT + len(chunk)
     assert_extractive_fallback(
         answer, f"Claude sent a reply longer than {REPLY_LIMIT:,} bytes", logs
@@ -303,7 +302,7 @@ async def test_claude_stalled_stream_ends_at_the_timeout(settings, index, body) 
     api = FakeMessagesAPI([reply(body())])
     started = time.monotonic()
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, claude=agent(api, timeout=DEADLINE_S)).answer(
+        answer = await engine(settings, index, model=agent(api, timeout=DEADLINE_S)).answer(
             question(QUESTION)
         )
     assert DEADLINE_S <= time.monotonic() - started < DEADLINE_S + 5
@@ -320,7 +319,7 @@ async def test_claude_unknown_events_in_a_good_stream_are_ignored(settings, inde
     unknown = {"type": "future_event", "detail": {"x": 1}}
     body = encode_events([events[0], unknown, *events[1:-1], unknown, events[-1]])
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="prune")), reply(body)])
-    answer = await engine(settings, index, claude=agent(api)).answer(question("what is prune?"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("what is prune?"))
     assert answer.mode is AnswerMode.AGENT
     assert answer.status is AnswerStatus.NOT_FOUND
     assert answer.text == "Not covered."
@@ -336,7 +335,7 @@ async def test_a_good_stream_still_answers(settings, index) -> None:
             ),
         ]
     )
-    answer = await engine(settings, index, claude=agent(api)).answer(question("what is prune?"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("what is prune?"))
     assert (answer.mode, answer.text) == (AnswerMode.AGENT, "No.")
 
 
@@ -408,14 +407,13 @@ OPENAI_CASES: dict[str, tuple[Raw, str]] = {
 }
 
 
-def local_agent(http: httpx.AsyncClient, chat: ChatServer) -> OpenAICompatibleAgent:
-    return OpenAICompatibleAgent(
+def local_agent(http: httpx.AsyncClient, chat: ChatServer) -> OpenAICompatibleModel:
+    return OpenAICompatibleModel(
         http,
         base_url=chat.url,
         model="llama-test",
         api_key=None,
         max_tokens=512,
-        max_rounds=4,
         max_retries=0,
         retry_initial_s=0.01,
         retry_max_s=0.01,
@@ -423,7 +421,7 @@ def local_agent(http: httpx.AsyncClient, chat: ChatServer) -> OpenAICompatibleAg
 
 
 @pytest.fixture
-async def openai_agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleAgent]:
+async def openai_agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleModel]:
     async with httpx.AsyncClient(timeout=5) as http:
         yield local_agent(http, chat)
 
@@ -439,7 +437,7 @@ async def test_openai_hostile_reply_gives_the_extractive_answer(
 ) -> None:
     chat.replies = [raw]
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, openai=openai_agent).answer(question(QUESTION))
+        answer = await engine(settings, index, model=openai_agent).answer(question(QUESTION))
     assert len(chat.requests) == 1
     assert_extractive_fallback(answer, note, logs)
 
@@ -449,7 +447,7 @@ async def test_openai_huge_body_is_not_read_past_its_bound(
 ) -> None:
     chat.replies = [Raw(b'{"choices": [{"message": {"content": "' + b"x" * (17 << 20) + b'"}}]}')]
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, openai=openai_agent).answer(question(QUESTION))
+        answer = await engine(settings, index, model=openai_agent).answer(question(QUESTION))
     assert_extractive_fallback(
         answer, "the model server sent a response longer than 16,777,216 bytes", logs
     )
@@ -463,7 +461,7 @@ async def test_openai_dripping_body_ends_at_the_timeout(settings, index, chat: C
     async with httpx.AsyncClient(timeout=DEADLINE_S) as http:
         slow = local_agent(http, chat)
         with structlog.testing.capture_logs() as logs:
-            answer = await engine(settings, index, openai=slow).answer(question(QUESTION))
+            answer = await engine(settings, index, model=slow).answer(question(QUESTION))
     assert time.monotonic() - started < DEADLINE_S + 5
     assert_extractive_fallback(answer, "the model server did not answer in time", logs)
 
@@ -477,7 +475,7 @@ async def test_openai_hostile_reply_in_search_then_answer(
     """The no-tools path: plain text to a forced tool call, then an HTML page."""
     chat.replies = [completion("I can't use tools."), Raw(MARKER.encode(), "text/html")]
     with structlog.testing.capture_logs() as logs:
-        answer = await engine(settings, index, openai=openai_agent).answer(question(QUESTION))
+        answer = await engine(settings, index, model=openai_agent).answer(question(QUESTION))
     assert_extractive_fallback(
         answer, "the model server sent text/html (HTTP 200), not a chat completion", logs
     )
@@ -499,7 +497,7 @@ async def test_an_empty_index_says_so_where_it_is_and_what_to_do(
         ]
     )
     claude = agent(api) if model == "claude" else None
-    bot = engine(settings, empty, claude=claude)
+    bot = engine(settings, empty, model=claude)
     in_terminal = replace(question("anything at all"), channel_kind=ChannelKind.TERMINAL)
     answer = await bot.answer(in_terminal)
     assert answer.status is AnswerStatus.NOT_FOUND
@@ -526,7 +524,7 @@ async def test_nothing_found_in_a_full_index_is_not_called_empty(settings, index
             ),
         ]
     )
-    answer = await engine(settings, index, claude=agent(api)).answer(question("zebras?"))
+    answer = await engine(settings, index, model=agent(api)).answer(question("zebras?"))
     # The search found passages (none relevant): the model's own not-found stands.
     assert answer.text == "Not covered."
     assert "the index holds no passages" not in answer.trace.notes

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.answer.openai_compat import OpenAICompatibleAgent
+from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.conversation import AnswerMode, AnswerStatus
@@ -25,15 +25,14 @@ from tests.integration.answers.helpers import (
 
 
 @pytest.fixture
-async def agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleAgent]:
+async def agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleModel]:
     async with httpx.AsyncClient(timeout=5) as http:
-        yield OpenAICompatibleAgent(
+        yield OpenAICompatibleModel(
             http,
             base_url=chat.url,
             model="llama-test",
             api_key="sk-local",
             max_tokens=512,
-            max_rounds=4,
             max_retries=2,
             retry_initial_s=0.01,
             retry_max_s=0.05,
@@ -58,7 +57,7 @@ async def test_tool_calls_over_the_wire(settings, index, chat: ChatServer, agent
         )
 
     chat.replies = [completion(None, (SEARCH_TOOL, {"query": "base url links"})), respond]
-    answer = await engine(settings, index, openai=agent).answer(question("citation links?"))
+    answer = await engine(settings, index, model=agent).answer(question("citation links?"))
     first, second = chat.requests
     assert first["path"] == "/v1/chat/completions"
     assert first["auth"] == "Bearer sk-local"
@@ -81,7 +80,7 @@ async def test_model_without_tool_calls_gets_search_then_answer(
         return completion("Ingest the folder again [1]; see also [9] and https://evil.example.")
 
     chat.replies = [completion("I can't use tools, here's a guess."), grounded]
-    answer = await engine(settings, index, openai=agent).answer(
+    answer = await engine(settings, index, model=agent).answer(
         question("how do I re-ingest changed documents?")
     )
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
@@ -102,14 +101,14 @@ async def test_retries_429_and_5xx_then_succeeds(settings, index, chat: ChatServ
             None, (RESPOND_TOOL, {"answer": "Not covered.", "citations": [], "status": "not_found"})
         ),
     ]
-    answer = await engine(settings, index, openai=agent).answer(question("pdf?"))
+    answer = await engine(settings, index, model=agent).answer(question("pdf?"))
     assert answer.status is AnswerStatus.NOT_FOUND
     assert len(chat.requests) == 4
 
 
 async def test_server_down_gives_a_labelled_extractive_answer(settings, index, chat, agent):
     chat.replies = [(500, {"error": "boom"})] * 3
-    answer = await engine(settings, index, openai=agent).answer(
+    answer = await engine(settings, index, model=agent).answer(
         question("what is reciprocal rank fusion?")
     )
     assert answer.mode is AnswerMode.EXTRACTIVE
@@ -119,18 +118,19 @@ async def test_server_down_gives_a_labelled_extractive_answer(settings, index, c
 
 async def test_unreachable_server(settings, index) -> None:
     async with httpx.AsyncClient(timeout=1) as http:
-        dead = OpenAICompatibleAgent(
+        dead = OpenAICompatibleModel(
             http,
             base_url="http://127.0.0.1:9/v1",
             model="m",
             api_key=None,
             max_tokens=64,
-            max_rounds=3,
             max_retries=1,
             retry_initial_s=0.01,
             retry_max_s=0.01,
         )
-        answer = await engine(settings, index, openai=dead).answer(question("hybrid search?"))
+        answer = await engine(settings, index, model=dead, max_rounds=3).answer(
+            question("hybrid search?")
+        )
     assert answer.mode is AnswerMode.EXTRACTIVE
     assert "could not be reached" in answer.text
 
@@ -160,7 +160,7 @@ async def test_a_server_that_refuses_tools_gets_search_then_answer(
         return completion("Ingest the folder again [1].")
 
     chat.replies = [(400, {"error": "llama3 does not support tools"}), grounded]
-    answer = await engine(settings, index, openai=agent).answer(
+    answer = await engine(settings, index, model=agent).answer(
         question("how do I re-ingest changed documents?")
     )
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER

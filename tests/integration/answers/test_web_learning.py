@@ -17,9 +17,10 @@ from pydantic import SecretStr
 
 from adapters.answer_labels import FROM_WEB, FROM_WEB_TEXT, answer_labels
 from bot.wiring import build_knowledge, build_web_search
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_WITH_WEB
+from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
 from core.answer.web_research import KEYWORDS_FIRST, WebLearning
 from core.backends.sqlite.conversation_store import SqliteConversationStore
@@ -158,13 +159,13 @@ def learning_engine(settings: Settings, index: SqliteIndex, api: FakeMessagesAPI
     knowledge = build_knowledge(settings, index)
     search = build_web_search(settings)
     assert search is not None
-    claude = ClaudeAgent(api.client(), model="claude-test", max_tokens=1024, max_rounds=5)
+    claude = ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
     return AnswerEngine(
         index=index,
         store=SqliteConversationStore(settings.state_path, 5_000),
         settings=settings.answers,
         top_k=settings.search.top_k,
-        claude=claude,
+        model=claude,
         knowledge=knowledge,
         web=WebLearning(search, knowledge, settings.web_search, settings.keywords.derived_max),
     )
@@ -549,7 +550,7 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
 
     import httpx
 
-    from core.answer.openai_compat import OpenAICompatibleAgent
+    from core.answer.openai_compat import OpenAICompatibleModel
     from tests.integration.answers.chat_server import ChatServer
     from tests.integration.answers.chat_server import completion as chat_reply
 
@@ -594,13 +595,12 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
     ]
     try:
         async with httpx.AsyncClient(timeout=5) as http:
-            model = OpenAICompatibleAgent(
+            model = OpenAICompatibleModel(
                 http,
                 base_url=chat.url,
                 model="llama-test",
                 api_key=None,
                 max_tokens=512,
-                max_rounds=6,
                 max_retries=0,
                 retry_initial_s=0.01,
                 retry_max_s=0.01,
@@ -611,9 +611,10 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
             engine = AnswerEngine(
                 index=kb_copy,
                 store=SqliteConversationStore(settings.state_path, 5_000),
-                settings=settings.answers,
+                settings=settings.answers.model_copy(update={"max_rounds": 6}),
                 top_k=settings.search.top_k,
-                openai=model,
+                model=model,
+                fallback=SearchThenAnswer(model, settings.answers),
                 knowledge=knowledge,
                 web=WebLearning(search, knowledge, settings.web_search, 5),
             )

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from adapters.discord.bot import DocsBot
 from bot.wiring import build_discord_bot, build_platform_state
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.config import Settings
 from core.ports import PlatformState
@@ -173,7 +173,7 @@ class DiscordHarness:
 def make_discord_factory(
     kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    async def start(claude: ClaudeAgent | None = None) -> tuple[DiscordHarness, Callable]:
+    async def start(claude: ClaudeModel | None = None) -> tuple[DiscordHarness, Callable]:
         emulator = DiscordEmulator()
         server = TestServer(emulator.app, host="127.0.0.1")
         await server.start_server()

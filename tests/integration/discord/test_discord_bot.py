@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
 from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, GUILD_ID
@@ -88,12 +88,12 @@ async def test_in_a_dm_there_is_no_thread(discord_bot: DiscordHarness) -> None:
     assert not discord_bot.emulator.called("POST", "/threads")
 
 
-def _answering(text: str) -> ClaudeAgent:
+def _answering(text: str) -> ClaudeModel:
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         return message(tool_use(RESPOND_TOOL, answer=text, citations=[], status="answered"))
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), respond])
-    return ClaudeAgent(api.client(), model="claude-test", max_tokens=1024, max_rounds=4)
+    return ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
 
 
 async def test_long_answers_continue_in_the_thread_with_mentions_suppressed(
@@ -155,7 +155,7 @@ async def test_a_model_failure_produces_a_visible_message(discord_factory) -> No
             message(text("still text")),
         ]
     )
-    agent = ClaudeAgent(api.client(), model="claude-test", max_tokens=256, max_rounds=4)
+    agent = ClaudeModel(api.client(), model="claude-test", max_tokens=256)
     harness, stop = await discord_factory(agent)
     try:
         harness.interaction(ask_payload(QUESTION))

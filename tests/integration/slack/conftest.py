@@ -22,7 +22,7 @@ from adapters.slack.server import (
     SlackService,
 )
 from bot.wiring import build_platform_state, build_slack_app
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.config import Settings, load_settings
 from core.ports import PlatformState
@@ -115,7 +115,7 @@ class SlackHarness:
 
 def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
     async def start(
-        claude: ClaudeAgent | None = None,
+        claude: ClaudeModel | None = None,
         **env: str,
     ) -> tuple[SlackHarness, Callable]:
         emulator = SlackEmulator()

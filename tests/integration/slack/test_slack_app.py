@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
-from core.answer.claude import ClaudeAgent
+from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
 from tests.fakes.slack_api import BOT_USER
@@ -173,12 +173,12 @@ async def test_even_the_fallback_failing_ends_in_a_visible_message(slack) -> Non
     assert "something went wrong" in slack.emulator.called("chat.postMessage")[-1]["text"]
 
 
-def _long_answer_model(answer: str) -> ClaudeAgent:
+def _long_answer_model(answer: str) -> ClaudeModel:
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         return message(tool_use(RESPOND_TOOL, answer=answer, citations=[], status="answered"))
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), respond])
-    return ClaudeAgent(api.client(), model="claude-test", max_tokens=1024, max_rounds=4)
+    return ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
 
 
 async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> None:
@@ -227,7 +227,7 @@ async def test_a_model_failure_produces_a_visible_apology(slack_factory) -> None
             message(text("still no tool")),
         ]
     )
-    agent = ClaudeAgent(api.client(), model="claude-test", max_tokens=256, max_rounds=4)
+    agent = ClaudeModel(api.client(), model="claude-test", max_tokens=256)
     harness, stop = await slack_factory(agent)
     try:
         await harness.event(mention("1700000000.001200"), "Ev1")
@@ -269,7 +269,7 @@ async def test_rate_limited_history_is_skipped_not_fatal(slack) -> None:
     await slack.until(lambda: len(answers(slack)) == 1)
 
 
-def _streaming_model() -> ClaudeAgent:
+def _streaming_model() -> ClaudeModel:
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         from tests.fakes.anthropic_api import tool_results
         from tests.integration.answers.helpers import first_sentence, sources_in
@@ -287,7 +287,7 @@ def _streaming_model() -> ClaudeAgent:
         )
 
     api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="re-ingest")), respond])
-    return ClaudeAgent(api.client(), model="claude-test", max_tokens=1024, max_rounds=4)
+    return ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
 
 
 def _final(harness: SlackHarness) -> list[dict[str, Any]]:

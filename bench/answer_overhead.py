@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_result
-from bot.wiring import build_embedder, open_index
+from bot.wiring import build_embedder, open_backend
 from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
@@ -58,7 +58,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         settings = bench_settings(REPO / ".bot")  # the shared embedding cache
         embedder = build_embedder(settings)
-        index = await open_index(settings, embedder, Path(tmp) / "index.sqlite")
+        backend = await open_backend(settings, embedder, Path(tmp) / "index.sqlite")
+        index = backend.index
         await Ingestor(index, embedder, settings.ingest).write(
             prepared_corpus(data, settings.ingest, "bench"), {}, IngestReport()
         )
@@ -87,7 +88,7 @@ async def main() -> None:
             p50s.append(statistics.median(own))
             p95s.append(percentile(own, 95))
             print(f"run {run + 1}: own time p50 {p50s[-1]:.2f} ms, p95 {p95s[-1]:.2f} ms")
-        await index.close()
+        await backend.close()
     result = {
         "questions": len(questions),
         "runs": args.runs,

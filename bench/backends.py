@@ -28,26 +28,25 @@ from pathlib import Path
 
 from bench.common import REPO, RESULTS, bench_settings, write_result
 from bench.search_latency import build, queries, query_embedder, timed_searches
-from bot.wiring import Index, open_index
-from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from bot.wiring import open_backend
 from core.config import Settings
+from core.ports import Backend
 from core.search.embedder import CachedEmbedder
 from tests.elasticsearch_emulator import NoidaServer
 
 RESULT = "backends.json"
 
 
-async def fresh_index(settings: Settings, embedder: CachedEmbedder, scratch: Path) -> Index:
+async def fresh_backend(settings: Settings, embedder: CachedEmbedder, scratch: Path) -> Backend:
     if settings.search.backend == "sqlite":
-        return await open_index(settings, embedder, scratch / f"{uuid.uuid4().hex}.sqlite")
+        return await open_backend(settings, embedder, scratch / f"{uuid.uuid4().hex}.sqlite")
     es = settings.elasticsearch.model_copy(update={"index_prefix": f"bench-{uuid.uuid4().hex[:8]}"})
-    return await open_index(settings.model_copy(update={"elasticsearch": es}), embedder)
+    return await open_backend(settings.model_copy(update={"elasticsearch": es}), embedder)
 
 
-async def discard(index: Index) -> None:
-    if isinstance(index, ElasticsearchIndex):
-        await drop_indices(index)
-    await index.close()
+async def discard(backend: Backend) -> None:
+    await backend.drop()
+    await backend.close()
 
 
 async def measure(
@@ -55,24 +54,26 @@ async def measure(
 ) -> dict[str, object]:
     backend = settings.search.backend
     rates = []
-    index = None
+    opened = None
     for run in range(args.ingest_runs):
-        if index is not None:
-            await discard(index)
-        index = await fresh_index(settings, embedder, scratch)
+        if opened is not None:
+            await discard(opened)
+        opened = await fresh_backend(settings, embedder, scratch)
+        index = opened.index
         started = time.perf_counter()
         await build(index, embedder, args.chunks, settings)
         seconds = time.perf_counter() - started
         rates.append(args.chunks / seconds)
         print(f"{backend}: ingest run {run + 1}: {args.chunks / seconds:.0f} chunks/s")
-    assert index is not None
+    assert opened is not None
+    index = opened.index
     try:
         chunks = (await index.stats()).chunks
         texts = queries(args.queries)
         await index.search(texts[0], k=settings.search.top_k)  # warm: caches, matrix, segments
         modes = await timed_searches(index, texts, settings.search.top_k, args.runs)
     finally:
-        await discard(index)
+        await discard(opened)
     return {
         "chunks": chunks,
         "ingest_chunks_per_s_median": round(statistics.median(rates), 1),

@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, write_result
-from bot.wiring import build_embedder, build_knowledge, open_index
+from bot.wiring import build_embedder, build_knowledge, open_backend
 from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.tools import MAX_QUERY_CHARS, RESPOND_TOOL, SEARCH_TOOL, WEB_SEARCH_TOOL
@@ -181,11 +181,13 @@ def web_pages(corpus: Corpus) -> dict[str, list[Page]]:
 
 async def knowledge_base(settings: Settings) -> None:
     embedder = build_embedder(settings)
-    index = await open_index(settings, embedder)
+    backend = await open_backend(settings, embedder)
     try:
-        await Ingestor(index, embedder, settings.ingest).ingest([str(REPO / "docs")], source="kb")
+        await Ingestor(backend.index, embedder, settings.ingest).ingest(
+            [str(REPO / "docs")], source="kb"
+        )
     finally:
-        await index.close()
+        await backend.close()
 
 
 def _outcome(text: str, answer: Answer) -> dict[str, Any]:
@@ -217,8 +219,9 @@ async def replay(
         web.default = lambda body: completion(pages[_key(body["messages"][-1]["content"])])
         w = settings.web_search.model_copy(update={"enabled": True, "base_url": web.url})
         embedder = build_embedder(settings)
-        index = await open_index(settings, embedder)
-        knowledge = build_knowledge(settings, index)
+        backend = await open_backend(settings, embedder)
+        index = backend.index
+        knowledge = build_knowledge(backend)
         api = FakeMessagesAPI([ScriptedResearcher(corpus)] * _MAX_STEPS)
         engine = AnswerEngine(
             index=index,
@@ -245,7 +248,7 @@ async def replay(
             learned_keywords = len(await knowledge.store.all())
         finally:
             await engine.close()
-            await index.close()
+            await backend.close()
     topics, related = phases["topics"], phases["related"]
     learned = [r["cites_learned"] and not r["web_searches"] for r in related]
     from_learned = sum(learned)

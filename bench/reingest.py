@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.common import SHARED_EVAL, bench_settings, write_result
-from bot.wiring import build_embedder, open_index
+from bot.wiring import build_embedder, open_backend
 from core.domain.documents import Outcome
 from core.ingest.pipeline import Ingestor
 
@@ -34,7 +34,8 @@ def materialise_anthropic_docs(folder: Path) -> Path:
 async def one_run(corpus: Path, data_dir: Path) -> dict[str, float]:
     settings = bench_settings(data_dir)
     embedder = build_embedder(settings)
-    index = await open_index(settings, embedder)
+    backend = await open_backend(settings, embedder)
+    index = backend.index
     ingestor = Ingestor(index, embedder, settings.ingest)
     started = time.perf_counter()
     first = await ingestor.ingest([str(corpus)], source="bench")
@@ -42,7 +43,7 @@ async def one_run(corpus: Path, data_dir: Path) -> dict[str, float]:
     started = time.perf_counter()
     again = await ingestor.ingest([str(corpus)], source="bench")
     again_s = time.perf_counter() - started
-    await index.close()
+    await backend.close()
     assert again.counts[Outcome.UNCHANGED] == first.counts[Outcome.ADDED]
     return {
         "documents": first.counts[Outcome.ADDED],

@@ -26,13 +26,13 @@ from collections.abc import AsyncIterator
 import numpy as np
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, percentile, write_result
-from bot.wiring import Index
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
 from core.domain.documents import Chunk, DocumentRecord, DocumentWrite, SearchMode, embedding_text
 from core.evaluation.retrieval import load_dataset, prepared_corpus
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
+from tests.conftest import Index
 
 NOISE = 0.01  # per dimension: a copy stays close to, but not equal to, its original
 SEED = 7

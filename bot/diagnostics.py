@@ -13,14 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.backends.sqlite.index import SqliteIndex
 from core.config import SECRET_ENV_VARS, Secrets, Settings
 from core.domain.urls import redact_url
 from core.errors import SearchIndexError
 
 if TYPE_CHECKING:
-    from core.backends.elasticsearch.index import ElasticsearchIndex
-    from core.ports import Embedder
+    from core.ports import Backend
 
 # What each way of running a platform needs from the environment.
 PLATFORM_MODES: dict[str, tuple[str, ...]] = {
@@ -39,10 +37,9 @@ class Check:
     info: bool = False  # says what the settings make of the bot; not a health check
 
 
-async def diagnose(index: SqliteIndex | ElasticsearchIndex, embedder: Embedder) -> list[Check]:
-    checks: list[Check] = []
-    if not isinstance(index, SqliteIndex):
-        checks.extend(await _cluster(index))
+async def diagnose(backend: Backend) -> list[Check]:
+    checks = [Check(c.name, c.ok, c.detail) for c in await backend.health()]
+    index, embedder = backend.index, backend.embedder
     try:
         stats = await index.stats()
     except SearchIndexError as exc:
@@ -163,31 +160,3 @@ def _web_search(settings: Settings) -> Check:
         )
     detail = f"{state}; {w.model} at {redact_url(w.base_url)}; PERPLEXITY_API_KEY set"
     return Check("web search", True, detail, info=True)
-
-
-async def _cluster(index: ElasticsearchIndex) -> list[Check]:
-    from core.backends.elasticsearch.connection import connect, licence, where
-
-    client = index.client
-    info = await connect(client, index.settings)
-    checks = [Check("connection", True, f"{where(index.settings)}, cluster {info.name}")]
-    checks.append(Check("version", True, f"Elasticsearch {info.version} (client major matches)"))
-    health = (await client.cluster.health()).body
-    status = str(health.get("status"))
-    checks.append(
-        Check(
-            "health",
-            status in ("green", "yellow"),
-            f"{status}, {health.get('number_of_nodes')} node(s)",
-        )
-    )
-    kind, licence_status = await licence(client)
-    fusion = index.settings.fusion
-    checks.append(Check("licence", True, f"{kind} ({licence_status}); fusion: {fusion}"))
-    current = await index.current_index()
-    try:
-        await index.check_compatible()
-        checks.append(Check("index", True, f"{index.names.chunks} -> {current}"))
-    except SearchIndexError as exc:
-        checks.append(Check("index", False, str(exc)))
-    return checks

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
-from core.backends.sqlite.index import SqliteIndex
-from core.backends.sqlite.run_locks import SqliteRunLocks
+from core.backends.sqlite import SqliteBackend
 from core.config import Settings
 from core.errors import ConfigError, MissingSecret
-from core.ports import ChatModel, RunLocks
+from core.ports import Backend, ChatModel, Embedder
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 
@@ -22,19 +21,14 @@ if TYPE_CHECKING:
     from adapters.slack.server import SlackService
     from core.answer.claude import ClaudeModel
     from core.answer.engine import AnswerEngine
-    from core.backends.elasticsearch.index import ElasticsearchIndex
     from core.learning.knowledge import LearnedKnowledge
     from core.ports import (
         ChatModel,
         ConversationStore,
         Judge,
-        KeywordStore,
         PlatformState,
         WebSearch,
     )
-
-# A string, so that naming the type does not import the Elasticsearch client.
-Index: TypeAlias = "SqliteIndex | ElasticsearchIndex"
 
 
 def build_embedder(settings: Settings) -> CachedEmbedder:
@@ -61,30 +55,20 @@ def _usable_folders(settings: Settings) -> None:
             raise ConfigError(f"{key}: can't use {folder} for the bot's data: {reason}") from None
 
 
-async def open_index(
+async def open_backend(
     settings: Settings,
-    embedder: CachedEmbedder,
+    embedder: Embedder,
     path: Path | None = None,
     *,
     check_compatible: bool = True,
-) -> Index:
+) -> Backend:
     """The configured backend, checked and ready: a bad cluster address, wrong credentials or
     a version mismatch fail here, at start, with a clear message. `path` forces SQLite."""
     if settings.search.backend == "sqlite" or path is not None:
-        return SqliteIndex(path or settings.index_path, embedder, settings.search)
-    from core.backends.elasticsearch.connection import build_client
-    from core.backends.elasticsearch.index import ElasticsearchIndex
-    from core.backends.elasticsearch.state import ensure_state_indices
+        return SqliteBackend(settings, embedder, path)
+    from core.backends.elasticsearch import ElasticsearchBackend
 
-    es = settings.elasticsearch
-    index = ElasticsearchIndex(build_client(es, settings.secrets), embedder, settings.search, es)
-    try:
-        await index.open(check_compatible=check_compatible)
-        await ensure_state_indices(index.client, index.names, es)
-    except BaseException:
-        await index.close()
-        raise
-    return index
+    return await ElasticsearchBackend.open(settings, embedder, check_compatible=check_compatible)
 
 
 def build_model(settings: Settings) -> ChatModel | None:
@@ -140,51 +124,10 @@ def build_judge(settings: Settings) -> Judge | None:
     return ClaudeJudge(claude.client, settings.anthropic.model) if claude else None
 
 
-def build_store(settings: Settings, index: Index) -> ConversationStore:
-    """Conversation turns where the index lives: shared by every process on Elasticsearch."""
-    if isinstance(index, SqliteIndex):
-        from core.backends.sqlite.conversation_store import SqliteConversationStore
-
-        return SqliteConversationStore(settings.state_path, settings.search.busy_timeout_ms)
-    from core.backends.elasticsearch.state import ElasticsearchConversationStore
-
-    return ElasticsearchConversationStore(index.client, settings.elasticsearch)
-
-
-def build_platform_state(settings: Settings, index: Index, dedup_ttl_s: float) -> PlatformState:
-    if isinstance(index, SqliteIndex):
-        from core.backends.sqlite.platform_state import SqlitePlatformState
-
-        return SqlitePlatformState(
-            settings.state_path, settings.search.busy_timeout_ms, dedup_ttl_s
-        )
-    from core.backends.elasticsearch.state import ElasticsearchPlatformState
-
-    return ElasticsearchPlatformState(index.client, settings.elasticsearch, dedup_ttl_s)
-
-
-def build_locks(settings: Settings, index: Index) -> RunLocks:
-    if not isinstance(index, SqliteIndex):
-        from core.backends.elasticsearch.state import ElasticsearchRunLocks
-
-        return ElasticsearchRunLocks(index.client, settings.elasticsearch)
-    return SqliteRunLocks(settings.state_path, settings.search.busy_timeout_ms)
-
-
-def build_keyword_store(settings: Settings, index: Index) -> KeywordStore:
-    if isinstance(index, SqliteIndex):
-        from core.backends.sqlite.keyword_store import SqliteKeywordStore
-
-        return SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
-    from core.backends.elasticsearch.state import ElasticsearchKeywordStore
-
-    return ElasticsearchKeywordStore(index.client, settings.elasticsearch)
-
-
-def build_knowledge(settings: Settings, index: Index) -> LearnedKnowledge:
+def build_knowledge(backend: Backend) -> LearnedKnowledge:
     from core.learning.knowledge import LearnedKnowledge
 
-    return LearnedKnowledge(index, index.embedder, build_keyword_store(settings, index))
+    return LearnedKnowledge(backend.index, backend.embedder, backend.keywords)
 
 
 def build_web_search(settings: Settings) -> WebSearch | None:
@@ -200,15 +143,13 @@ def build_web_search(settings: Settings) -> WebSearch | None:
     return PerplexitySearch(httpx.AsyncClient(), w, key)
 
 
-def build_engine(
-    settings: Settings, index: Index, store: ConversationStore | None = None
-) -> AnswerEngine:
+def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
     from core.answer.engine import AnswerEngine
     from core.answer.search_then_answer import SearchThenAnswer
     from core.answer.web_research import WebLearning
 
     model = build_model(settings)
-    knowledge = build_knowledge(settings, index)
+    knowledge = build_knowledge(backend)
     search = build_web_search(settings)
     web = (
         WebLearning(search, knowledge, settings.web_search, settings.keywords.derived_max)
@@ -216,8 +157,8 @@ def build_engine(
         else None
     )
     return AnswerEngine(
-        index=index,
-        store=store or build_store(settings, index),
+        index=backend.index,
+        store=backend.conversations,
         settings=settings.answers,
         top_k=settings.search.top_k,
         model=model,

@@ -4,7 +4,7 @@ tests put an in-memory fake. Value types live in `core.domain`; implementations 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from core.domain.agent import AnswerProgress, ModelTurn, TurnRequest
@@ -21,6 +21,7 @@ from core.domain.documents import (
     SearchMode,
     Vectors,
 )
+from core.domain.health import HealthCheck, ReindexReport
 from core.domain.learned import LearnedDocument, LearnedKeyword
 from core.domain.web import WebResult
 
@@ -228,3 +229,44 @@ class ChatModel(Protocol):
 
     async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:
         """A plain-text reply with no tools (search-then-answer)."""
+
+
+# Backends
+
+
+class Backend(Protocol):
+    """One storage backend: the index, every store beside it and the connection they share.
+    Stores are opened when first used, and everything is closed once, stores before the index
+    (and the client last)."""
+
+    @property
+    def index(self) -> SearchIndex: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def conversations(self) -> ConversationStore: ...
+
+    @property
+    def locks(self) -> RunLocks: ...
+
+    @property
+    def keywords(self) -> KeywordStore: ...
+
+    def platform_state(self, dedup_ttl_s: float) -> PlatformState:
+        """The adapters' state; each platform keeps deliveries for its own time."""
+
+    async def health(self) -> list[HealthCheck]:
+        """The backend's own checks beyond the index's content (a cluster's connection,
+        version, health, licence and index version); none for an embedded file."""
+
+    async def reindex(
+        self, *, delete_old: bool, on_progress: Callable[[int, int], None]
+    ) -> ReindexReport:
+        """A new index version filled while the old one serves, then swapped in."""
+
+    async def drop(self) -> None:
+        """Remove everything this backend stored (an evaluation's scratch index)."""
+
+    async def close(self) -> None: ...

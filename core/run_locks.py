@@ -64,3 +64,7 @@ def _alive(pid: int) -> bool:
 
 def _when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# The run lock a reindex holds, so two started at once don't both build a version.
+REINDEX_LOCK = "reindex"

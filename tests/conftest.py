@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from bot.wiring import Index, open_index
-from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from bot.wiring import open_backend
+from core.backends.elasticsearch.index import ElasticsearchIndex
+from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings, load_settings
 from core.ingest.pipeline import Ingestor
+from core.ports import Backend
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 from tests.elasticsearch_emulator import NoidaServer
+
+# The two index implementations the backend-parametrised tests run against.
+Index = SqliteIndex | ElasticsearchIndex
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_EVAL = REPO.parent / "shared" / "eval"
@@ -87,14 +92,18 @@ def backend_settings(request: pytest.FixtureRequest, settings: Settings) -> Sett
 
 
 @pytest.fixture
-async def index(backend_settings: Settings, embedder: CachedEmbedder) -> AsyncIterator[Index]:
-    idx = await open_index(backend_settings, embedder)
+async def backend(backend_settings: Settings, embedder: CachedEmbedder) -> AsyncIterator[Backend]:
+    opened = await open_backend(backend_settings, embedder)
     try:
-        yield idx
-        if isinstance(idx, ElasticsearchIndex):
-            await drop_indices(idx)
+        yield opened
+        await opened.drop()
     finally:
-        await idx.close()
+        await opened.close()
+
+
+@pytest.fixture
+def index(backend: Backend) -> Index:
+    return backend.index  # type: ignore[return-value]  # one of the two, by `backend_settings`
 
 
 @pytest.fixture

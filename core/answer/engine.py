@@ -118,11 +118,10 @@ class AnswerEngine:
         self._web = web
 
     async def close(self) -> None:
-        await self._store.close()
+        """Closes what the engine opened itself (the web search's client); the stores and the
+        index belong to the backend, which closes them."""
         if self._web is not None:
             await self._web.search.close()
-        if self._knowledge is not None:
-            await self._knowledge.store.close()
 
     async def search(self, query: str) -> list[SearchHit]:
         return await self._index.search(query, k=self._top_k)

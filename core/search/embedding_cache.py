@@ -7,7 +7,6 @@ every vector already computed for the same model and the same text.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -15,8 +14,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from core.sqlite import connect_store, transaction
+
 # SQLite caps host parameters per statement (32766 since 3.32); stay well below it.
 _LOOKUP_BATCH = 500
+# Several ingests (or an ingest and a bot) may write vectors at once: a writer waits its turn.
+_BUSY_TIMEOUT_MS = 10_000
 
 
 def content_hash(text: str) -> str:
@@ -29,10 +32,7 @@ class EmbeddingCache:
         self._model_id = model_id
         self._dimensions = dimensions
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
+        self._db = connect_store(path, _BUSY_TIMEOUT_MS, rebuildable=True)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS embeddings ("
             " model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,"
@@ -63,16 +63,10 @@ class EmbeddingCache:
         ]
         if not rows:
             return
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self._db):
+            self._db.executemany(
+                "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
+            )
 
     def count(self) -> int:
         with self._lock:

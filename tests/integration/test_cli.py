@@ -250,7 +250,7 @@ def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
 
     import time_machine
 
-    from bot.wiring import build_embedder, build_knowledge, open_index
+    from bot.wiring import build_embedder, build_knowledge, open_backend
     from core.config import load_settings
     from core.domain.documents import SearchFilters
     from core.domain.web import WebResult, WebSource
@@ -262,18 +262,17 @@ def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
         return WebResult(f"{name} widgets", (source,))
 
     async def learn() -> None:
-        index = await open_index(settings, build_embedder(settings))
-        knowledge = build_knowledge(settings, index)
+        backend = await open_backend(settings, build_embedder(settings))
+        knowledge = build_knowledge(backend)
         with time_machine.travel(time.time() - 200 * 86_400, tick=False):
             await knowledge.learn(question="old?", results=[page("old")], keywords=["old widgets"])
         await knowledge.learn(question="new?", results=[page("new")], keywords=["new widgets"])
-        await knowledge.store.close()
-        await index.close()
+        await backend.close()
 
     async def learned_urls() -> set[str]:
-        index = await open_index(settings, build_embedder(settings))
-        hits = await index.search("widgets", k=10, filters=SearchFilters(learned=True))
-        await index.close()
+        backend = await open_backend(settings, build_embedder(settings))
+        hits = await backend.index.search("widgets", k=10, filters=SearchFilters(learned=True))
+        await backend.close()
         return {h.chunk.url for h in hits}
 
     asyncio.run(learn())

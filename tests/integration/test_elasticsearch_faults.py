@@ -18,12 +18,14 @@ from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.wiring import build_engine, build_locks, build_platform_state, build_store, open_index
+from bot.wiring import build_engine
 from core.answer.engine import INDEX_UNAVAILABLE
+from core.backends.elasticsearch import ElasticsearchBackend
 from core.backends.elasticsearch.connection import build_client
 from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
-from core.backends.elasticsearch.reindex import REINDEX_LOCK, reindex
+from core.backends.elasticsearch.reindex import reindex
 from core.backends.elasticsearch.schema import hashed_id
+from core.backends.elasticsearch.state import ElasticsearchPlatformState, ElasticsearchRunLocks
 from core.config import Settings
 from core.domain.conversation import AnswerStatus, ChannelKind, Question
 from core.domain.documents import (
@@ -37,12 +39,23 @@ from core.domain.documents import (
 )
 from core.errors import IndexUnavailable, SearchIndexError
 from core.ingest.pipeline import Ingestor
+from core.ports import Embedder
+from core.run_locks import REINDEX_LOCK
 from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO, elasticsearch_settings
 from tests.elasticsearch_emulator import NoidaServer, free_port
 from tests.fakes.elasticsearch_proxy import ElasticsearchProxy, ProxyScript
 
 runner = CliRunner()
+
+
+async def open_index(
+    settings: Settings, embedder: Embedder, *, check_compatible: bool = True
+) -> ElasticsearchIndex:
+    """The backend's index: these tests reach into it (its client, its names, its versions);
+    its stores share the client, which closing the index closes."""
+    backend = await ElasticsearchBackend.open(settings, embedder, check_compatible=check_compatible)
+    return backend.index
 
 
 @pytest.fixture
@@ -364,7 +377,9 @@ def test_reindex_refuses_to_run_twice_at_once(
 
     async def hold_lock() -> None:
         index = await open_index(es_settings, embedder)
-        await build_locks(es_settings, index).claim(REINDEX_LOCK, "another-host:1", 600)
+        await ElasticsearchRunLocks(index.client, es_settings.elasticsearch).claim(
+            REINDEX_LOCK, "another-host:1", 600
+        )
         await index.close()
 
     asyncio.run(hold_lock())
@@ -437,7 +452,7 @@ async def test_cluster_going_away_mid_question_is_a_clear_answer(
         update={"elasticsearch": s.elasticsearch.model_copy(update={"max_retries": 0})}
     )
     index = await open_index(s, embedder)
-    engine = build_engine(s, index, build_store(s, index))
+    engine = build_engine(s, ElasticsearchBackend(index))
     try:
         await _write(index, embedder, [_doc("guide", ["Invite the bot to a channel."])])
         question = Question(
@@ -462,7 +477,7 @@ async def test_racing_deliveries_of_one_event_answer_it_once(
     """The winner of the first key is slow to claim the second: the loser must not take it."""
     settings, script = proxied
     index = await open_index(settings, embedder)
-    a, b = (build_platform_state(settings, index, 60) for _ in range(2))
+    a, b = (ElasticsearchPlatformState(index.client, settings.elasticsearch, 60) for _ in range(2))
     try:
         second = f"/{settings.elasticsearch.index_prefix}-deliveries/_create/{hashed_id('msg:1')}"
         script.delay_once[f"PUT {second}"] = 0.3

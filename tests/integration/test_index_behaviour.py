@@ -3,12 +3,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bot.wiring import Index
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
 from core.domain.documents import Chunk, DocumentRecord, SearchFilters, SearchMode, embedding_text
 from core.errors import SearchIndexError
 from core.search.embedder import CachedEmbedder
+from tests.conftest import Index
 
 DOCS = {
     "doc:slack": (

@@ -12,12 +12,12 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from bot.wiring import Index
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
 from core.domain.documents import Outcome, SearchMode
 from core.ingest.pipeline import Ingestor
 from core.search.embedder import CachedEmbedder
+from tests.conftest import Index
 from tests.pdf_maker import make_pdf
 
 

@@ -9,8 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import time_machine
 
-from bot.wiring import Index, build_keyword_store, open_index
-from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from bot.wiring import open_backend
 from core.config import Settings
 from core.ports import KeywordStore
 from core.search.embedder import CachedEmbedder
@@ -21,17 +20,13 @@ async def stores(
     backend_settings: Settings, embedder: CachedEmbedder
 ) -> AsyncIterator[tuple[KeywordStore, KeywordStore]]:
     """Two processes' stores over the same backend."""
-    indices: list[Index] = [await open_index(backend_settings, embedder) for _ in range(2)]
-    pair = [build_keyword_store(backend_settings, i) for i in indices]
+    backends = [await open_backend(backend_settings, embedder) for _ in range(2)]
     try:
-        yield pair[0], pair[1]
-        if isinstance(indices[0], ElasticsearchIndex):
-            await drop_indices(indices[0])
+        yield backends[0].keywords, backends[1].keywords
+        await backends[0].drop()
     finally:
-        for store in pair:
-            await store.close()
-        for index in indices:
-            await index.close()
+        for backend in backends:
+            await backend.close()
 
 
 async def test_fifty_concurrent_saves_make_one_keyword_with_fifty_associations(

@@ -17,8 +17,8 @@ import time_machine
 from apscheduler.triggers.date import DateTrigger
 
 from bot.clock import PruneJob, build_scheduler
-from bot.wiring import Index, build_knowledge, build_locks, build_platform_state, open_index
-from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from bot.wiring import build_knowledge, open_backend
+from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.schema import hashed_id
 from core.config import Settings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
@@ -26,8 +26,9 @@ from core.domain.documents import SearchFilters
 from core.domain.web import WebResult, WebSource
 from core.learning.knowledge import LearnedKnowledge
 from core.learning.pruning import KeywordPruner, StaleReason
-from core.ports import PlatformState
+from core.ports import Backend, PlatformState
 from core.search.embedder import CachedEmbedder
+from tests.conftest import Index
 
 DAY = 86_400
 T0 = 1_800_000_000.0
@@ -37,6 +38,7 @@ T0 = 1_800_000_000.0
 class Process:
     """What one bot process holds: its own connections to the shared backend."""
 
+    backend: Backend
     index: Index
     knowledge: LearnedKnowledge
     platform: PlatformState
@@ -56,27 +58,24 @@ async def processes(
     )
     made: list[Process] = []
     for _ in range(2):
-        index = await open_index(settings, embedder)
-        knowledge = build_knowledge(settings, index)
-        platform = build_platform_state(settings, index, 60)
-        locks = build_locks(settings, index)
+        backend = await open_backend(settings, embedder)
+        knowledge = build_knowledge(backend)
+        platform = backend.platform_state(60)
         made.append(
             Process(
-                index,
+                backend,
+                backend.index,  # type: ignore[arg-type]  # one of the two, by `backend_settings`
                 knowledge,
                 platform,
-                KeywordPruner(knowledge, platform, locks, settings.keywords),
+                KeywordPruner(knowledge, platform, backend.locks, settings.keywords),
             )
         )
     try:
         yield made[0], made[1]
-        if isinstance(made[0].index, ElasticsearchIndex):
-            await drop_indices(made[0].index)
+        await made[0].backend.drop()
     finally:
         for p in made:
-            await p.knowledge.store.close()
-            await p.platform.close()
-            await p.index.close()
+            await p.backend.close()
 
 
 def result(topic: str, page: str = "1") -> WebResult:

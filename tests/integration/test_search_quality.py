@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.wiring import Index, open_index
+from bot.wiring import open_backend
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
 from core.domain.documents import SearchMode
@@ -20,7 +20,7 @@ from core.evaluation.retrieval import Dataset, evaluate, load_dataset, prepared_
 from core.ingest.pipeline import Ingestor, IngestReport
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
-from tests.conftest import SHARED_EVAL
+from tests.conftest import SHARED_EVAL, Index
 
 DATASET = SHARED_EVAL / "anthropic_docs_qa"
 MAX_NDCG_GAP = 0.02
@@ -70,13 +70,17 @@ async def test_anthropic_docs_quality_on_every_backend(
     assert hybrid["ndcg@10"] > embedded[SearchMode.VECTOR]["ndcg@10"]
     if backend_settings.search.backend == "sqlite":
         return
-    index = await open_index(backend_settings, embedder)
+    backend = await open_backend(backend_settings, embedder)
     try:
         served = await _metrics(
-            index, embedder, backend_settings, data, (SearchMode.HYBRID, SearchMode.VECTOR)
+            backend.index,  # type: ignore[arg-type]  # Elasticsearch here
+            embedder,
+            backend_settings,
+            data,
+            (SearchMode.HYBRID, SearchMode.VECTOR),
         )
     finally:
-        await index.close()
+        await backend.close()
     gap = embedded[SearchMode.HYBRID]["ndcg@10"] - served[SearchMode.HYBRID]["ndcg@10"]
     assert gap <= MAX_NDCG_GAP, (embedded, served)
     # The vector side sees the same vectors: only approximate kNN may cost a little.

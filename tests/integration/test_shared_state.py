@@ -11,11 +11,10 @@ from dataclasses import dataclass
 import pytest
 import time_machine
 
-from bot.wiring import Index, build_locks, build_platform_state, build_store, open_index
-from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from bot.wiring import open_backend
 from core.config import Settings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, Turn
-from core.ports import ConversationStore, PlatformState, RunLocks
+from core.ports import Backend, ConversationStore, PlatformState, RunLocks
 from core.search.embedder import CachedEmbedder
 
 TTL_S = 60.0
@@ -23,27 +22,20 @@ TTL_S = 60.0
 
 @dataclass
 class Process:
-    """What one bot process holds: its own index connection and the stores built on it."""
+    """What one bot process holds: its own backend (connection) and the stores built on it."""
 
-    index: Index
+    backend: Backend
     store: ConversationStore
     state: PlatformState
     locks: RunLocks
 
     async def close(self) -> None:
-        for part in (self.store, self.state, self.locks):
-            await part.close()
-        await self.index.close()
+        await self.backend.close()
 
 
 async def _process(settings: Settings, embedder: CachedEmbedder) -> Process:
-    index = await open_index(settings, embedder)
-    return Process(
-        index,
-        build_store(settings, index),
-        build_platform_state(settings, index, TTL_S),
-        build_locks(settings, index),
-    )
+    backend = await open_backend(settings, embedder)
+    return Process(backend, backend.conversations, backend.platform_state(TTL_S), backend.locks)
 
 
 @pytest.fixture
@@ -54,8 +46,7 @@ async def two(
     second = await _process(backend_settings, embedder)
     try:
         yield first, second
-        if isinstance(first.index, ElasticsearchIndex):
-            await drop_indices(first.index)
+        await first.backend.drop()
     finally:
         await first.close()
         await second.close()

@@ -55,8 +55,9 @@ from core.domain.documents import (
 )
 from core.errors import SearchIndexError
 from core.ports import Embedder
-from core.search.checks import check_vectors, checked_query
-from core.search.fusion import Ranked, reciprocal_rank_fusion
+from core.search.checks import check_vectors
+from core.search.fusion import Ranked
+from core.search.hybrid import SearchRequest, fuse, fused_hits, search_request
 
 log = logging.getLogger(__name__)
 
@@ -436,68 +437,46 @@ class ElasticsearchIndex:
         mode: SearchMode = SearchMode.HYBRID,
         filters: SearchFilters | None = None,
     ) -> list[SearchHit]:
-        query = checked_query(query, k, self._search.max_query_chars)
-        if not query.strip():
+        r = await search_request(
+            query, k=k, mode=mode, filters=filters, settings=self._search, embedder=self.embedder
+        )
+        if r is None:
             return []
-        filters = filters or SearchFilters()
-        limit = max(self._search.candidates, k)
-        vector = await self.embedder.embed_query(query) if mode is not SearchMode.BM25 else None
         with explained(self.settings):
-            if vector is not None and mode is SearchMode.HYBRID and self._use_server_rrf():
-                served = await self._server_fused(query, vector, filters, k, limit)
+            if r.vector is not None and r.mode is SearchMode.HYBRID and self._use_server_rrf():
+                served = await self._server_fused(r.query, r.vector, r.filters, r.k, r.limit)
                 if served is not None:
                     return served
-            return await self._client_fused(query, vector, filters, k, limit, mode)
+            return await self._client_fused(r)
 
     def _use_server_rrf(self) -> bool:
         s = self._search
         return self._server_rrf and s.bm25_weight == s.vector_weight
 
-    async def _client_fused(
-        self,
-        query: str,
-        vector: Vectors | None,
-        filters: SearchFilters,
-        k: int,
-        limit: int,
-        mode: SearchMode,
-    ) -> list[SearchHit]:
+    async def _client_fused(self, r: SearchRequest) -> list[SearchHit]:
         async def none() -> list[tuple[str, float, dict[str, Any]]]:
             return []
 
         bm25_side = (
-            self._side(query=self._bm25_query(query, filters), size=limit)
-            if mode is not SearchMode.VECTOR
+            self._side(query=self._bm25_query(r.query, r.filters), size=r.limit)
+            if r.mode is not SearchMode.VECTOR
             else none()
         )
         vector_side = (
-            self._side(knn=self._knn(vector, filters, limit), size=limit)
-            if vector is not None
+            self._side(knn=self._knn(r.vector, r.filters, r.limit), size=r.limit)
+            if r.vector is not None
             else none()
         )
         bm25, knn = await asyncio.gather(bm25_side, vector_side)
-        sources = {hit_id: source for hit_id, _, source in (*bm25, *knn)}
-        s = self._search
-        hybrid = mode is SearchMode.HYBRID
-        fused = reciprocal_rank_fusion(
+        fused = fuse(
             [Ranked(i, score) for i, score, _ in bm25],
             # Elasticsearch reports cosine as (1 + cos) / 2; we report the cosine itself.
             [Ranked(i, 2 * score - 1) for i, score, _ in knn],
-            k=s.rrf_k,
-            bm25_weight=s.bm25_weight if hybrid else 1.0,
-            vector_weight=s.vector_weight if hybrid else 1.0,
-        )[:k]
-        return [
-            SearchHit(
-                chunk=chunk_from_source(sources[f.key]),
-                score=f.score,
-                bm25_rank=f.bm25_rank,
-                bm25_score=f.bm25_score,
-                vector_rank=f.vector_rank,
-                vector_score=f.vector_score,
-            )
-            for f in fused
-        ]
+            r,
+            self._search,
+        )
+        chunks = {hit_id: chunk_from_source(source) for hit_id, _, source in (*bm25, *knn)}
+        return fused_hits(fused, chunks)
 
     async def _server_fused(
         self, query: str, vector: Vectors, filters: SearchFilters, k: int, limit: int

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch import helpers
@@ -23,20 +22,8 @@ from core.backends.elasticsearch.connection import explain, explained
 from core.backends.elasticsearch.index import ElasticsearchIndex, chunk_from_source
 from core.backends.elasticsearch.schema import CHUNK
 from core.domain.documents import embedding_text
+from core.domain.health import ReindexReport
 from core.errors import SearchIndexError
-
-# The run lock a reindex holds, so two started at once don't both build a version.
-REINDEX_LOCK = "reindex"
-
-
-@dataclass(frozen=True, slots=True)
-class ReindexReport:
-    old_index: str
-    new_index: str
-    chunks: int
-    documents: int
-    reembedded: bool
-    old_deleted: bool
 
 
 async def reindex(

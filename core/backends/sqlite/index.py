@@ -39,8 +39,10 @@ from core.domain.documents import (
 )
 from core.errors import SearchIndexError
 from core.ports import Embedder
-from core.search.checks import check_vectors, checked_query
-from core.search.fusion import Ranked, reciprocal_rank_fusion
+from core.search.checks import check_vectors
+from core.search.fusion import Ranked
+from core.search.hybrid import SearchRequest, fuse, fused_hits, search_request
+from core.sqlite import connect_store, transaction
 
 SCHEMA_VERSION = "1"
 _KEYWORD_SEPARATOR = "\n"
@@ -138,10 +140,7 @@ class SqliteIndex:
     # -- connections ------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        db.execute(f"PRAGMA busy_timeout={int(self._settings.busy_timeout_ms)}")
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db = connect_store(self._path, self._settings.busy_timeout_ms, rebuildable=True)
         with self._connections_lock:
             self._connections.append(db)
         return db
@@ -156,18 +155,11 @@ class SqliteIndex:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction at a time; it bumps `generation` so readers reload vectors."""
-        with self._write_lock:
-            db = self._reader()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-                db.execute(
-                    "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._write_lock, transaction(self._reader()) as db:
+            yield db
+            db.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
+            )
 
     def _init_schema(self) -> None:
         try:
@@ -378,31 +370,6 @@ class SqliteIndex:
         # FTS5's bm25() is negative, lower is better; flip it so larger means better everywhere.
         return [Ranked(str(r[0]), -float(r[1])) for r in rows]
 
-    def _fuse(
-        self, bm25: list[Ranked], vector: list[Ranked], k: int, mode: SearchMode
-    ) -> list[SearchHit]:
-        s = self._settings
-        fused = reciprocal_rank_fusion(
-            bm25,
-            vector,
-            k=s.rrf_k,
-            bm25_weight=s.bm25_weight if mode is SearchMode.HYBRID else 1.0,
-            vector_weight=s.vector_weight if mode is SearchMode.HYBRID else 1.0,
-        )[:k]
-        chunks = self._chunks_by_id([int(f.key) for f in fused])
-        return [
-            SearchHit(
-                chunk=chunks[int(f.key)],
-                score=f.score,
-                bm25_rank=f.bm25_rank,
-                bm25_score=f.bm25_score,
-                vector_rank=f.vector_rank,
-                vector_score=f.vector_score,
-            )
-            for f in fused
-            if int(f.key) in chunks  # deleted by a writer between ranking and fetching
-        ]
-
     def _chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]:
         if not ids:
             return {}
@@ -435,25 +402,19 @@ class SqliteIndex:
         mode: SearchMode = SearchMode.HYBRID,
         filters: SearchFilters | None = None,
     ) -> list[SearchHit]:
-        query = checked_query(query, k, self._settings.max_query_chars)
-        if not query.strip():
-            return []
-        filters = filters or SearchFilters()
-        vector = await self._embedder.embed_query(query) if mode is not SearchMode.BM25 else None
-        return await asyncio.to_thread(self._search, query, vector, k, mode, filters)
+        request = await search_request(
+            query, k=k, mode=mode, filters=filters, settings=self._settings, embedder=self._embedder
+        )
+        return [] if request is None else await asyncio.to_thread(self._search, request)
 
-    def _search(
-        self,
-        query: str,
-        query_vector: Vectors | None,
-        k: int,
-        mode: SearchMode,
-        filters: SearchFilters,
-    ) -> list[SearchHit]:
-        limit = max(self._settings.candidates, k)
-        bm25 = self._bm25_side(query, filters, limit) if mode is not SearchMode.VECTOR else []
-        vector = self._vector_side(query_vector, filters, limit) if query_vector is not None else []
-        return self._fuse(bm25, vector, k, mode)
+    def _search(self, r: SearchRequest) -> list[SearchHit]:
+        bm25 = (
+            self._bm25_side(r.query, r.filters, r.limit) if r.mode is not SearchMode.VECTOR else []
+        )
+        vector = self._vector_side(r.vector, r.filters, r.limit) if r.vector is not None else []
+        fused = fuse(bm25, vector, r, self._settings)
+        chunks = self._chunks_by_id([int(f.key) for f in fused])
+        return fused_hits(fused, {str(i): chunk for i, chunk in chunks.items()})
 
     async def close(self) -> None:
         with self._connections_lock:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from core.domain.learned import LearnedDocument, LearnedKeyword, sources_from, sources_json
-from core.sqlite import connect_store
+from core.sqlite import connect_store, transaction
 
 _Step = tuple[str, list[tuple[object, ...]]]
 
@@ -44,15 +44,9 @@ class SqliteKeywordStore:
 
     def _transaction(self, *steps: _Step) -> None:
         """Every step (a statement and its rows) in one transaction: all land or none."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, rows in steps:
-                    self._db.executemany(sql, rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self._db):
+            for sql, rows in steps:
+                self._db.executemany(sql, rows)
 
     async def _write(self, *steps: _Step) -> None:
         await asyncio.to_thread(self._transaction, *steps)

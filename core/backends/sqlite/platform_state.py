@@ -17,7 +17,7 @@ from pathlib import Path
 
 from core.domain.conversation import Answer
 from core.domain.feedback import citations_json, votes_by_learned_document
-from core.sqlite import connect_store
+from core.sqlite import connect_store, transaction
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS deliveries (key TEXT PRIMARY KEY, seen_at REAL NOT NULL)",
@@ -40,24 +40,18 @@ class SqlitePlatformState:
 
     def _first_delivery(self, keys: tuple[str, ...]) -> bool:
         now = time.time()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM deliveries WHERE seen_at < ?", (now - self._ttl,))
-                marks = ",".join("?" * len(keys))
-                seen = self._db.execute(
-                    f"SELECT 1 FROM deliveries WHERE key IN ({marks}) LIMIT 1",  # noqa: S608 (placeholders)
-                    keys,
-                ).fetchone()
-                if seen is None:
-                    self._db.executemany(
-                        "INSERT INTO deliveries (key, seen_at) VALUES (?, ?)",
-                        [(k, now) for k in keys],
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self._db):
+            self._db.execute("DELETE FROM deliveries WHERE seen_at < ?", (now - self._ttl,))
+            marks = ",".join("?" * len(keys))
+            seen = self._db.execute(
+                f"SELECT 1 FROM deliveries WHERE key IN ({marks}) LIMIT 1",  # noqa: S608 (placeholders)
+                keys,
+            ).fetchone()
+            if seen is None:
+                self._db.executemany(
+                    "INSERT INTO deliveries (key, seen_at) VALUES (?, ?)",
+                    [(k, now) for k in keys],
+                )
         return seen is None
 
     async def first_delivery(self, *keys: str) -> bool:

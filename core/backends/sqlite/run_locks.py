@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from core.sqlite import connect_store
+from core.sqlite import connect_store, transaction
 
 
 class SqliteRunLocks:
@@ -22,23 +22,16 @@ class SqliteRunLocks:
 
     def _claim(self, name: str, holder: str, ttl_s: float) -> bool:
         now = time.time()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute(
-                    "SELECT holder, expires_at FROM run_locks WHERE name = ?", (name,)
-                ).fetchone()
-                free = row is None or row[0] == holder or float(row[1]) <= now
-                if free:
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO run_locks (name, holder, expires_at)"
-                        " VALUES (?, ?, ?)",
-                        (name, holder, now + ttl_s),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self._db):
+            row = self._db.execute(
+                "SELECT holder, expires_at FROM run_locks WHERE name = ?", (name,)
+            ).fetchone()
+            free = row is None or row[0] == holder or float(row[1]) <= now
+            if free:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO run_locks (name, holder, expires_at) VALUES (?, ?, ?)",
+                    (name, holder, now + ttl_s),
+                )
         return free
 
     def _release(self, name: str, holder: str) -> None:

@@ -16,9 +16,10 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from adapters.discord.bot import DocsBot
-from bot.wiring import build_discord_bot, build_platform_state
+from bot.wiring import build_discord_bot
 from core.answer.claude import ClaudeModel
 from core.backends.sqlite.conversation_store import SqliteConversationStore
+from core.backends.sqlite.platform_state import SqlitePlatformState
 from core.config import Settings
 from core.ports import PlatformState
 from core.search.embedder import MiniLMEmbedder
@@ -187,7 +188,9 @@ def make_discord_factory(
             }
         )
         index, store, engine = kb_engine(kb, minilm, settings, claude)
-        state = build_platform_state(settings, index, settings.discord.dedup_ttl_s)
+        state = SqlitePlatformState(
+            settings.state_path, settings.search.busy_timeout_ms, settings.discord.dedup_ttl_s
+        )
         bot = build_discord_bot(settings, engine, store, state)
         await bot.login("bot-token")
 
@@ -195,6 +198,7 @@ def make_discord_factory(
             await bot.close()
             await server.close()
             await engine.close()
+            await store.close()
             await index.close()
             await state.close()
 

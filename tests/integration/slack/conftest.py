@@ -21,9 +21,10 @@ from adapters.slack.server import (
     SlackHttpEndpoint,
     SlackService,
 )
-from bot.wiring import build_platform_state, build_slack_app
+from bot.wiring import build_slack_app
 from core.answer.claude import ClaudeModel
 from core.backends.sqlite.conversation_store import SqliteConversationStore
+from core.backends.sqlite.platform_state import SqlitePlatformState
 from core.config import Settings, load_settings
 from core.ports import PlatformState
 from core.search.embedder import MiniLMEmbedder
@@ -133,7 +134,9 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
             },
         )
         index, store, engine = kb_engine(kb, minilm, settings, claude)
-        state = build_platform_state(settings, index, settings.slack.dedup_ttl_s)
+        state = SqlitePlatformState(
+            settings.state_path, settings.search.busy_timeout_ms, settings.slack.dedup_ttl_s
+        )
         service = build_slack_app(settings, engine, store, state, socket_mode=False)
         endpoint = SlackHttpEndpoint(service)
         runner = endpoint.runner()  # served as in production
@@ -150,6 +153,7 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
             await runner.cleanup()
             await api.close()
             await engine.close()
+            await store.close()
             await index.close()
             await state.close()
 

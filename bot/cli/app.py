@@ -1,0 +1,100 @@
+"""The `bot` command: the typer app, its shared settings and output, and how every failure ends."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from bot.logs import configure_logging
+from core.config import Settings, load_settings
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    pass
+
+
+# No pretty exceptions: they print every frame's local variables (tokens, message texts), and
+# `main()` turns every failure into one line anyway.
+app = typer.Typer(
+    help="A docs bot: answers questions from your documentation, with sources.",
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+EXIT_FAILURE = 1
+EXIT_USER_ERROR = 2
+
+
+class _State:
+    settings: Settings
+    verbose: bool = False
+
+
+state = _State()
+
+
+@app.callback()
+def _main(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Settings file (default: $BOT_CONFIG or config.yaml)."),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="On failure, print the traceback too.")
+    ] = False,
+) -> None:
+    state.verbose = verbose
+    state.settings = load_settings(config)
+    configure_logging(state.settings.logging)
+
+
+def refuse(problem: str) -> NoReturn:
+    err.print(Text(f"error: {problem}", style="red"), soft_wrap=True)
+    raise typer.Exit(EXIT_FAILURE)
+
+
+def main() -> None:
+    """Every failure ends as one line and a non-zero exit code; `-v` adds the traceback.
+
+    A `BotError` says what went wrong and what to do. Anything else is unexpected (a bug, or
+    a failure nobody translated yet), and is still one line naming its type, never a page of
+    traceback that buries the cause (with `-v`: the traceback, for a bug report).
+    """
+    from core.errors import BotError
+
+    try:
+        app()
+    except BotError as exc:
+        _fail(exc, f"error: {exc}", EXIT_USER_ERROR)
+    except Exception as exc:  # noqa: BLE001 (the last handler: one line, not a traceback)
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "no details"
+        _fail(
+            exc,
+            f"error: unexpected {type(exc).__name__}: {detail} "
+            "(run `bot -v ...` for the traceback)",
+            EXIT_FAILURE,
+        )
+
+
+def _fail(exc: BaseException, line: str, code: int) -> None:
+    from core.domain.urls import redact_urls_in
+
+    if _verbose_requested():
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    err.print(Text(redact_urls_in(line), style="red"), soft_wrap=True)
+    sys.exit(code)
+
+
+def _verbose_requested() -> bool:
+    """`-v` anywhere on the command line: before the command (`bot -v ask`) or after it, where
+    some commands also read it as "more detail" (`bot ingest -v` lists every skip)."""
+    return state.verbose or any(arg in ("-v", "--verbose") for arg in sys.argv[1:])

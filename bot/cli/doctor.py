@@ -1,0 +1,52 @@
+"""`bot doctor`: what the settings make of the bot, and whether its parts are reachable."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    from bot.diagnostics import Check
+
+from bot.cli.app import app, out, state
+
+
+@app.command()
+def doctor() -> None:
+    """Check the backend (reachable, versions, licence, index) and say which model answers,
+    which platform tokens are set and whether the web is searched."""
+    from core.domain.urls import redact_urls_in
+
+    checks = asyncio.run(_doctor())
+    table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
+    for check in checks:
+        status = (
+            "[red]FAIL[/red]" if not check.ok else "info" if check.info else "[green]ok[/green]"
+        )
+        # Any URL a message quotes (a client library's error) is shown without credentials.
+        table.add_row(check.name, status, redact_urls_in(check.detail))
+    out.print(table)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+async def _doctor() -> list[Check]:
+    from bot.diagnostics import Check, configuration, diagnose
+    from bot.wiring import build_embedder, open_backend
+    from core.errors import SearchIndexError
+
+    s = state.settings
+    embedder = build_embedder(s)
+    try:
+        backend = await open_backend(s, embedder, check_compatible=False)
+    except SearchIndexError as exc:
+        return [Check("connection", False, str(exc)), *configuration(s)]
+    try:
+        return [*await diagnose(backend), *configuration(s)]
+    finally:
+        await backend.close()

@@ -1,0 +1,127 @@
+"""`bot eval`: retrieval and answer benchmarks on BEIR-layout datasets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    pass
+
+from bot.cli.app import app, err, out, state
+
+eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Option(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.")],
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N queries.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the figures here.")
+    ] = None,
+    index_path: Annotated[
+        Path | None, typer.Option("--index", help="Keep the index here (default: a temp dir).")
+    ] = None,
+) -> None:
+    """nDCG@10, Recall@10, Recall@100 and MRR@10 for bm25, vector and hybrid, side by side."""
+    result = asyncio.run(_eval_retrieval(dataset, limit, index_path))
+    table = Table(
+        "mode",
+        "nDCG@10",
+        "Recall@10",
+        "Recall@100",
+        "MRR@10",
+        "p50 ms",
+        "p95 ms",
+        title=f"{result['dataset']}: {result['queries']} queries, "
+        f"{result['documents']} documents, {result['chunks']} chunks",
+    )
+    for row in result["modes"]:  # type: ignore[attr-defined]
+        m = row["metrics"]
+        table.add_row(
+            row["mode"], *(f"{m[x]:.3f}" for x in m), f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}"
+        )
+    out.print(table)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        out.print(f"Wrote {json_path}")
+
+
+async def _eval_retrieval(
+    folder: Path, limit: int | None, index_path: Path | None
+) -> dict[str, object]:
+    from bot.progress import RichIngestProgress
+    from bot.runtime import opened
+    from bot.wiring import build_embedder
+    from core.evaluation.retrieval import load_dataset
+    from core.evaluation.runs import index_dataset, isolated_settings, retrieval_run
+
+    data = load_dataset(folder, limit)
+    embedder = build_embedder(state.settings)
+    with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
+        s = isolated_settings(state.settings, data.name, Path(tmp))
+        path = (
+            None
+            if s.search.backend == "elasticsearch"
+            else index_path or Path(tmp) / "index.sqlite"
+        )
+        async with opened(s, path, embedder=embedder) as rt:
+            try:
+                with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+                    seconds = await index_dataset(data, rt.backend.index, embedder, s, progress)
+                counts = {
+                    "embeddings_computed": embedder.computed,
+                    "embeddings_reused": embedder.reused,
+                }
+                return await retrieval_run(data, rt.backend.index, s, embedder, seconds, counts)
+            finally:
+                await rt.backend.drop()
+
+
+@eval_app.command("answers")
+def eval_answers(
+    dataset: Annotated[Path, typer.Option(help="BEIR folder, with answers.jsonl for grading.")],
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the figures here.")
+    ] = None,
+) -> None:
+    """Ask every question through the engine; score citation hits (and correctness with Claude)."""
+    result = asyncio.run(_eval_answers(dataset, limit))
+    table = Table("metric", "value", title=f"{result['dataset']}: answers")
+    for key, value in result.items():
+        if key != "dataset":
+            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        out.print(f"Wrote {json_path}")
+
+
+async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
+    from bot.progress import RichIngestProgress
+    from bot.runtime import opened
+    from bot.wiring import build_embedder, build_judge
+    from core.evaluation.retrieval import load_dataset
+    from core.evaluation.runs import answers_run, index_dataset, isolated_settings
+
+    data = load_dataset(folder, limit)
+    embedder = build_embedder(state.settings)
+    with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
+        s = isolated_settings(state.settings, data.name, Path(tmp))
+        async with opened(s, Path(tmp) / "index.sqlite", embedder=embedder) as rt:
+            with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+                await index_dataset(data, rt.backend.index, embedder, s, progress)
+            return await answers_run(data, folder, rt.engine(), build_judge(s))

@@ -1,0 +1,57 @@
+"""`bot index`: maintenance of the index (a reindex with an alias swap on Elasticsearch)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from core.run_locks import REINDEX_LOCK
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    from core.domain.health import ReindexReport
+
+from bot.cli.app import app, err, out, state
+
+index_app = typer.Typer(help="Index maintenance.")
+app.add_typer(index_app, name="index")
+
+
+@index_app.command("reindex")
+def index_reindex(
+    delete_old: Annotated[
+        bool, typer.Option(help="Delete the previous index version after the swap.")
+    ] = False,
+) -> None:
+    """Build a new index version (new embedder or mapping) and swap the alias, no downtime."""
+    report = asyncio.run(_reindex(delete_old))
+    vectors = "re-embedded" if report.reembedded else "copied"
+    out.print(
+        f"{report.new_index} now serves {report.chunks} chunks of {report.documents} documents "
+        f"(vectors {vectors}); {report.old_index} "
+        + ("deleted." if report.old_deleted else "kept: delete it when satisfied."),
+        soft_wrap=True,
+    )
+
+
+async def _reindex(delete_old: bool) -> ReindexReport:
+    from bot.progress import RichCountProgress
+    from bot.runtime import opened
+    from core.errors import SearchIndexError
+
+    s = state.settings
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    async with opened(s, check_compatible=False) as rt:
+        locks = rt.backend.locks
+        if not await locks.claim(REINDEX_LOCK, holder, s.elasticsearch.reindex_lock_ttl_s):
+            raise SearchIndexError("another reindex is running (its lock has not expired)")
+        try:
+            with RichCountProgress(err, "Reindexing") as progress:
+                return await rt.backend.reindex(delete_old=delete_old, on_progress=progress.update)
+        finally:  # also after a failure or Ctrl-C: a retry must not wait for the expiry
+            await locks.release(REINDEX_LOCK, holder)

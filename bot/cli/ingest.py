@@ -1,0 +1,171 @@
+"""`bot ingest` and `bot remove`: documents in and out of the index, under the ingest run lock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    from core.ingest.pipeline import IngestReport, Removal
+
+from bot.cli.app import app, err, out, refuse, state
+
+_SKIPS_SHOWN = 20
+T = TypeVar("T")
+
+
+@app.command()
+def ingest(
+    targets: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or URLs.")],
+    base_url: Annotated[
+        str | None, typer.Option(help="Published location of the files, for citation links.")
+    ] = None,
+    source: Annotated[str | None, typer.Option(help="Label for this collection.")] = None,
+    prune: Annotated[
+        bool, typer.Option(help="Delete indexed documents under TARGETS that no longer exist.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every skip.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable report.")] = False,
+) -> None:
+    """Index documents: unchanged ones are skipped, changed ones replaced.
+
+    Exits 1 when a target does not exist, when nothing it names could be indexed, or when
+    another ingest holds the run lock (two at once would both do the whole work)."""
+    report = _under_run_lock(_ingest(targets, base_url, source, prune))
+    _print_report(report, verbose, as_json)
+    problem = _ingest_problem(report)
+    if problem is not None:
+        refuse(problem)
+
+
+def _under_run_lock(work: Coroutine[object, object, T]) -> T:
+    """Runs an ingest-locked command; another holder of the lock is a refusal (exit 1), the
+    same as a run that did nothing: a script must see that its work was not done."""
+    from core.errors import RunLockHeld
+
+    try:
+        return asyncio.run(work)
+    except RunLockHeld as exc:
+        refuse(str(exc))
+
+
+async def _ingest(
+    targets: list[str], base_url: str | None, source: str | None, prune: bool
+) -> IngestReport:
+    import httpx
+
+    from bot.progress import RichIngestProgress
+    from bot.runtime import opened
+    from core.ingest.pipeline import Ingestor
+    from core.run_locks import run_lock
+
+    s = state.settings
+    headers = {"User-Agent": s.ingest.user_agent}
+    timeout = httpx.Timeout(s.ingest.url_timeout_s)
+    async with (
+        opened(s) as rt,
+        run_lock(rt.backend.locks, "ingest", s.ingest.lock_ttl_s),
+        httpx.AsyncClient(headers=headers, timeout=timeout) as http,
+    ):
+        ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
+        with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+            return await ingestor.ingest(
+                targets,
+                source=source or s.ingest.default_source,
+                base_url=base_url,
+                prune=prune,
+                progress=progress,
+            )
+
+
+def _ingest_problem(report: IngestReport) -> str | None:
+    """The one line that makes an ingest fail, or None when it did what it was asked."""
+    from core.domain.documents import Outcome
+
+    if report.missing:
+        named = ", ".join(f"{m.display} ({m.reason})" for m in report.missing)
+        rest = "; the other targets were ingested" if report.indexed else ""
+        return f"nothing to ingest at {named}{rest}"
+    # Deleting (--prune) or finding everything unchanged is work done, not a failure.
+    if report.indexed == 0 and report.counts[Outcome.DELETED] == 0:
+        skipped = len(report.skipped) + len(report.failed)
+        if skipped == 0:
+            return f"no supported files under {', '.join(report.targets)}"
+        return f"nothing was indexed: all {skipped} file(s) were skipped (reasons above)"
+    if report.failed:
+        return f"{len(report.failed)} document(s) could not be written (reasons above)"
+    return None
+
+
+def _print_report(report: IngestReport, verbose: bool, as_json: bool = False) -> None:
+    from core.domain.documents import Outcome
+
+    c = report.counts
+    if as_json:
+        rows = {
+            kind: [{"display": p.display, "reason": p.reason} for p in problems]
+            for kind, problems in (
+                ("skipped", report.skipped),
+                ("failed", report.failed),
+                ("missing", report.missing),
+            )
+        }
+        counts = {o.value: c[o] for o in Outcome}
+        totals = {"counts": counts, "chunks": report.chunks_written, "seconds": report.seconds}
+        out.print_json(json.dumps({**totals, **rows}))
+        return
+    summary = ", ".join(f"{c[o]} {o.value}" for o in Outcome if c[o] or o is Outcome.ADDED)
+    out.print(
+        f"Ingested in {report.seconds:.1f}s: {summary}; {report.chunks_written} chunks written.",
+        soft_wrap=True,
+    )
+    problems = report.failed + report.skipped
+    if not problems:
+        return
+    table = Table("file", "reason", title="Not indexed", title_justify="left")
+    shown = problems if verbose else problems[:_SKIPS_SHOWN]
+    for item in shown:
+        table.add_row(Text(item.display), Text(item.reason))
+    err.print(table)
+    if len(problems) > len(shown):
+        err.print(f"... and {len(problems) - len(shown)} more (--verbose lists all)")
+
+
+@app.command()
+def remove(
+    targets: Annotated[
+        list[str], typer.Argument(help="Source labels, URLs, or paths that were ingested.")
+    ],
+) -> None:
+    """Remove documents from the index: a source label's, a URL's, or those ingested from a
+    path (a file, or everything under a folder). Undoes a wrong `bot ingest`."""
+    removals = _under_run_lock(_remove(targets))
+    for r in removals:
+        out.print(
+            Text(f"{r.target} ({r.kind}): {r.documents} document(s), {r.chunks} chunk(s) removed"),
+            soft_wrap=True,
+        )
+    unmatched = [r.target for r in removals if r.documents == 0]
+    if unmatched:
+        refuse(
+            f"nothing in the index matched {', '.join(unmatched)} "
+            "(a source label, a URL or an ingested path; `bot search` shows sources)"
+        )
+
+
+async def _remove(targets: list[str]) -> list[Removal]:
+    from bot.runtime import opened
+    from core.ingest.pipeline import remove as remove_documents
+    from core.run_locks import run_lock
+
+    s = state.settings
+    async with opened(s) as rt, run_lock(rt.backend.locks, "ingest", s.ingest.lock_ttl_s):
+        return await remove_documents(rt.backend.index, targets)

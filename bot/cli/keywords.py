@@ -1,0 +1,124 @@
+"""`bot keywords` and `bot clock`: keywords learned from the web, and their pruning."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    from core.domain.learned import LearnedKeyword
+    from core.learning.pruning import KeywordPruner, PruneReport
+
+from bot.cli.app import app, err, out, state
+
+keywords_app = typer.Typer(help="Keywords learned from web searches.")
+app.add_typer(keywords_app, name="keywords")
+
+
+@keywords_app.command("list")
+def keywords_list(
+    stale: Annotated[
+        bool,
+        typer.Option("--stale", help="Only the keywords the next prune would remove, and why."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Every learned keyword: how many answers saved it, how often it was used, and when."""
+    learned, report = asyncio.run(_keywords())
+    reasons = {s.keyword.keyword: s.reason.value for s in report.stale}
+    if stale:
+        learned = [k for k in learned if k.keyword in reasons]
+    if as_json:
+        rows = [{**asdict(k), "stale": reasons.get(k.keyword)} for k in learned]
+        out.print_json(json.dumps(rows))
+        return
+    if not learned:
+        out.print("No stale keywords." if stale else "No learned keywords yet.")
+        return
+    table = Table("keyword", "saved by", "uses", "created", "last used", "prune")
+    for k in learned:
+        table.add_row(
+            Text(k.keyword),
+            str(k.associations),
+            str(k.uses),
+            _when(k.created_at),
+            _when(k.last_used_at) if k.last_used_at is not None else "never",
+            reasons.get(k.keyword, ""),
+        )
+    out.print(table)
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+@asynccontextmanager
+async def _pruner() -> AsyncIterator[KeywordPruner]:
+    from bot.runtime import opened
+    from bot.wiring import build_knowledge
+    from core.learning.pruning import KeywordPruner
+
+    s = state.settings
+    async with opened(s) as rt:
+        platform = rt.backend.platform_state(s.slack.dedup_ttl_s)
+        yield KeywordPruner(build_knowledge(rt.backend), platform, rt.backend.locks, s.keywords)
+
+
+async def _keywords() -> tuple[list[LearnedKeyword], PruneReport]:
+    async with _pruner() as pruner:
+        return await pruner.knowledge.store.all(), await pruner.prune(dry_run=True)
+
+
+@keywords_app.command("prune")
+def keywords_prune(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be removed; change nothing.")
+    ] = False,
+) -> None:
+    """Remove stale learned keywords now (what `bot clock` does on its schedule)."""
+    report = asyncio.run(_prune(dry_run))
+    if report is None:
+        err.print("error: another prune is running; try again when it has finished")
+        raise typer.Exit(1)
+    verb = "Would remove" if dry_run else "Removed"
+    out.print(
+        f"{verb} {len(report.stale)} keyword(s); learned documents: "
+        f"{len(report.documents_removed)} {'to delete' if dry_run else 'deleted'}, "
+        f"{len(report.documents_rewritten)} {'to rewrite' if dry_run else 'rewritten'}.",
+        soft_wrap=True,
+    )
+    for item in report.stale:
+        out.print(Text(f"  {item.keyword.keyword}  ({item.reason.value})"))
+
+
+async def _prune(dry_run: bool) -> PruneReport | None:
+    from bot.clock import process_holder
+
+    async with _pruner() as pruner:
+        if dry_run:
+            return await pruner.prune(dry_run=True)
+        return await pruner.prune_claimed(process_holder())
+
+
+@app.command()
+def clock() -> None:
+    """Run the scheduler (the Procfile's clock): prunes learned keywords on their schedule."""
+    asyncio.run(_clock())
+
+
+async def _clock() -> None:
+    from bot.clock import run_clock
+
+    async with _pruner() as pruner:
+        await run_clock(state.settings.keywords, pruner)

@@ -1,0 +1,127 @@
+"""`bot search`: the index's ranked passages for a query, with both sides' ranks when asked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from core.domain.documents import SearchFilters, SearchMode
+from core.domain.text import clip
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    from core.domain.documents import IndexStats, SearchHit
+
+from bot.cli.app import EXIT_USER_ERROR, app, err, out, state
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int, typer.Option("-k", min=1, max=100, help="How many hits.")] = 5,
+    explain: Annotated[
+        bool, typer.Option(help="Show BM25 rank, vector rank and fused score of each hit.")
+    ] = False,
+    mode: Annotated[SearchMode, typer.Option(help="Which side(s) to search.")] = SearchMode.HYBRID,
+    source: Annotated[list[str] | None, typer.Option(help="Only these sources.")] = None,
+    learned: Annotated[
+        bool | None, typer.Option("--learned/--not-learned", help="Only (or no) learned entries.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Search the knowledge base."""
+    if not query.strip():
+        err.print("error: the query is empty", soft_wrap=True)
+        raise typer.Exit(EXIT_USER_ERROR)
+    filters = SearchFilters(sources=tuple(source or ()), learned=learned)
+    hits, why_none = asyncio.run(_search(query, k, mode, filters))
+    if as_json:
+        out.print_json(json.dumps([_hit_json(h) for h in hits]))
+    elif not hits:
+        out.print(why_none, soft_wrap=True)
+    else:
+        _print_hits(hits, explain)
+
+
+async def _search(
+    query: str, k: int, mode: SearchMode, filters: SearchFilters
+) -> tuple[list[SearchHit], str]:
+    """The hits, and when there are none, why: an empty index and a filter that matches no
+    document call for different actions, and "no results" alone names neither."""
+    from bot.runtime import opened
+
+    async with opened(state.settings) as rt:
+        index = rt.backend.index
+        hits = await index.search(query, k=k, mode=mode, filters=filters)
+        return hits, "" if hits else _no_hits_reason(await index.stats(), filters, index.location)
+
+
+def _no_hits_reason(stats: IndexStats, filters: SearchFilters, location: str) -> str:
+    if not stats.chunks:
+        return (
+            f"The knowledge base is empty: nothing has been ingested into {location} yet. "
+            "Run `bot ingest PATH` (a folder, a file or a URL) to add documents."
+        )
+    unknown = [name for name in filters.sources if name not in stats.sources]
+    if unknown and len(unknown) == len(filters.sources):
+        indexed = ", ".join(f"{name} ({n} passages)" for name, n in sorted(stats.sources.items()))
+        return (
+            f"No document has the source {', '.join(map(repr, unknown))}; the sources indexed "
+            f"are: {indexed}."
+        )
+    if filters.learned and not stats.learned_chunks:
+        return "Nothing has been learned from the web yet (--learned matches no entry)."
+    return f"No passage matches this query among {stats.chunks} passages."
+
+
+def _snippet(text: str) -> str:
+    return clip(text, state.settings.search.snippet_chars)
+
+
+def _hit_json(hit: SearchHit) -> dict[str, object]:
+    c = hit.chunk
+    return {
+        "title": c.title,
+        "heading": c.heading,
+        "url": c.url,
+        "doc_id": c.doc_id,
+        "source": c.source,
+        "learned": c.learned,
+        "snippet": _snippet(c.text),
+        "score": hit.score,
+        "bm25_rank": hit.bm25_rank,
+        "bm25_score": hit.bm25_score,
+        "vector_rank": hit.vector_rank,
+        "vector_score": hit.vector_score,
+    }
+
+
+def _rank(rank: int | None, score: float | None) -> str:
+    return "–" if rank is None or score is None else f"#{rank} ({score:.3f})"
+
+
+def _print_hits(hits: list[SearchHit], explain: bool) -> None:
+    for number, hit in enumerate(hits, start=1):
+        c = hit.chunk
+        line = Text(f"{number}. ", style="bold")
+        line.append(c.title, style="bold")
+        if c.heading:
+            line.append(f" › {c.heading}")
+        if c.learned:
+            line.append(" [learned]", style="yellow")
+        out.print(line)
+        out.print(Text(f"   {c.url}", style="cyan"))
+        out.print(Text(f"   {_snippet(c.text)}"))
+        if explain:
+            out.print(
+                Text(
+                    f"   fused {hit.score:.5f} · bm25 {_rank(hit.bm25_rank, hit.bm25_score)}"
+                    f" · vector {_rank(hit.vector_rank, hit.vector_score)}",
+                    style="dim",
+                )
+            )

@@ -1,0 +1,122 @@
+"""`bot slack` and `bot discord`: the long-running platform processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from core.config import Settings
+
+# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
+# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
+if TYPE_CHECKING:
+    from adapters.discord.bot import DocsBot
+    from core.search.embedder import CachedEmbedder
+
+from bot.cli.app import app, err, out, state
+
+
+@app.command()
+def slack(
+    socket: Annotated[
+        bool, typer.Option("--socket", help="Socket Mode (needs SLACK_APP_TOKEN).")
+    ] = False,
+    http: Annotated[
+        bool, typer.Option("--http", help="HTTP mode: POST /slack/events, GET /healthz.")
+    ] = False,
+    port: Annotated[
+        int | None, typer.Option(help="HTTP port (default: $PORT, else slack.port).")
+    ] = None,
+) -> None:
+    """Run the Slack bot: @mentions answered in threads, follow-ups, DMs."""
+    if socket == http:
+        err.print("error: choose exactly one of --socket and --http", soft_wrap=True)
+        raise typer.Exit(2)
+    asyncio.run(_run_slack(socket, port))
+
+
+async def _server_embedder(s: Settings) -> CachedEmbedder:
+    """The embedder of a long-running process, its model loaded before it listens: a broken
+    model stops it at start instead of failing every question, and the first question does
+    not pay for the load."""
+    from bot.wiring import build_embedder
+
+    embedder = build_embedder(s)
+    await embedder.warm_up()
+    return embedder
+
+
+async def _run_slack(socket_mode: bool, port: int | None) -> None:
+    """Serve until SIGTERM or SIGINT, then let the answers in progress finish (or apologise in
+    their threads) and return: the process exits 0, like `bot discord` and `bot clock`."""
+    from adapters.slack.server import run_http, run_socket_mode
+    from bot.runtime import opened
+    from bot.wiring import build_slack_app
+    from core.errors import MissingSecret
+
+    s = state.settings
+    app_token = s.secrets.slack_app_token
+    if socket_mode and app_token is None:
+        raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
+    async with opened(s, embedder=await _server_embedder(s)) as rt:
+        platform = rt.backend.platform_state(s.slack.dedup_ttl_s)
+        conversations = rt.backend.conversations
+        service = build_slack_app(s, rt.engine(), conversations, platform, socket_mode=socket_mode)
+        if app_token is not None and socket_mode:
+            await run_socket_mode(service, app_token.get_secret_value(), out.print)
+        else:
+            port = port if port is not None else int(os.environ.get("PORT") or s.slack.port)
+            await run_http(service, s.slack.host, port, out.print)
+
+
+discord_app = typer.Typer(help="The Discord bot.", invoke_without_command=True)
+app.add_typer(discord_app, name="discord")
+
+
+@discord_app.callback()
+def discord_run(ctx: typer.Context) -> None:
+    """Run the Discord bot (the Procfile's worker): /ask, threads, follow-ups."""
+    if ctx.invoked_subcommand is None:
+        asyncio.run(_run_discord(sync_guild=None, sync_only=False))
+
+
+@discord_app.command("sync")
+def discord_sync(
+    guild: Annotated[
+        int | None, typer.Option(help="Register in one server only (instant; for testing).")
+    ] = None,
+) -> None:
+    """Register the /ask command with Discord. Run on deploy, not on every start."""
+    asyncio.run(_run_discord(sync_guild=guild, sync_only=True))
+
+
+async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
+    from adapters.discord.startup import explained_connection_failures
+    from bot.runtime import opened
+    from bot.wiring import build_discord_bot, discord_token
+
+    s = state.settings
+    token = discord_token(s)
+    async with opened(s, embedder=await _server_embedder(s)) as rt:
+        platform = rt.backend.platform_state(s.discord.dedup_ttl_s)
+        bot = build_discord_bot(s, rt.engine(), rt.backend.conversations, platform)
+        try:
+            with explained_connection_failures():
+                if sync_only:
+                    out.print(await bot.sync_commands(token, sync_guild))
+                else:
+                    await _serve_discord(bot, token)
+        finally:
+            await bot.close()
+
+
+async def _serve_discord(bot: DocsBot, token: str) -> None:
+    """Until SIGTERM or SIGINT, which close the connection and let `start` return."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(bot.close()))
+    await bot.start(token, reconnect=True)

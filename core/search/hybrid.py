@@ -1,0 +1,73 @@
+"""The hybrid search both backends run: one checked request (query length, k, the query's
+vector when a vector side runs), both sides fused by our RRF, and fused keys mapped to hits.
+A backend brings only its two ranked sides and its chunk lookup."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from core.config import SearchSettings
+from core.domain.documents import Chunk, SearchFilters, SearchHit, SearchMode, Vectors
+from core.ports import Embedder
+from core.search.checks import checked_query
+from core.search.fusion import Fused, Ranked, reciprocal_rank_fusion
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    query: str
+    k: int
+    mode: SearchMode
+    filters: SearchFilters
+    vector: Vectors | None  # None when no vector side runs (BM25 only)
+    limit: int  # candidates per side
+
+
+async def search_request(
+    query: str,
+    *,
+    k: int,
+    mode: SearchMode,
+    filters: SearchFilters | None,
+    settings: SearchSettings,
+    embedder: Embedder,
+) -> SearchRequest | None:
+    """The request as every backend runs it; None for a query with nothing to search."""
+    query = checked_query(query, k, settings.max_query_chars)
+    if not query.strip():
+        return None
+    vector = await embedder.embed_query(query) if mode is not SearchMode.BM25 else None
+    limit = max(settings.candidates, k)
+    return SearchRequest(query, k, mode, filters or SearchFilters(), vector, limit)
+
+
+def fuse(
+    bm25: Sequence[Ranked], vector: Sequence[Ranked], request: SearchRequest, s: SearchSettings
+) -> list[Fused]:
+    """The top k of both sides by RRF; a one-sided mode ranks by its side alone."""
+    hybrid = request.mode is SearchMode.HYBRID
+    return reciprocal_rank_fusion(
+        bm25,
+        vector,
+        k=s.rrf_k,
+        bm25_weight=s.bm25_weight if hybrid else 1.0,
+        vector_weight=s.vector_weight if hybrid else 1.0,
+    )[: request.k]
+
+
+def fused_hits(fused: Sequence[Fused], chunks: Mapping[str, Chunk]) -> list[SearchHit]:
+    """Each fused key as a hit with both sides' ranks and scores; a key with no chunk (deleted
+    by a writer between ranking and fetching) is left out."""
+    return [
+        SearchHit(
+            chunk=chunks[f.key],
+            score=f.score,
+            bm25_rank=f.bm25_rank,
+            bm25_score=f.bm25_score,
+            vector_rank=f.vector_rank,
+            vector_score=f.vector_score,
+        )
+        for f in fused
+        if f.key in chunks
+    ]

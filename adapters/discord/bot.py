@@ -123,6 +123,17 @@ class DocsBot(discord.Client):
     async def setup_hook(self) -> None:
         self.add_dynamic_items(FeedbackButton)
 
+    async def sync_commands(self, token: str, guild: int | None) -> str:
+        """Register /ask with Discord (on deploy, not at every start: Discord rate-limits it).
+        One server is instant, for testing; globally may take up to an hour. Says what it did."""
+        await self.login(token)
+        target = discord.Object(id=guild) if guild else None
+        if target is not None:
+            self.tree.copy_global_to(guild=target)
+        commands = await self.tree.sync(guild=target)
+        where = f"in server {guild}" if target else "globally (may take up to an hour)"
+        return f"Registered {len(commands)} command(s) {where}."
+
     # -- /ask --------------------------------------------------------------------------------
 
     @app_commands.describe(question="What you want to know")

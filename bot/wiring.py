@@ -184,7 +184,7 @@ def build_slack_app(
 ) -> SlackService:
     from slack_bolt.async_app import AsyncApp
 
-    from adapters.slack.app import SlackBot, SlackLimits
+    from adapters.slack.app import SlackBot
     from adapters.slack.server import SlackService, one_line_logger
 
     s = settings.slack
@@ -207,18 +207,7 @@ def build_slack_app(
     )
     if s.base_url:  # Bolt copies it into the client it makes for each request
         app.client.base_url = s.base_url
-    limits = SlackLimits(
-        section_chars=s.section_chars,
-        message_chars=s.message_chars,
-        max_blocks=s.max_blocks,
-        max_sources=s.max_sources,
-        plain_chars=s.plain_chars,
-        history_messages=s.history_messages,
-        placeholder=s.placeholder,
-        update_interval_s=s.update_interval_s,
-        stream_api=s.stream_api,
-    )
-    bot = SlackBot(engine, store, state, limits)
+    bot = SlackBot(engine, store, state, s)
     bot.register(app)
     return SlackService(
         bolt=app,
@@ -235,15 +224,9 @@ def build_slack_app(
 def build_discord_bot(
     settings: Settings, engine: AnswerEngine, store: ConversationStore, state: PlatformState
 ) -> DocsBot:
-    from adapters.discord.bot import DiscordLimits, DocsBot
+    from adapters.discord.bot import DocsBot
 
-    d = settings.discord
-    limits = DiscordLimits(
-        description_chars=d.description_chars,
-        max_sources=d.max_sources,
-        history_messages=d.history_messages,
-    )
-    return DocsBot(engine, store, state, limits)
+    return DocsBot(engine, store, state, settings.discord)
 
 
 def discord_token(settings: Settings) -> str:

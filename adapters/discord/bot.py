@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -20,6 +19,7 @@ from discord import app_commands
 
 from adapters.discord.render import answer_embeds
 from core.answer.engine import AnswerEngine
+from core.config import DiscordSettings
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
 from core.ports import ConversationStore, PlatformState
 
@@ -30,13 +30,6 @@ APOLOGY = "Sorry, something went wrong while answering. Please try again in a mo
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 THREAD_NAME_CHARS = 100
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
-
-
-@dataclass(frozen=True, slots=True)
-class DiscordLimits:
-    description_chars: int
-    max_sources: int
-    history_messages: int
 
 
 class FeedbackButton(
@@ -95,7 +88,7 @@ class DocsBot(discord.Client):
         engine: AnswerEngine,
         store: ConversationStore,
         state: PlatformState,
-        limits: DiscordLimits,
+        limits: DiscordSettings,
         **options: Any,
     ) -> None:
         intents = discord.Intents.none()

@@ -12,7 +12,6 @@ import asyncio
 import functools
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -29,6 +28,7 @@ from adapters.slack.render import (
     plain_messages,
 )
 from core.answer.engine import AnswerEngine
+from core.config import SlackSettings
 from core.domain.conversation import Answer, ChannelKind, Question, Turn
 from core.ports import ConversationStore, PlatformState
 
@@ -45,26 +45,13 @@ SHUTDOWN_APOLOGY = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SlackLimits:
-    section_chars: int
-    message_chars: int
-    max_blocks: int
-    max_sources: int
-    plain_chars: int
-    history_messages: int
-    placeholder: str
-    update_interval_s: float
-    stream_api: bool
-
-
 class SlackBot:
     def __init__(
         self,
         engine: AnswerEngine,
         store: ConversationStore,
         state: PlatformState,
-        limits: SlackLimits,
+        limits: SlackSettings,
     ) -> None:
         self._engine = engine
         self._store = store

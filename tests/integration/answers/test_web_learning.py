@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from adapters.answer_labels import FROM_WEB, FROM_WEB_TEXT, answer_labels
-from bot.wiring import build_knowledge, build_web_search
+from bot.wiring import build_web_search
 from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_WITH_WEB
@@ -29,6 +29,7 @@ from core.backends.sqlite.keyword_store import SqliteKeywordStore
 from core.config import Settings
 from core.domain.conversation import AnswerStatus, SourceKind
 from core.domain.documents import SearchFilters
+from core.learning.knowledge import LearnedKnowledge
 from core.search.embedder import MiniLMEmbedder
 from tests.fakes.anthropic_api import (
     FakeMessagesAPI,
@@ -155,8 +156,14 @@ def web_settings(settings: Settings, fake: PerplexityFake, **web: Any) -> Settin
     )
 
 
+def knowledge_of(settings: Settings, index: SqliteIndex) -> LearnedKnowledge:
+    """Learned knowledge over this index, its keywords in the settings' state file."""
+    store = SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
+    return LearnedKnowledge(index, index.embedder, store)
+
+
 def learning_engine(settings: Settings, index: SqliteIndex, api: FakeMessagesAPI) -> AnswerEngine:
-    knowledge = build_knowledge(settings, index)
+    knowledge = knowledge_of(settings, index)
     search = build_web_search(settings)
     assert search is not None
     claude = ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
@@ -605,7 +612,7 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
                 retry_initial_s=0.01,
                 retry_max_s=0.01,
             )
-            knowledge = build_knowledge(settings, kb_copy)
+            knowledge = knowledge_of(settings, kb_copy)
             search = build_web_search(settings)
             assert search is not None
             engine = AnswerEngine(

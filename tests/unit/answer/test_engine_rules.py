@@ -1,0 +1,222 @@
+"""The answer engine's rules, on in-memory fakes at its ports: which tool each round must call,
+one retry then an error, the round limit, the keywords obligation after a web search, and the
+fallbacks (search-then-answer, extractive). No model files, no database, no network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.answer.engine import AnswerEngine
+from core.answer.prompts import RETRY_NUDGE
+from core.answer.search_then_answer import SearchThenAnswer
+from core.answer.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL
+from core.answer.web_research import WebLearning
+from core.backends.sqlite.keyword_store import SqliteKeywordStore
+from core.config import Settings, load_settings
+from core.domain.agent import ToolResults
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
+from core.domain.documents import Vectors
+from core.domain.web import WebResult, WebSource
+from core.errors import ModelUnavailable
+from core.learning.knowledge import LearnedKnowledge
+from tests.conftest import REPO
+from tests.fakes.chat_model import (
+    ScriptedChatModel,
+    keywords_turn,
+    raw_turn,
+    respond_turn,
+    search_turn,
+    text_turn,
+    web_turn,
+)
+from tests.fakes.memory import InMemoryConversationStore, InMemoryIndex, passage
+
+PRUNE = "Prune removes learned keywords that nobody used for ninety days."
+INVITE = "Invite the bot to a channel with /invite @docbot before mentioning it."
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings(REPO / "config.yaml", environ={})
+
+
+@pytest.fixture
+def index() -> InMemoryIndex:
+    return InMemoryIndex([passage("prune", PRUNE), passage("invite", INVITE, position=1)])
+
+
+def engine(
+    settings: Settings,
+    index: InMemoryIndex,
+    model: ScriptedChatModel | None,
+    *,
+    web: WebLearning | None = None,
+    **answers: object,
+) -> AnswerEngine:
+    answer_settings = settings.answers.model_copy(update=answers)
+    return AnswerEngine(
+        index=index,
+        store=InMemoryConversationStore(),
+        settings=answer_settings,
+        top_k=5,
+        model=model,
+        fallback=SearchThenAnswer(model, answer_settings) if model else None,
+        knowledge=web.knowledge if web else None,
+        web=web,
+    )
+
+
+async def ask(bot: AnswerEngine, text: str = "What does prune remove?") -> Answer:
+    return await bot.answer(Question("test", "test/1", "u1", text, ChannelKind.DIRECT))
+
+
+async def test_round_one_must_search_and_a_cited_answer_is_verified(settings, index) -> None:
+    model = ScriptedChatModel(
+        [
+            search_turn("prune keywords"),
+            respond_turn("Prune drops unused keywords [1].", (1, PRUNE)),
+        ]
+    )
+    answer = await ask(engine(settings, index, model))
+    assert [r.required for r in model.requests] == [SEARCH_TOOL, None]
+    assert index.queries == ["prune keywords"]  # the model's own query, not the question
+    assert answer.status is AnswerStatus.ANSWERED
+    assert answer.mode is AnswerMode.AGENT
+    assert [(c.url, c.verified) for c in answer.citations] == [(index.chunks[0].url, True)]
+
+
+async def test_the_last_allowed_round_must_respond(settings, index) -> None:
+    model = ScriptedChatModel(
+        [
+            search_turn("prune"),
+            search_turn("keywords"),
+            respond_turn("Unused ones [1].", (1, PRUNE)),
+        ]
+    )
+    answer = await ask(engine(settings, index, model, max_rounds=3))
+    assert [r.required for r in model.requests] == [SEARCH_TOOL, None, RESPOND_TOOL]
+    assert answer.status is AnswerStatus.ANSWERED
+
+
+async def test_plain_text_is_asked_again_once_then_accepted(settings, index) -> None:
+    model = ScriptedChatModel(
+        [
+            search_turn("prune"),
+            text_turn("It removes keywords."),
+            respond_turn("Unused [1].", (1, PRUNE)),
+        ]
+    )
+    answer = await ask(engine(settings, index, model))
+    retry = model.requests[2]
+    assert retry.transcript[-1] == RETRY_NUDGE
+    assert retry.required == RESPOND_TOOL  # after a failure the answer is forced
+    assert answer.status is AnswerStatus.ANSWERED
+
+
+async def test_plain_text_twice_is_an_error_never_a_guess(settings, index) -> None:
+    model = ScriptedChatModel([search_turn("prune"), text_turn("one"), text_turn("two")])
+    answer = await ask(engine(settings, index, model))
+    assert answer.status is AnswerStatus.ERROR
+    assert "one" not in answer.text
+    assert "two" not in answer.text
+
+
+async def test_a_model_that_only_searches_stops_at_the_round_limit(settings, index) -> None:
+    model = ScriptedChatModel([search_turn(f"prune {n}") for n in range(10)])
+    answer = await ask(engine(settings, index, model, max_rounds=3))
+    assert answer.status is AnswerStatus.ERROR
+    assert len(model.requests) <= 3 + 1
+
+
+async def test_an_invalid_respond_is_refused_with_the_reason_then_fixed(settings, index) -> None:
+    model = ScriptedChatModel(
+        [
+            search_turn("prune"),
+            raw_turn(RESPOND_TOOL, {"citations": [], "status": "answered"}),  # no answer
+            respond_turn("Unused ones [1].", (1, PRUNE)),
+        ]
+    )
+    answer = await ask(engine(settings, index, model))
+    results = model.requests[2].transcript[-1]
+    assert isinstance(results, ToolResults)
+    [(use, result)] = results.results
+    assert (use.name, result.is_error) == (RESPOND_TOOL, True)
+    assert "answer" in result.content
+    assert answer.status is AnswerStatus.ANSWERED
+
+
+async def test_a_model_that_ignores_tools_falls_back_to_search_then_answer(settings, index) -> None:
+    model = ScriptedChatModel(
+        [text_turn("I think prune removes things.")],
+        forced_calls_guaranteed=False,
+        written="Prune removes unused learned keywords [1].",
+    )
+    answer = await ask(engine(settings, index, model))
+    assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
+    assert len(model.requests) == 1  # no second tool round for a model that can't use tools
+    assert index.queries == ["What does prune remove?"]  # we searched with the question
+    assert PRUNE in model.writes[0]  # the passages went into the prompt
+    assert [c.url for c in answer.citations] == [index.chunks[0].url]
+
+
+async def test_an_unavailable_model_gives_quoted_passages_and_the_reason(settings, index) -> None:
+    model = ScriptedChatModel([ModelUnavailable("Claude could not be reached")])
+    answer = await ask(engine(settings, index, model))
+    assert answer.mode is AnswerMode.EXTRACTIVE
+    assert "Claude could not be reached" in answer.text
+    assert PRUNE.split(".")[0] in answer.text
+
+
+async def test_no_model_gives_an_extractive_answer(settings, index) -> None:
+    answer = await ask(engine(settings, index, None))
+    assert answer.mode is AnswerMode.EXTRACTIVE
+    assert [c.url for c in answer.citations][:1] == [index.chunks[0].url]
+
+
+class _Embedder:
+    model_id, dimensions = "fake", 4
+
+    async def embed_documents(self, texts, progress=None) -> Vectors:
+        return np.ones((len(texts), self.dimensions), dtype=np.float32) / 2
+
+    async def embed_query(self, text: str) -> Vectors:
+        return np.ones(self.dimensions, dtype=np.float32) / 2
+
+
+class _Web:
+    PAGE = WebSource("https://web.example/widgets", "Widgets", "Widgets are configured in YAML.")
+
+    async def search(self, query: str) -> WebResult:
+        return WebResult(query, (self.PAGE,))
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+async def test_after_a_web_search_keywords_are_saved_before_the_answer(
+    settings, index, tmp_path: Path
+) -> None:
+    web_settings = settings.web_search.model_copy(update={"enabled": True})
+    knowledge = LearnedKnowledge(index, _Embedder(), SqliteKeywordStore(tmp_path / "s.db", 1_000))
+    web = WebLearning(_Web(), knowledge, web_settings, settings.keywords.derived_max)
+    quote = _Web.PAGE.text
+    model = ScriptedChatModel(
+        [
+            search_turn("widgets"),
+            web_turn("widgets configuration"),
+            respond_turn("In YAML [1].", (1, quote)),  # too early: keywords first
+            keywords_turn("widgets configuration"),
+            respond_turn("In YAML [1].", (1, quote)),
+        ]
+    )
+    answer = await ask(engine(settings, index, model, web=web), "How are widgets configured?")
+    assert model.requests[2].required == SAVE_KEYWORDS_TOOL
+    refused = model.requests[3].transcript[-1]
+    assert isinstance(refused, ToolResults)
+    assert refused.results[0][1].is_error  # the early respond was turned back
+    assert answer.status is AnswerStatus.ANSWERED
+    assert [c.url for c in answer.citations] == [_Web.PAGE.url]
+    assert await knowledge.store.get("widgets configuration") is not None

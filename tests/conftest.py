@@ -17,7 +17,7 @@ from core.ingest.pipeline import Ingestor
 from core.ports import Backend
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
-from tests.elasticsearch_emulator import NoidaServer
+from tests.fakes.elasticsearch_emulator import NoidaServer
 
 # The two index implementations the backend-parametrised tests run against.
 Index = SqliteIndex | ElasticsearchIndex

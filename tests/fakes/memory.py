@@ -6,17 +6,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import numpy as np
+
 from core.domain.conversation import Turn
 from core.domain.documents import (
     Chunk,
     DocumentRecord,
     DocumentWrite,
     IndexStats,
+    Progress,
     SearchFilters,
     SearchHit,
     SearchMode,
     Vectors,
 )
+from core.domain.web import WebResult, WebSource
 
 _WORD = re.compile(r"\w+")
 
@@ -116,3 +120,29 @@ def passage(doc: str, text: str, *, title: str | None = None, position: int = 0)
         text=text,
         position=position,
     )
+
+
+class ConstantEmbedder:
+    """An `Embedder` giving every text the same vector (learning writes need vectors)."""
+
+    model_id, dimensions = "fake", 4
+
+    async def embed_documents(
+        self, texts: Sequence[str], progress: Progress | None = None
+    ) -> Vectors:
+        return np.ones((len(texts), self.dimensions), dtype=np.float32) / 2
+
+    async def embed_query(self, text: str) -> Vectors:
+        return np.ones(self.dimensions, dtype=np.float32) / 2
+
+
+class OnePageWeb:
+    """A `WebSearch` whose every answer is one page."""
+
+    PAGE = WebSource("https://web.example/widgets", "Widgets", "Widgets are configured in YAML.")
+
+    async def search(self, query: str) -> WebResult:
+        return WebResult(query, (self.PAGE,))
+
+    async def close(self) -> None:
+        """Nothing to release."""

@@ -43,7 +43,7 @@ from core.ports import Embedder
 from core.run_locks import REINDEX_LOCK
 from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO, elasticsearch_settings
-from tests.elasticsearch_emulator import NoidaServer, free_port
+from tests.fakes.elasticsearch_emulator import NoidaServer, free_port
 from tests.fakes.elasticsearch_proxy import ElasticsearchProxy, ProxyScript
 
 runner = CliRunner()

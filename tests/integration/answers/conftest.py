@@ -12,7 +12,7 @@ import pytest
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
 from core.search.embedder import MiniLMEmbedder
-from tests.integration.answers.chat_server import ChatServer
+from tests.fakes.chat_server import ChatServer
 from tests.integration.answers.helpers import cached
 
 

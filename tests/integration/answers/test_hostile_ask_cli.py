@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.config import Settings
 from tests.conftest import REPO
-from tests.integration.answers.chat_server import ChatServer, Raw
+from tests.fakes.chat_server import ChatServer, Raw
 
 MARKER = "BODY-MARKER-93c1"  # in the proxy's page: it must reach neither stdout nor stderr
 ASK_TIMEOUT_S = 120  # a cold process loads the embedding model; a hang fails, not blocks CI

@@ -35,11 +35,7 @@ from tests.fakes.anthropic_api import (
     stream_events,
     tool_use,
 )
-from tests.integration.answers.chat_server import (
-    ChatServer,
-    Raw,
-    completion,
-)
+from tests.fakes.chat_server import ChatServer, Raw, completion
 from tests.integration.answers.helpers import cached, engine, question
 
 # In every hostile body: it must never reach the answer, the trace or the log.

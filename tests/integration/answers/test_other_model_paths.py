@@ -14,7 +14,7 @@ from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.conversation import AnswerMode, AnswerStatus
-from tests.integration.answers.chat_server import ChatServer, completion
+from tests.fakes.chat_server import ChatServer, completion
 from tests.integration.answers.helpers import (
     cached,
     engine,

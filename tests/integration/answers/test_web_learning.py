@@ -558,8 +558,8 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
     import httpx
 
     from core.answer.openai_compat import OpenAICompatibleModel
-    from tests.integration.answers.chat_server import ChatServer
-    from tests.integration.answers.chat_server import completion as chat_reply
+    from tests.fakes.chat_server import ChatServer
+    from tests.fakes.chat_server import completion as chat_reply
 
     settings = web_settings(settings, web)
     chat = ChatServer()

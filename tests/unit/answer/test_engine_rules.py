@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from core.answer.engine import AnswerEngine
@@ -18,8 +17,6 @@ from core.backends.sqlite.keyword_store import SqliteKeywordStore
 from core.config import Settings, load_settings
 from core.domain.agent import ToolResults
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
-from core.domain.documents import Vectors
-from core.domain.web import WebResult, WebSource
 from core.errors import ModelUnavailable
 from core.learning.knowledge import LearnedKnowledge
 from tests.conftest import REPO
@@ -32,7 +29,13 @@ from tests.fakes.chat_model import (
     text_turn,
     web_turn,
 )
-from tests.fakes.memory import InMemoryConversationStore, InMemoryIndex, passage
+from tests.fakes.memory import (
+    ConstantEmbedder,
+    InMemoryConversationStore,
+    InMemoryIndex,
+    OnePageWeb,
+    passage,
+)
 
 PRUNE = "Prune removes learned keywords that nobody used for ninety days."
 INVITE = "Invite the bot to a channel with /invite @docbot before mentioning it."
@@ -176,33 +179,15 @@ async def test_no_model_gives_an_extractive_answer(settings, index) -> None:
     assert [c.url for c in answer.citations][:1] == [index.chunks[0].url]
 
 
-class _Embedder:
-    model_id, dimensions = "fake", 4
-
-    async def embed_documents(self, texts, progress=None) -> Vectors:
-        return np.ones((len(texts), self.dimensions), dtype=np.float32) / 2
-
-    async def embed_query(self, text: str) -> Vectors:
-        return np.ones(self.dimensions, dtype=np.float32) / 2
-
-
-class _Web:
-    PAGE = WebSource("https://web.example/widgets", "Widgets", "Widgets are configured in YAML.")
-
-    async def search(self, query: str) -> WebResult:
-        return WebResult(query, (self.PAGE,))
-
-    async def close(self) -> None:
-        """Nothing to release."""
-
-
 async def test_after_a_web_search_keywords_are_saved_before_the_answer(
     settings, index, tmp_path: Path
 ) -> None:
     web_settings = settings.web_search.model_copy(update={"enabled": True})
-    knowledge = LearnedKnowledge(index, _Embedder(), SqliteKeywordStore(tmp_path / "s.db", 1_000))
-    web = WebLearning(_Web(), knowledge, web_settings, settings.keywords.derived_max)
-    quote = _Web.PAGE.text
+    knowledge = LearnedKnowledge(
+        index, ConstantEmbedder(), SqliteKeywordStore(tmp_path / "s.db", 1_000)
+    )
+    web = WebLearning(OnePageWeb(), knowledge, web_settings, settings.keywords.derived_max)
+    quote = OnePageWeb.PAGE.text
     model = ScriptedChatModel(
         [
             search_turn("widgets"),
@@ -218,5 +203,5 @@ async def test_after_a_web_search_keywords_are_saved_before_the_answer(
     assert isinstance(refused, ToolResults)
     assert refused.results[0][1].is_error  # the early respond was turned back
     assert answer.status is AnswerStatus.ANSWERED
-    assert [c.url for c in answer.citations] == [_Web.PAGE.url]
+    assert [c.url for c in answer.citations] == [OnePageWeb.PAGE.url]
     assert await knowledge.store.get("widgets configuration") is not None

@@ -32,7 +32,7 @@ from bot.wiring import open_backend
 from core.config import Settings
 from core.ports import Backend
 from core.search.embedder import CachedEmbedder
-from tests.elasticsearch_emulator import NoidaServer
+from tests.fakes.elasticsearch_emulator import NoidaServer
 
 RESULT = "backends.json"
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.config import SECRET_ENV_VARS, Secrets, Settings
+from core.config import Secrets, Settings
+from core.config_loader import SECRET_ENV_VARS
 from core.domain.urls import redact_url
 from core.errors import SearchIndexError
 

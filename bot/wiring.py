@@ -213,11 +213,7 @@ def build_slack_app(
         bolt=app,
         bot=bot,
         signing_secret=signing,
-        max_body_bytes=s.max_body_bytes,
-        shutdown_grace_s=s.shutdown_grace_s,
-        apology_deadline_s=s.apology_deadline_s,
-        body_read_deadline_s=s.body_read_deadline_s,
-        check_token=s.auth_check_at_start,
+        settings=s,
     )
 
 

@@ -12,7 +12,8 @@ import pytest
 from bot.wiring import open_backend
 from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.sqlite.index import SqliteIndex
-from core.config import Settings, load_settings
+from core.config import Settings
+from core.config_loader import load_settings
 from core.ingest.pipeline import Ingestor
 from core.ports import Backend
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder

@@ -88,7 +88,7 @@ class DocsBot(discord.Client):
         engine: AnswerEngine,
         store: ConversationStore,
         state: PlatformState,
-        limits: DiscordSettings,
+        settings: DiscordSettings,
         **options: Any,
     ) -> None:
         intents = discord.Intents.none()
@@ -102,7 +102,7 @@ class DocsBot(discord.Client):
         self.engine = engine
         self.store = store
         self.state = state
-        self.limits = limits
+        self.settings = settings
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(
             app_commands.Command(
@@ -141,8 +141,8 @@ class DocsBot(discord.Client):
             answer_id = await self._record(key, question, answer)
             embeds = answer_embeds(
                 answer,
-                description_chars=self.limits.description_chars,
-                max_sources=self.limits.max_sources,
+                description_chars=self.settings.description_chars,
+                max_sources=self.settings.max_sources,
             )
             first_view = feedback_view(answer_id) if answer_id and len(embeds) == 1 else None
             await interaction.followup.send(
@@ -221,8 +221,8 @@ class DocsBot(discord.Client):
             answer_id = await self._record(key, message.content, answer)
             embeds = answer_embeds(
                 answer,
-                description_chars=self.limits.description_chars,
-                max_sources=self.limits.max_sources,
+                description_chars=self.settings.description_chars,
+                max_sources=self.settings.max_sources,
             )
             for n, embed in enumerate(embeds, start=1):
                 view = feedback_view(answer_id) if answer_id and n == len(embeds) else None
@@ -253,7 +253,7 @@ class DocsBot(discord.Client):
         recent = [
             m
             async for m in message.channel.history(
-                limit=self.limits.history_messages, before=message
+                limit=self.settings.history_messages, before=message
             )
         ]
         question: str | None = None

@@ -51,12 +51,12 @@ class SlackBot:
         engine: AnswerEngine,
         store: ConversationStore,
         state: PlatformState,
-        limits: SlackSettings,
+        settings: SlackSettings,
     ) -> None:
         self._engine = engine
         self._store = store
         self._state = state
-        self._limits = limits
+        self._settings = settings
         self._in_flight: set[asyncio.Task[Any]] = set()
 
     def register(self, app: AsyncApp) -> None:
@@ -65,13 +65,14 @@ class SlackBot:
         app.action(FEEDBACK_UP)(self._tracked(self._on_feedback))
         app.action(FEEDBACK_DOWN)(self._tracked(self._on_feedback))
 
-    async def drain(self, grace_s: float, apology_deadline_s: float) -> None:
-        """On shutdown, once no new events arrive: the listeners still running get `grace_s` to
-        finish; the rest are cancelled, and each answer cut short replaces its placeholder with
-        an apology (within `apology_deadline_s`), so no thread is left "looking through the
-        docs" for ever."""
+    async def drain(self) -> None:
+        """On shutdown, once no new events arrive: the listeners still running get
+        `slack.shutdown_grace_s` to finish; the rest are cancelled, and each answer cut short
+        replaces its placeholder with an apology (within `slack.apology_deadline_s`), so no
+        thread is left "looking through the docs" for ever."""
         if not self._in_flight:
             return
+        grace_s = self._settings.shutdown_grace_s
         log.info("slack_draining", answers=len(self._in_flight), grace_s=grace_s)
         deadline = asyncio.get_running_loop().time() + grace_s
         # A listener Bolt started just before the stop joins the set while we wait: wait again
@@ -84,7 +85,7 @@ class SlackBot:
         log.warning("slack_answers_cut_short", answers=len(late))
         for task in late:
             task.cancel()
-        await asyncio.wait(late, timeout=apology_deadline_s)
+        await asyncio.wait(late, timeout=self._settings.apology_deadline_s)
 
     def _tracked(self, listener: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
         """The listener, with its task known to `drain` while it runs. Bolt runs each listener
@@ -177,7 +178,7 @@ class SlackBot:
         progress: AnswerProgressMessage | None = None
         try:
             placeholder = await self._post(
-                client, channel, thread_ts, text=self._limits.placeholder, blocks=None
+                client, channel, thread_ts, text=self._settings.placeholder, blocks=None
             )
             progress = AnswerProgressMessage(
                 client,
@@ -186,9 +187,9 @@ class SlackBot:
                 placeholder=placeholder,
                 team=team,
                 user=event.get("user", ""),
-                use_stream_api=self._limits.stream_api,
-                update_interval_s=self._limits.update_interval_s,
-                preview_chars=self._limits.section_chars - 2,
+                use_stream_api=self._settings.stream_api,
+                update_interval_s=self._settings.update_interval_s,
+                preview_chars=self._settings.section_chars - 2,
             )
             await self._answer_unguarded(client, team, event, bot_user, thread_ts, progress)
         except asyncio.CancelledError:
@@ -243,14 +244,14 @@ class SlackBot:
         answer: Answer,
         answer_id: str | None,
     ) -> None:
-        limits = self._limits
+        s = self._settings
         messages = answer_messages(
             answer,
             answer_id,
-            section_chars=limits.section_chars,
-            message_chars=limits.message_chars,
-            max_blocks=limits.max_blocks,
-            max_sources=limits.max_sources,
+            section_chars=s.section_chars,
+            message_chars=s.message_chars,
+            max_blocks=s.max_blocks,
+            max_sources=s.max_sources,
         )
         try:
             for n, message in enumerate(messages):
@@ -269,7 +270,7 @@ class SlackBot:
             # msg_too_long, invalid_blocks, a network error...: never silence.
             log.warning("slack_blocks_refused", error=_describe(exc))
             await self._deliver_text(
-                client, channel, thread_ts, placeholder, plain_messages(answer, limits.plain_chars)
+                client, channel, thread_ts, placeholder, plain_messages(answer, s.plain_chars)
             )
 
     async def _deliver_text(
@@ -324,7 +325,7 @@ class SlackBot:
             return
         try:
             response = await client.conversations_replies(
-                channel=channel, ts=thread_ts, limit=self._limits.history_messages
+                channel=channel, ts=thread_ts, limit=self._settings.history_messages
             )
         except SlackApiError as exc:
             log.info("slack_history_unavailable", error=slack_error(exc))

@@ -40,6 +40,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import SlackBot
 from adapters.slack.progress import slack_error
+from core.config import SlackSettings
 from core.errors import BotError
 
 log = structlog.get_logger(__name__)
@@ -107,13 +108,7 @@ class SlackService:
     bolt: AsyncApp
     bot: SlackBot
     signing_secret: str | None
-    max_body_bytes: int
-    shutdown_grace_s: float
-    # How long the apologies for answers cut short by a shutdown may take to post.
-    apology_deadline_s: float
-    # Slack sends its few kilobytes at once; a body still arriving after this is a slow drip.
-    body_read_deadline_s: float
-    check_token: bool
+    settings: SlackSettings
 
 
 class _Refused(Exception):
@@ -135,7 +130,7 @@ class SlackHttpEndpoint:
         self.draining = False
 
     def web_app(self) -> web.Application:
-        app = web.Application(client_max_size=self._service.max_body_bytes)
+        app = web.Application(client_max_size=self._service.settings.max_body_bytes)
         app.router.add_route("*", EVENTS_PATH, self._events)
         app.router.add_get(HEALTH_PATH, self._health)
         return app
@@ -175,12 +170,12 @@ class SlackHttpEndpoint:
             raise _Refused(503, "shutting down")
         if request.method != "POST":
             raise _Refused(405, f"method {request.method}")
-        limit = self._service.max_body_bytes
+        limit = self._service.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise _Refused(413, f"over {limit} bytes")
         # Unsigned or stale: refused before a byte of the body is read.
         timestamp, signature = _signature_headers(request.headers)
-        body = await _read_capped(request, limit, self._service.body_read_deadline_s)
+        body = await _read_capped(request, limit, self._service.settings.body_read_deadline_s)
         try:
             text = body.decode("utf-8")  # what Slack signs; the verifier decodes it too
         except UnicodeDecodeError:
@@ -348,7 +343,7 @@ async def run_http(
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (see the module's docstring)."""
     async with _stop_on_signal() as stop:
-        if service.check_token:
+        if service.settings.auth_check_at_start:
             await check_token(service.bolt.client)
         endpoint = SlackHttpEndpoint(service)
         runner = endpoint.runner()
@@ -359,7 +354,7 @@ async def run_http(
             on_listening(f"listening on {bound_host}:{bound_port}")
             await stop.wait()
             endpoint.draining = True  # new requests get 503 while the answers finish
-            await service.bot.drain(service.shutdown_grace_s, service.apology_deadline_s)
+            await service.bot.drain()
         finally:
             await runner.cleanup()
 
@@ -368,7 +363,7 @@ async def run_socket_mode(
     service: SlackService, app_token: str, on_listening: Callable[[str], None]
 ) -> None:
     async with _stop_on_signal() as stop:
-        if service.check_token:
+        if service.settings.auth_check_at_start:
             await check_token(service.bolt.client)
         handler = AsyncSocketModeHandler(service.bolt, app_token)
         try:
@@ -377,7 +372,7 @@ async def run_socket_mode(
             await stop.wait()
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]  # no new events
-        await service.bot.drain(service.shutdown_grace_s, service.apology_deadline_s)
+        await service.bot.drain()
 
 
 @asynccontextmanager

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.text import Text
 
 from bot.logs import configure_logging
-from core.config import Settings, load_settings
+from core.config import Settings
+from core.config_loader import load_settings
 
 # Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
 # import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.

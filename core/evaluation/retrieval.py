@@ -19,8 +19,8 @@ from pathlib import Path
 from core.config import IngestSettings
 from core.domain.documents import DocumentRecord, SearchMode
 from core.errors import DatasetError
-from core.ingest.formats import ParsedDocument, Section
 from core.ingest.pipeline import PreparedDocument, build_chunks
+from core.ingest.sections import ParsedDocument, Section
 from core.ports import SearchIndex
 
 CUTOFFS = (10, 100)

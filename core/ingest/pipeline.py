@@ -35,7 +35,8 @@ from core.domain.documents import (
 from core.domain.urls import redact_url
 from core.errors import IndexUnavailable, UnreadableDocument
 from core.ingest.chunker import split_text
-from core.ingest.formats import ParsedDocument, ParseLimits, parse_document
+from core.ingest.formats import parse_document
+from core.ingest.sections import ParsedDocument, ParseLimits
 from core.ingest.sources import Skipped, SourceItem, discover, is_url, read_item
 from core.ports import Embedder, IngestProgress, SearchIndex
 

@@ -219,7 +219,7 @@ def test_keywords_list_shows_learned_keywords(env: dict[str, str]) -> None:
     import asyncio
 
     from core.backends.sqlite.keyword_store import SqliteKeywordStore
-    from core.config import load_settings
+    from core.config_loader import load_settings
 
     result = runner.invoke(app, ["keywords", "list"])
     assert result.exit_code == 0, result.output
@@ -251,7 +251,7 @@ def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
     import time_machine
 
     from bot.wiring import build_embedder, build_knowledge, open_backend
-    from core.config import load_settings
+    from core.config_loader import load_settings
     from core.domain.documents import SearchFilters
     from core.domain.web import WebResult, WebSource
 

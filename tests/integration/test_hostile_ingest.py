@@ -27,8 +27,8 @@ from core.backends.sqlite.index import SqliteIndex
 from core.backends.sqlite.run_locks import SqliteRunLocks
 from core.config import Settings
 from core.domain.documents import DocumentRecord, Outcome
-from core.ingest.formats import ParsedDocument, Section
 from core.ingest.pipeline import Ingestor, PreparedDocument, build_chunks
+from core.ingest.sections import ParsedDocument, Section
 from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO
 
@@ -409,7 +409,7 @@ async def test_a_second_ingest_is_refused_while_one_holds_the_lock(env: Path) ->
 
 
 def _cli_settings(env: Path) -> Settings:
-    from core.config import load_settings
+    from core.config_loader import load_settings
 
     return load_settings(REPO / "config.yaml", environ={"BOT_STORAGE__DATA_DIR": str(env / "data")})
 

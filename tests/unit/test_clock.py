@@ -8,7 +8,8 @@ import pytest
 import time_machine
 
 from bot.clock import PRUNE_JOB, PruneJob, build_scheduler, prune_trigger
-from core.config import KeywordSettings, load_settings
+from core.config import KeywordSettings
+from core.config_loader import load_settings
 from core.errors import ConfigError
 
 

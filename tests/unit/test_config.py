@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.config import Settings, load_settings
+from core.config import Settings
+from core.config_loader import load_settings
 from core.errors import ConfigError
 from tests.conftest import REPO
 

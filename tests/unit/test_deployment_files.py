@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from bot.cli import app
-from core.config import ENV_ALIASES, SECRET_ENV_VARS, load_settings
+from core.config_loader import ENV_ALIASES, SECRET_ENV_VARS, load_settings
 from tests.conftest import REPO
 
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())

@@ -10,7 +10,8 @@ from bot.diagnostics import Check, configuration
 from bot.wiring import build_model
 from core.answer.claude import ClaudeModel
 from core.answer.openai_compat import OpenAICompatibleModel
-from core.config import Settings, load_settings
+from core.config import Settings
+from core.config_loader import load_settings
 from tests.conftest import REPO
 
 OLLAMA = {"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1", "BOT_OPENAI__MODEL": "qwen2.5"}

@@ -6,14 +6,9 @@ import pytest
 
 from core.config import IngestSettings
 from core.errors import UnreadableDocument
-from core.ingest.formats import (
-    DocumentFormat,
-    ParsedDocument,
-    ParseLimits,
-    parse_document,
-    parse_html,
-    parse_markdown,
-)
+from core.ingest.formats import DocumentFormat, parse_document, parse_markdown
+from core.ingest.html import parse_html
+from core.ingest.sections import ParsedDocument, ParseLimits
 from tests.pdf_maker import make_pdf
 
 LIMITS = ParseLimits.from_settings(IngestSettings())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import traceback
 
 import pytest
-from elasticsearch import AsyncElasticsearch
 
 from core.backends.elasticsearch.connection import (
     allows_server_rrf,
@@ -14,7 +13,7 @@ from core.backends.elasticsearch.connection import (
     explain,
     where,
 )
-from core.backends.elasticsearch.index import ElasticsearchIndex
+from core.backends.elasticsearch.queries import bm25_fields
 from core.backends.elasticsearch.schema import (
     IndexNames,
     chunk_properties,
@@ -118,18 +117,10 @@ def test_server_rrf_needs_an_active_paid_licence(kind: str, status: str, allowed
     assert allows_server_rrf(kind, status) is allowed
 
 
-async def test_bm25_weights_become_combined_fields_boosts() -> None:
-    client = AsyncElasticsearch("http://localhost:9200")
+def test_bm25_weights_become_combined_fields_boosts() -> None:
     weights = Bm25Weights(title=1.0, heading=0.5, text=0.5, keywords=0.0)
-    index = ElasticsearchIndex(
-        client,
-        embedder=None,  # type: ignore[arg-type]
-        search=SearchSettings(bm25_columns=weights),
-        settings=ElasticsearchSettings(url="http://localhost:9200"),
-    )
     # combined_fields refuses boosts below 1: scaled so the smallest is 1; weight 0 leaves out.
-    assert index._bm25_fields() == ["title^2", "heading^1", "text^1"]
-    await client.close()
+    assert bm25_fields(SearchSettings(bm25_columns=weights)) == ["title^2", "heading^1", "text^1"]
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 from core.backends.elasticsearch.connection import build_client, connect, licence, where
 from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from core.backends.elasticsearch.keyword_store import ElasticsearchKeywordStore
 from core.backends.elasticsearch.reindex import reindex
 from core.backends.elasticsearch.state import (
     ElasticsearchConversationStore,
-    ElasticsearchKeywordStore,
     ElasticsearchPlatformState,
     ElasticsearchRunLocks,
     ensure_state_indices,

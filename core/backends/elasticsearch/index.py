@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -33,13 +32,21 @@ from core.backends.elasticsearch.connection import (
     explained,
     licence,
 )
+from core.backends.elasticsearch.documents import (
+    SOURCE_FIELDS,
+    chunk_from_source,
+    chunk_source,
+    item_reason,
+    now_millis,
+    record_id,
+)
+from core.backends.elasticsearch.queries import bm25_query, knn_query, rrf_retriever
 from core.backends.elasticsearch.schema import (
     CHUNK,
     DOCUMENT,
     IndexNames,
     chunks_template,
     doc_id_key,
-    hashed_id,
     mapping_conflicts,
 )
 from core.config import ElasticsearchSettings, SearchSettings
@@ -61,54 +68,8 @@ from core.search.hybrid import SearchRequest, fuse, fused_hits, search_request
 
 log = logging.getLogger(__name__)
 
-_SOURCE_FIELDS = [
-    "chunk_id",
-    "doc_id",
-    "source",
-    "title",
-    "heading",
-    "url",
-    "text",
-    "position",
-    "learned",
-    "keywords",
-]
 # Buckets of the per-source chunk count in `stats` (sources are a handful of labels).
 _MAX_SOURCES = 10_000
-
-
-def _millis() -> int:
-    return int(time.time() * 1000)
-
-
-def chunk_from_source(source: dict[str, Any]) -> Chunk:
-    return Chunk(
-        chunk_id=str(source["chunk_id"]),
-        doc_id=str(source["doc_id"]),
-        source=str(source["source"]),
-        title=str(source.get("title", "")),
-        heading=str(source.get("heading", "")),
-        url=str(source.get("url", "")),
-        text=str(source.get("text", "")),
-        position=int(source.get("position", 0)),
-        learned=bool(source.get("learned", False)),
-        keywords=tuple(str(k) for k in source.get("keywords") or ()),
-    )
-
-
-def chunk_source(chunk: Chunk, vector: Sequence[float], now: int) -> dict[str, Any]:
-    return {
-        "kind": CHUNK,
-        **{f: getattr(chunk, f) for f in _SOURCE_FIELDS if f != "keywords"},
-        "keywords": list(chunk.keywords),
-        "created_at": now,
-        "updated_at": now,
-        "embedding": [float(x) for x in vector],
-    }
-
-
-def record_id(doc_id: str) -> str:
-    return f"document-{hashed_id(doc_id)}"
 
 
 class ElasticsearchIndex:
@@ -241,7 +202,7 @@ class ElasticsearchIndex:
             else:
                 valid.append(w)
         owner = {doc_id_key(c.chunk_id): w.record.doc_id for w in valid for c in w.chunks}
-        now = _millis()
+        now = now_millis()
         actions = (
             {
                 "_op_type": "index",
@@ -256,7 +217,7 @@ class ElasticsearchIndex:
             item = next(iter(error.values()))
             doc_id = owner.get(str(item.get("_id")))
             if doc_id is not None and doc_id not in failed:
-                failed[doc_id] = _item_reason(item)
+                failed[doc_id] = item_reason(item)
         done = [w for w in valid if w.record.doc_id not in failed]
         if not done:
             return failed
@@ -281,7 +242,7 @@ class ElasticsearchIndex:
             item = next(iter(error.values()))
             for w in done:
                 if record_id(w.record.doc_id) == item.get("_id"):
-                    failed[w.record.doc_id] = _item_reason(item)
+                    failed[w.record.doc_id] = item_reason(item)
         return failed
 
     async def _delete_stale_chunks(self, done: Sequence[DocumentWrite]) -> None:
@@ -382,48 +343,10 @@ class ElasticsearchIndex:
 
     # -- searching --------------------------------------------------------------------------
 
-    def _filters(self, filters: SearchFilters) -> list[dict[str, Any]]:
-        clauses: list[dict[str, Any]] = [{"term": {"kind": CHUNK}}]
-        if filters.sources:
-            clauses.append({"terms": {"source": list(filters.sources)}})
-        if filters.doc_ids:
-            clauses.append({"terms": {"doc_id": list(filters.doc_ids)}})
-        if filters.learned is not None:
-            clauses.append({"term": {"learned": filters.learned}})
-        return clauses
-
-    def _bm25_query(self, query: str, filters: SearchFilters) -> dict[str, Any]:
-        return {
-            "bool": {
-                "must": [{"combined_fields": {"query": query, "fields": self._bm25_fields()}}],
-                "filter": self._filters(filters),
-            }
-        }
-
-    def _bm25_fields(self) -> list[str]:
-        """BM25F over the weighted fields, like FTS5's weighted columns on the SQLite side.
-
-        `combined_fields` scores the fields as one (per-field BM25 summed, `most_fields`, was
-        0.05 nDCG@10 worse on the Anthropic docs set); it takes boosts of at least 1, so the
-        weights are scaled to make the smallest 1, and a field weighted 0 is left out.
-        """
-        weights = self._search.bm25_columns.model_dump()
-        smallest = min((w for w in weights.values() if w > 0), default=1.0)
-        return [f"{field}^{w / smallest:g}" for field, w in weights.items() if w > 0]
-
-    def _knn(self, vector: Vectors, filters: SearchFilters, limit: int) -> dict[str, Any]:
-        return {
-            "field": "embedding",
-            "query_vector": [float(x) for x in vector],
-            "k": limit,
-            "num_candidates": max(limit, self.settings.num_candidates),
-            "filter": self._filters(filters),
-        }
-
     async def _side(self, **body: Any) -> list[tuple[str, float, dict[str, Any]]]:
         response = await self.client.search(
             index=self.names.chunks,
-            source_includes=_SOURCE_FIELDS,
+            source_includes=SOURCE_FIELDS,
             track_total_hits=False,
             **body,
         )
@@ -458,12 +381,12 @@ class ElasticsearchIndex:
             return []
 
         bm25_side = (
-            self._side(query=self._bm25_query(r.query, r.filters), size=r.limit)
+            self._side(query=bm25_query(r.query, r.filters, self._search), size=r.limit)
             if r.mode is not SearchMode.VECTOR
             else none()
         )
         vector_side = (
-            self._side(knn=self._knn(r.vector, r.filters, r.limit), size=r.limit)
+            self._side(knn=knn_query(r.vector, r.filters, r.limit, self.settings), size=r.limit)
             if r.vector is not None
             else none()
         )
@@ -482,16 +405,7 @@ class ElasticsearchIndex:
         self, query: str, vector: Vectors, filters: SearchFilters, k: int, limit: int
     ) -> list[SearchHit] | None:
         """The server's `rrf` retriever; None (and ours from now on) when the licence refuses."""
-        retriever = {
-            "rrf": {
-                "retrievers": [
-                    {"standard": {"query": self._bm25_query(query, filters)}},
-                    {"knn": self._knn(vector, filters, limit)},
-                ],
-                "rank_constant": self._search.rrf_k,
-                "rank_window_size": limit,
-            }
-        }
+        retriever = rrf_retriever(query, vector, filters, limit, self._search, self.settings)
         try:
             hits = await self._side(retriever=retriever, size=k)
         except ApiError as exc:
@@ -515,10 +429,3 @@ async def drop_indices(index: ElasticsearchIndex) -> None:
         await client.indices.delete(index=",".join(existing))
     with contextlib.suppress(NotFoundError):
         await client.indices.delete_index_template(name=names.template)
-
-
-def _item_reason(item: dict[str, Any]) -> str:
-    error = item.get("error")
-    if isinstance(error, dict):
-        return f"{error.get('type', 'error')}: {error.get('reason', '')}".strip()
-    return f"status {item.get('status')}: {error}"

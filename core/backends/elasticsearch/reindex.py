@@ -19,7 +19,8 @@ from typing import Any
 from elasticsearch import helpers
 
 from core.backends.elasticsearch.connection import explain, explained
-from core.backends.elasticsearch.index import ElasticsearchIndex, chunk_from_source
+from core.backends.elasticsearch.documents import chunk_from_source
+from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.schema import CHUNK
 from core.domain.documents import embedding_text
 from core.domain.health import ReindexReport

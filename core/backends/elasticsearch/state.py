@@ -15,7 +15,6 @@ These stores share the index's client and do not close it: the index does.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import time
 import uuid
@@ -36,23 +35,20 @@ from core.backends.elasticsearch.schema import IndexNames, hashed_id
 from core.config import ElasticsearchSettings
 from core.domain.conversation import Answer, Turn
 from core.domain.feedback import citations_json, votes_by_learned_document
-from core.domain.learned import LearnedDocument, LearnedKeyword, sources_from, sources_json
 from core.errors import SearchIndexError
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
 # random, growing moment and retry, so writers racing on one thread spread out and all land.
-_CAS_ATTEMPTS = 30
-_CAS_WAIT = wait_random_exponential(multiplier=0.01, max=0.5)
+CAS_ATTEMPTS = 30
+CAS_WAIT = wait_random_exponential(multiplier=0.01, max=0.5)
 
 
-class _Conflict(Exception):
+class Conflict(Exception):
     """Another writer changed the document between our read and our write."""
 
 
 # Counted on the server, so concurrent uses never overwrite each other.
-_COUNT_USE = "ctx._source.uses += 1; ctx._source.last_used_at = params.now"
-# Most keywords one listing returns (pruning keeps the set far smaller).
-_MAX_KEYWORDS = 10_000
+COUNT_USE = "ctx._source.uses += 1; ctx._source.last_used_at = params.now"
 # Answer ids are uuid4 hex (see `record_answer`).
 _ANSWER_ID = re.compile(r"[0-9a-f]{32}")
 log = structlog.get_logger(__name__)
@@ -61,7 +57,7 @@ log = structlog.get_logger(__name__)
 _MS_PER_S = 1000
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * _MS_PER_S)
 
 
@@ -87,7 +83,7 @@ async def ensure_state_indices(
                     raise
 
 
-class _Store:
+class Store:
     def __init__(self, client: AsyncElasticsearch, settings: ElasticsearchSettings) -> None:
         self._client = client
         self._settings = settings
@@ -130,7 +126,7 @@ class _Store:
         """The client belongs to the index, which closes it."""
 
 
-class ElasticsearchConversationStore(_Store):
+class ElasticsearchConversationStore(Store):
     async def recent(self, key: str, limit: int) -> list[Turn]:
         if limit <= 0:
             return []
@@ -141,7 +137,7 @@ class ElasticsearchConversationStore(_Store):
 
     async def append(self, key: str, turn: Turn) -> None:
         index, doc_id = self._names.conversations, hashed_id(key)
-        entry = {"question": turn.question, "answer": turn.answer, "at": _now_ms()}
+        entry = {"question": turn.question, "answer": turn.answer, "at": now_ms()}
         keep = self._settings.conversation_max_turns
 
         async def attempt() -> None:
@@ -149,29 +145,29 @@ class ElasticsearchConversationStore(_Store):
             if current is None:
                 fresh = {"key": key, "turns": [entry], "updated_at": entry["at"]}
                 if not await self._create(index, doc_id, fresh):
-                    raise _Conflict
+                    raise Conflict
                 return
             turns = [*current["_source"].get("turns", []), entry][-keep:]
             updated = {"key": key, "turns": turns, "updated_at": entry["at"]}
             if not await self._take_over(index, current, updated):
-                raise _Conflict
+                raise Conflict
 
         try:
             with explained(self._settings):
                 async for trying in AsyncRetrying(
-                    retry=retry_if_exception_type(_Conflict),
-                    wait=_CAS_WAIT,
-                    stop=stop_after_attempt(_CAS_ATTEMPTS),
+                    retry=retry_if_exception_type(Conflict),
+                    wait=CAS_WAIT,
+                    stop=stop_after_attempt(CAS_ATTEMPTS),
                 ):
                     with trying:
                         await attempt()
         except RetryError as exc:
             raise SearchIndexError(
-                f"conversation {key!r}: {_CAS_ATTEMPTS} concurrent writes in a row"
+                f"conversation {key!r}: {CAS_ATTEMPTS} concurrent writes in a row"
             ) from exc
 
 
-class ElasticsearchPlatformState(_Store):
+class ElasticsearchPlatformState(Store):
     def __init__(
         self, client: AsyncElasticsearch, settings: ElasticsearchSettings, dedup_ttl_s: float
     ) -> None:
@@ -184,7 +180,7 @@ class ElasticsearchPlatformState(_Store):
         lost a key must not go on to claim the next, or two racing deliveries of the same event
         could each take one key and both give up."""
         index = self._names.deliveries
-        now = _now_ms()
+        now = now_ms()
         with explained(self._settings):
             await self._purge_expired(now)
             for key in keys:
@@ -220,7 +216,7 @@ class ElasticsearchPlatformState(_Store):
     async def remember_thread(self, key: str) -> None:
         with explained(self._settings):
             await self._create(
-                self._names.threads, hashed_id(key), {"key": key, "created_at": _now_ms()}
+                self._names.threads, hashed_id(key), {"key": key, "created_at": now_ms()}
             )
 
     async def is_bot_thread(self, key: str) -> bool:
@@ -235,7 +231,7 @@ class ElasticsearchPlatformState(_Store):
             "answer": answer.text,
             "status": answer.status.value,
             "citations": {"items": citations_json(answer)},
-            "created_at": _now_ms(),
+            "created_at": now_ms(),
         }
         with explained(self._settings):
             await self._client.index(index=self._names.answers, id=answer_id, document=document)
@@ -254,7 +250,7 @@ class ElasticsearchPlatformState(_Store):
                     "answer_id": answer_id,
                     "user": user,
                     "vote": 1 if helpful else -1,
-                    "at": _now_ms(),
+                    "at": now_ms(),
                 },
                 refresh="wait_for",
             )
@@ -294,10 +290,10 @@ class ElasticsearchPlatformState(_Store):
         return votes_by_learned_document(answers)
 
 
-class ElasticsearchRunLocks(_Store):
+class ElasticsearchRunLocks(Store):
     async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
         index, doc_id = self._names.locks, hashed_id(name)
-        now = _now_ms()
+        now = now_ms()
         document = {"name": name, "holder": holder, "expires_at": now + int(ttl_s * 1000)}
         with explained(self._settings):
             if await self._create(index, doc_id, document):
@@ -313,7 +309,7 @@ class ElasticsearchRunLocks(_Store):
     async def held(self, name: str) -> tuple[str, float] | None:
         with explained(self._settings):
             current = await self._get(self._names.locks, hashed_id(name))
-        if current is None or current["_source"]["expires_at"] <= _now_ms():
+        if current is None or current["_source"]["expires_at"] <= now_ms():
             return None
         held = current["_source"]
         return str(held["holder"]), held["expires_at"] / _MS_PER_S
@@ -330,174 +326,3 @@ class ElasticsearchRunLocks(_Store):
                 if_seq_no=current["_seq_no"],
                 if_primary_term=current["_primary_term"],
             )
-
-
-class ElasticsearchKeywordStore(_Store):
-    """A keyword document (created once, `op_type=create`) and one link document per
-    association (its id derived from keyword, document and question, so a repeat is a no-op):
-    concurrent saves never contend for one document. Uses are counted by a server-side script."""
-
-    async def add(self, keyword: str, *, doc_id: str, question: str) -> None:
-        now = _now_ms()
-        with explained(self._settings):
-            document = {"keyword": keyword, "uses": 0, "created_at": now, "last_used_at": None}
-            await self._create(self._names.keywords, hashed_id(keyword), document)
-            await self._client.index(
-                index=self._names.keyword_links,
-                id=hashed_id(f"{keyword}\n{doc_id}\n{question}"),
-                document={"keyword": keyword, "doc_id": doc_id, "question": question, "at": now},
-            )
-
-    async def _learned(self, query: dict[str, Any]) -> list[LearnedKeyword]:
-        with explained(self._settings):
-            await self._client.indices.refresh(
-                index=[self._names.keywords, self._names.keyword_links]
-            )
-            found = await self._client.search(
-                index=self._names.keywords,
-                query=query,
-                size=_MAX_KEYWORDS,
-                sort=[{"keyword": "asc"}],
-            )
-            counts = await self._client.search(
-                index=self._names.keyword_links,
-                query={"match_all": {}},
-                size=0,
-                aggs={
-                    "k": {
-                        "terms": {"field": "keyword", "size": _MAX_KEYWORDS},
-                        "aggs": {"saved": {"max": {"field": "at"}}},
-                    }
-                },
-            )
-        buckets = counts["aggregations"]["k"]["buckets"]
-        links = {b["key"]: int(b["doc_count"]) for b in buckets}
-        saved = {b["key"]: b["saved"]["value"] for b in buckets}
-        learned = []
-        for hit in found["hits"]["hits"]:
-            k = hit["_source"]
-            used = k.get("last_used_at")
-            learned.append(
-                LearnedKeyword(
-                    k["keyword"],
-                    links.get(k["keyword"], 0),
-                    int(k.get("uses", 0)),
-                    k["created_at"] / 1000,
-                    None if used is None else used / 1000,
-                    None if saved.get(k["keyword"]) is None else saved[k["keyword"]] / 1000,
-                )
-            )
-        return learned
-
-    async def get(self, keyword: str) -> LearnedKeyword | None:
-        found = await self._learned({"term": {"keyword": keyword}})
-        return found[0] if found else None
-
-    async def all(self) -> list[LearnedKeyword]:
-        return await self._learned({"match_all": {}})
-
-    async def _count_uses(self, index: str, keys: list[str]) -> None:
-        now = _now_ms()
-        with explained(self._settings):
-            for key in keys:
-                with contextlib.suppress(NotFoundError):  # pruned meanwhile: nothing to count
-                    await self._client.update(
-                        index=index,
-                        id=hashed_id(key),
-                        script={"source": _COUNT_USE, "params": {"now": now}},
-                        retry_on_conflict=_CAS_ATTEMPTS,
-                    )
-
-    async def record_use(self, keywords: list[str]) -> None:
-        await self._count_uses(self._names.keywords, keywords)
-
-    async def record_document_use(self, doc_ids: list[str]) -> None:
-        await self._count_uses(self._names.learned, doc_ids)
-
-    async def add_document(self, document: LearnedDocument) -> None:
-        d = document
-        with explained(self._settings):
-            await self._create(
-                self._names.learned,
-                hashed_id(d.doc_id),
-                {
-                    "doc_id": d.doc_id,
-                    "question": d.question,
-                    "query": d.query,
-                    "sources": {"items": json.loads(sources_json(d.sources))},
-                    "uses": 0,
-                    "created_at": int(d.created_at * 1000),
-                    "last_used_at": None,
-                },
-            )
-
-    async def _scan(self, index: str, query: dict[str, Any]) -> list[dict[str, Any]]:
-        hits = helpers.async_scan(
-            self._client, index=index, query={"query": query}, size=self._settings.scan_page_size
-        )
-        return [hit["_source"] async for hit in hits]
-
-    async def documents(self) -> list[LearnedDocument]:
-        return await self._documents({"match_all": {}})
-
-    async def document(self, doc_id: str) -> LearnedDocument | None:
-        found = await self._documents({"term": {"doc_id": doc_id}})
-        return found[0] if found else None
-
-    async def _documents(self, query: dict[str, Any]) -> list[LearnedDocument]:
-        with explained(self._settings):
-            await self._client.indices.refresh(
-                index=[self._names.learned, self._names.keyword_links]
-            )
-            records = await self._scan(self._names.learned, query)
-            links = await self._scan(self._names.keyword_links, query)
-        keywords: dict[str, set[str]] = {}
-        for link in links:
-            keywords.setdefault(link["doc_id"], set()).add(link["keyword"])
-        records.sort(key=lambda r: (r["created_at"], r["doc_id"]))
-        return [
-            LearnedDocument(
-                doc_id=r["doc_id"],
-                question=r["question"],
-                query=r["query"],
-                sources=sources_from(r["sources"]["items"]),
-                created_at=r["created_at"] / 1000,
-                last_used_at=None if r.get("last_used_at") is None else r["last_used_at"] / 1000,
-                uses=int(r.get("uses", 0)),
-                keywords=tuple(sorted(keywords.get(r["doc_id"], ()))),
-            )
-            for r in records
-        ]
-
-    async def _delete_links(self, query: dict[str, Any]) -> None:
-        with explained(self._settings):
-            await self._client.delete_by_query(
-                index=self._names.keyword_links, query=query, conflicts="proceed", refresh=True
-            )
-
-    async def _delete_record(self, index: str, key: str) -> None:
-        with explained(self._settings), contextlib.suppress(NotFoundError):
-            await self._client.delete(index=index, id=hashed_id(key), refresh=True)
-
-    async def remove_keywords(self, keywords: list[str], *, saved_before: float) -> None:
-        await self._delete_links(
-            {
-                "bool": {
-                    "filter": [
-                        {"terms": {"keyword": keywords}},
-                        {"range": {"at": {"lte": int(saved_before * 1000)}}},
-                    ]
-                }
-            }
-        )
-        for keyword in keywords:
-            with explained(self._settings):
-                left = await self._client.count(
-                    index=self._names.keyword_links, query={"term": {"keyword": keyword}}
-                )
-            if not left["count"]:  # saved again meanwhile: the keyword stays
-                await self._delete_record(self._names.keywords, keyword)
-
-    async def remove_document(self, doc_id: str) -> None:
-        await self._delete_links({"term": {"doc_id": doc_id}})
-        await self._delete_record(self._names.learned, doc_id)

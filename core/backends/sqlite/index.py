@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.backends.sqlite.query_terms import fts_or_expression, query_terms, within_postings_budget
+from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, statements
 from core.config import SearchSettings
 from core.domain.documents import (
     Chunk,
@@ -44,60 +45,8 @@ from core.search.fusion import Ranked
 from core.search.hybrid import SearchRequest, fuse, fused_hits, search_request
 from core.sqlite import connect_store, transaction
 
-SCHEMA_VERSION = "1"
 _KEYWORD_SEPARATOR = "\n"
 _MAX_QUERY_TERMS = 64
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
-    doc_id TEXT PRIMARY KEY,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    url TEXT NOT NULL,
-    checksum TEXT NOT NULL,
-    chunk_count INTEGER NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
-    chunk_id TEXT NOT NULL UNIQUE,
-    doc_id TEXT NOT NULL,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    heading TEXT NOT NULL,
-    url TEXT NOT NULL,
-    text TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    learned INTEGER NOT NULL DEFAULT 0,
-    keywords TEXT NOT NULL DEFAULT '',
-    embedding BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (doc_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
-    title, heading, text, keywords,
-    content = 'chunks', content_rowid = 'id',
-    tokenize = 'porter unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, title, heading, text, keywords)
-    VALUES (new.id, new.title, new.heading, new.text, new.keywords);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, title, heading, text, keywords)
-    VALUES ('delete', old.id, old.title, old.heading, old.text, old.keywords);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, title, heading, text, keywords)
-    VALUES ('delete', old.id, old.title, old.heading, old.text, old.keywords);
-    INSERT INTO chunks_fts (rowid, title, heading, text, keywords)
-    VALUES (new.id, new.title, new.heading, new.text, new.keywords);
-END;
-"""
-
-_CHUNK_COLUMNS = (
-    "id, chunk_id, doc_id, source, title, heading, url, text, position, learned, keywords"
-)
 
 
 @dataclass(slots=True)
@@ -164,7 +113,7 @@ class SqliteIndex:
     def _init_schema(self) -> None:
         try:
             with self._write() as db:
-                for statement in _statements():
+                for statement in statements():
                     db.execute(statement)
                 meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
                 wanted = {
@@ -375,7 +324,7 @@ class SqliteIndex:
             return {}
         marks = ",".join("?" * len(ids))
         rows = self._reader().execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})",  # noqa: S608 (placeholders)
+            f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})",  # noqa: S608 (placeholders)
             ids,
         )
         return {
@@ -421,18 +370,6 @@ class SqliteIndex:
             for db in self._connections:
                 db.close()
             self._connections.clear()
-
-
-def _statements() -> list[str]:
-    """The schema split into statements (executescript would commit our open transaction)."""
-    statements: list[str] = []
-    buffer = ""
-    for line in _SCHEMA.strip().splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    return statements
 
 
 def _filter_sql(filters: SearchFilters) -> tuple[str, list[object]]:

@@ -15,7 +15,8 @@ from core.answer.engine import AnswerEngine
 from core.answer.search_then_answer import SearchThenAnswer
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import SqliteIndex
-from core.config import Settings, load_settings
+from core.config import Settings
+from core.config_loader import load_settings
 from core.domain.conversation import ChannelKind, Question
 from core.ingest.pipeline import Ingestor
 from core.ports import ChatModel, SearchIndex

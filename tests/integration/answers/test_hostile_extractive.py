@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.backends.sqlite.index import SqliteIndex
-from core.config import load_settings
+from core.config_loader import load_settings
 from core.domain.conversation import AnswerMode
 from core.ingest.pipeline import Ingestor
 from core.search.embedder import MiniLMEmbedder

@@ -25,7 +25,8 @@ from bot.wiring import build_slack_app
 from core.answer.claude import ClaudeModel
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.platform_state import SqlitePlatformState
-from core.config import Settings, load_settings
+from core.config import Settings
+from core.config_loader import load_settings
 from core.ports import PlatformState
 from core.search.embedder import MiniLMEmbedder
 from tests.conftest import REPO

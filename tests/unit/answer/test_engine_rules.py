@@ -14,7 +14,8 @@ from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL
 from core.answer.web_research import WebLearning
 from core.backends.sqlite.keyword_store import SqliteKeywordStore
-from core.config import Settings, load_settings
+from core.config import Settings
+from core.config_loader import load_settings
 from core.domain.agent import ToolResults
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
 from core.errors import ModelUnavailable

@@ -1,0 +1,68 @@
+"""What a parser makes of a document: titled sections with anchors, the limits a parse runs
+under, and the anchor slugs a heading gets (unique within its document, like a site's own)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+from core.config import IngestSettings
+
+
+@dataclass(slots=True)
+class Section:
+    heading: str
+    anchor: str | None
+    text: str
+
+
+@dataclass(slots=True)
+class ParsedDocument:
+    title: str
+    sections: list[Section] = field(default_factory=list)
+
+
+class AnchorSlugger:
+    """GitHub-style heading slugs, with `-1`, `-2` suffixes for repeats within one page."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def slug(self, heading: str) -> str:
+        text = unicodedata.normalize("NFKC", heading).strip().lower()
+        base = re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+        count = self._seen.get(base)
+        self._seen[base] = 0 if count is None else count + 1
+        return base if count is None else f"{base}-{count + 1}"
+
+    def reserve(self, anchor: str) -> str:
+        self._seen.setdefault(anchor, 0)
+        return anchor
+
+
+@dataclass(frozen=True, slots=True)
+class ParseLimits:
+    """What a hostile file may cost a parser (from `ingest.*`): each bound turns a file that
+    would take minutes or gigabytes into a skip reason, or flattens it, in linear time."""
+
+    max_depth: int
+    max_attributes: int
+    timeout_s: float
+
+    @classmethod
+    def from_settings(cls, settings: IngestSettings) -> ParseLimits:
+        return cls(
+            max_depth=settings.max_nesting_depth,
+            max_attributes=settings.max_html_attributes,
+            timeout_s=settings.parse_timeout_s,
+        )
+
+
+def tidy_text(raw: str) -> str:
+    lines = [" ".join(line.split()) for line in raw.splitlines()]
+    out: list[str] = []
+    for line in lines:
+        if line or (out and out[-1]):
+            out.append(line)
+    return "\n".join(out).strip()

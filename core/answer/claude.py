@@ -12,7 +12,8 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import anthropic
@@ -215,6 +216,46 @@ def _read_timeout_s(timeout: float | httpx2.Timeout | None) -> float | None:
     return timeout.read if isinstance(timeout, httpx2.Timeout) else timeout
 
 
+@contextmanager
+def _unavailable_on_failure(reply_timeout_s: float | None) -> Iterator[None]:
+    """Whatever arrives instead of a well-formed reply, as `ModelUnavailable` with a short
+    reason in our words (never the body), so the engine falls back to quoted passages."""
+    try:
+        yield
+    except _Malformed as exc:
+        raise ModelUnavailable(f"Claude sent {exc}") from None
+    except TimeoutError:
+        raise ModelUnavailable(
+            f"Claude's reply did not finish within {reply_timeout_s:g}s"
+        ) from None
+    except anthropic.AuthenticationError:
+        raise ModelUnavailable("Claude rejected the API key") from None
+    except anthropic.APIStatusError as exc:
+        raise ModelUnavailable(_status_reason(exc)) from None
+    except (anthropic.APITimeoutError, httpx2.TimeoutException):
+        raise ModelUnavailable("Claude did not answer in time") from None
+    except anthropic.APIConnectionError:
+        raise ModelUnavailable("Claude could not be reached") from None
+    except (anthropic.APIError, httpx2.HTTPError) as exc:
+        raise ModelUnavailable(f"Claude's reply broke off ({type(exc).__name__})") from None
+    except _SDK_PARSE_FAILURES as exc:
+        # The SDK's stream helper assumes a well-formed stream: out-of-order events, bad
+        # JSON or bytes in an event, a delta for a block never started raise these.
+        raise ModelUnavailable(
+            f"Claude sent a stream that could not be read ({type(exc).__name__})"
+        ) from None
+
+
+def _usage(response: Any) -> Usage:
+    usage = getattr(response, "usage", None)
+    return Usage(
+        input_tokens=token_count(getattr(usage, "input_tokens", None)),
+        output_tokens=token_count(getattr(usage, "output_tokens", None)),
+        cache_read_tokens=token_count(getattr(usage, "cache_read_input_tokens", None)),
+        cache_write_tokens=token_count(getattr(usage, "cache_creation_input_tokens", None)),
+    )
+
+
 class ClaudeModel:
     """Claude over the Messages API, streamed. A forced tool call is guaranteed by the API."""
 
@@ -272,43 +313,16 @@ class ClaudeModel:
             **tools,
         }
         try:
-            async with self.client.messages.stream(**params) as stream:
-                _require_event_stream(stream.response)
-                stream.response.stream = _ByteBudget(stream.response.stream, self._max_reply_bytes)
-                async with asyncio.timeout(self._reply_timeout_s):
-                    response = await _consume(stream, on_answer)
-        except _Malformed as exc:
-            raise ModelUnavailable(f"Claude sent {exc}") from None
-        except TimeoutError:
-            raise ModelUnavailable(
-                f"Claude's reply did not finish within {self._reply_timeout_s:g}s"
-            ) from None
-        except anthropic.AuthenticationError:
-            raise ModelUnavailable("Claude rejected the API key") from None
-        except anthropic.APIStatusError as exc:
-            raise ModelUnavailable(_status_reason(exc)) from None
-        except (anthropic.APITimeoutError, httpx2.TimeoutException):
-            raise ModelUnavailable("Claude did not answer in time") from None
-        except anthropic.APIConnectionError:
-            raise ModelUnavailable("Claude could not be reached") from None
-        except (anthropic.APIError, httpx2.HTTPError) as exc:
-            raise ModelUnavailable(f"Claude's reply broke off ({type(exc).__name__})") from None
-        except _SDK_PARSE_FAILURES as exc:
-            # The SDK's stream helper assumes a well-formed stream: out-of-order events, bad
-            # JSON or bytes in an event, a delta for a block never started raise these.
-            raise ModelUnavailable(
-                f"Claude sent a stream that could not be read ({type(exc).__name__})"
-            ) from None
+            with _unavailable_on_failure(self._reply_timeout_s):
+                async with self.client.messages.stream(**params) as stream:
+                    _require_event_stream(stream.response)
+                    stream.response.stream = _ByteBudget(
+                        stream.response.stream, self._max_reply_bytes
+                    )
+                    async with asyncio.timeout(self._reply_timeout_s):
+                        response = await _consume(stream, on_answer)
         finally:
             trace.model_calls += 1
             trace.model_seconds += time.perf_counter() - started
-        usage = getattr(response, "usage", None)
-        trace.usage.add(
-            Usage(
-                input_tokens=token_count(getattr(usage, "input_tokens", None)),
-                output_tokens=token_count(getattr(usage, "output_tokens", None)),
-                cache_read_tokens=token_count(getattr(usage, "cache_read_input_tokens", None)),
-                cache_write_tokens=token_count(getattr(usage, "cache_creation_input_tokens", None)),
-            )
-        )
+        trace.usage.add(_usage(response))
         return response

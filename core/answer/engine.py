@@ -94,6 +94,24 @@ def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
     return list(reversed(kept))
 
 
+def _previewer(
+    on_progress: AnswerProgress | None, registry: SourceRegistry
+) -> AnswerProgress | None:
+    """The model's partial answer as the user may see it: cleaned like the final text; a
+    failing progress callback never fails the answer."""
+    if on_progress is None:
+        return None
+    shown = on_progress
+
+    async def preview(partial: str) -> None:
+        try:
+            await shown(check_answer(finished_part(partial), [], registry)[0])
+        except Exception:
+            log.warning("progress_callback_failed", exc_info=True)
+
+    return preview
+
+
 class AnswerEngine:
     def __init__(
         self,
@@ -208,14 +226,6 @@ class AnswerEngine:
         research = self._web.research(question, asked.scope) if self._web else None
         runner = ToolRunner(self.search, registry, trace, self._settings.tool_timeout_s, research)
 
-        async def preview(partial: str) -> None:
-            if on_progress is None:
-                return
-            try:
-                await on_progress(check_answer(finished_part(partial), [], registry)[0])
-            except Exception:
-                log.warning("progress_callback_failed", exc_info=True)
-
         try:
             respond = await run_agent(
                 self._model,
@@ -224,7 +234,7 @@ class AnswerEngine:
                 runner,
                 trace,
                 max_rounds=self._settings.max_rounds,
-                on_answer=preview if on_progress else None,
+                on_answer=_previewer(on_progress, registry),
             )
             answer = checked_answer(respond, registry, AnswerMode.AGENT)
             # A web page cited in the answer that learned it: feedback on this answer then

@@ -18,10 +18,7 @@ log = structlog.get_logger(__name__)
 _NOTHING = "I couldn't find anything about this in the knowledge base."
 
 
-def extractive_answer(
-    sources: list[NumberedSource], *, passages: int, quote_chars: int, reason: str
-) -> Answer:
-    """Up to `passages` passages from distinct documents, best first, each quoted and cited."""
+def _one_per_document(sources: list[NumberedSource], passages: int) -> list[NumberedSource]:
     chosen: list[NumberedSource] = []
     seen_docs: set[str] = set()
     for source in sources:
@@ -30,6 +27,14 @@ def extractive_answer(
             chosen.append(source)
         if len(chosen) == passages:
             break
+    return chosen
+
+
+def extractive_answer(
+    sources: list[NumberedSource], *, passages: int, quote_chars: int, reason: str
+) -> Answer:
+    """Up to `passages` passages from distinct documents, best first, each quoted and cited."""
+    chosen = _one_per_document(sources, passages)
     # Only the chosen passages' pages may be linked, the reason included (an exception's text
     # can carry an endpoint's URL).
     allowed = allowed_urls(source.hit.chunk.url for source in chosen)

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from core.backends.elasticsearch.schema import (
     CHUNK,
+    DOCUMENT,
     hashed_id,
 )
 from core.domain.documents import (
     Chunk,
+    DocumentRecord,
 )
 
 
@@ -69,3 +72,15 @@ SOURCE_FIELDS = [
     "learned",
     "keywords",
 ]
+
+
+def record_source(record: DocumentRecord, chunk_count: int, now: int) -> dict[str, Any]:
+    """A document's record: its checksum says which version its chunks are (written last)."""
+    return {
+        "kind": DOCUMENT,
+        "doc_id": record.doc_id,
+        "source": record.source,
+        "checksum": record.checksum,
+        "updated_at": now,
+        "document": {**asdict(record), "chunk_count": chunk_count},
+    }

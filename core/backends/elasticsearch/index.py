@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from elasticsearch import ApiError, AsyncElasticsearch, NotFoundError, helpers
@@ -39,6 +38,7 @@ from core.backends.elasticsearch.documents import (
     item_reason,
     now_millis,
     record_id,
+    record_source,
 )
 from core.backends.elasticsearch.queries import bm25_query, knn_query, rrf_retriever
 from core.backends.elasticsearch.schema import (
@@ -227,14 +227,7 @@ class ElasticsearchIndex:
                 "_op_type": "index",
                 "_index": self.names.chunks,
                 "_id": record_id(w.record.doc_id),
-                "_source": {
-                    "kind": DOCUMENT,
-                    "doc_id": w.record.doc_id,
-                    "source": w.record.source,
-                    "checksum": w.record.checksum,
-                    "updated_at": now,
-                    "document": {**asdict(w.record), "chunk_count": len(w.chunks)},
-                },
+                "_source": record_source(w.record, len(w.chunks), now),
             }
             for w in done
         )

@@ -77,6 +77,22 @@ async def reindex(
     return ReindexReport(old, new, chunks, documents, reembed, delete_old)
 
 
+async def _embed_where_needed(
+    index: ElasticsearchIndex, page: list[dict[str, Any]], reembed: bool
+) -> None:
+    """Vectors for a new embedder, and wherever the server left them out of `_source`."""
+    chunk_hits = [
+        h
+        for h in page
+        if h["_source"].get("kind") == CHUNK and (reembed or "embedding" not in h["_source"])
+    ]
+    if chunk_hits:
+        texts = [embedding_text(chunk_from_source(h["_source"])) for h in chunk_hits]
+        vectors = await index.embedder.embed_documents(texts)
+        for hit, vector in zip(chunk_hits, vectors, strict=True):
+            hit["_source"]["embedding"] = [float(x) for x in vector]
+
+
 async def _copy(
     index: ElasticsearchIndex,
     old: str,
@@ -89,17 +105,7 @@ async def _copy(
     counts = [0, 0, 0]  # chunks, documents, done
 
     async def flush() -> None:
-        # Re-embed for a new embedder, and wherever the server left vectors out of `_source`.
-        chunk_hits = [
-            h
-            for h in page
-            if h["_source"].get("kind") == CHUNK and (reembed or "embedding" not in h["_source"])
-        ]
-        if chunk_hits:
-            texts = [embedding_text(chunk_from_source(h["_source"])) for h in chunk_hits]
-            vectors = await index.embedder.embed_documents(texts)
-            for hit, vector in zip(chunk_hits, vectors, strict=True):
-                hit["_source"]["embedding"] = [float(x) for x in vector]
+        await _embed_where_needed(index, page, reembed)
         actions = [
             {"_op_type": "index", "_index": new, "_id": h["_id"], "_source": h["_source"]}
             for h in page

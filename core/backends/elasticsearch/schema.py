@@ -37,6 +37,13 @@ def hashed_id(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
+_KEYWORD = {"type": "keyword"}
+_MILLIS = {"type": "date", "format": "epoch_millis"}
+_COUNT = {"type": "integer"}
+_KEPT_TEXT = {"type": "text", "index": False}
+_KEPT_OBJECT = {"type": "object", "enabled": False}
+
+
 class IndexNames:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
@@ -60,59 +67,47 @@ class IndexNames:
         return int(number) if head == self.chunks and number.isdigit() else None
 
     def state_indices(self) -> dict[str, dict[str, Any]]:
+        """Each state index's fields: what is looked up is a keyword, what is only kept
+        (texts, turns, citations) is stored unindexed, every time is epoch milliseconds."""
         return {
-            self.conversations: {
-                "key": {"type": "keyword"},
-                "turns": {"type": "object", "enabled": False},
-                "updated_at": {"type": "date", "format": "epoch_millis"},
-            },
-            self.deliveries: {
-                "key": {"type": "keyword"},
-                "seen_at": {"type": "date", "format": "epoch_millis"},
-            },
-            self.threads: {
-                "key": {"type": "keyword"},
-                "created_at": {"type": "date", "format": "epoch_millis"},
-            },
+            self.conversations: {"key": _KEYWORD, "turns": _KEPT_OBJECT, "updated_at": _MILLIS},
+            self.deliveries: {"key": _KEYWORD, "seen_at": _MILLIS},
+            self.threads: {"key": _KEYWORD, "created_at": _MILLIS},
             self.answers: {
-                "conversation_key": {"type": "keyword"},
-                "question": {"type": "text", "index": False},
-                "answer": {"type": "text", "index": False},
-                "status": {"type": "keyword"},
-                "citations": {"type": "object", "enabled": False},
-                "created_at": {"type": "date", "format": "epoch_millis"},
+                "conversation_key": _KEYWORD,
+                "question": _KEPT_TEXT,
+                "answer": _KEPT_TEXT,
+                "status": _KEYWORD,
+                "citations": _KEPT_OBJECT,
+                "created_at": _MILLIS,
             },
             self.feedback: {
-                "answer_id": {"type": "keyword"},
-                "user": {"type": "keyword"},
+                "answer_id": _KEYWORD,
+                "user": _KEYWORD,
                 "vote": {"type": "byte"},
-                "at": {"type": "date", "format": "epoch_millis"},
+                "at": _MILLIS,
             },
-            self.locks: {
-                "name": {"type": "keyword"},
-                "holder": {"type": "keyword"},
-                "expires_at": {"type": "date", "format": "epoch_millis"},
-            },
+            self.locks: {"name": _KEYWORD, "holder": _KEYWORD, "expires_at": _MILLIS},
             self.keywords: {
-                "keyword": {"type": "keyword"},
-                "uses": {"type": "integer"},
-                "created_at": {"type": "date", "format": "epoch_millis"},
-                "last_used_at": {"type": "date", "format": "epoch_millis"},
+                "keyword": _KEYWORD,
+                "uses": _COUNT,
+                "created_at": _MILLIS,
+                "last_used_at": _MILLIS,
             },
             self.keyword_links: {
-                "keyword": {"type": "keyword"},
-                "doc_id": {"type": "keyword"},
-                "question": {"type": "text", "index": False},
-                "at": {"type": "date", "format": "epoch_millis"},
+                "keyword": _KEYWORD,
+                "doc_id": _KEYWORD,
+                "question": _KEPT_TEXT,
+                "at": _MILLIS,
             },
             self.learned: {
-                "doc_id": {"type": "keyword"},
-                "question": {"type": "text", "index": False},
-                "query": {"type": "text", "index": False},
-                "sources": {"type": "object", "enabled": False},
-                "uses": {"type": "integer"},
-                "created_at": {"type": "date", "format": "epoch_millis"},
-                "last_used_at": {"type": "date", "format": "epoch_millis"},
+                "doc_id": _KEYWORD,
+                "question": _KEPT_TEXT,
+                "query": _KEPT_TEXT,
+                "sources": _KEPT_OBJECT,
+                "uses": _COUNT,
+                "created_at": _MILLIS,
+                "last_used_at": _MILLIS,
             },
         }
 

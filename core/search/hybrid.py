@@ -4,6 +4,7 @@ A backend brings only its two ranked sides and its chunk lookup."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -71,3 +72,35 @@ def fused_hits(fused: Sequence[Fused], chunks: Mapping[str, Chunk]) -> list[Sear
         for f in fused
         if f.key in chunks
     ]
+
+
+class HybridIndex(ABC):
+    """The `search` of every backend: the checked request, then the backend's own two sides
+    (`_run`). A backend brings only how it ranks and fetches."""
+
+    def __init__(self, embedder: Embedder, settings: SearchSettings) -> None:
+        self._query_embedder = embedder
+        self._query_settings = settings
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: SearchMode = SearchMode.HYBRID,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
+        """Top-k chunks for `query`, with both sides' ranks and scores kept on each hit."""
+        request = await search_request(
+            query,
+            k=k,
+            mode=mode,
+            filters=filters,
+            settings=self._query_settings,
+            embedder=self._query_embedder,
+        )
+        return [] if request is None else await self._run(request)
+
+    @abstractmethod
+    async def _run(self, request: SearchRequest) -> list[SearchHit]:
+        """Both sides of a checked request, fused into hits."""

@@ -64,7 +64,7 @@ from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.checks import check_vectors
 from core.search.fusion import Ranked
-from core.search.hybrid import SearchRequest, fuse, fused_hits, search_request
+from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ log = logging.getLogger(__name__)
 _MAX_SOURCES = 10_000
 
 
-class ElasticsearchIndex:
+class ElasticsearchIndex(HybridIndex):
     def __init__(
         self,
         client: AsyncElasticsearch,
@@ -80,6 +80,7 @@ class ElasticsearchIndex:
         search: SearchSettings,
         settings: ElasticsearchSettings,
     ) -> None:
+        super().__init__(embedder, search)
         self.client = client
         self.embedder = embedder
         self.settings = settings
@@ -345,19 +346,7 @@ class ElasticsearchIndex:
         )
         return [(h["_id"], float(h["_score"]), h["_source"]) for h in response["hits"]["hits"]]
 
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        mode: SearchMode = SearchMode.HYBRID,
-        filters: SearchFilters | None = None,
-    ) -> list[SearchHit]:
-        r = await search_request(
-            query, k=k, mode=mode, filters=filters, settings=self._search, embedder=self.embedder
-        )
-        if r is None:
-            return []
+    async def _run(self, r: SearchRequest) -> list[SearchHit]:
         with explained(self.settings):
             if r.vector is not None and r.mode is SearchMode.HYBRID and self._use_server_rrf():
                 served = await self._server_fused(r.query, r.vector, r.filters, r.k, r.limit)

@@ -42,7 +42,7 @@ from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.checks import check_vectors
 from core.search.fusion import Ranked
-from core.search.hybrid import SearchRequest, fuse, fused_hits, search_request
+from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits
 from core.sqlite import connect_store, transaction
 
 _KEYWORD_SEPARATOR = "\n"
@@ -61,8 +61,9 @@ class _VectorTable:
     learned: npt.NDArray[np.bool_]
 
 
-class SqliteIndex:
+class SqliteIndex(HybridIndex):
     def __init__(self, path: Path, embedder: Embedder, settings: SearchSettings) -> None:
+        super().__init__(embedder, settings)
         self._path = path
         self._embedder = embedder
         self._settings = settings
@@ -343,18 +344,8 @@ class SqliteIndex:
             for r in rows
         }
 
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        mode: SearchMode = SearchMode.HYBRID,
-        filters: SearchFilters | None = None,
-    ) -> list[SearchHit]:
-        request = await search_request(
-            query, k=k, mode=mode, filters=filters, settings=self._settings, embedder=self._embedder
-        )
-        return [] if request is None else await asyncio.to_thread(self._search, request)
+    async def _run(self, request: SearchRequest) -> list[SearchHit]:
+        return await asyncio.to_thread(self._search, request)
 
     def _search(self, r: SearchRequest) -> list[SearchHit]:
         bm25 = (

@@ -1,0 +1,1 @@
+"""Measuring the bot on BEIR-layout datasets: retrieval metrics, answer grading, whole runs."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -13,12 +13,6 @@ from rich.text import Text
 from bot.logs import configure_logging
 from core.config import Settings
 from core.config_loader import load_settings
-
-# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
-# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
-if TYPE_CHECKING:
-    pass
-
 
 # No pretty exceptions: they print every frame's local variables (tokens, message texts), and
 # `main()` turns every failure into one line anyway.

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from bot.logs import configure_logging
-
-# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
-# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
-if TYPE_CHECKING:
-    pass
-
 from bot.cli.app import EXIT_USER_ERROR, app, err, out, state
+from bot.logs import configure_logging
 
 
 @app.command()

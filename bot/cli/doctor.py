@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
-# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
 if TYPE_CHECKING:
     from bot.diagnostics import Check
 

@@ -6,15 +6,10 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
-
-# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
-# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
-if TYPE_CHECKING:
-    pass
 
 from bot.cli.app import app, err, out, state
 

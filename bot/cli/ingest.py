@@ -11,8 +11,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
-# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
 if TYPE_CHECKING:
     from core.ingest.pipeline import IngestReport, Removal
 

@@ -12,8 +12,6 @@ from rich.text import Text
 from core.domain.documents import SearchFilters, SearchMode
 from core.domain.text import clip
 
-# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
-# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
 if TYPE_CHECKING:
     from core.domain.documents import IndexStats, SearchHit
 

@@ -11,8 +11,6 @@ import typer
 
 from core.config import Settings
 
-# Each command imports what it uses: the SDKs and the model runtime cost seconds of CPU at
-# import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for `bot slack`'s sake.
 if TYPE_CHECKING:
     from adapters.discord.bot import DocsBot
     from core.search.embedder import CachedEmbedder

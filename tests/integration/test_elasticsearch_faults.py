@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import numpy as np
 import pytest
 from aiohttp.test_utils import TestServer
 from elasticsearch import AsyncElasticsearch
@@ -34,7 +33,6 @@ from core.domain.documents import (
     DocumentWrite,
     Outcome,
     SearchMode,
-    Vectors,
     embedding_text,
 )
 from core.errors import IndexUnavailable, SearchIndexError
@@ -45,6 +43,7 @@ from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO, elasticsearch_settings
 from tests.fakes.elasticsearch_emulator import NoidaServer, free_port
 from tests.fakes.elasticsearch_proxy import ElasticsearchProxy, ProxyScript
+from tests.fakes.faults import HalfEmbedder, StopAfter
 
 runner = CliRunner()
 
@@ -298,28 +297,6 @@ async def test_mapping_conflicts_are_refused(
         await _cleanup(es_settings, embedder)
 
 
-class HalfEmbedder:
-    """Another embedder (fewer dimensions): the first half of MiniLM's vector, renormalised."""
-
-    def __init__(self, inner: CachedEmbedder) -> None:
-        self._inner = inner
-        self.model_id = "minilm-first-half"
-        self.dimensions = inner.dimensions // 2
-        self.computed = 0
-
-    def _half(self, vectors: Vectors) -> Vectors:
-        half = vectors[:, : self.dimensions] if vectors.ndim == 2 else vectors[: self.dimensions]
-        norms = np.linalg.norm(half, axis=-1, keepdims=True)
-        return (half / norms).astype(np.float32)
-
-    async def embed_documents(self, texts: list[str]) -> Vectors:
-        self.computed += len(texts)
-        return self._half(await self._inner.embed_documents(texts))
-
-    async def embed_query(self, text: str) -> Vectors:
-        return self._half(await self._inner.embed_query(text))
-
-
 async def test_a_new_embedder_needs_a_reindex_which_swaps_the_alias(
     es_settings: Settings, embedder: CachedEmbedder
 ) -> None:
@@ -391,21 +368,6 @@ def test_reindex_refuses_to_run_twice_at_once(
         asyncio.run(_cleanup(es_settings, embedder))
 
 
-class _StopAfter:
-    """Progress that kills the cluster once `n` documents are through."""
-
-    def __init__(self, server: NoidaServer, n: int) -> None:
-        self.server, self.n, self.done = server, n, 0
-
-    def start(self, total: int) -> None:
-        pass
-
-    def advance(self, display: str, outcome: Outcome) -> None:
-        self.done += 1
-        if self.done == self.n:
-            self.server.stop(graceful=True)
-
-
 async def test_cluster_going_away_mid_ingest_then_resume(
     tmp_path: Path, settings: Settings, embedder: CachedEmbedder
 ) -> None:
@@ -425,7 +387,7 @@ async def test_cluster_going_away_mid_ingest_then_resume(
     try:
         with pytest.raises(IndexUnavailable, match="can't reach Elasticsearch"):
             await Ingestor(index, embedder, s.ingest).ingest(
-                [str(folder)], source="kb", progress=_StopAfter(server, 8)
+                [str(folder)], source="kb", progress=StopAfter(server, 8)
             )
     finally:
         await index.close()

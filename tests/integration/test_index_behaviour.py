@@ -9,6 +9,7 @@ from core.domain.documents import Chunk, DocumentRecord, SearchFilters, SearchMo
 from core.errors import SearchIndexError
 from core.search.embedder import CachedEmbedder
 from tests.conftest import Index
+from tests.fakes.faults import ForeignEmbedder
 
 DOCS = {
     "doc:slack": (
@@ -157,14 +158,10 @@ async def test_mismatched_vectors_are_refused(index: Index) -> None:
 
 
 async def test_index_built_by_another_model_is_refused(settings: Settings, embedder) -> None:
-    class OtherModel:
-        model_id = "some-other-model"
-        dimensions = 384
-
     first = SqliteIndex(settings.index_path, embedder, settings.search)
     await first.close()
     with pytest.raises(SearchIndexError, match="was built with embedder="):
-        SqliteIndex(settings.index_path, OtherModel(), settings.search)  # type: ignore[arg-type]
+        SqliteIndex(settings.index_path, ForeignEmbedder(), settings.search)  # type: ignore[arg-type]
 
 
 async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> None:

@@ -5,9 +5,8 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import httpx
 import pytest
@@ -18,6 +17,7 @@ from core.domain.documents import Outcome, SearchMode
 from core.ingest.pipeline import Ingestor
 from core.search.embedder import CachedEmbedder
 from tests.conftest import Index
+from tests.fakes.static_site import StaticSite
 from tests.pdf_maker import make_pdf
 
 
@@ -144,35 +144,9 @@ async def test_bad_inputs_are_skipped_with_reasons(
         assert reasons["locked.md"].startswith("can't read")
 
 
-class _Site(BaseHTTPRequestHandler):
-    pages: ClassVar[dict[str, tuple[str, bytes]]] = {
-        "/guide.html": (
-            "text/html; charset=utf-8",
-            b"<html><head><title>Web Guide</title></head><body>"
-            b"<h2 id='deploy'>Deploying</h2><p>Use the Procfile web line.</p></body>",
-        ),
-        "/notes.md": ("text/markdown", b"# Notes\n\n## Caching\n\nVectors are cached by hash."),
-        "/image": ("image/png", b"\x89PNG"),
-    }
-
-    def do_GET(self) -> None:
-        page = self.pages.get(self.path)
-        if page is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", page[0])
-        self.send_header("Content-Length", str(len(page[1])))
-        self.end_headers()
-        self.wfile.write(page[1])
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StaticSite)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -29,6 +29,7 @@ from core.learning.pruning import KeywordPruner, StaleReason
 from core.ports import Backend, PlatformState
 from core.search.embedder import CachedEmbedder
 from tests.conftest import Index
+from tests.fakes.faults import StaleFirstRead
 
 DAY = 86_400
 T0 = 1_800_000_000.0
@@ -134,26 +135,6 @@ async def test_concurrent_keywords_for_one_document_all_reach_the_index(
     assert sorted(document.keywords) == keywords
     [hit] = await b.index.search("quotas", k=5, filters=SearchFilters(learned=True))
     assert sorted(hit.chunk.keywords) == keywords
-
-
-class StaleFirstRead:
-    """A keyword store whose first `document` read is slow: it returns what it read before
-    another process saved more keywords, the window in which a writer's view goes stale."""
-
-    def __init__(self, store: object, delay_s: float) -> None:
-        self._store = store
-        self._delay_s = delay_s
-        self._slowed = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
-
-    async def document(self, doc_id: str) -> object:
-        found = await self._store.document(doc_id)  # type: ignore[attr-defined]
-        if not self._slowed:
-            self._slowed = True
-            await asyncio.sleep(self._delay_s)
-        return found
 
 
 async def test_a_writer_with_a_stale_view_of_the_keywords_rewrites_until_current(

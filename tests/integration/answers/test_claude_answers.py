@@ -14,7 +14,6 @@ from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.index import SqliteIndex
 from core.config import Settings
 from core.domain.conversation import AnswerMode, AnswerStatus
-from core.domain.documents import SearchFilters, SearchHit, SearchMode
 from core.search.embedder import MiniLMEmbedder
 from tests.fakes.anthropic_api import (
     FakeMessagesAPI,
@@ -24,6 +23,7 @@ from tests.fakes.anthropic_api import (
     tool_results,
     tool_use,
 )
+from tests.fakes.faults import FailsFirstSearch
 from tests.integration.answers.helpers import (
     cached,
     engine,
@@ -171,25 +171,6 @@ async def test_unknown_markers_fabricated_urls_and_false_quotes(settings, index)
 
 
 async def test_invalid_tool_input_and_a_failing_tool_become_is_error(settings, index) -> None:
-    class BrokenOnce:
-        """The index on a bad day: the first search fails, later ones work."""
-
-        def __init__(self, inner: SqliteIndex) -> None:
-            self.inner, self.calls = inner, 0
-
-        async def search(
-            self,
-            query: str,
-            *,
-            k: int,
-            mode: SearchMode = SearchMode.HYBRID,
-            filters: SearchFilters | None = None,
-        ) -> list[SearchHit]:
-            self.calls += 1
-            if self.calls == 1:
-                raise OSError("disk I/O error")
-            return await self.inner.search(query, k=k, mode=mode, filters=filters)
-
     def retry(body: dict[str, Any]) -> dict[str, Any]:
         results = tool_results(body)
         assert results[0]["is_error"] is True
@@ -205,7 +186,7 @@ async def test_invalid_tool_input_and_a_failing_tool_become_is_error(settings, i
     api = FakeMessagesAPI(
         [message(tool_use(SEARCH_TOOL, query="ingest pdf")), retry, fix, respond_citing_first()]
     )
-    broken = BrokenOnce(index)
+    broken = FailsFirstSearch(index)
     answer = await engine(settings, broken, model=agent(api), max_rounds=6).answer(  # type: ignore[arg-type]
         question("can it read PDFs?")
     )

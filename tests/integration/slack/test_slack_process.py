@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.app import SHUTDOWN_APOLOGY
 from adapters.slack.server import EVENTS_PATH
-from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.config import Settings
 from tests.conftest import REPO
 from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
+from tests.fakes.slow_chat import SlowChatServer
 
 SECRET = "process-signing-secret"
 START_TIMEOUT_S = 90  # the process loads the embedding model (warm_up) before it listens
@@ -32,35 +32,6 @@ START_TIMEOUT_S = 90  # the process loads the embedding model (warm_up) before i
 DRAIN_BOUND_S = 40
 QUIET_EXIT_BOUND_S = 20
 BOT = Path(sys.executable).with_name("bot")
-
-
-class SlowModel:
-    """An OpenAI-compatible chat endpoint that takes `delay_s` to answer each call: a search
-    first (the forced first round), then a `respond`."""
-
-    def __init__(self, delay_s: float) -> None:
-        self.delay_s = delay_s
-        self.calls = 0
-        self.app = web.Application()
-        self.app.router.add_post("/v1/chat/completions", self._complete)
-
-    async def _complete(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.calls += 1
-        await asyncio.sleep(self.delay_s)
-        searched = body["messages"][-1]["role"] == "tool"
-        name, args = (
-            (RESPOND_TOOL, {"answer": "The slow answer.", "citations": [], "status": "partial"})
-            if searched
-            else (SEARCH_TOOL, {"query": "slow"})
-        )
-        call = {
-            "id": "c1",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)},
-        }
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        return web.json_response({"choices": [{"index": 0, "message": message}], "usage": {}})
 
 
 class BotProcess:
@@ -136,7 +107,7 @@ def _env(kb: Settings, tmp_path: Path, slack_url: str, **extra: str) -> dict[str
 
 
 async def _serving_bot(
-    kb: Settings, tmp_path: Path, slack_url: str, model: SlowModel, grace_s: float
+    kb: Settings, tmp_path: Path, slack_url: str, model: SlowChatServer, grace_s: float
 ) -> AsyncIterator[BotProcess]:
     server = TestServer(model.app, host="127.0.0.1")
     await server.start_server()
@@ -186,7 +157,7 @@ async def test_sigterm_lets_the_answer_in_flight_finish_then_exits_0(
     kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
 ) -> None:
     slack, slack_url = emulator
-    model = SlowModel(delay_s=1.5)
+    model = SlowChatServer(delay_s=1.5)
     async for bot in _serving_bot(kb, tmp_path, slack_url, model, grace_s=30):
         async with ClientSession() as http:
             assert await bot.mention(http, "what is slow?", "Ev000001") == 200
@@ -209,7 +180,7 @@ async def test_an_answer_still_running_at_the_deadline_is_apologised_for(
     kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
 ) -> None:
     slack, slack_url = emulator
-    model = SlowModel(delay_s=60)
+    model = SlowChatServer(delay_s=60)
     async for bot in _serving_bot(kb, tmp_path, slack_url, model, grace_s=1):
         async with ClientSession() as http:
             assert await bot.mention(http, "what is slow?", "Ev000003") == 200
@@ -229,7 +200,7 @@ async def test_sigint_without_answers_in_flight_exits_0_at_once(
     kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
 ) -> None:
     _, slack_url = emulator
-    async for bot in _serving_bot(kb, tmp_path, slack_url, SlowModel(0), grace_s=30):
+    async for bot in _serving_bot(kb, tmp_path, slack_url, SlowChatServer(0), grace_s=30):
         started = time.monotonic()
         bot.process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(bot.process.wait(), 30) == 0

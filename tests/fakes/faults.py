@@ -1,0 +1,103 @@
+"""Wrappers that inject one fault into a real part: a search that fails once, a slow first read,
+an embedder of other dimensions, progress that stops the cluster mid-ingest."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from core.domain.documents import (
+    Outcome,
+    SearchFilters,
+    SearchHit,
+    SearchMode,
+    Vectors,
+)
+from core.ports import SearchIndex
+from core.search.embedder import CachedEmbedder
+from tests.fakes.elasticsearch_emulator import NoidaServer
+
+
+class StaleFirstRead:
+    """A keyword store whose first `document` read is slow: it returns what it read before
+    another process saved more keywords, the window in which a writer's view goes stale."""
+
+    def __init__(self, store: object, delay_s: float) -> None:
+        self._store = store
+        self._delay_s = delay_s
+        self._slowed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def document(self, doc_id: str) -> object:
+        found = await self._store.document(doc_id)  # type: ignore[attr-defined]
+        if not self._slowed:
+            self._slowed = True
+            await asyncio.sleep(self._delay_s)
+        return found
+
+
+class HalfEmbedder:
+    """Another embedder (fewer dimensions): the first half of MiniLM's vector, renormalised."""
+
+    def __init__(self, inner: CachedEmbedder) -> None:
+        self._inner = inner
+        self.model_id = "minilm-first-half"
+        self.dimensions = inner.dimensions // 2
+        self.computed = 0
+
+    def _half(self, vectors: Vectors) -> Vectors:
+        half = vectors[:, : self.dimensions] if vectors.ndim == 2 else vectors[: self.dimensions]
+        norms = np.linalg.norm(half, axis=-1, keepdims=True)
+        return (half / norms).astype(np.float32)
+
+    async def embed_documents(self, texts: list[str]) -> Vectors:
+        self.computed += len(texts)
+        return self._half(await self._inner.embed_documents(texts))
+
+    async def embed_query(self, text: str) -> Vectors:
+        return self._half(await self._inner.embed_query(text))
+
+
+class StopAfter:
+    """Progress that kills the cluster once `n` documents are through."""
+
+    def __init__(self, server: NoidaServer, n: int) -> None:
+        self.server, self.n, self.done = server, n, 0
+
+    def start(self, total: int) -> None:
+        pass
+
+    def advance(self, display: str, outcome: Outcome) -> None:
+        self.done += 1
+        if self.done == self.n:
+            self.server.stop(graceful=True)
+
+
+class FailsFirstSearch:
+    """The index on a bad day: the first search fails, later ones work."""
+
+    def __init__(self, inner: SearchIndex) -> None:
+        self.inner, self.calls = inner, 0
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: SearchMode = SearchMode.HYBRID,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
+        self.calls += 1
+        if self.calls == 1:
+            raise OSError("disk I/O error")
+        return await self.inner.search(query, k=k, mode=mode, filters=filters)
+
+
+class ForeignEmbedder:
+    """Only the identity of another embedding model: an index built with one refuses it."""
+
+    model_id = "some-other-model"
+    dimensions = 384

@@ -26,6 +26,12 @@ from core.domain.learned import LearnedDocument, LearnedKeyword
 from core.domain.web import WebResult
 
 
+class Closable(Protocol):
+    """Anything holding a connection, a file or a client that must be released once."""
+
+    async def close(self) -> None: ...
+
+
 class SearchIndex(Protocol):
     """Passages with their vectors, searched by both sides and fused.
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
+from core.ports import Closable
 
-class _Closable(Protocol):
-    async def close(self) -> None: ...
-
-
-S = TypeVar("S", bound=_Closable)
+S = TypeVar("S", bound=Closable)
 
 
 class OpenedStores:
@@ -19,8 +16,8 @@ class OpenedStores:
     platforms' states in one process keep their own delivery windows)."""
 
     def __init__(self) -> None:
-        self._shared: dict[str, _Closable] = {}
-        self._opened: list[_Closable] = []
+        self._shared: dict[str, Closable] = {}
+        self._opened: list[Closable] = []
 
     def shared(self, name: str, make: Callable[[], S]) -> S:
         if name not in self._shared:

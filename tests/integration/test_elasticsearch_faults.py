@@ -21,10 +21,11 @@ from bot.wiring import build_engine
 from core.answer.engine import INDEX_UNAVAILABLE
 from core.backends.elasticsearch import ElasticsearchBackend
 from core.backends.elasticsearch.connection import build_client
-from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.reindex import reindex
 from core.backends.elasticsearch.schema import hashed_id
 from core.backends.elasticsearch.state import ElasticsearchPlatformState, ElasticsearchRunLocks
+from core.backends.elasticsearch.versions import drop_indices
 from core.config import Settings
 from core.domain.conversation import AnswerStatus, ChannelKind, Question
 from core.domain.documents import (
@@ -79,7 +80,7 @@ async def proxied(
 async def _cleanup(settings: Settings, embedder: CachedEmbedder) -> None:
     index = await open_index(settings, embedder, check_compatible=False)
     assert isinstance(index, ElasticsearchIndex)
-    await drop_indices(index)
+    await drop_indices(index.client, index.names)
     await index.close()
 
 
@@ -147,7 +148,7 @@ async def test_processes_starting_together_on_a_fresh_cluster_all_start(
     indices = await asyncio.gather(*(open_index(settings, embedder) for _ in range(4)))
     try:
         assert {await i.current_index() for i in indices} == {f"{indices[0].names.chunks}-v1"}
-        await drop_indices(indices[0])
+        await drop_indices(indices[0].client, indices[0].names)
     finally:
         for index in indices:
             await index.close()
@@ -195,7 +196,7 @@ async def server_fusion_index(
     try:
         await _write(index, embedder, [_doc("guide", ["Install the Slack app from the manifest."])])
         yield index, script
-        await drop_indices(index)
+        await drop_indices(index.client, index.names)
     finally:
         await index.close()
 
@@ -261,7 +262,7 @@ async def test_bulk_partial_failures_are_reported_per_document(
         assert set(await index.documents()) == {"alpha", "beta", "gamma"}
         assert (await index.stats()).chunks == 4
     finally:
-        await drop_indices(index)
+        await drop_indices(index.client, index.names)
         await index.close()
 
 
@@ -332,7 +333,7 @@ async def test_a_new_embedder_needs_a_reindex_which_swaps_the_alias(
         assert hits[0].chunk.doc_id == "doc2"
         assert hits[0].vector_rank is not None
     finally:
-        await drop_indices(fresh)
+        await drop_indices(fresh.client, fresh.names)
         await fresh.close()
 
 
@@ -448,6 +449,6 @@ async def test_racing_deliveries_of_one_event_answer_it_once(
         assert not await b.first_delivery("event:1", "msg:1")
         assert await first_a
         assert isinstance(index, ElasticsearchIndex)
-        await drop_indices(index)
+        await drop_indices(index.client, index.names)
     finally:
         await index.close()

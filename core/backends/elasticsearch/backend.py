@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.backends.elasticsearch.connection import build_client, connect, licence, where
-from core.backends.elasticsearch.index import ElasticsearchIndex, drop_indices
+from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.keyword_store import ElasticsearchKeywordStore
 from core.backends.elasticsearch.reindex import reindex
 from core.backends.elasticsearch.state import (
@@ -16,6 +16,7 @@ from core.backends.elasticsearch.state import (
     ElasticsearchRunLocks,
     ensure_state_indices,
 )
+from core.backends.elasticsearch.versions import drop_indices
 from core.backends.stores import OpenedStores
 from core.config import Settings
 from core.domain.health import HealthCheck, ReindexReport
@@ -102,7 +103,7 @@ class ElasticsearchBackend:
         return await reindex(self.index, delete_old=delete_old, on_progress=on_progress)
 
     async def drop(self) -> None:
-        await drop_indices(self.index)
+        await drop_indices(self.index.client, self.index.names)
 
     async def close(self) -> None:
         await self._stores.close()

@@ -49,6 +49,7 @@ from core.backends.elasticsearch.schema import (
     doc_id_key,
     mapping_conflicts,
 )
+from core.backends.elasticsearch.versions import create_first_version
 from core.config import ElasticsearchSettings, SearchSettings
 from core.domain.documents import (
     Chunk,
@@ -110,7 +111,7 @@ class ElasticsearchIndex(HybridIndex):
                 ),
             )
             if not await self.client.indices.exists_alias(name=self.names.chunks):
-                await self._create_first_version()
+                await create_first_version(self.client, self.names)
             if check_compatible:
                 await self.check_compatible()
             if self.settings.fusion == "server":
@@ -124,27 +125,6 @@ class ElasticsearchIndex(HybridIndex):
                         status,
                     )
         return info
-
-    async def _create_first_version(self) -> None:
-        alias = self.names.chunks
-        # `exists` is true for an alias too: another process may have just created it.
-        if await self.client.indices.exists(
-            index=alias
-        ) and not await self.client.indices.exists_alias(name=alias):
-            raise SearchIndexError(
-                f"{self.names.chunks} is an index, not an alias; the bot keeps its chunks in "
-                f"versioned indices behind that alias. Rename or delete it, or set another "
-                f"elasticsearch.index_prefix"
-            )
-        first = self.names.version(1)
-        try:
-            await self.client.indices.create(index=first)
-        except ApiError as exc:
-            if exc.error != "resource_already_exists_exception":  # another process won the race
-                raise
-        await self.client.indices.update_aliases(
-            actions=[{"add": {"index": first, "alias": self.names.chunks}}]
-        )
 
     async def current_index(self) -> str:
         aliases = await self.client.indices.get_alias(name=self.names.chunks)
@@ -400,14 +380,3 @@ class ElasticsearchIndex(HybridIndex):
 
     async def close(self) -> None:
         await self.client.close()
-
-
-async def drop_indices(index: ElasticsearchIndex) -> None:
-    """Delete every index and the template under the index's prefix (evaluations, tests)."""
-    client, names = index.client, index.names
-    # By name: clusters refuse wildcard deletes (action.destructive_requires_name).
-    existing = list((await client.indices.get(index=f"{names.prefix}-*")).body)
-    if existing:
-        await client.indices.delete(index=",".join(existing))
-    with contextlib.suppress(NotFoundError):
-        await client.indices.delete_index_template(name=names.template)

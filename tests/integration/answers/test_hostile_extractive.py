@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.fakes.anthropic_api import FakeMessagesAPI, overloaded
 from tests.integration.answers.helpers import cached, engine, question
 from tests.integration.answers.test_claude_answers import agent
-from tests.unit.test_hostile_rendering import PINGS, linked_urls, rendered_everywhere
+from tests.unit.adapters.test_hostile_rendering import PINGS, linked_urls, rendered_everywhere
 
 BASE = "https://docs.example.com/"
 ATTACK = (

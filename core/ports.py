@@ -234,7 +234,8 @@ class ChatModel(Protocol):
         """One turn; `on_answer` receives the `respond` tool's answer while it is written."""
 
     async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:
-        """A plain-text reply with no tools (search-then-answer)."""
+        """A plain-text reply with no tools (search-then-answer); empty when the model wrote
+        nothing."""
 
 
 # Backends

@@ -20,12 +20,12 @@ import anthropic
 import httpx2
 import jiter
 
-from core.answer.prompts import history_messages
+from core.answer.prompts import opening_messages
 from core.answer.tools import RESPOND_TOOL, tool_definitions
 from core.answer.wire import media_type, token_count
 from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
-from core.errors import ModelUnavailable, NoResponse
+from core.errors import ModelUnavailable
 
 _CACHE = {"type": "ephemeral"}
 _EVENT_STREAM = "text/event-stream"
@@ -196,7 +196,7 @@ def _tool_results(results: ToolResults) -> dict[str, Any]:
 
 
 def _messages(request: TurnRequest) -> list[dict[str, Any]]:
-    messages = [*history_messages(request.history), {"role": "user", "content": request.question}]
+    messages = opening_messages(request.history, request.question)
     for exchange in request.transcript:
         if isinstance(exchange, ModelTurn):
             assistant = _assistant(exchange)
@@ -286,11 +286,8 @@ class ClaudeModel:
         return _turn(await self._call(request.system, _messages(request), params, trace, on_answer))
 
     async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:
-        messages = [*history_messages(history), {"role": "user", "content": question}]
-        text = _turn(await self._call(system, messages, {}, trace, None)).text
-        if not text.strip():
-            raise NoResponse("the model returned an empty answer")
-        return text
+        messages = opening_messages(history, question)
+        return _turn(await self._call(system, messages, {}, trace, None)).text
 
     async def _call(
         self,

@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
-from core.answer.prompts import history_messages
+from core.answer.prompts import opening_messages
 from core.answer.tools import tool_definitions
 from core.answer.wire import media_type, token_count
 from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
-from core.errors import ModelUnavailable, NoResponse, RemoteFailure, ToolsUnsupported
+from core.errors import ModelUnavailable, RemoteFailure, ToolsUnsupported
 from core.http_retry import RetryPolicy, post_json
 
 
@@ -85,8 +85,7 @@ def _assistant(turn: ModelTurn) -> dict[str, Any]:
 def _messages(request: TurnRequest) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": request.system},
-        *history_messages(request.history),
-        {"role": "user", "content": request.question},
+        *opening_messages(request.history, request.question),
     ]
     for exchange in request.transcript:
         if isinstance(exchange, ModelTurn):
@@ -190,13 +189,9 @@ class OpenAICompatibleModel:
         """Search-then-answer: the passages are in `system` and the model just writes."""
         messages = [
             {"role": "system", "content": system},
-            *history_messages(history),
-            {"role": "user", "content": question},
+            *opening_messages(history, question),
         ]
-        content = (await self._complete({"messages": messages}, trace)).text
-        if not content.strip():
-            raise NoResponse("the model returned an empty answer")
-        return content
+        return (await self._complete({"messages": messages}, trace)).text
 
     async def _complete(self, body: dict[str, Any], trace: Trace) -> ModelTurn:
         payload = {"model": self._model, "max_tokens": self._max_tokens, **body}

@@ -90,10 +90,11 @@ def format_sources(query: str, sources: list[NumberedSource]) -> str:
     return "\n".join(parts)
 
 
-def history_messages(history: Sequence[Turn]) -> list[dict[str, Any]]:
-    """Earlier turns as alternating user/assistant messages (the same shape in both APIs)."""
+def opening_messages(history: Sequence[Turn], question: str) -> list[dict[str, Any]]:
+    """How every request to a model begins: the earlier turns as alternating user/assistant
+    messages (the same shape in both APIs), then the question."""
     messages: list[dict[str, Any]] = []
     for turn in history:
         messages.append({"role": "user", "content": turn.question})
         messages.append({"role": "assistant", "content": turn.answer})
-    return messages
+    return [*messages, {"role": "user", "content": question}]

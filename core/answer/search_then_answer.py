@@ -35,6 +35,8 @@ class SearchThenAnswer:
         system = f"{NO_TOOLS_PROMPT}\n{format_sources(question, numbered)}"
         try:
             text = await self._model.write(system, history, question, trace)
+            if not text.strip():
+                raise NoResponse("the model returned an empty answer")
         except (ModelUnavailable, NoResponse) as exc:
             return extractive_answer(
                 numbered,

@@ -10,7 +10,15 @@ from pydantic import SecretStr
 from core.backends.sqlite import SqliteBackend
 from core.config import Settings
 from core.errors import ConfigError, MissingSecret
-from core.ports import Backend, ChatModel, Embedder
+from core.ports import (
+    Backend,
+    ChatModel,
+    ConversationStore,
+    Embedder,
+    Judge,
+    PlatformState,
+    WebSearch,
+)
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 
@@ -22,13 +30,6 @@ if TYPE_CHECKING:
     from core.answer.claude import ClaudeModel
     from core.answer.engine import AnswerEngine
     from core.learning.knowledge import LearnedKnowledge
-    from core.ports import (
-        ChatModel,
-        ConversationStore,
-        Judge,
-        PlatformState,
-        WebSearch,
-    )
 
 
 def build_embedder(settings: Settings) -> CachedEmbedder:

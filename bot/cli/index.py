@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from core.run_locks import REINDEX_LOCK
-
 if TYPE_CHECKING:
     from core.domain.health import ReindexReport
 
@@ -41,6 +39,7 @@ async def _reindex(delete_old: bool) -> ReindexReport:
     from bot.progress import RichCountProgress
     from bot.runtime import opened
     from core.errors import SearchIndexError
+    from core.run_locks import REINDEX_LOCK
 
     s = state.settings
     holder = f"{socket.gethostname()}:{os.getpid()}"

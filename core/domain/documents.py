@@ -6,9 +6,13 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+# numpy costs a tenth of a second at import: only the type checker needs it here, so naming
+# vectors in a signature never loads it (`bot --help` imports this module).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 class SearchMode(StrEnum):
@@ -91,7 +95,7 @@ class DocumentWrite:
     vectors: Vectors
 
 
-Vectors = npt.NDArray[np.float32]
+Vectors: TypeAlias = "npt.NDArray[np.float32]"
 
 
 class Outcome(StrEnum):

@@ -16,6 +16,7 @@ from core.ports import (
     ConversationStore,
     Embedder,
     Judge,
+    ModelFacts,
     PlatformState,
     WebSearch,
 )
@@ -72,10 +73,11 @@ async def open_backend(
     return await ElasticsearchBackend.open(settings, embedder, check_compatible=check_compatible)
 
 
-def build_model(settings: Settings) -> ChatModel | None:
+def build_model(settings: Settings, facts: ModelFacts | None = None) -> ChatModel | None:
     """The model that answers: Claude when its key is set (and the provider allows it), else
-    an OpenAI-compatible server when one is configured, else none (extractive answers)."""
-    return _claude(settings) or _openai_compatible(settings)
+    an OpenAI-compatible server when one is configured, else none (extractive answers).
+    `facts` keeps what is learned about a server for the deployment's other processes."""
+    return _claude(settings) or _openai_compatible(settings, facts)
 
 
 def _claude(settings: Settings) -> ClaudeModel | None:
@@ -96,7 +98,7 @@ def _claude(settings: Settings) -> ClaudeModel | None:
     return ClaudeModel(client, model=a.model, max_tokens=settings.answers.max_tokens)
 
 
-def _openai_compatible(settings: Settings) -> ChatModel | None:
+def _openai_compatible(settings: Settings, facts: ModelFacts | None) -> ChatModel | None:
     o = settings.openai
     if settings.answers.provider not in ("auto", "openai") or not o.base_url or not o.model:
         return None
@@ -106,14 +108,11 @@ def _openai_compatible(settings: Settings) -> ChatModel | None:
 
     key = settings.secrets.openai_api_key
     return OpenAICompatibleModel(
-        httpx.AsyncClient(timeout=o.timeout_s),
-        base_url=o.base_url,
-        model=o.model,
+        httpx.AsyncClient(timeout=o.request_timeout_s),
+        o,
+        settings.answers.repetition,
         api_key=key.get_secret_value() if key else None,
-        max_tokens=settings.answers.max_tokens,
-        max_retries=o.max_retries,
-        retry_initial_s=o.retry_initial_s,
-        retry_max_s=o.retry_max_s,
+        facts=facts,
     )
 
 
@@ -149,7 +148,7 @@ def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
     from core.answer.search_then_answer import SearchThenAnswer
     from core.answer.web_research import WebLearning
 
-    model = build_model(settings)
+    model = build_model(settings, backend.facts)
     knowledge = build_knowledge(backend)
     search = build_web_search(settings)
     web = (

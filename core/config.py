@@ -22,6 +22,10 @@ from pydantic import (
     model_validator,
 )
 
+from core.domain.urls import is_local_url
+
+_DAY_S = 86_400
+
 
 class _Section(BaseModel):
     # Unknown keys are errors: a typo must not silently fall back to a default.
@@ -112,6 +116,31 @@ class IngestSettings(_Section):
         return self
 
 
+class RepetitionSettings(_Section):
+    """When a streamed reply has degenerated into repeating itself (a weak model's loop)."""
+
+    max_line_repeats: int = Field(3, ge=2, le=1_000)
+    min_line_chars: int = Field(16, ge=1, le=1_000)
+    min_period_chars: int = Field(20, ge=2, le=10_000)
+    max_period_chars: int = Field(400, ge=2, le=10_000)
+    period_repeats: int = Field(3, ge=2, le=1_000)
+
+    @model_validator(mode="after")
+    def _periods_ordered(self) -> RepetitionSettings:
+        if self.min_period_chars > self.max_period_chars:
+            raise ValueError("min_period_chars must not exceed max_period_chars")
+        return self
+
+
+class GroundingSettings(_Section):
+    """How a search-then-answer sentence is matched to the passage sentence that supports it."""
+
+    min_overlap: float = Field(0.7, gt=0, le=1)
+    min_terms: int = Field(1, ge=1, le=50)
+    max_quote_chars: int = Field(300, ge=40, le=5_000)
+    code_line_share: float = Field(0.8, gt=0, le=1)
+
+
 class AnswerSettings(_Section):
     provider: Literal["auto", "anthropic", "openai", "extractive"] = "auto"
     max_rounds: int = Field(5, ge=2, le=20)
@@ -122,6 +151,8 @@ class AnswerSettings(_Section):
     tool_timeout_s: float = Field(20.0, gt=0)
     extractive_passages: int = Field(3, ge=1, le=10)
     quote_chars: int = Field(400, ge=50, le=5_000)
+    repetition: RepetitionSettings = RepetitionSettings()
+    grounding: GroundingSettings = GroundingSettings()
 
 
 class AnthropicSettings(_Section):
@@ -135,6 +166,17 @@ class OpenAICompatibleSettings(_Section):
     base_url: str | None = None
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
+    local_timeout_s: float = Field(300.0, gt=0)
+    max_tokens: int = Field(1_024, ge=64, le=64_000)
+    probe_max_tokens: int = Field(256, ge=32, le=64_000)
+    tool_support: Literal["auto", "named", "required", "none"] = "auto"
+    tool_support_ttl_s: float = Field(7 * _DAY_S, gt=0)
+
+    @property
+    def request_timeout_s(self) -> float:
+        """A model on a server beside the bot usually runs on CPU: it gets `local_timeout_s`."""
+        return self.local_timeout_s if is_local_url(self.base_url) else self.timeout_s
+
     max_retries: int = Field(2, ge=0, le=10)
     retry_initial_s: float = Field(0.5, ge=0)
     retry_max_s: float = Field(8.0, ge=0)
@@ -142,7 +184,6 @@ class OpenAICompatibleSettings(_Section):
 
 _CHANNEL_PREFIX = re.compile(r"[a-z]+(/[^/\s]+)*")
 _CRON_FIELDS = 5
-_DAY_S = 86_400
 
 
 class WebSearchSettings(_Section):

@@ -9,11 +9,19 @@ says why in words the caller completes with its service's name.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from core.errors import RemoteFailure
 
@@ -23,6 +31,8 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 # Headers that describe the body as sent; the response we return holds it decoded.
 _ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+# Told each retry, in words (`answered HTTP 503; retry 1 of 2 in 0.6s`), for a trace.
+RetryNote = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +77,35 @@ async def _post_once(
     )
 
 
+def _retrying(policy: RetryPolicy, on_retry: RetryNote | None) -> AsyncRetrying:
+    """Attempts as `policy` says; each retry told to `on_retry` (for the answer's trace)."""
+
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is not None and state.outcome is not None and state.next_action is not None:
+            on_retry(
+                f"{_failure(state.outcome.exception())}; retry {state.attempt_number} of "
+                f"{policy.retries} in {state.next_action.sleep:.1f}s"
+            )
+
+    return AsyncRetrying(
+        stop=stop_after_attempt(policy.retries + 1),
+        wait=wait_exponential_jitter(
+            multiplier=policy.initial_s, max=policy.max_s, jitter=policy.initial_s
+        ),
+        retry=retry_if_exception(_retryable),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+
+
+def _failure(exc: BaseException | None) -> str:
+    if isinstance(exc, _Retryable):
+        return f"answered HTTP {exc.status}"
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return "timed out"
+    return f"could not be reached ({type(exc).__name__})"
+
+
 async def post_json(
     http: httpx.AsyncClient,
     url: str,
@@ -75,23 +114,52 @@ async def post_json(
     headers: dict[str, str],
     policy: RetryPolicy,
     timeout_s: float | None = None,
+    on_retry: RetryNote | None = None,
 ) -> httpx.Response:
     """The first response whose status is not worth retrying (it may still be an error)."""
     # No timeout given: the client's own applies, to each read and to the whole attempt.
     extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
     attempt_s = http.timeout.read if timeout_s is None else timeout_s
-    try:
-        async for attempt in AsyncRetrying(
-            stop=stop_after_attempt(policy.retries + 1),
-            wait=wait_exponential_jitter(
-                multiplier=policy.initial_s, max=policy.max_s, jitter=policy.initial_s
-            ),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        ):
+    with _as_remote_failure(timeout_s):
+        async for attempt in _retrying(policy, on_retry):
             with attempt:
                 async with asyncio.timeout(attempt_s):
                     response = await _post_once(http, url, body, headers, extra)
+    return response
+
+
+@asynccontextmanager
+async def streamed_post(
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    *,
+    headers: dict[str, str],
+    policy: RetryPolicy,
+    on_retry: RetryNote | None = None,
+) -> AsyncIterator[httpx.Response]:
+    """The first response whose status is not worth retrying, its body still to be read (a
+    streamed reply). Only the opening is retried: a reply cut off midway is not asked for
+    again, since the model would write it all again."""
+    with _as_remote_failure(None):
+        async for attempt in _retrying(policy, on_retry):
+            with attempt:
+                request = http.build_request("POST", url, json=body, headers=headers)
+                response = await http.send(request, stream=True)
+                if response.status_code in RETRY_STATUSES:
+                    await response.aclose()
+                    raise _Retryable(response.status_code)
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+@contextmanager
+def _as_remote_failure(timeout_s: float | None) -> Iterator[None]:
+    """What went wrong once the attempts ran out, as a `RemoteFailure`."""
+    try:
+        yield
     except _Retryable as exc:
         raise RemoteFailure(f"answered HTTP {exc.status}") from None
     except (TimeoutError, httpx.TimeoutException):
@@ -99,4 +167,3 @@ async def post_json(
         raise RemoteFailure(f"did not answer {within}") from None
     except httpx.TransportError as exc:
         raise RemoteFailure(f"could not be reached ({exc})") from None
-    return response

@@ -141,6 +141,18 @@ class PlatformState(Deliveries, BotThreads, AnswerRecords, Protocol):
     async def close(self) -> None: ...
 
 
+class ModelFacts(Protocol):
+    """What was learned about a model server (which `tool_choice` it honours), kept beside the
+    other state so every process of the deployment knows it without finding out again."""
+
+    async def get(self, key: str, max_age_s: float) -> str | None:
+        """The value stored under `key` within the last `max_age_s` seconds, else None."""
+
+    async def put(self, key: str, value: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 class RunLocks(Protocol):
     async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
         """True when `holder` now holds `name` (it was free, expired, or already its own)."""
@@ -260,6 +272,9 @@ class Backend(Protocol):
 
     @property
     def keywords(self) -> KeywordStore: ...
+
+    @property
+    def facts(self) -> ModelFacts: ...
 
     def platform_state(self, dedup_ttl_s: float) -> PlatformState:
         """The adapters' state; each platform keeps deliveries for its own time."""

@@ -267,7 +267,11 @@ def check_links(text: str, allowed: set[str]) -> str:
 def check_answer(
     answer: str, cited: Sequence[CitedSource], registry: SourceRegistry
 ) -> tuple[str, list[Citation]]:
-    """The answer text with markers renumbered 1..n in reading order, and its checked citations."""
+    """The answer text with markers renumbered 1..n in reading order, and its checked citations.
+
+    Entities are decoded first: a model copying escaped text writes `&lt;!channel&gt;`, which
+    must reach the ping and link checks as the `<!channel>` a reader would see."""
+    answer = html.unescape(answer)
     quotes: dict[int, str] = {}
     for item in cited:
         quotes.setdefault(item.source, item.quote)

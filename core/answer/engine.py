@@ -58,10 +58,6 @@ EMPTY_INDEX_IN_CHAT = (
     "The knowledge base is empty: no documents have been added yet. Ask the bot's owners to "
     "ingest the team's docs (`bot ingest`), then ask again."
 )
-NO_ANSWER = (
-    "Sorry, I couldn't put an answer together this time. Please try again, or rephrase the "
-    "question."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,9 +253,10 @@ class AnswerEngine:
         except ModelUnavailable as exc:
             reason = unavailable_reason(exc, trace)
             return await self._extractive(question, registry, trace, reason)
-        except NoResponse as exc:
+        except NoResponse as exc:  # never a guess, and never less than the passages
             trace.notes.append(str(exc))
-            return Answer(NO_ANSWER, AnswerStatus.ERROR, AnswerMode.AGENT)
+            reason = f"The language model gave no usable answer ({exc})."
+            return await self._extractive(question, registry, trace, reason)
         finally:
             await runner.finish()
 

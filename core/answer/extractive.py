@@ -79,6 +79,29 @@ def extractive_answer(
     )
 
 
+def consulted_sources(
+    sources: list[NumberedSource], cited: list[Citation], count: int
+) -> list[Citation]:
+    """Up to `count` of the passages given to the model, one per document and none of a cited
+    document, as unquoted sources numbered after the citations."""
+    cited_docs = {c.doc_id for c in cited}
+    rest = [s for s in sources if s.hit.chunk.doc_id not in cited_docs]
+    chosen = _one_per_document(rest, count)
+    allowed = allowed_urls(source.hit.chunk.url for source in chosen)
+    return [
+        Citation(
+            len(cited) + number,
+            check_links(source.hit.chunk.title, allowed),
+            source.hit.chunk.url,
+            "",
+            verified=False,
+            source_kind=source.kind,
+            doc_id=source.hit.chunk.doc_id,
+        )
+        for number, source in enumerate(chosen, start=1)
+    ]
+
+
 def unavailable_reason(exc: Exception, trace: Trace) -> str:
     """Why the answer falls back to quoted passages, for the user; noted in the trace and
     logged as one line (the reason is our own words: never a response body)."""

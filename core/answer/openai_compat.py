@@ -1,27 +1,57 @@
-"""Any OpenAI-compatible chat-completions endpoint (Ollama, vLLM, SGLang), over plain httpx.
+"""Any OpenAI-compatible chat-completions endpoint (Ollama, llama.cpp, vLLM, SGLang), over httpx.
 
-The wire format written by hand: the same tools as Claude's, run by the same agent loop. Many
-local models ignore `tool_choice`: when one answers a forced tool call with plain text, it can't
-do tool use, and the engine switches to search-then-answer (`write`), which needs no tools.
+The wire format written by hand: the same tools as Claude's, run by the same agent loop. Local
+servers differ in what they honour, and say nothing when they ignore it: llama.cpp's server
+accepts `tool_choice` as an object with HTTP 200 and ignores it, and a small model may answer
+even `"required"` in prose. So the first forced call finds out (`ToolSupport`): the named form,
+then `"required"`, then neither; the finding is kept for the process and in the backend's
+`ModelFacts` so other processes skip the probing, and a model known not to call tools goes
+straight to search-then-answer without a request.
+
+Replies are streamed, so a reply that loops (`RepetitionGuard`) is cut and its stream closed,
+which stops the server generating too. A server that answers a streamed request with a plain
+JSON completion is read just as well.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import httpx
+import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from core.answer.prompts import opening_messages
-from core.answer.tools import tool_definitions
+from core.answer.repetition import RepetitionGuard
+from core.answer.tools import SEARCH_TOOL, tool_definitions
 from core.answer.wire import media_type, token_count
+from core.config import OpenAICompatibleSettings, RepetitionSettings
 from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
 from core.errors import ModelUnavailable, RemoteFailure, ToolsUnsupported
-from core.http_retry import RetryPolicy, post_json
+from core.http_retry import MAX_RESPONSE_BYTES, RetryPolicy, streamed_post
+from core.ports import ModelFacts
+
+log = structlog.get_logger(__name__)
+_SSE_DATA = "data:"
+_SSE_DONE = "[DONE]"
+_TOO_LONG = f"the model server sent a response longer than {MAX_RESPONSE_BYTES:,} bytes"
+
+
+_Shape = TypeVar("_Shape", bound=BaseModel)
+
+
+class ToolSupport(StrEnum):
+    """Which `tool_choice` a server honours, learned from its replies."""
+
+    NAMED = "named"  # {"type": "function", "function": {"name": ...}}: the spec's form
+    REQUIRED = "required"  # only the string "required": some tool, the model's pick
+    NONE = "none"  # no tool call ever comes back: search-then-answer
 
 
 def _function(tool: dict[str, Any]) -> dict[str, Any]:
@@ -35,19 +65,16 @@ def _function(tool: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _forced(name: str) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name}}
-
-
 class _Function(BaseModel):
-    name: str
-    # A JSON string by the spec; Ollama sends the object itself.
-    arguments: str | dict[str, Any] = "{}"
+    name: str = ""
+    # A JSON string by the spec (streamed in pieces); Ollama sends the object itself.
+    arguments: str | dict[str, Any] = ""
 
 
 class _ToolCall(BaseModel):
-    id: str = ""
-    function: _Function
+    index: int = 0
+    id: str | None = None
+    function: _Function = _Function()
 
 
 class _Message(BaseModel):
@@ -60,10 +87,61 @@ class _Choice(BaseModel):
 
 
 class _Completion(BaseModel):
-    """The part of a chat completion we use; anything else in the body is ignored."""
+    """The part of a whole chat completion we use; anything else in the body is ignored."""
 
     choices: list[_Choice] = Field(min_length=1)
     usage: dict[str, Any] | None = None
+
+
+class _Delta(BaseModel):
+    delta: _Message = _Message()
+
+
+class _Chunk(BaseModel):
+    """One streamed piece of a completion (the last may hold only the usage)."""
+
+    choices: list[_Delta] = Field(default_factory=list)
+    usage: dict[str, Any] | None = None
+
+
+class _Reply:
+    """A reply put together from a whole completion or from its streamed chunks."""
+
+    def __init__(self, guard: RepetitionGuard) -> None:
+        self.text = ""
+        self.calls: dict[int, tuple[str, str, str | dict[str, Any]]] = {}
+        self.usage: dict[str, Any] = {}
+        self.stopped = ""  # why the reply was cut short, when it was
+        self._guard = guard
+
+    def add(self, message: _Message | None, usage: dict[str, Any] | None) -> bool:
+        """Take a whole message or one streamed piece in; False once the reply degenerated."""
+        if usage is not None:
+            self.usage = usage
+        if message is None:
+            return True
+        self.text += message.content or ""
+        for call in message.tool_calls or []:
+            old_id, old_name, old_args = self.calls.get(call.index, ("", "", ""))
+            args = call.function.arguments
+            merged = args if isinstance(args, dict) else f"{old_args}{args}"
+            self.calls[call.index] = (
+                call.id or old_id,
+                old_name or call.function.name,
+                old_args if isinstance(old_args, dict) and not args else merged,
+            )
+        if self._guard.feed(self.text):
+            self.text = self.text[: self._guard.cut]
+            self.stopped = self._guard.reason
+            return False
+        return True
+
+    def turn(self) -> ModelTurn:
+        uses = [
+            ToolUse(call_id or f"call_{index}", name, _arguments(raw))
+            for index, (call_id, name, raw) in sorted(self.calls.items())
+        ]
+        return ModelTurn((self.text, *uses))
 
 
 def _assistant(turn: ModelTurn) -> dict[str, Any]:
@@ -110,7 +188,7 @@ def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        value = json.loads(raw)
+        value = json.loads(raw or "{}")
     except ValueError:
         value = None
     if not isinstance(value, dict):
@@ -118,29 +196,17 @@ def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def _reply(response: httpx.Response) -> tuple[ModelTurn, dict[str, Any]]:
-    """The message of a 200 chat completion and its usage, or `ModelUnavailable` saying what
-    was wrong with it (in our words and the field's name: never the body)."""
+def _parsed(raw: bytes | str, shape: type[_Shape]) -> _Shape:
+    """A completion or chunk, or `ModelUnavailable` saying what was wrong with it (in our
+    words and the field's name: never the body)."""
     try:
-        completion = _Completion.model_validate_json(response.content)
+        return shape.model_validate_json(raw)
     except ValidationError as exc:
-        media = media_type(response.headers.get("content-type"))
-        if not media.endswith("json"):
-            raise ModelUnavailable(
-                f"the model server sent {media} (HTTP {response.status_code}), "
-                "not a chat completion"
-            ) from None
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the body"
         raise ModelUnavailable(
             f"the model server sent a malformed chat completion ({where}: {first['msg']})"
         ) from None
-    message = completion.choices[0].message
-    calls = [
-        ToolUse(c.id, c.function.name, _arguments(c.function.arguments))
-        for c in message.tool_calls or []
-    ]
-    return ModelTurn((message.content or "", *calls)), completion.usage or {}
 
 
 class OpenAICompatibleModel:
@@ -152,38 +218,58 @@ class OpenAICompatibleModel:
     def __init__(
         self,
         http: httpx.AsyncClient,
+        settings: OpenAICompatibleSettings,
+        repetition: RepetitionSettings,
         *,
-        base_url: str,
-        model: str,
         api_key: str | None,
-        max_tokens: int,
-        max_retries: int,
-        retry_initial_s: float,
-        retry_max_s: float,
+        facts: ModelFacts | None = None,
     ) -> None:
+        """`http` carries the per-read timeout; `settings.request_timeout_s` bounds a whole
+        reply. `facts` shares what was learned about the server with other processes."""
+        if not settings.base_url or not settings.model:
+            raise ValueError("an OpenAI-compatible model needs openai.base_url and openai.model")
         self._http = http
-        self._url = base_url.rstrip("/") + "/chat/completions"
-        self._model = model
+        self._settings = settings
+        self._repetition = repetition
+        self._url = settings.base_url.rstrip("/") + "/chat/completions"
+        self._model = settings.model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._max_tokens = max_tokens
-        self._retry = RetryPolicy(max_retries, retry_initial_s, retry_max_s)
+        self._retry = RetryPolicy(
+            settings.max_retries, settings.retry_initial_s, settings.retry_max_s
+        )
         self._tools = {
             web: [_function(t) for t in tool_definitions(web=web)] for web in (False, True)
         }
+        self._facts = facts
+        self._fact_key = f"tool_choice {settings.base_url.rstrip('/')} {settings.model}"
+        self._support: ToolSupport | None = (
+            None if settings.tool_support == "auto" else ToolSupport(settings.tool_support)
+        )
 
     async def turn(
         self,
         request: TurnRequest,
         trace: Trace,
-        on_answer: AnswerProgress | None,  # noqa: ARG002 (no streaming on this path yet)
+        on_answer: AnswerProgress | None,  # noqa: ARG002 (the respond tool is not previewed here)
     ) -> ModelTurn:
-        tool = request.required
-        body = {
-            "messages": _messages(request),
-            "tools": self._tools[request.web],
-            "tool_choice": _forced(tool) if tool else "required",
-        }
-        return await self._complete(body, trace)
+        support = await self._known_support(trace)
+        if support is ToolSupport.NONE:
+            raise ToolsUnsupported("the model is known not to call tools")
+        body: dict[str, Any] = {"messages": _messages(request), "tools": self._tools[request.web]}
+        if request.required == SEARCH_TOOL:
+            # A search call is short; a model answering it in prose is cut off early.
+            body["max_tokens"] = self._settings.probe_max_tokens
+        if request.required is None or support is ToolSupport.REQUIRED:
+            return await self._complete({**body, "tool_choice": "required"}, trace)
+        named = {"type": "function", "function": {"name": request.required}}
+        reply = await self._complete({**body, "tool_choice": named}, trace)
+        if reply.uses or support is ToolSupport.NAMED:
+            await self._learned(ToolSupport.NAMED, trace)
+            return reply
+        trace.notes.append('the model server ignored a named tool_choice: trying "required"')
+        reply = await self._complete({**body, "tool_choice": "required"}, trace)
+        await self._learned(ToolSupport.REQUIRED if reply.uses else ToolSupport.NONE, trace)
+        return reply
 
     async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:
         """Search-then-answer: the passages are in `system` and the model just writes."""
@@ -193,30 +279,112 @@ class OpenAICompatibleModel:
         ]
         return (await self._complete({"messages": messages}, trace)).text
 
+    async def _known_support(self, trace: Trace) -> ToolSupport | None:
+        if self._support is None and self._facts is not None:
+            try:
+                known = await self._facts.get(self._fact_key, self._settings.tool_support_ttl_s)
+            except Exception as exc:  # noqa: BLE001 (a hint: never why an answer fails)
+                log.warning("model_facts_unreadable", error=type(exc).__name__)
+                known = None
+            if known in set(ToolSupport):
+                self._support = ToolSupport(str(known))
+                trace.notes.append(f"tool calls: {known} (remembered)")
+        return self._support
+
+    async def _learned(self, support: ToolSupport, trace: Trace) -> None:
+        if self._support is support:
+            return
+        self._support = support
+        trace.notes.append(f"tool calls: the model server honours {support.value}")
+        log.info("model_tool_support", model=self._model, support=support.value)
+        if self._facts is not None:
+            try:
+                await self._facts.put(self._fact_key, support.value)
+            except Exception as exc:  # noqa: BLE001 (only the other processes lose the hint)
+                log.warning("model_facts_unwritable", error=type(exc).__name__)
+
     async def _complete(self, body: dict[str, Any], trace: Trace) -> ModelTurn:
-        payload = {"model": self._model, "max_tokens": self._max_tokens, **body}
+        payload = {"model": self._model, "max_tokens": self._settings.max_tokens, **body}
+        payload["stream"] = True
         started = time.perf_counter()
+        reply = _Reply(RepetitionGuard(self._repetition))
+        deadline_s = self._settings.request_timeout_s
         try:
-            response = await post_json(
-                self._http, self._url, payload, headers=self._headers, policy=self._retry
-            )
+            async with asyncio.timeout(deadline_s):
+                await self._read(payload, reply, trace)
+        except TimeoutError:
+            raise ModelUnavailable(
+                f"the model server did not finish its reply within {deadline_s:g}s"
+            ) from None
         except RemoteFailure as exc:
             raise ModelUnavailable(f"the model server {exc}") from None
         finally:
             trace.model_calls += 1
             trace.model_seconds += time.perf_counter() - started
-        if response.status_code == 400 and "tools" in body:
-            # Ollama ("does not support tools") and vLLM without tool parsing refuse outright.
-            raise ToolsUnsupported(
-                f"the model server refused tools: HTTP 400 {response.text[:200]}"
-            )
-        if response.status_code >= 400:
-            raise ModelUnavailable(f"the model server answered HTTP {response.status_code}")
-        reply, usage = _reply(response)
+        if reply.stopped:
+            trace.notes.append(f"stopped the model's reply: {reply.stopped}")
         trace.usage.add(
             Usage(
-                input_tokens=token_count(usage.get("prompt_tokens")),
-                output_tokens=token_count(usage.get("completion_tokens")),
+                input_tokens=token_count(reply.usage.get("prompt_tokens")),
+                output_tokens=token_count(reply.usage.get("completion_tokens")),
             )
         )
-        return reply
+        return reply.turn()
+
+    async def _read(self, payload: dict[str, Any], reply: _Reply, trace: Trace) -> None:
+        def note(retry: str) -> None:
+            trace.notes.append(f"model server {retry}")
+
+        async with streamed_post(
+            self._http,
+            self._url,
+            payload,
+            headers=self._headers,
+            policy=self._retry,
+            on_retry=note,
+        ) as response:
+            if response.status_code == 400 and "tools" in payload:
+                # Ollama ("does not support tools") and vLLM without tool parsing refuse.
+                raise ToolsUnsupported("the model server refused tools (HTTP 400)")
+            if response.status_code >= 400:
+                raise ModelUnavailable(f"the model server answered HTTP {response.status_code}")
+            media = media_type(response.headers.get("content-type"))
+            if media == "text/event-stream":
+                await _read_events(response, reply)
+            elif media.endswith("json"):
+                whole = _parsed(await _read_body(response), _Completion)
+                reply.add(whole.choices[0].message, whole.usage)
+            else:
+                raise ModelUnavailable(
+                    f"the model server sent {media} (HTTP {response.status_code}), "
+                    "not a chat completion"
+                )
+
+
+async def _read_body(response: httpx.Response) -> bytes:
+    content = bytearray()
+    async for chunk in response.aiter_bytes():
+        content += chunk
+        if len(content) > MAX_RESPONSE_BYTES:
+            raise ModelUnavailable(_TOO_LONG)
+    return bytes(content)
+
+
+async def _read_events(response: httpx.Response, reply: _Reply) -> None:
+    """Server-sent chunks into `reply` until `[DONE]`, the end of the body, or the reply
+    degenerating (then the stream is closed, which stops the server)."""
+    read = 0
+    async for line in response.aiter_lines():
+        read += len(line) + 1
+        if read > MAX_RESPONSE_BYTES:
+            raise ModelUnavailable(_TOO_LONG)
+        if not line.startswith(_SSE_DATA):
+            continue  # comments, event names, keep-alives
+        data = line[len(_SSE_DATA) :].strip()
+        if data == _SSE_DONE:
+            return
+        if not data:
+            continue
+        chunk = _parsed(data, _Chunk)
+        if not reply.add(chunk.choices[0].delta if chunk.choices else None, chunk.usage):
+            return

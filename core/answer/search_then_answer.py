@@ -1,20 +1,30 @@
 """Search-then-answer: the strategy for a model that can't call tools.
 
 We search with the user's question ourselves, put the numbered passages in the system prompt and
-let the model just write; the answer goes through the same checks as a tool-using model's. So
-sources always appear, whatever the model can do.
+let the model just write. A weak model's prose then gets the tool path's contract anyway
+(`grounding`): each claim it keeps is marked with the passage sentence that supports it, claims
+no passage supports are left out (and the answer says so), an answer with nothing supported
+falls back to quoting the passages, and an answer of markers alone is a failed turn. The
+passages the model was given are always listed, so sources appear whatever the model does.
 """
 
 from __future__ import annotations
 
 from core.answer.citations import NumberedSource, SourceRegistry, checked_answer
-from core.answer.extractive import extractive_answer, unavailable_reason
+from core.answer.extractive import consulted_sources, extractive_answer, unavailable_reason
+from core.answer.grounding import content_text, ground
 from core.answer.prompts import NO_TOOLS_PROMPT, format_sources
 from core.answer.tools import RespondInput
 from core.config import AnswerSettings
-from core.domain.conversation import Answer, AnswerMode, Trace, Turn
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Trace, Turn
 from core.errors import ModelUnavailable, NoResponse
 from core.ports import ChatModel
+
+NOT_FOUND = "The documentation I searched does not answer this."
+UNSUPPORTED = (
+    "The language model's answer could not be matched to the documentation, so it is not shown."
+)
+LEFT_OUT = "Left out: {count} statement{s} of the model's that the documentation does not support."
 
 
 class SearchThenAnswer:
@@ -30,20 +40,53 @@ class SearchThenAnswer:
         registry: SourceRegistry,
         trace: Trace,
     ) -> Answer:
-        """The model's answer from `numbered` (already searched and registered); quoted
-        passages when the model can't be used."""
+        """The model's answer from `numbered` (already searched and registered), held to its
+        sources; quoted passages when the model can't be used or says nothing they support."""
+        if not numbered:  # nothing to answer from: no slow model call to learn that
+            return Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, AnswerMode.SEARCH_THEN_ANSWER)
         system = f"{NO_TOOLS_PROMPT}\n{format_sources(question, numbered)}"
         try:
             text = await self._model.write(system, history, question, trace)
-            if not text.strip():
-                raise NoResponse("the model returned an empty answer")
-        except (ModelUnavailable, NoResponse) as exc:
-            return extractive_answer(
-                numbered,
-                passages=self._settings.extractive_passages,
-                quote_chars=self._settings.quote_chars,
-                reason=unavailable_reason(exc, trace),
+            if not content_text(text):
+                said = "only citation markers" if text.strip() else "an empty answer"
+                raise NoResponse(f"the model returned {said}")
+        except ModelUnavailable as exc:
+            return self._quoted(numbered, unavailable_reason(exc, trace))
+        except NoResponse as exc:
+            trace.notes.append(str(exc))
+            return self._quoted(numbered, f"The language model gave no usable answer ({exc}).")
+        grounded = ground(text, numbered, self._settings.grounding)
+        if grounded.unsupported:
+            trace.notes.append(
+                f"{grounded.unsupported} of the model's statements are not in the sources"
             )
-        status = "answered" if numbered else "not_found"
-        respond = RespondInput(answer=text, citations=[], status=status)
-        return checked_answer(respond, registry, AnswerMode.SEARCH_THEN_ANSWER)
+        if not grounded.supported:
+            if grounded.says_not_found:
+                return self._with_consulted(
+                    Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, AnswerMode.SEARCH_THEN_ANSWER),
+                    numbered,
+                )
+            return self._quoted(numbered, UNSUPPORTED)
+        body = grounded.text
+        if grounded.unsupported:
+            count = grounded.unsupported
+            body += "\n\n_" + LEFT_OUT.format(count=count, s="" if count == 1 else "s") + "_"
+        status = "partial" if grounded.unsupported else "answered"
+        respond = RespondInput(answer=body, citations=grounded.citations, status=status)
+        return self._with_consulted(
+            checked_answer(respond, registry, AnswerMode.SEARCH_THEN_ANSWER), numbered
+        )
+
+    def _with_consulted(self, answer: Answer, numbered: list[NumberedSource]) -> Answer:
+        answer.consulted = consulted_sources(
+            numbered, answer.citations, self._settings.extractive_passages
+        )
+        return answer
+
+    def _quoted(self, numbered: list[NumberedSource], reason: str) -> Answer:
+        return extractive_answer(
+            numbered,
+            passages=self._settings.extractive_passages,
+            quote_chars=self._settings.quote_chars,
+            reason=reason,
+        )

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from core.answer.citations import SourceRegistry
-from core.answer.prompts import format_sources, system_prompt
+from core.answer.grounding import content_text
+from core.answer.prompts import EMPTY_ANSWER, format_sources, system_prompt
 from core.answer.tools import (
     RESPOND_TOOL,
     SAVE_KEYWORDS_TOOL,
@@ -99,10 +100,14 @@ class ToolRunner:
             if refusal is not None:
                 return refusal
         try:
-            return parse_tool_input(RespondInput, raw)
+            respond = parse_tool_input(RespondInput, raw)
         except ToolInputError as exc:
             self.failed(f"the model's answer was invalid ({exc})")
             return str(exc)
+        if respond.status != "not_found" and not content_text(respond.answer):
+            self.failed("the model's answer held nothing but citation markers")
+            return EMPTY_ANSWER
+        return respond
 
     async def finish(self) -> None:
         """Whatever the answer's outcome, web results found for it are learned."""

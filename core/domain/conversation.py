@@ -120,3 +120,6 @@ class Answer:
     citations: list[Citation] = field(default_factory=list)
     sources: list[SourceKind] = field(default_factory=list)
     trace: Trace = field(default_factory=Trace)
+    # Passages the answer was written from but does not cite (search-then-answer): listed as
+    # "Sources consulted", without quotes, so the reader can always check them.
+    consulted: list[Citation] = field(default_factory=list)

@@ -6,6 +6,21 @@ from __future__ import annotations
 import re
 
 ELLIPSIS = "…"
+# English words too common to tell passages apart (search) or to show a claim came from one
+# (grounding).
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't
+    doing don't down during each few for from further had hadn't has hasn't have haven't having he
+    her here hers herself him himself his how i if in into is isn't it it's its itself let's me
+    more most mustn't my myself no nor not of off on once only or other ought our ours ourselves
+    out over own same shan't she should shouldn't so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was wasn't we
+    were weren't what when where which while who whom why with won't would wouldn't you your yours
+    yourself yourselves s t d ll m re ve y
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
 _PINGS = re.compile(
     # Slack (<!channel>, <!subteam^...>, <@U1|bob>, <#C1>) and Discord (<@1>, <@!1>, <@&1>,
     # <#1>) control sequences: anything in <...> that starts with @, # or !; and Discord's

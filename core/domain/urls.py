@@ -11,7 +11,9 @@ credentials end at its last `@`, so `https://medium.com/@user/post` is left alon
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from urllib.parse import urlsplit
 
 # `scheme://` followed by userinfo up to the authority's last "@". In running text the
 # authority also ends at whitespace or a quote, so the match never spans two URLs.
@@ -19,6 +21,7 @@ _USERINFO_IN_TEXT = re.compile(r"://[^/\\?#\s'\"<>]*@")
 # A URL written without a scheme (`user:pass@host:9200`, `//user:pass@host`): userinfo from
 # the start, after the `//` when there is one.
 _LEADING_USERINFO = re.compile(r"^(//)?[^/\\?#]*@")
+_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
 
 
 def redact_urls_in(text: str) -> str:
@@ -33,3 +36,23 @@ def redact_url(url: str) -> str:
     if "://" in url:
         return redact_urls_in(url)
     return _LEADING_USERINFO.sub(r"\1", url)
+
+
+def is_local_url(url: str | None) -> bool:
+    """Whether `url` names a server on this machine or its private network: `localhost`, a
+    loopback or private address, a `.local`/`.internal` name, or a single-label name (a
+    Docker Compose service such as `http://ollama:11434`). Such a server is usually a model
+    running on CPU, which needs far longer per reply than a hosted API."""
+    if not url:
+        return False
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".")
+    except ValueError:
+        return False
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host == "localhost" or host.endswith(_LOCAL_SUFFIXES)
+    return address.is_private or address.is_loopback or address.is_link_local

@@ -12,6 +12,7 @@ from core.backends.elasticsearch.keyword_store import ElasticsearchKeywordStore
 from core.backends.elasticsearch.reindex import reindex
 from core.backends.elasticsearch.state import (
     ElasticsearchConversationStore,
+    ElasticsearchModelFacts,
     ElasticsearchPlatformState,
     ElasticsearchRunLocks,
     ensure_state_indices,
@@ -21,7 +22,14 @@ from core.backends.stores import OpenedStores
 from core.config import Settings
 from core.domain.health import HealthCheck, ReindexReport
 from core.errors import SearchIndexError
-from core.ports import ConversationStore, Embedder, KeywordStore, PlatformState, RunLocks
+from core.ports import (
+    ConversationStore,
+    Embedder,
+    KeywordStore,
+    ModelFacts,
+    PlatformState,
+    RunLocks,
+)
 
 
 class ElasticsearchBackend:
@@ -54,6 +62,12 @@ class ElasticsearchBackend:
         return self._stores.shared(
             "conversations",
             lambda: ElasticsearchConversationStore(self.index.client, self._settings),
+        )
+
+    @property
+    def facts(self) -> ModelFacts:
+        return self._stores.shared(
+            "facts", lambda: ElasticsearchModelFacts(self.index.client, self._settings)
         )
 
     @property

@@ -58,6 +58,7 @@ class IndexNames:
         self.keywords = f"{prefix}-keywords"
         self.keyword_links = f"{prefix}-keyword-links"
         self.learned = f"{prefix}-learned"
+        self.facts = f"{prefix}-model-facts"
 
     def version(self, number: int) -> str:
         return f"{self.chunks}-v{number}"
@@ -109,6 +110,7 @@ class IndexNames:
                 "created_at": _MILLIS,
                 "last_used_at": _MILLIS,
             },
+            self.facts: {"key": _KEYWORD, "value": _KEYWORD, "updated_at": _MILLIS},
         }
 
 

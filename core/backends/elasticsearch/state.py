@@ -326,3 +326,19 @@ class ElasticsearchRunLocks(Store):
                 if_seq_no=current["_seq_no"],
                 if_primary_term=current["_primary_term"],
             )
+
+
+class ElasticsearchModelFacts(Store):
+    async def get(self, key: str, max_age_s: float) -> str | None:
+        with explained(self._settings):
+            found = await self._get(self._names.facts, hashed_id(key))
+        if found is None:
+            return None
+        fact = found["_source"]
+        fresh = fact["updated_at"] >= now_ms() - int(max_age_s * _MS_PER_S)
+        return str(fact["value"]) if fresh else None
+
+    async def put(self, key: str, value: str) -> None:
+        document = {"key": key, "value": value, "updated_at": now_ms()}
+        with explained(self._settings):
+            await self._client.index(index=self._names.facts, id=hashed_id(key), document=document)

@@ -8,13 +8,21 @@ from pathlib import Path
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import SqliteIndex
 from core.backends.sqlite.keyword_store import SqliteKeywordStore
+from core.backends.sqlite.model_facts import SqliteModelFacts
 from core.backends.sqlite.platform_state import SqlitePlatformState
 from core.backends.sqlite.run_locks import SqliteRunLocks
 from core.backends.stores import OpenedStores
 from core.config import Settings
 from core.domain.health import HealthCheck, ReindexReport
 from core.errors import SearchIndexError
-from core.ports import ConversationStore, Embedder, KeywordStore, PlatformState, RunLocks
+from core.ports import (
+    ConversationStore,
+    Embedder,
+    KeywordStore,
+    ModelFacts,
+    PlatformState,
+    RunLocks,
+)
 
 
 class SqliteBackend:
@@ -41,6 +49,12 @@ class SqliteBackend:
     def keywords(self) -> KeywordStore:
         return self._stores.shared(
             "keywords", lambda: SqliteKeywordStore(self._state_path, self._busy_ms)
+        )
+
+    @property
+    def facts(self) -> ModelFacts:
+        return self._stores.shared(
+            "facts", lambda: SqliteModelFacts(self._state_path, self._busy_ms)
         )
 
     def platform_state(self, dedup_ttl_s: float) -> PlatformState:

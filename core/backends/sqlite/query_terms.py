@@ -10,21 +10,9 @@ from __future__ import annotations
 
 import re
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+from core.domain.text import STOPWORDS
 
-STOPWORDS = frozenset(
-    """
-    a about above after again against all am an and any are aren't as at be because been before
-    being below between both but by can can't cannot could couldn't did didn't do does doesn't
-    doing don't down during each few for from further had hadn't has hasn't have haven't having he
-    her here hers herself him himself his how i if in into is isn't it it's its itself let's me
-    more most mustn't my myself no nor not of off on once only or other ought our ours ourselves
-    out over own same shan't she should shouldn't so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was wasn't we
-    were weren't what when where which while who whom why with won't would wouldn't you your yours
-    yourself yourselves s t d ll m re ve y
-    """.split()  # noqa: SIM905 (a word list reads better as text)
-)
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def query_terms(text: str, max_terms: int) -> list[str]:

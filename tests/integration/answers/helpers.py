@@ -12,14 +12,15 @@ from typing import Any
 
 from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
+from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.search_then_answer import SearchThenAnswer
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import SqliteIndex
-from core.config import Settings
+from core.config import OpenAICompatibleSettings, RepetitionSettings, Settings
 from core.config_loader import load_settings
 from core.domain.conversation import ChannelKind, Question
 from core.ingest.pipeline import Ingestor
-from core.ports import ChatModel, SearchIndex
+from core.ports import ChatModel, ModelFacts, SearchIndex
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
 from tests.conftest import REPO
@@ -61,6 +62,29 @@ def engine(
         top_k=settings.search.top_k,
         model=model,
         fallback=SearchThenAnswer(model, answers) if model else None,
+    )
+
+
+def local_model(
+    http: Any,
+    url: str,
+    *,
+    api_key: str | None = None,
+    facts: ModelFacts | None = None,
+    **settings: Any,
+) -> OpenAICompatibleModel:
+    """An OpenAI-compatible model on a local stand-in: no retries unless asked, short waits."""
+    fields: dict[str, Any] = {
+        "base_url": url,
+        "model": "llama-test",
+        "max_tokens": 512,
+        "max_retries": 0,
+        "retry_initial_s": 0.01,
+        "retry_max_s": 0.01,
+        **settings,
+    }
+    return OpenAICompatibleModel(
+        http, OpenAICompatibleSettings(**fields), RepetitionSettings(), api_key=api_key, facts=facts
     )
 
 

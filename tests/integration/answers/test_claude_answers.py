@@ -89,7 +89,7 @@ async def test_search_is_forced_then_answer_is_checked(settings: Settings, index
     assert answer.trace.usage.cache_read_tokens == 1800
 
 
-async def test_plain_text_is_asked_again_then_an_error_not_a_guess(settings, index) -> None:
+async def test_plain_text_is_asked_again_then_quoted_passages_not_a_guess(settings, index) -> None:
     api = FakeMessagesAPI(
         [
             message(tool_use(SEARCH_TOOL, query="prune")),
@@ -98,7 +98,9 @@ async def test_plain_text_is_asked_again_then_an_error_not_a_guess(settings, ind
         ]
     )
     answer = await engine(settings, index, model=agent(api)).answer(question("what is prune?"))
-    assert answer.status is AnswerStatus.ERROR
+    assert answer.mode is AnswerMode.EXTRACTIVE
+    assert answer.citations
+    assert all(c.verified for c in answer.citations)
     assert "I think" not in answer.text
     assert api.requests[2]["tool_choice"] == {"type": "tool", "name": RESPOND_TOOL}
     assert "respond tool" in api.requests[2]["messages"][-1]["content"]

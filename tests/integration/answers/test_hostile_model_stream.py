@@ -36,7 +36,7 @@ from tests.fakes.anthropic_api import (
     tool_use,
 )
 from tests.fakes.chat_server import ChatServer, Raw, completion
-from tests.integration.answers.helpers import cached, engine, question
+from tests.integration.answers.helpers import cached, engine, local_model, question
 
 # In every hostile body: it must never reach the answer, the trace or the log.
 MARKER = "BODY-MARKER-5d1e"
@@ -404,16 +404,7 @@ OPENAI_CASES: dict[str, tuple[Raw, str]] = {
 
 
 def local_agent(http: httpx.AsyncClient, chat: ChatServer) -> OpenAICompatibleModel:
-    return OpenAICompatibleModel(
-        http,
-        base_url=chat.url,
-        model="llama-test",
-        api_key=None,
-        max_tokens=512,
-        max_retries=0,
-        retry_initial_s=0.01,
-        retry_max_s=0.01,
-    )
+    return local_model(http, chat.url, local_timeout_s=http.timeout.read)
 
 
 @pytest.fixture
@@ -450,7 +441,8 @@ async def test_openai_huge_body_is_not_read_past_its_bound(
 
 
 async def test_openai_dripping_body_ends_at_the_timeout(settings, index, chat: ChatServer) -> None:
-    """httpx's timeout bounds each read; a byte every 50 ms would never trip it."""
+    """httpx's timeout bounds each read; a byte every 50 ms would never trip it, so the whole
+    reply has its own deadline (`local_timeout_s` for a server on loopback)."""
     body = chat_body(choices=[{"message": {"content": "x" * 200}}])  # 10 s at 50 ms a byte
     chat.replies = [Raw(body, drip_s=0.05)]
     started = time.monotonic()
@@ -459,7 +451,9 @@ async def test_openai_dripping_body_ends_at_the_timeout(settings, index, chat: C
         with structlog.testing.capture_logs() as logs:
             answer = await engine(settings, index, model=slow).answer(question(QUESTION))
     assert time.monotonic() - started < DEADLINE_S + 5
-    assert_extractive_fallback(answer, "the model server did not answer in time", logs)
+    assert_extractive_fallback(
+        answer, f"the model server did not finish its reply within {DEADLINE_S:g}s", logs
+    )
 
 
 async def test_openai_hostile_reply_in_search_then_answer(

@@ -19,6 +19,7 @@ from tests.integration.answers.helpers import (
     cached,
     engine,
     first_sentence,
+    local_model,
     question,
     sources_in,
 )
@@ -27,16 +28,7 @@ from tests.integration.answers.helpers import (
 @pytest.fixture
 async def agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleModel]:
     async with httpx.AsyncClient(timeout=5) as http:
-        yield OpenAICompatibleModel(
-            http,
-            base_url=chat.url,
-            model="llama-test",
-            api_key="sk-local",
-            max_tokens=512,
-            max_retries=2,
-            retry_initial_s=0.01,
-            retry_max_s=0.05,
-        )
+        yield local_model(http, chat.url, api_key="sk-local", max_retries=2, retry_max_s=0.05)
 
 
 async def test_tool_calls_over_the_wire(settings, index, chat: ChatServer, agent) -> None:
@@ -73,23 +65,34 @@ async def test_tool_calls_over_the_wire(settings, index, chat: ChatServer, agent
 async def test_model_without_tool_calls_gets_search_then_answer(
     settings, index, chat: ChatServer, agent
 ) -> None:
+    copied: list[str] = []
+
     def grounded(body: dict[str, Any]) -> tuple[int, dict]:
         assert "tools" not in body
         system = body["messages"][0]["content"]
-        assert "<source id=" in system  # the passages went into the prompt
-        return completion("Ingest the folder again [1]; see also [9] and https://evil.example.")
+        copied.append(first_sentence(sources_in(system)[1]))
+        return completion(f"{copied[0]} [1] See also [9] and https://evil.example.")
 
-    chat.replies = [completion("I can't use tools, here's a guess."), grounded]
+    prose = completion("I can't use tools, here's a guess.")
+    chat.replies = [prose, prose, grounded]
     answer = await engine(settings, index, model=agent).answer(
         question("how do I re-ingest changed documents?")
     )
+    named, required, _ = chat.requests
+    assert named["tool_choice"] == {"type": "function", "function": {"name": SEARCH_TOOL}}
+    assert required["tool_choice"] == "required"
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
     assert "guess" not in answer.text
-    assert answer.text.startswith("Ingest the folder again [1]")
+    assert answer.text.startswith(f"{copied[0][:-1]} [1]")
     assert "evil.example" not in answer.text
     assert "[9]" not in answer.text  # only 8 passages were retrieved
+    # The sentence with no support is left out, and the answer says so.
+    assert "See also" not in answer.text
+    assert "Left out: 1 statement" in answer.text
+    assert answer.status is AnswerStatus.PARTIAL
     assert [c.number for c in answer.citations] == [1]
-    assert all(not c.verified for c in answer.citations)  # no quotes on this path
+    assert answer.citations[0].verified  # the passage's own sentence is the quote
+    assert answer.consulted  # the other passages it was given are listed
 
 
 async def test_retries_429_and_5xx_then_succeeds(settings, index, chat: ChatServer, agent):
@@ -118,16 +121,7 @@ async def test_server_down_gives_a_labelled_extractive_answer(settings, index, c
 
 async def test_unreachable_server(settings, index) -> None:
     async with httpx.AsyncClient(timeout=1) as http:
-        dead = OpenAICompatibleModel(
-            http,
-            base_url="http://127.0.0.1:9/v1",
-            model="m",
-            api_key=None,
-            max_tokens=64,
-            max_retries=1,
-            retry_initial_s=0.01,
-            retry_max_s=0.01,
-        )
+        dead = local_model(http, "http://127.0.0.1:9/v1", max_tokens=64, max_retries=1)
         answer = await engine(settings, index, model=dead, max_rounds=3).answer(
             question("hybrid search?")
         )

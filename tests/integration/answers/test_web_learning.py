@@ -39,7 +39,7 @@ from tests.fakes.anthropic_api import (
     tool_use,
 )
 from tests.fakes.perplexity_api import API_KEY, Page, PerplexityFake, completion, perplexity_server
-from tests.integration.answers.helpers import cached, first_sentence, question
+from tests.integration.answers.helpers import cached, first_sentence, local_model, question
 
 PAGES = [
     Page(
@@ -557,7 +557,6 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
 
     import httpx
 
-    from core.answer.openai_compat import OpenAICompatibleModel
     from tests.fakes.chat_server import ChatServer
     from tests.fakes.chat_server import completion as chat_reply
 
@@ -602,16 +601,7 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
     ]
     try:
         async with httpx.AsyncClient(timeout=5) as http:
-            model = OpenAICompatibleModel(
-                http,
-                base_url=chat.url,
-                model="llama-test",
-                api_key=None,
-                max_tokens=512,
-                max_retries=0,
-                retry_initial_s=0.01,
-                retry_max_s=0.01,
-            )
+            model = local_model(http, chat.url)
             knowledge = knowledge_of(settings, kb_copy)
             search = build_web_search(settings)
             assert search is not None

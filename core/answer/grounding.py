@@ -1,0 +1,280 @@
+"""Holding a model's free-text answer to its sources, sentence by sentence.
+
+A model that can't call tools (search-then-answer) writes prose: markers where it likes, often
+none, sometimes only markers, sometimes confident sentences no source says. Its answer gets the
+tool path's contract anyway: every claim shown carries a citation whose quote is the passage
+sentence that supports it, and a claim that no passage supports is not shown as an answer.
+
+Support is lexical: most of the claim's content words (stemmed, stop words out) are in one
+sentence of one passage, with the same numbers and the same polarity (a "not" on one side
+only is no support). That is not entailment; it is a check a reader can audit, because the
+supporting sentence is shown as the citation's quote, and it catches what weak models do
+most (unsupported yes/no answers, invented steps, code and figures, a marker on the wrong
+source).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+import snowballstemmer  # type: ignore[import-untyped]
+
+from core.answer.citations import NumberedSource
+from core.answer.tools import CitedSource
+from core.config import GroundingSettings
+from core.domain.text import STOPWORDS, clip
+
+_MARKERS = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+# A list bullet, a numbered item or a heading's hashes: kept as written, not part of the claim.
+_LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
+# A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
+_SENTENCE_END = re.compile(
+    r"[.!?]+[\"')\]’”]*(?:\s*\[\d+(?:\s*,\s*\d+)*\])*(?=\s|$)|(?:\s*\[\d+(?:\s*,\s*\d+)*\])+$"
+)
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "no", "dr", "mr", "ms"})
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "neither", "nor", "without"})
+_NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
+# How a model says the sources don't answer; said alone, the answer is not_found.
+_NOT_FOUND = re.compile(
+    r"\b(?:(?:sources?|documentation|docs|context|passages?|knowledge base|provided (?:text|"
+    r"information))\b[^.\n]{0,60}\b(?:do(?:es)? not|don't|doesn't|did not) (?:answer|cover|"
+    r"mention|contain|say|include|provide|specify|address)|no (?:relevant )?information (?:about|"
+    r"on|in)|not (?:mentioned|covered|specified|found) in|(?:i|we) (?:could not|couldn't|cannot|"
+    r"can't|don't|do not) (?:find|know|answer))",
+    re.IGNORECASE,
+)
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One piece of an answer: a claim to check, or framing kept as written (a lead-in ending
+    in a colon, a heading, a line of markup)."""
+
+    text: str
+    claim: bool
+    body: str = ""  # the claim without its bullet and markers: what is checked
+    code: bool = False
+    line_end: bool = False  # a newline follows it in the answer
+    markers: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class Grounded:
+    """The answer cut down to its supported claims, each marked with the source that says it."""
+
+    text: str
+    citations: list[CitedSource] = field(default_factory=list)
+    supported: int = 0
+    unsupported: int = 0
+    says_not_found: bool = False
+
+
+def content_text(answer: str) -> str:
+    """What an answer says beyond its citation markers and punctuation: empty for `[1] [2]`."""
+    return re.sub(r"[\W_]+", " ", _MARKERS.sub(" ", answer)).strip()
+
+
+@lru_cache(maxsize=65_536)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def terms(text: str) -> set[str]:
+    """Content words, lower-cased and stemmed: what a claim and its source must share."""
+    return {
+        _stem(w)
+        for w in (m.group(0).lower() for m in _WORD.finditer(text))
+        if w not in STOPWORDS and not w.isdigit()
+    }
+
+
+def _negated(text: str) -> bool:
+    words = {m.group(0).lower() for m in _WORD.finditer(text)}
+    return bool(words & _NEGATIONS) or bool(_NEGATED_CONTRACTION.search(text))
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+def sentences(text: str) -> list[tuple[str, bool]]:
+    """`text` cut into sentences, each with whether a line break follows it. Fenced code is
+    one piece; a list item's bullet stays with its sentence."""
+    pieces: list[tuple[str, bool]] = []
+    position = 0
+    for fence in _FENCE.finditer(text):
+        pieces += _prose_sentences(text[position : fence.start()])
+        pieces.append((fence.group(0).rstrip("\n"), True))
+        position = fence.end()
+    return pieces + _prose_sentences(text[position:])
+
+
+def _prose_sentences(text: str) -> list[tuple[str, bool]]:
+    pieces: list[tuple[str, bool]] = []
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        start = 0
+        found = []
+        for end in _SENTENCE_END.finditer(line):
+            before = line[start : end.start()].rsplit(None, 1)
+            if before and before[-1].lower().rstrip(".") in _ABBREVIATIONS and end.group(0) == ".":
+                continue
+            found.append(line[start : end.end()])
+            start = end.end()
+        found.append(line[start:])
+        kept = [s for s in (f.strip() for f in found) if s]
+        pieces += [(s, i == len(kept) - 1) for i, s in enumerate(kept)]
+    return pieces
+
+
+def units(answer: str, settings: GroundingSettings) -> list[Unit]:
+    result = []
+    for sentence, line_end in sentences(answer):
+        markers = tuple(
+            int(n) for group in _MARKERS.findall(sentence) for n in re.split(r"\s*,\s*", group)
+        )
+        code = sentence.lstrip().startswith(("```", "~~~"))
+        body = _MARKERS.sub("", _LINE_PREFIX.sub("", sentence, count=1)).strip()
+        framing = body.endswith(":") or sentence.lstrip().startswith("#") or not body
+        claim = code or (not framing and len(terms(body)) >= settings.min_terms)
+        result.append(Unit(sentence, claim, sentence if code else body, code, line_end, markers))
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Passage:
+    number: int
+    text: str  # unescaped, as the reader sees it
+    sentences: tuple[tuple[str, frozenset[str]], ...]
+
+
+def _passage(source: NumberedSource) -> _Passage:
+    text = source.hit.chunk.text
+    split = tuple(
+        (s, frozenset(terms(s))) for piece, _ in sentences(text) for s in piece.split("\n") if s
+    )
+    return _Passage(source.number, text, split)
+
+
+def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tuple[float, str]:
+    """How much of `claim` the best sentence of `passage` says (0 when none qualifies), and
+    that sentence."""
+    wanted = terms(claim)
+    if not wanted:
+        return 0.0, ""
+    numbers = _numbers(_MARKERS.sub("", claim))
+    negated = _negated(claim)
+    best, quote = 0.0, ""
+    for sentence, have in passage.sentences:
+        overlap = len(wanted & have) / len(wanted)
+        if overlap <= best or overlap < settings.min_overlap:
+            continue
+        if not numbers <= _numbers(sentence) or _negated(sentence) != negated:
+            continue
+        best, quote = overlap, sentence
+    return best, quote
+
+
+def _code_support(block: str, passage: _Passage, settings: GroundingSettings) -> tuple[float, str]:
+    """A code block is supported when most of its lines are in the passage as written."""
+    lines = [" ".join(line.split()) for line in block.split("\n")[1:] if line.strip()]
+    lines = [line for line in lines if not line.startswith(("```", "~~~"))]
+    if not lines:
+        return 0.0, ""
+    flat = " ".join(passage.text.split())
+    found = [line for line in lines if line in flat]
+    share = len(found) / len(lines)
+    return (share, found[0]) if share >= settings.code_line_share else (0.0, "")
+
+
+def _quote(sentence: str, passage: _Passage, limit: int) -> str:
+    """The supporting sentence as it stands in the passage (so the quote check verifies it),
+    without its bullet, cut to `limit` at a word boundary."""
+    bare = _LINE_PREFIX.sub("", sentence, count=1).strip()
+    return (
+        clip(bare, limit, ellipsis="")
+        if bare in passage.text
+        else clip(sentence, limit, ellipsis="")
+    )
+
+
+def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSettings) -> Grounded:
+    """Every claim of `answer` checked against `sources`: kept with a marker to the source that
+    supports it (the model's own marker first), or left out. Framing is kept only when some
+    claim is; a claim said twice is said once."""
+    passages = {s.number: _passage(s) for s in sources}
+    kept: list[tuple[Unit, str]] = []
+
+    def leave_out(unit: Unit) -> None:
+        """A left-out sentence that ended its line leaves the line break to the one before."""
+        if unit.line_end and kept and not kept[-1][0].line_end:
+            previous, text = kept[-1]
+            kept[-1] = (replace(previous, line_end=True), text)
+
+    quotes: dict[int, str] = {}
+    result = Grounded("", says_not_found=bool(_NOT_FOUND.search(answer)))
+    seen: set[str] = set()
+    for unit in units(html.unescape(answer), settings):
+        if not unit.claim:
+            kept.append((unit, _MARKERS.sub("", unit.text)))
+            continue
+        key = " ".join(unit.body.split()) if unit.code else " ".join(sorted(terms(unit.body)))
+        if key in seen:
+            leave_out(unit)
+            continue
+        seen.add(key)
+        number, quote = _best_source(unit, passages, settings)
+        if number is None:
+            result.unsupported += 1
+            leave_out(unit)
+            continue
+        result.supported += 1
+        quotes.setdefault(number, quote)
+        kept.append((unit, _marked(_MARKERS.sub("", unit.text), number, code=unit.code)))
+    if result.supported:
+        result.text = _joined(kept)
+        result.citations = [CitedSource(source=n, quote=q) for n, q in quotes.items()]
+    return result
+
+
+def _best_source(
+    unit: Unit, passages: dict[int, _Passage], settings: GroundingSettings
+) -> tuple[int | None, str]:
+    """The source that supports the claim best: among the ones the model marked when any of
+    them does, else among all (a marker on the wrong passage is moved, not trusted)."""
+    check = _code_support if unit.code else _support
+    for candidates in ([n for n in unit.markers if n in passages], list(passages)):
+        scored = [(check(unit.body, passages[n], settings), n) for n in candidates]
+        (score, sentence), number = max(scored, default=((0.0, ""), 0), key=lambda s: s[0][0])
+        if score > 0:
+            return number, _quote(sentence, passages[number], settings.max_quote_chars)
+    return None, ""
+
+
+def _marked(body: str, number: int, *, code: bool) -> str:
+    """The claim with its one marker: after a code block, else before its final punctuation."""
+    stripped = body.rstrip()
+    if code:
+        return f"{stripped}\n[{number}]"
+    end = len(stripped.rstrip(".!?;"))
+    return f"{stripped[:end]} [{number}]{stripped[end:]}"
+
+
+def _joined(kept: list[tuple[Unit, str]]) -> str:
+    """The kept pieces with their line structure, trailing framing (a lead-in whose list was
+    all left out) dropped."""
+    while kept and not kept[-1][0].claim:
+        kept.pop()
+    out = ""
+    for unit, text in kept:
+        out += text + ("\n" if unit.line_end else " ")
+    return out.strip()

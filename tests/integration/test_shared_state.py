@@ -135,3 +135,19 @@ async def test_run_locks_exclude_a_second_holder_until_expiry(
         await other.locks.release("prune", "clock-x")
         assert await a.locks.claim("prune", holder, 30)
         assert await a.locks.claim("prune", holder, 30)  # re-entrant for its holder
+
+
+async def test_model_facts_are_shared_newest_first_and_age_out(
+    two: tuple[Process, Process],
+) -> None:
+    a, b = two
+    key = "tool_choice http://127.0.0.1:8080/v1 qwen"
+    with time_machine.travel(1_800_000_000, tick=False) as clock:
+        assert await a.backend.facts.get(key, 60) is None
+        await a.backend.facts.put(key, "named")
+        await b.backend.facts.put(key, "none")
+        assert await a.backend.facts.get(key, 60) == "none"
+        assert await b.backend.facts.get("tool_choice other", 60) is None
+        clock.shift(61)
+        assert await b.backend.facts.get(key, 60) is None  # re-learned after the TTL
+        assert await b.backend.facts.get(key, 120) == "none"

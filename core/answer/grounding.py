@@ -39,7 +39,7 @@ _SENTENCE_END = re.compile(
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "no", "dr", "mr", "ms"})
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "neither", "nor", "without"})
+_NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "neither", "nor"})
 _NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
 # How a model says the sources don't answer; said alone, the answer is not_found.
 _NOT_FOUND = re.compile(
@@ -119,9 +119,12 @@ def sentences(text: str) -> list[tuple[str, bool]]:
 
 def _prose_sentences(text: str) -> list[tuple[str, bool]]:
     pieces: list[tuple[str, bool]] = []
-    for line in text.split("\n"):
-        if not line.strip():
+    for whole in text.split("\n"):
+        if not whole.strip():
             continue
+        # A bullet or item number ("1. ") is not a sentence of its own: it goes with the first.
+        bullet = _LINE_PREFIX.match(whole)
+        prefix, line = (whole[: bullet.end()], whole[bullet.end() :]) if bullet else ("", whole)
         start = 0
         found = []
         for end in _SENTENCE_END.finditer(line):
@@ -132,6 +135,8 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
             start = end.end()
         found.append(line[start:])
         kept = [s for s in (f.strip() for f in found) if s]
+        if kept:
+            kept[0] = prefix + kept[0]
         pieces += [(s, i == len(kept) - 1) for i, s in enumerate(kept)]
     return pieces
 

@@ -107,6 +107,73 @@ async def test_retries_429_and_5xx_then_succeeds(settings, index, chat: ChatServ
     answer = await engine(settings, index, model=agent).answer(question("pdf?"))
     assert answer.status is AnswerStatus.NOT_FOUND
     assert len(chat.requests) == 4
+    retries = [n for n in answer.trace.notes if "retry" in n]
+    assert retries[0].startswith("model server answered HTTP 429; retry 1 of 2 in ")
+    assert retries[1].startswith("model server answered HTTP 503; retry 2 of 2 in ")
+
+
+def _answers(number: int = 1) -> Any:
+    """A respond citing the first source, whatever the numbers."""
+
+    def respond(body: dict[str, Any]) -> tuple[int, dict]:
+        passage = sources_in(body["messages"][-1]["content"])[number]
+        cited = {"source": number, "quote": first_sentence(passage)}
+        answer = {"answer": f"{first_sentence(passage)} [{number}]", "citations": [cited]}
+        return completion(None, (RESPOND_TOOL, {**answer, "status": "answered"}))
+
+    return respond
+
+
+async def test_a_server_honouring_the_named_form_is_not_probed_again(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    search = completion(None, (SEARCH_TOOL, {"query": "re-ingest"}))
+    chat.replies = [search, _answers(), search, _answers()]
+    bot = engine(settings, index, model=agent)
+    first = await bot.answer(question("how do I re-ingest?"))
+    await bot.answer(question("and prune?", key="slack/T1/C1/2"))
+    assert [r["tool_choice"] for r in chat.requests] == [
+        {"type": "function", "function": {"name": SEARCH_TOOL}},
+        "required",
+    ] * 2
+    assert "tool calls: the model server honours named" in first.trace.notes
+    assert first.mode is AnswerMode.AGENT
+
+
+async def test_a_server_honouring_only_required_gets_required_from_then_on(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    search = completion(None, (SEARCH_TOOL, {"query": "re-ingest"}))
+    chat.replies = [
+        completion("Prose, named form ignored."),
+        search,
+        _answers(),
+        search,
+        _answers(),
+    ]
+    bot = engine(settings, index, model=agent)
+    first = await bot.answer(question("how do I re-ingest?"))
+    second = await bot.answer(question("and prune?", key="slack/T1/C1/2"))
+    choices = [r["tool_choice"] for r in chat.requests]
+    assert choices == [
+        {"type": "function", "function": {"name": SEARCH_TOOL}},
+        "required",
+        "required",
+        "required",
+        "required",
+    ]
+    assert "tool calls: the model server honours required" in first.trace.notes
+    assert (first.mode, second.mode) == (AnswerMode.AGENT, AnswerMode.AGENT)
+
+
+async def test_tool_support_set_in_config_skips_the_probe(settings, index, chat: ChatServer):
+    chat.replies = [completion("Run `bot ingest` again.")]
+    async with httpx.AsyncClient(timeout=5) as http:
+        model = local_model(http, chat.url, tool_support="none")
+        answer = await engine(settings, index, model=model).answer(question("re-ingest?"))
+    assert len(chat.requests) == 1
+    assert "tools" not in chat.requests[0]
+    assert answer.mode is not AnswerMode.AGENT
 
 
 async def test_server_down_gives_a_labelled_extractive_answer(settings, index, chat, agent):

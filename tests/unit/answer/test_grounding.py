@@ -1,0 +1,122 @@
+"""Holding free text to its sources: each claim kept with the passage sentence that says it,
+or left out."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.answer.citations import NumberedSource
+from core.answer.grounding import content_text, ground, sentences
+from core.config import GroundingSettings
+from core.domain.documents import Chunk, SearchHit
+
+SETTINGS = GroundingSettings()
+INGEST = (
+    "Run the same command again whenever the documentation changes.\n\n"
+    "- unchanged documents are skipped without being parsed;\n"
+    "- changed documents have all their passages replaced in one transaction;\n"
+    "- with `--prune`, documents that no longer exist are deleted."
+)
+LIMITS = (
+    "Slack allows 50 blocks per message. The bot does not post in channels it was not invited to."
+)
+
+
+def numbered(*texts: str) -> list[NumberedSource]:
+    return [
+        NumberedSource(
+            n, SearchHit(Chunk(f"c{n}", f"d{n}", "kb", f"T{n}", "", f"https://x/{n}", t, 0), 1.0)
+        )
+        for n, t in enumerate(texts, start=1)
+    ]
+
+
+def test_a_copied_claim_gets_the_marker_and_quote_of_its_passage() -> None:
+    grounded = ground("Unchanged documents are skipped.", numbered(LIMITS, INGEST), SETTINGS)
+    assert grounded.text == "Unchanged documents are skipped [2]."
+    assert [(c.source, c.quote) for c in grounded.citations] == [
+        (2, "unchanged documents are skipped without being parsed;")
+    ]
+    assert (grounded.supported, grounded.unsupported) == (1, 0)
+
+
+def test_a_marker_on_the_wrong_passage_is_moved() -> None:
+    grounded = ground(
+        "Changed documents are replaced in one transaction [1].", numbered(LIMITS, INGEST), SETTINGS
+    )
+    assert grounded.text.endswith("[2].")
+
+
+def test_unsupported_claims_are_left_out_and_counted() -> None:
+    answer = "Yes, the bot supports Microsoft Teams. Slack allows 50 blocks per message [1]."
+    grounded = ground(answer, numbered(LIMITS), SETTINGS)
+    assert grounded.text == "Slack allows 50 blocks per message [1]."
+    assert (grounded.supported, grounded.unsupported) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "Slack allows 60 blocks per message.",  # a number the source doesn't have
+        "The bot does post in channels it was invited to.",  # the source says the opposite
+        "Slack allows no blocks per message.",
+    ],
+)
+def test_changed_numbers_and_flipped_polarity_are_not_support(claim: str) -> None:
+    assert ground(claim, numbered(LIMITS), SETTINGS).supported == 0
+
+
+def test_lists_keep_their_lead_in_and_bullets() -> None:
+    answer = (
+        "To re-ingest, you can follow these steps:\n\n1. Skip unchanged documents.\n"
+        "2. Invent a new flag called --turbo.\n3. Replace passages in one transaction."
+    )
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == (
+        "To re-ingest, you can follow these steps:\n1. Skip unchanged documents [1].\n"
+        "3. Replace passages in one transaction [1]."
+    )
+
+
+def test_invented_code_is_left_out_and_copied_code_kept() -> None:
+    source = "Install it:\n\n```\npip install docbot\nbot ingest docs/\n```"
+    invented = "Use this:\n```python\nimport magic\nmagic.solve()\n```"
+    copied = "Install it:\n```\npip install docbot\nbot ingest docs/\n```"
+    assert ground(invented, numbered(source), SETTINGS).supported == 0
+    kept = ground(copied, numbered(source), SETTINGS)
+    assert kept.supported == 1
+    assert kept.text.endswith("```\n[1]")
+
+
+def test_a_claim_said_twice_is_said_once() -> None:
+    answer = "Slack allows 50 blocks per message. Slack allows 50 blocks per message."
+    assert ground(answer, numbered(LIMITS), SETTINGS).text.count("Slack") == 1
+
+
+def test_entities_from_the_escaped_prompt_are_read_as_text() -> None:
+    source = "Pings such as <!channel> are defused."
+    grounded = ground("Pings such as &lt;!channel&gt; are defused.", numbered(source), SETTINGS)
+    assert grounded.supported == 1
+    assert "&lt;" not in grounded.text
+
+
+def test_saying_the_sources_do_not_answer_is_recognised() -> None:
+    grounded = ground("The sources do not answer this.", numbered(LIMITS), SETTINGS)
+    assert grounded.says_not_found
+    assert grounded.supported == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "empty"), [("[1] [2]", True), (" [3],[4]. ", True), ("", True), ("Yes [1]", False)]
+)
+def test_content_beyond_markers(text: str, empty: bool) -> None:
+    assert (content_text(text) == "") is empty
+
+
+def test_sentences_keep_decimals_abbreviations_and_fences_whole() -> None:
+    text = "Accuracy was 89.01% on the set, e.g. for tickets. Next one!\n```\na. b\n```"
+    assert [s for s, _ in sentences(text)] == [
+        "Accuracy was 89.01% on the set, e.g. for tickets.",
+        "Next one!",
+        "```\na. b\n```",
+    ]

@@ -16,8 +16,9 @@ from rich.markdown import Markdown
 from rich.style import Style
 from rich.text import Text
 
+from adapters.answer_labels import CONSULTED, KIND_MARKS, SOURCES
 from core.answer.citations import allowed_urls, check_links, is_linkable
-from core.domain.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
 
 STATUS_LABELS = {
     AnswerStatus.PARTIAL: "Partial answer: the sources cover only part of the question.",
@@ -28,7 +29,6 @@ MODE_LABELS = {
     AnswerMode.EXTRACTIVE: "Extractive answer (passages quoted, no language model).",
     AnswerMode.SEARCH_THEN_ANSWER: "Answered from the top search results (model without tools).",
 }
-KIND_MARKS = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
 
 
 def render_answer(answer: Answer) -> RenderableType:
@@ -39,20 +39,27 @@ def render_answer(answer: Answer) -> RenderableType:
             parts.append(Text(label, style="yellow"))
     allowed = allowed_urls(c.url for c in answer.citations)
     parts.append(Markdown(check_links(answer.text, allowed)))
-    if answer.citations:
-        sources = Text("\nSources\n", style="bold")
-        for c in answer.citations:
-            sources.append(f"[{c.number}] ", style="bold")
-            sources.append(check_links(c.title, allowed) + KIND_MARKS.get(c.source_kind, ""))
-            if not c.verified:
-                sources.append(" (quote not verified)", style="yellow")
-            if is_linkable(c.url):
-                # A Style object, not a style string: a URL can't smuggle in style words.
-                sources.append("\n    ")
-                sources.append(c.url, style=Style(color="cyan", link=c.url))
-            sources.append("\n")
-        parts.append(sources)
+    for heading, listed in ((SOURCES, answer.citations), (CONSULTED, answer.consulted)):
+        if listed:
+            parts.append(_sources(heading, listed, quoted=heading == SOURCES))
     return Group(*parts)
+
+
+def _sources(heading: str, citations: list[Citation], *, quoted: bool) -> Text:
+    """Numbered sources with their links; `quoted=False` for ones consulted without a quote."""
+    allowed = allowed_urls(c.url for c in citations)
+    sources = Text(f"\n{heading}\n", style="bold")
+    for c in citations:
+        sources.append(f"[{c.number}] ", style="bold")
+        sources.append(check_links(c.title, allowed) + KIND_MARKS.get(c.source_kind, ""))
+        if quoted and not c.verified:
+            sources.append(" (quote not verified)", style="yellow")
+        if is_linkable(c.url):
+            # A Style object, not a style string: a URL can't smuggle in style words.
+            sources.append("\n    ")
+            sources.append(c.url, style=Style(color="cyan", link=c.url))
+        sources.append("\n")
+    return sources
 
 
 def answer_json(answer: Answer) -> str:

@@ -10,7 +10,14 @@ import re
 
 import discord
 
-from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
+from adapters.answer_labels import (
+    CONSULTED,
+    EMPTY_ANSWER,
+    FROM_WEB,
+    KIND_MARKS,
+    SOURCES,
+    answer_labels,
+)
 from core.answer.citations import allowed_urls, check_links, is_linkable
 from core.domain.conversation import Answer, Citation
 
@@ -104,15 +111,16 @@ def _cut(block: str, limit: int) -> list[str]:
 FIELD_CHARS = 1_024  # Discord's limit for an embed field value
 
 
-def sources_text(citations: list[Citation], limit: int) -> str:
-    """Numbered source links, deduplicated, at most `limit`, never cut inside a link."""
+def sources_text(citations: list[Citation], limit: int, *, quoted: bool = True) -> str:
+    """Numbered source links, deduplicated, at most `limit`, never cut inside a link;
+    `quoted=False` for sources consulted without a quote (no "not verified" note)."""
     seen: dict[str, Citation] = {}
     for c in citations:
         seen.setdefault(c.url, c)
     allowed = allowed_urls(seen)
     lines: list[str] = []
     for c in list(seen.values())[:limit]:
-        note = "" if c.verified else " *(quote not verified)*"
+        note = "" if c.verified or not quoted else " *(quote not verified)*"
         label = safe_label(c.title, allowed)
         linked = f"[{label}]({safe_url(c.url)})" if is_linkable(c.url) else label
         line = f"[{c.number}] {linked}"
@@ -137,7 +145,11 @@ def answer_embeds(
     embeds = [discord.Embed(description=part) for part in split_text(body, description_chars)]
     last = embeds[-1]
     if answer.citations and (sources := sources_text(answer.citations, max_sources)):
-        last.add_field(name="Sources", value=sources, inline=False)
+        last.add_field(name=SOURCES, value=sources, inline=False)
+    if answer.consulted and (
+        consulted := sources_text(answer.consulted, max_sources, quoted=False)
+    ):
+        last.add_field(name=CONSULTED, value=consulted, inline=False)
     if status := status_line(answer):
         last.set_footer(text=status)
     return embeds

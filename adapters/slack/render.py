@@ -14,7 +14,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.answer_labels import EMPTY_ANSWER, FROM_WEB, KIND_MARKS, answer_labels
+from adapters.answer_labels import (
+    CONSULTED,
+    EMPTY_ANSWER,
+    FROM_WEB,
+    KIND_MARKS,
+    SOURCES,
+    answer_labels,
+)
 from core.answer.citations import allowed_urls, check_links, is_linkable
 from core.domain.conversation import Answer, AnswerStatus, Citation
 
@@ -155,7 +162,8 @@ def _safe_cut(line: str, room: int) -> int:
     return best if best > room // 2 else room
 
 
-def sources_line(citations: list[Citation], limit: int) -> str:
+def sources_line(citations: list[Citation], limit: int, *, heading: str = SOURCES) -> str:
+    """The sources as one line of links; uncited ones (`CONSULTED`) without the quote note."""
     seen: dict[str, Citation] = {}
     for c in citations:
         seen.setdefault(c.url, c)
@@ -164,9 +172,9 @@ def sources_line(citations: list[Citation], limit: int) -> str:
     for c in list(seen.values())[:limit]:
         title = check_links(c.title, allowed)
         label = escape(f"[{c.number}] {title}{KIND_MARKS.get(c.source_kind, '')}")
-        unverified = " _(quote not verified)_" if not c.verified else ""
+        unverified = " _(quote not verified)_" if not c.verified and heading == SOURCES else ""
         parts.append(_link(c.url, label) + unverified)
-    return "*Sources:* " + " · ".join(parts)
+    return f"*{heading}:* " + " · ".join(parts)
 
 
 def answer_messages(
@@ -187,6 +195,8 @@ def answer_messages(
         footer.append(_context(labels))
     if answer.citations:
         footer.append(_context(sources_line(answer.citations, max_sources)))
+    if answer.consulted:
+        footer.append(_context(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
     if answer_id and answer.status is not AnswerStatus.ERROR:
         footer.append(_feedback(answer_id))
     messages: list[SlackMessage] = []

@@ -6,12 +6,15 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from bot.cli.app import app, err, out, state
+from bot.cli.app import app, err, out, refuse, state
+
+if TYPE_CHECKING:
+    from core.config import Settings
 
 eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
 app.add_typer(eval_app, name="eval")
@@ -91,32 +94,81 @@ def eval_answers(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the figures here.")
     ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="Score this OpenAI-compatible server (Ollama, llama.cpp, vLLM), e.g. "
+            "http://localhost:11434/v1, instead of the configured model.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="The model's name on --base-url.")
+    ] = None,
+    versus_extractive: Annotated[
+        bool,
+        typer.Option(
+            "--versus-extractive",
+            help="Also answer every question with no model (quoted passages), on the same "
+            "index, and show both side by side: a model should never do worse.",
+        ),
+    ] = False,
 ) -> None:
-    """Ask every question through the engine; score citation hits (and correctness with Claude)."""
-    result = asyncio.run(_eval_answers(dataset, limit))
-    table = Table("metric", "value", title=f"{result['dataset']}: answers")
-    for key, value in result.items():
-        if key != "dataset":
-            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    """Ask every question through the engine; score citation hits, sources shown, uncited
+    claims and time per question (and correctness with Claude)."""
+    settings = state.settings
+    if base_url is not None or model is not None:
+        if not base_url or not model:
+            refuse("--base-url and --model go together: the server and the model to score on it")
+        settings = settings.model_copy(
+            update={
+                "answers": settings.answers.model_copy(update={"provider": "openai"}),
+                "openai": settings.openai.model_copy(update={"base_url": base_url, "model": model}),
+            }
+        )
+    runs = asyncio.run(_eval_answers(settings, dataset, limit, versus_extractive))
+    table = Table("metric", *runs, title=f"{next(iter(runs.values()))['dataset']}: answers")
+    for key in next(iter(runs.values())):
+        if key not in ("dataset", "per_question"):
+            table.add_row(key, *(_cell(run[key]) for run in runs.values()))
     out.print(table)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        figures = runs if versus_extractive else next(iter(runs.values()))
+        json_path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
         out.print(f"Wrote {json_path}")
 
 
-async def _eval_answers(folder: Path, limit: int | None) -> dict[str, object]:
+def _cell(value: object) -> str:
+    return json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+async def _eval_answers(
+    settings: Settings, folder: Path, limit: int | None, versus_extractive: bool
+) -> dict[str, dict[str, object]]:
+    """The figures of each run, by name: the configured (or given) model, and with
+    `versus_extractive` the no-model answers on the same index."""
     from bot.progress import RichIngestProgress
     from bot.runtime import opened
-    from bot.wiring import build_embedder, build_judge
+    from bot.wiring import build_embedder, build_engine, build_judge
     from core.evaluation.retrieval import load_dataset
     from core.evaluation.runs import answers_run, index_dataset, isolated_settings
 
     data = load_dataset(folder, limit)
-    embedder = build_embedder(state.settings)
+    embedder = build_embedder(settings)
     with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
-        s = isolated_settings(state.settings, data.name, Path(tmp))
+        s = isolated_settings(settings, data.name, Path(tmp))
         async with opened(s, Path(tmp) / "index.sqlite", embedder=embedder) as rt:
             with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
                 await index_dataset(data, rt.backend.index, embedder, s, progress)
-            return await answers_run(data, folder, rt.engine(), build_judge(s))
+            runs = {"model": await answers_run(data, folder, rt.engine(), build_judge(s))}
+            if versus_extractive:
+                none = s.model_copy(
+                    update={"answers": s.answers.model_copy(update={"provider": "extractive"})}
+                )
+                engine = build_engine(none, rt.backend)
+                try:
+                    runs["extractive"] = await answers_run(data, folder, engine, None)
+                finally:
+                    await engine.close()
+            return runs

@@ -18,7 +18,8 @@ log = structlog.get_logger(__name__)
 _NOTHING = "I couldn't find anything about this in the knowledge base."
 
 
-def _one_per_document(sources: list[NumberedSource], passages: int) -> list[NumberedSource]:
+def top_documents(sources: list[NumberedSource], passages: int) -> list[NumberedSource]:
+    """The best passage of each of the first `passages` documents, best first."""
     chosen: list[NumberedSource] = []
     seen_docs: set[str] = set()
     for source in sources:
@@ -30,35 +31,20 @@ def _one_per_document(sources: list[NumberedSource], passages: int) -> list[Numb
     return chosen
 
 
-def extractive_answer(
-    sources: list[NumberedSource], *, passages: int, quote_chars: int, reason: str
-) -> Answer:
-    """Up to `passages` passages from distinct documents, best first, each quoted and cited."""
-    chosen = _one_per_document(sources, passages)
-    # Only the chosen passages' pages may be linked, the reason included (an exception's text
-    # can carry an endpoint's URL).
+def quoted(
+    chosen: list[NumberedSource], *, first_number: int, quote_chars: int
+) -> tuple[list[str], list[Citation]]:
+    """Each passage as a block (its title and heading with a marker, then the passage quoted
+    as written) and its citation, numbered from `first_number`; verified by construction."""
     allowed = allowed_urls(source.hit.chunk.url for source in chosen)
-    if not chosen:
-        return Answer(
-            text=check_links(f"{_NOTHING} ({reason})", allowed),
-            status=AnswerStatus.NOT_FOUND,
-            mode=AnswerMode.EXTRACTIVE,
-        )
-    lines = [
-        check_links(
-            f"_{reason} These are the most relevant passages, quoted as written:_", allowed
-        ),
-        "",
-    ]
+    lines: list[str] = []
     citations = []
-    for number, source in enumerate(chosen, start=1):
+    for number, source in enumerate(chosen, start=first_number):
         chunk = source.hit.chunk
         quote = check_links(clip(chunk.text, quote_chars), allowed)
         title = check_links(chunk.title, allowed)
         where = f"{title} › {check_links(chunk.heading, allowed)}" if chunk.heading else title
-        lines.append(f"**{where}** [{number}]")
-        lines.append(f"> {quote}")
-        lines.append("")
+        lines += [f"**{where}** [{number}]", f"> {quote}", ""]
         citations.append(
             Citation(
                 number,
@@ -70,8 +56,29 @@ def extractive_answer(
                 doc_id=chunk.doc_id,
             )
         )
+    return lines, citations
+
+
+def extractive_answer(
+    sources: list[NumberedSource], *, passages: int, quote_chars: int, reason: str
+) -> Answer:
+    """Up to `passages` passages from distinct documents, best first, each quoted and cited."""
+    chosen = top_documents(sources, passages)
+    # Only the chosen passages' pages may be linked, the reason included (an exception's text
+    # can carry an endpoint's URL).
+    allowed = allowed_urls(source.hit.chunk.url for source in chosen)
+    if not chosen:
+        return Answer(
+            text=check_links(f"{_NOTHING} ({reason})", allowed),
+            status=AnswerStatus.NOT_FOUND,
+            mode=AnswerMode.EXTRACTIVE,
+        )
+    intro = check_links(
+        f"_{reason} These are the most relevant passages, quoted as written:_", allowed
+    )
+    lines, citations = quoted(chosen, first_number=1, quote_chars=quote_chars)
     return Answer(
-        text="\n".join(lines).strip(),
+        text="\n".join([intro, "", *lines]).strip(),
         status=AnswerStatus.PARTIAL,
         mode=AnswerMode.EXTRACTIVE,
         citations=citations,
@@ -86,7 +93,7 @@ def consulted_sources(
     document, as unquoted sources numbered after the citations."""
     cited_docs = {c.doc_id for c in cited}
     rest = [s for s in sources if s.hit.chunk.doc_id not in cited_docs]
-    chosen = _one_per_document(rest, count)
+    chosen = top_documents(rest, count)
     allowed = allowed_urls(source.hit.chunk.url for source in chosen)
     return [
         Citation(

@@ -149,7 +149,7 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
         )
         code = sentence.lstrip().startswith(("```", "~~~"))
         body = _MARKERS.sub("", _LINE_PREFIX.sub("", sentence, count=1)).strip()
-        framing = body.endswith(":") or sentence.lstrip().startswith("#") or not body
+        framing = body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#") or not body
         claim = code or (not framing and len(terms(body)) >= settings.min_terms)
         result.append(Unit(sentence, claim, sentence if code else body, code, line_end, markers))
     return result

@@ -1,8 +1,11 @@
 """End-to-end answer quality: ask every question through the engine, score the citations.
 
 The citation hit rate is the share of questions whose answer cites at least one gold passage:
-what a user clicking the first link experiences. With a model judge (a real key), answers are
-also graded against the dataset's reference answers.
+what a user clicking the first link experiences; the source hit rate counts the sources consulted
+too (every link under the answer). Honesty is measured beside it: how many answers show sources
+at all, and how many claims are shown without a citation (a claim is a sentence as the grounding
+check reads it; passages quoted as written are the sources themselves and not counted). With a model judge (a real key),
+answers are also graded against the dataset's reference answers. Each question's time is kept.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from core.answer.engine import AnswerEngine
-from core.domain.conversation import ChannelKind, Question
+from core.answer.grounding import units
+from core.config import GroundingSettings
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
 from core.evaluation.retrieval import Dataset, beir_url
 from core.ports import Judge
 
@@ -60,9 +65,14 @@ class AnswerEvaluation:
     cited_gold: int = 0
     graded: int = 0
     correct: int = 0
+    source_hits: int = 0
+    sources_shown: int = 0
+    uncited_claims: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     modes: dict[str, int] = field(default_factory=dict)
     own_ms: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    rows: list[dict[str, object]] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         def rate(part: int, whole: int) -> float | None:
@@ -71,14 +81,41 @@ class AnswerEvaluation:
         return {
             "questions": self.questions,
             "citation_hit_rate": rate(self.citation_hits, self.questions),
+            "source_hit_rate": rate(self.source_hits, self.questions),
             "retrieval_hit_rate_same_depth": rate(self.retrieval_hits, self.questions),
             "citation_precision": rate(self.cited_gold, self.cited_total),
+            "sources_present_rate": rate(self.sources_shown, self.questions),
+            "uncited_claims_shown": self.uncited_claims,
             "answer_correctness": rate(self.correct, self.graded),
             "graded": self.graded,
             "statuses": self.statuses,
             "modes": self.modes,
             "own_ms_p50": round(statistics.median(self.own_ms), 2) if self.own_ms else None,
+            "seconds_p50": _percentile(self.seconds, 50),
+            "seconds_p95": _percentile(self.seconds, 95),
+            "seconds_max": round(max(self.seconds), 3) if self.seconds else None,
         }
+
+
+def _percentile(values: list[float], pct: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 3)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[pct - 1], 3)
+
+
+def uncited_claims(answer: Answer) -> int:
+    """Claims shown as part of an answer without a citation marker. Quoted passages
+    (extractive) are the sources themselves; a not_found or error answer claims nothing."""
+    if answer.mode is AnswerMode.EXTRACTIVE or answer.status in (
+        AnswerStatus.NOT_FOUND,
+        AnswerStatus.ERROR,
+    ):
+        return 0
+    # Lines quoted as `> ...` are passages quoted as written, under a cited heading.
+    said = "\n".join(line for line in answer.text.split("\n") if not line.startswith(">"))
+    return sum(1 for u in units(said, GroundingSettings()) if u.claim and not u.markers)
 
 
 async def evaluate_answers(
@@ -96,7 +133,28 @@ async def evaluate_answers(
             Question("eval", f"eval/{dataset.name}/{query_id}", "eval", text, ChannelKind.DIRECT)
         )
         cited = {doc_of[c.url] for c in answer.citations if c.url in doc_of}
+        shown = cited | {doc_of[c.url] for c in answer.consulted if c.url in doc_of}
         result.questions += 1
+        result.source_hits += bool(shown & gold.keys())
+        result.sources_shown += bool(answer.citations or answer.consulted)
+        uncited = uncited_claims(answer)
+        result.uncited_claims += uncited
+        result.seconds.append(answer.trace.total_seconds)
+        result.rows.append(
+            {
+                "id": query_id,
+                "status": answer.status.value,
+                "mode": answer.mode.value,
+                "seconds": round(answer.trace.total_seconds, 3),
+                "model_seconds": round(answer.trace.model_seconds, 3),
+                "citation_hit": bool(cited & gold.keys()),
+                "source_hit": bool(shown & gold.keys()),
+                "citations": len(answer.citations),
+                "consulted": len(answer.consulted),
+                "uncited_claims": uncited,
+                "notes": answer.trace.notes,
+            }
+        )
         result.cited_total += len(cited)
         result.cited_gold += len(cited & gold.keys())
         result.citation_hits += bool(cited & gold.keys())

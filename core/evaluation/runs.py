@@ -87,7 +87,7 @@ async def answers_run(
     evaluation: AnswerEvaluation = await evaluate_answers(
         engine, data, references=load_references(folder), judge=judge
     )
-    return {"dataset": data.name, **evaluation.summary()}
+    return {"dataset": data.name, **evaluation.summary(), "per_question": evaluation.rows}
 
 
 def _ranking_settings(s: Settings, embedder: Embedder) -> dict[str, Any]:

@@ -86,13 +86,16 @@ async def test_model_without_tool_calls_gets_search_then_answer(
     assert answer.text.startswith(f"{copied[0][:-1]} [1]")
     assert "evil.example" not in answer.text
     assert "[9]" not in answer.text  # only 8 passages were retrieved
-    # The sentence with no support is left out, and the answer says so.
+    # The sentence with no support is left out, the answer is partial, and the trace says so.
     assert "See also" not in answer.text
-    assert "Left out: 1 statement" in answer.text
+    assert "1 of the model's statements are not in the sources: left out" in answer.trace.notes
     assert answer.status is AnswerStatus.PARTIAL
-    assert [c.number for c in answer.citations] == [1]
-    assert answer.citations[0].verified  # the passage's own sentence is the quote
-    assert answer.consulted  # the other passages it was given are listed
+    assert answer.citations[0].number == 1
+    assert answer.citations[0].quote == copied[0]  # the passage's own sentence is the quote
+    # The top passages it does not cite are quoted after it, as with no model.
+    assert "_Also in the top search results, quoted as written:_" in answer.text
+    assert len({c.doc_id for c in answer.citations}) == settings.answers.extractive_passages
+    assert all(c.verified for c in answer.citations)
 
 
 async def test_retries_429_and_5xx_then_succeeds(settings, index, chat: ChatServer, agent):
@@ -225,4 +228,4 @@ async def test_a_server_that_refuses_tools_gets_search_then_answer(
         question("how do I re-ingest changed documents?")
     )
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
-    assert answer.text == "Ingest the folder again [1]."
+    assert answer.text.startswith("Ingest the folder again [1].\n\n_Also in the top search")

@@ -32,6 +32,13 @@ def minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder(batch_size=32, max_tokens=256, threads=0)
 
 
+@pytest.fixture(scope="session")
+def eval_embedding_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One embedding cache for every test that indexes a shared evaluation set: its passages
+    are embedded once per test run."""
+    return tmp_path_factory.mktemp("eval-embeddings") / "embedding-cache.sqlite"
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return load_settings(settings_file(), environ={"BOT_STORAGE__DATA_DIR": str(tmp_path / "data")})

@@ -26,12 +26,6 @@ DATASET = SHARED_EVAL / "anthropic_docs_qa"
 MAX_NDCG_GAP = 0.02
 
 
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One embedding cache for every backend here: the passages are embedded once."""
-    return tmp_path_factory.mktemp("quality") / "embedding-cache.sqlite"
-
-
 async def _metrics(
     index: Index,
     embedder: CachedEmbedder,
@@ -50,12 +44,15 @@ async def _metrics(
 @pytest.mark.slow
 @pytest.mark.skipif(not DATASET.exists(), reason=f"{DATASET} is not beside this checkout")
 async def test_anthropic_docs_quality_on_every_backend(
-    settings: Settings, backend_settings: Settings, minilm: MiniLMEmbedder, shared_cache: Path
+    settings: Settings,
+    backend_settings: Settings,
+    minilm: MiniLMEmbedder,
+    eval_embedding_cache: Path,
 ) -> None:
     data = load_dataset(DATASET)
     embedder = CachedEmbedder(
         minilm,
-        EmbeddingCache(shared_cache, minilm.model_id, minilm.dimensions),
+        EmbeddingCache(eval_embedding_cache, minilm.model_id, minilm.dimensions),
         settings.embeddings.query_cache_size,
     )
     reference = SqliteIndex(settings.index_path, embedder, settings.search)

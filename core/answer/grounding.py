@@ -151,6 +151,9 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
         body = _MARKERS.sub("", _LINE_PREFIX.sub("", sentence, count=1)).strip()
         framing = body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#") or not body
         claim = code or (not framing and len(terms(body)) >= settings.min_terms)
+        if markers and not body and result and result[-1].code:
+            # The marker line under a code block (how `ground` marks one) cites that block.
+            result[-1] = replace(result[-1], markers=result[-1].markers + markers)
         result.append(Unit(sentence, claim, sentence if code else body, code, line_end, markers))
     return result
 

@@ -59,6 +59,26 @@ async def diagnose(backend: Backend) -> list[Check]:
     return checks
 
 
+async def model_tools(settings: Settings, backend: Backend) -> list[Check]:
+    """What was learned about the OpenAI-compatible server's tool calls, when it answers."""
+    from core.answer.openai_compat import tool_support_key
+
+    o = settings.openai
+    if settings.answers.provider not in ("auto", "openai") or not (o.base_url and o.model):
+        return []
+    if settings.answers.provider == "auto" and _is_set(settings.secrets, "ANTHROPIC_API_KEY"):
+        return []
+    if o.tool_support != "auto":
+        known: str | None = f"{o.tool_support} (openai.tool_support)"
+    else:
+        known = await backend.facts.get(tool_support_key(o), o.tool_support_ttl_s)
+    detail = {
+        None: 'not known yet: found out on the first question (named tool_choice, then "required")',
+        "none": "none: answers by search-then-answer (learned from the server)",
+    }.get(known, f"{known}: answers with tool use")
+    return [Check("model tools", True, detail, info=True)]
+
+
 def configuration(settings: Settings) -> list[Check]:
     """The rows that need no connection: where the data is, the model, platforms, web search."""
     return [

@@ -34,7 +34,7 @@ def doctor() -> None:
 
 
 async def _doctor() -> list[Check]:
-    from bot.diagnostics import Check, configuration, diagnose
+    from bot.diagnostics import Check, configuration, diagnose, model_tools
     from bot.wiring import build_embedder, open_backend
     from core.errors import SearchIndexError
 
@@ -45,6 +45,6 @@ async def _doctor() -> list[Check]:
     except SearchIndexError as exc:
         return [Check("connection", False, str(exc)), *configuration(s)]
     try:
-        return [*await diagnose(backend), *configuration(s)]
+        return [*await diagnose(backend), *configuration(s), *await model_tools(s, backend)]
     finally:
         await backend.close()

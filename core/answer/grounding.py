@@ -142,7 +142,7 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
 
 
 def units(answer: str, settings: GroundingSettings) -> list[Unit]:
-    result = []
+    result: list[Unit] = []
     for sentence, line_end in sentences(answer):
         markers = tuple(
             int(n) for group in _MARKERS.findall(sentence) for n in re.split(r"\s*,\s*", group)

@@ -54,6 +54,11 @@ class ToolSupport(StrEnum):
     NONE = "none"  # no tool call ever comes back: search-then-answer
 
 
+def tool_support_key(settings: OpenAICompatibleSettings) -> str:
+    """Where the finding about a server's model is kept in `ModelFacts`."""
+    return f"tool_choice {(settings.base_url or '').rstrip('/')} {settings.model}"
+
+
 def _function(tool: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "function",
@@ -241,7 +246,7 @@ class OpenAICompatibleModel:
             web: [_function(t) for t in tool_definitions(web=web)] for web in (False, True)
         }
         self._facts = facts
-        self._fact_key = f"tool_choice {settings.base_url.rstrip('/')} {settings.model}"
+        self._fact_key = tool_support_key(settings)
         self._support: ToolSupport | None = (
             None if settings.tool_support == "auto" else ToolSupport(settings.tool_support)
         )

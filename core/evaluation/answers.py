@@ -4,8 +4,9 @@ The citation hit rate is the share of questions whose answer cites at least one 
 what a user clicking the first link experiences; the source hit rate counts the sources consulted
 too (every link under the answer). Honesty is measured beside it: how many answers show sources
 at all, and how many claims are shown without a citation (a claim is a sentence as the grounding
-check reads it; passages quoted as written are the sources themselves and not counted). With a model judge (a real key),
-answers are also graded against the dataset's reference answers. Each question's time is kept.
+check reads it; passages quoted as written are the sources themselves and not counted). With a
+model judge (a real key), answers are also graded against the dataset's reference answers. Each
+question's time is kept.
 """
 
 from __future__ import annotations

@@ -85,3 +85,26 @@ def test_bot_config_env_selects_the_file(tmp_path: Path) -> None:
     file = tmp_path / "other.yaml"
     file.write_text("search:\n  top_k: 3\n")
     assert load_settings(environ={"BOT_CONFIG": str(file)}).search.top_k == 3
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://localhost:11434/v1", True),
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://[::1]:8080/v1", True),
+        ("http://10.0.0.7/v1", True),
+        ("http://192.168.1.20:11434/v1", True),
+        ("http://ollama:11434/v1", True),  # a Docker Compose service
+        ("http://gpu-box.internal/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("https://8.8.8.8/v1", False),
+        ("not a url", False),
+        (None, False),
+    ],
+)
+def test_a_model_server_nearby_gets_the_local_timeout(url: str | None, local: bool) -> None:
+    openai = Settings().openai.model_copy(update={"base_url": url})
+    expected = openai.local_timeout_s if local else openai.timeout_s
+    assert openai.request_timeout_s == expected
+    assert openai.local_timeout_s > openai.timeout_s

@@ -4,12 +4,16 @@ actually builds."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
-from bot.diagnostics import Check, configuration
+from bot.diagnostics import Check, configuration, model_tools
 from bot.wiring import build_model
 from core.answer.claude import ClaudeModel
-from core.answer.openai_compat import OpenAICompatibleModel
+from core.answer.openai_compat import OpenAICompatibleModel, tool_support_key
+from core.backends.sqlite.model_facts import SqliteModelFacts
 from core.config import Settings
 from core.config_loader import load_settings
 from tests.conftest import REPO
@@ -188,3 +192,24 @@ def test_the_data_row_says_where_the_data_is() -> None:
     assert es.detail == (
         "/srv/bot-data (the embedding cache; the index and the shared state are in the cluster)"
     )
+
+
+async def test_the_model_tools_row_says_what_was_learned_about_the_server(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(**OLLAMA, BOT_STORAGE__DATA_DIR=str(tmp_path))
+    facts = SqliteModelFacts(settings.state_path, 1_000)
+    backend = SimpleNamespace(facts=facts)
+    [row] = await model_tools(settings, backend)  # type: ignore[arg-type]
+    assert row.detail.startswith("not known yet")
+    await facts.put(tool_support_key(settings.openai), "none")
+    [row] = await model_tools(settings, backend)  # type: ignore[arg-type]
+    assert row.detail.startswith("none: answers by search-then-answer")
+    named = settings.model_copy(
+        update={"openai": settings.openai.model_copy(update={"tool_support": "named"})}
+    )
+    [row] = await model_tools(named, backend)  # type: ignore[arg-type]
+    assert row.detail == "named (openai.tool_support): answers with tool use"
+    claude = _settings(**OLLAMA, ANTHROPIC_API_KEY="sk-ant-SECRET")
+    assert await model_tools(claude, backend) == []  # type: ignore[arg-type]
+    await facts.close()

@@ -235,7 +235,8 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
         if not unit.claim:
             kept.append((unit, _MARKERS.sub("", unit.text)))
             continue
-        key = " ".join(unit.body.split()) if unit.code else " ".join(sorted(terms(unit.body)))
+        said = terms(unit.body) | _numbers(unit.body)  # claims differing in a number differ
+        key = " ".join(unit.body.split()) if unit.code else " ".join(sorted(said))
         if key in seen:
             leave_out(unit)
             continue

@@ -21,7 +21,7 @@ from core.answer.extractive import (
 )
 from core.answer.grounding import content_text, ground
 from core.answer.prompts import NO_TOOLS_PROMPT, format_sources
-from core.answer.tools import RespondInput
+from core.answer.tools import MAX_ANSWER_CHARS, RespondInput
 from core.config import AnswerSettings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Trace, Turn
 from core.errors import ModelUnavailable, NoResponse
@@ -33,6 +33,16 @@ UNSUPPORTED = (
 )
 ALSO_QUOTED = "_Also in the top search results, quoted as written:_"
 CLOSEST_QUOTED = "_The closest passages, quoted as written:_"
+
+
+def _within(text: str, limit: int, trace: Trace) -> str:
+    """`text` cut at its last line break within `limit` (an answer's most): a long reply from a
+    server allowed many tokens is shortened, never refused."""
+    if len(text) <= limit:
+        return text
+    trace.notes.append(f"the answer was cut to {limit:,} characters")
+    head = text[:limit]
+    return head[: head.rfind("\n")] if "\n" in head else head
 
 
 class SearchThenAnswer:
@@ -73,7 +83,9 @@ class SearchThenAnswer:
         if grounded.supported:
             status = "partial" if grounded.unsupported else "answered"
             respond = RespondInput(
-                answer=grounded.text, citations=grounded.citations, status=status
+                answer=_within(grounded.text, MAX_ANSWER_CHARS, trace),
+                citations=grounded.citations,
+                status=status,
             )
             answer = checked_answer(respond, registry, AnswerMode.SEARCH_THEN_ANSWER)
             return self._completed(answer, numbered, ALSO_QUOTED)

@@ -210,3 +210,20 @@ async def test_after_a_web_search_keywords_are_saved_before_the_answer(
     assert answer.status is AnswerStatus.ANSWERED
     assert [c.url for c in answer.citations] == [OnePageWeb.PAGE.url]
     assert await knowledge.store.get("widgets configuration") is not None
+
+
+async def test_a_very_long_supported_answer_is_cut_at_a_line_not_refused(settings) -> None:
+    long_passage = "\n".join(
+        f"Setting number {n} controls the behaviour of component {n} in the pipeline."
+        for n in range(400)
+    )
+    written = "\n".join(
+        f"- Setting number {n} controls the behaviour of component {n} [1]." for n in range(400)
+    )
+    model = ScriptedChatModel([text_turn("prose")], forced_calls_guaranteed=False, written=written)
+    index = InMemoryIndex([passage("settings", long_passage)])
+    answer = await ask(engine(settings, index, model), "What does each setting control?")
+    assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
+    assert "the answer was cut to 12,000 characters" in answer.trace.notes
+    assert len(answer.text) <= 12_000
+    assert answer.text.endswith("[1].")

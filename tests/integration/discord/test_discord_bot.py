@@ -147,7 +147,9 @@ async def test_a_feedback_click_after_a_restart_is_stored(discord_factory) -> No
         await stop()
 
 
-async def test_a_model_failure_produces_a_visible_message(discord_factory) -> None:
+async def test_a_model_failure_produces_the_quoted_passages_with_the_reason(
+    discord_factory,
+) -> None:
     api = FakeMessagesAPI(
         [
             message(tool_use(SEARCH_TOOL, query="x y")),
@@ -161,10 +163,21 @@ async def test_a_model_failure_produces_a_visible_message(discord_factory) -> No
         harness.interaction(ask_payload(QUESTION))
         await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
         sent = harness.emulator.called("POST", "/webhooks/")[0]
-        assert "Sorry" in sent["embeds"][0]["description"]
-        assert not sent.get("components")  # no feedback on errors
+        description = sent["embeds"][0]["description"]
+        assert "The language model gave no usable answer" in description
+        assert "quoted as written" in description
+        assert "hm" not in description.split("\n")[0]
+        assert any(f["name"] == "Sources" for f in sent["embeds"][-1]["fields"])
     finally:
         await stop()
+
+
+async def test_an_error_is_visible_and_has_no_feedback_buttons(discord_bot) -> None:
+    discord_bot.interaction(ask_payload("   "))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.called("POST", "/webhooks/")))
+    sent = discord_bot.emulator.called("POST", "/webhooks/")[0]
+    assert "the message was empty" in sent["embeds"][0]["description"]
+    assert not sent.get("components")  # no feedback on errors
 
 
 async def test_starting_and_answering_never_syncs_commands(discord_bot: DiscordHarness) -> None:

@@ -219,7 +219,9 @@ async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> No
         await stop()
 
 
-async def test_a_model_failure_produces_a_visible_apology(slack_factory) -> None:
+async def test_a_model_failure_produces_the_quoted_passages_with_the_reason(
+    slack_factory,
+) -> None:
     api = FakeMessagesAPI(
         [
             message(tool_use(SEARCH_TOOL, query="x y")),
@@ -233,8 +235,9 @@ async def test_a_model_failure_produces_a_visible_apology(slack_factory) -> None
         await harness.event(mention("1700000000.001200"), "Ev1")
         await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
         final = harness.emulator.called("chat.update")[0]
-        assert "Sorry" in final["text"]
-        assert all(b["type"] != "actions" for b in final["blocks"])  # no feedback on errors
+        assert "The language model gave no usable answer" in final["text"]
+        assert "quoted as written" in final["text"]
+        assert any("*Sources:*" in str(b) for b in final["blocks"])
     finally:
         await stop()
 

@@ -165,6 +165,7 @@ def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
         fallback=SearchThenAnswer(model, settings.answers) if model else None,
         knowledge=knowledge,
         web=web,
+        policies=settings.policy,
     )
 
 

@@ -9,8 +9,10 @@ error, so a token can't end up committed next to the settings.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -25,6 +27,7 @@ from pydantic import (
 from core.domain.urls import is_local_url
 
 _DAY_S = 86_400
+_V = TypeVar("_V")
 
 
 class _Section(BaseModel):
@@ -186,6 +189,27 @@ _CHANNEL_PREFIX = re.compile(r"[a-z]+(/[^/\s]+)*")
 _CRON_FIELDS = 5
 
 
+def most_specific(entries: Mapping[str, _V], key: str) -> list[_V]:
+    """The entries whose conversation-key prefix contains `key` (matched on whole segments),
+    least specific first: later ones override earlier ones."""
+    matching = [
+        (prefix.count("/"), value)
+        for prefix, value in entries.items()
+        if key == prefix or key.startswith(prefix + "/")
+    ]
+    return [value for _, value in sorted(matching, key=lambda m: m[0])]
+
+
+def _check_prefixes(value: Mapping[str, _V]) -> Mapping[str, _V]:
+    for prefix in value:
+        if not _CHANNEL_PREFIX.fullmatch(prefix):
+            raise ValueError(
+                f"{prefix!r} is not a conversation-key prefix such as 'slack/T0123/C0456' "
+                "or 'discord/123456789'"
+            )
+    return value
+
+
 class WebSearchSettings(_Section):
     enabled: bool = False
     channels: dict[str, bool] = Field(default_factory=dict)
@@ -203,13 +227,40 @@ class WebSearchSettings(_Section):
     @field_validator("channels")
     @classmethod
     def _channel_prefixes(cls, value: dict[str, bool]) -> dict[str, bool]:
-        for prefix in value:
-            if not _CHANNEL_PREFIX.fullmatch(prefix):
-                raise ValueError(
-                    f"{prefix!r} is not a conversation-key prefix such as 'slack/T0123/C0456' "
-                    "or 'discord/123456789'"
-                )
-        return value
+        return dict(_check_prefixes(value))
+
+
+class ChannelPolicy(_Section):
+    """How the bot behaves in a channel; a key left out is inherited from a less specific
+    entry, then from `channels.default`."""
+
+    trigger: Literal["mention", "auto", "off"] | None = None
+    questions_only: bool | None = None
+    answer_only_when_grounded: bool | None = None
+    sources: list[str] | None = None
+    web_search: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPolicy:
+    trigger: Literal["mention", "auto", "off"]
+    questions_only: bool
+    answer_only_when_grounded: bool
+    sources: tuple[str, ...]  # empty: every source
+    web_search: bool
+    matched: tuple[str, ...]  # the prefixes that applied, least specific first
+
+
+class ChannelSettings(_Section):
+    default: ChannelPolicy = ChannelPolicy(
+        trigger="mention", questions_only=True, answer_only_when_grounded=True, sources=[]
+    )
+    policies: dict[str, ChannelPolicy] = Field(default_factory=dict)
+
+    @field_validator("policies")
+    @classmethod
+    def _policy_prefixes(cls, value: dict[str, ChannelPolicy]) -> dict[str, ChannelPolicy]:
+        return dict(_check_prefixes(value))
 
 
 class KeywordSettings(_Section):
@@ -323,11 +374,37 @@ class Settings(_Section):
     anthropic: AnthropicSettings = AnthropicSettings()
     openai: OpenAICompatibleSettings = OpenAICompatibleSettings()
     web_search: WebSearchSettings = WebSearchSettings()
+    channels: ChannelSettings = ChannelSettings()
     keywords: KeywordSettings = KeywordSettings()
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
     logging: LoggingSettings = LoggingSettings()
     secrets: Secrets = Field(default_factory=Secrets)
+
+    def policy(self, key: str) -> ResolvedPolicy:
+        """The policy of the channel a conversation key is in: `channels.default`, overridden
+        key by key by each matching `channels.policies` entry, most specific last. Web search
+        also follows the older `web_search.enabled` / `web_search.channels`, unless a policy
+        says `web_search` itself."""
+        merged = self.channels.default.model_dump()
+        matched = []
+        for prefix, policy in sorted(
+            self.channels.policies.items(), key=lambda item: item[0].count("/")
+        ):
+            if key == prefix or key.startswith(prefix + "/"):
+                merged.update(policy.model_dump(exclude_none=True))
+                matched.append(prefix)
+        web = merged["web_search"]
+        if web is None:
+            web = [self.web_search.enabled, *most_specific(self.web_search.channels, key)][-1]
+        return ResolvedPolicy(
+            trigger=merged["trigger"] or "mention",
+            questions_only=bool(merged["questions_only"]),
+            answer_only_when_grounded=bool(merged["answer_only_when_grounded"]),
+            sources=tuple(merged["sources"] or ()),
+            web_search=bool(web),
+            matched=tuple(matched),
+        )
 
     @property
     def index_path(self) -> Path:

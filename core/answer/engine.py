@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import structlog
@@ -19,9 +20,9 @@ from core.answer.agent import run_agent
 from core.answer.citations import SourceRegistry, check_answer, checked_answer, finished_part
 from core.answer.extractive import extractive_answer, unavailable_reason
 from core.answer.search_then_answer import SearchThenAnswer
-from core.answer.tool_runner import ToolRunner
+from core.answer.tool_runner import SearchFn, ToolRunner
 from core.answer.web_research import WebLearning
-from core.config import AnswerSettings
+from core.config import AnswerSettings, ResolvedPolicy
 from core.domain.agent import AnswerProgress
 from core.domain.conversation import (
     Answer,
@@ -33,7 +34,7 @@ from core.domain.conversation import (
     Trace,
     Turn,
 )
-from core.domain.documents import SearchHit
+from core.domain.documents import SearchFilters, SearchHit
 from core.errors import ModelUnavailable, NoResponse, SearchIndexError, ToolsUnsupported
 from core.learning.knowledge import LearnedKnowledge
 from core.ports import ChatModel, ConversationStore, SearchIndex
@@ -120,8 +121,10 @@ class AnswerEngine:
         fallback: SearchThenAnswer | None = None,
         knowledge: LearnedKnowledge | None = None,
         web: WebLearning | None = None,
+        policies: Callable[[str], ResolvedPolicy] | None = None,
     ) -> None:
-        """`fallback` answers when `model` turns out not to call tools."""
+        """`fallback` answers when `model` turns out not to call tools; `policies` gives each
+        channel's sources and web search (`Settings.policy`)."""
         self._index = index
         self._store = store
         self._settings = settings
@@ -130,6 +133,7 @@ class AnswerEngine:
         self._fallback = fallback
         self._knowledge = knowledge
         self._web = web
+        self._policies = policies
 
     async def close(self) -> None:
         """Closes what the engine opened itself (the web search's client); the stores and the
@@ -139,6 +143,17 @@ class AnswerEngine:
 
     async def search(self, query: str) -> list[SearchHit]:
         return await self._index.search(query, k=self._top_k)
+
+    def _scoped(self, sources: tuple[str, ...]) -> SearchFn:
+        """The search one answer makes: only `sources` when the channel names any."""
+        if not sources:
+            return self.search
+        filters = SearchFilters(sources=sources)
+
+        async def search(query: str) -> list[SearchHit]:
+            return await self._index.search(query, k=self._top_k, filters=filters)
+
+        return search
 
     async def answer(self, question: Question, on_progress: AnswerProgress | None = None) -> Answer:
         """`on_progress` receives the answer so far while the model writes it, already cleaned
@@ -217,10 +232,13 @@ class AnswerEngine:
         trace: Trace,
         on_progress: AnswerProgress | None,
     ) -> Answer:
+        policy = self._policies(asked.scope) if self._policies else None
+        search = self._scoped(policy.sources if policy else ())
         if self._model is None:
-            return await self._extractive(question, registry, trace, NO_MODEL)
-        research = self._web.research(question, asked.scope) if self._web else None
-        runner = ToolRunner(self.search, registry, trace, self._settings.tool_timeout_s, research)
+            return await self._extractive(search, question, registry, trace, NO_MODEL)
+        allowed = policy.web_search if policy else None
+        research = self._web.research(question, asked.scope, allowed) if self._web else None
+        runner = ToolRunner(search, registry, trace, self._settings.tool_timeout_s, research)
 
         try:
             respond = await run_agent(
@@ -245,25 +263,25 @@ class AnswerEngine:
         except ToolsUnsupported as exc:
             if self._fallback is None:
                 return await self._extractive(
-                    question, registry, trace, unavailable_reason(exc, trace)
+                    search, question, registry, trace, unavailable_reason(exc, trace)
                 )
             trace.notes.append("the model ignored tool calls: search-then-answer")
-            numbered = registry.add(await self._timed_search(question, trace))
+            numbered = registry.add(await _timed(search, question, trace))
             return await self._fallback.answer(question, history, numbered, registry, trace)
         except ModelUnavailable as exc:
             reason = unavailable_reason(exc, trace)
-            return await self._extractive(question, registry, trace, reason)
+            return await self._extractive(search, question, registry, trace, reason)
         except NoResponse as exc:  # never a guess, and never less than the passages
             trace.notes.append(str(exc))
             reason = f"The language model gave no usable answer ({exc})."
-            return await self._extractive(question, registry, trace, reason)
+            return await self._extractive(search, question, registry, trace, reason)
         finally:
             await runner.finish()
 
     async def _extractive(
-        self, question: str, registry: SourceRegistry, trace: Trace, reason: str
+        self, search: SearchFn, question: str, registry: SourceRegistry, trace: Trace, reason: str
     ) -> Answer:
-        numbered = registry.add(await self._timed_search(question, trace))
+        numbered = registry.add(await _timed(search, question, trace))
         return extractive_answer(
             numbered,
             passages=self._settings.extractive_passages,
@@ -271,9 +289,10 @@ class AnswerEngine:
             reason=reason,
         )
 
-    async def _timed_search(self, query: str, trace: Trace) -> list[SearchHit]:
-        started = time.perf_counter()
-        try:
-            return await self.search(query)
-        finally:
-            trace.tool_seconds += time.perf_counter() - started
+
+async def _timed(search: SearchFn, query: str, trace: Trace) -> list[SearchHit]:
+    started = time.perf_counter()
+    try:
+        return await search(query)
+    finally:
+        trace.tool_seconds += time.perf_counter() - started

@@ -49,8 +49,14 @@ class WebLearning:
     settings: WebSearchSettings
     derived_keywords: int
 
-    def research(self, question: str, conversation_key: str) -> WebResearch | None:
-        if not web_search_allowed(self.settings, conversation_key):
+    def research(
+        self, question: str, conversation_key: str, allowed: bool | None = None
+    ) -> WebResearch | None:
+        """The web research for one question; `allowed` is the channel policy's say, which
+        wins over `web_search.enabled` / `web_search.channels` when given."""
+        if not (
+            web_search_allowed(self.settings, conversation_key) if allowed is None else allowed
+        ):
             return None
         return WebResearch(
             self.search,

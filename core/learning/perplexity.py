@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.config import WebSearchSettings
+from core.config import WebSearchSettings, most_specific
 from core.domain.text import clip
 from core.domain.web import WebResult, WebSource
 from core.errors import RemoteFailure, WebSearchError
@@ -142,10 +142,4 @@ class PerplexitySearch:
 def web_search_allowed(settings: WebSearchSettings, conversation_key: str) -> bool:
     """Whether the web may be searched for this conversation: the most specific entry of
     `channels` (a conversation-key prefix, matched on whole segments) wins over `enabled`."""
-    best: tuple[int, bool] = (-1, settings.enabled)
-    for prefix, allowed in settings.channels.items():
-        if conversation_key == prefix or conversation_key.startswith(prefix + "/"):
-            depth = prefix.count("/")
-            if depth > best[0]:
-                best = (depth, allowed)
-    return best[1]
+    return [settings.enabled, *most_specific(settings.channels, conversation_key)][-1]

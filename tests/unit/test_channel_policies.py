@@ -1,0 +1,55 @@
+"""Channel policies: `channels.default`, overridden key by key by every matching entry of
+`channels.policies`, most specific last; the older `web_search` keys still decide web search
+unless a policy says."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.config import ChannelPolicy, ChannelSettings, Settings, WebSearchSettings
+
+
+def _settings(**policies: ChannelPolicy) -> Settings:
+    return Settings(channels=ChannelSettings(policies=policies))
+
+
+def test_the_default_is_mention_only_everywhere() -> None:
+    policy = Settings().policy("slack/T1/C1/1700000000.1")
+    assert policy.trigger == "mention"
+    assert policy.questions_only
+    assert policy.answer_only_when_grounded
+    assert policy.sources == ()
+    assert policy.matched == ()
+
+
+def test_the_most_specific_entry_wins_key_by_key() -> None:
+    settings = Settings(
+        channels=ChannelSettings(
+            policies={
+                "slack/T1": ChannelPolicy(sources=["handbook"], web_search=False),
+                "slack/T1/C9": ChannelPolicy(trigger="auto"),
+                "slack/T1/C9x": ChannelPolicy(trigger="off"),  # another channel: no match
+            }
+        )
+    )
+    policy = settings.policy("slack/T1/C9/1700000000.1")
+    assert policy.trigger == "auto"
+    assert policy.sources == ("handbook",)  # inherited from the workspace entry
+    assert policy.web_search is False
+    assert policy.matched == ("slack/T1", "slack/T1/C9")
+    assert settings.policy("slack/T2/C9").trigger == "mention"
+
+
+def test_web_search_keeps_its_old_keys_unless_a_policy_says() -> None:
+    settings = Settings(
+        web_search=WebSearchSettings(enabled=True, channels={"discord/5": False}),
+        channels=ChannelSettings(policies={"discord/5/77": ChannelPolicy(web_search=True)}),
+    )
+    assert settings.policy("slack/T1/C1").web_search is True
+    assert settings.policy("discord/5/66").web_search is False
+    assert settings.policy("discord/5/77").web_search is True
+
+
+def test_a_bad_prefix_is_refused_at_load() -> None:
+    with pytest.raises(ValueError, match="conversation-key prefix"):
+        _settings(**{"#general": ChannelPolicy(trigger="auto")})

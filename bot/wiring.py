@@ -208,7 +208,7 @@ def build_slack_app(
     )
     if s.base_url:  # Bolt copies it into the client it makes for each request
         app.client.base_url = s.base_url
-    bot = SlackBot(engine, store, state, s)
+    bot = SlackBot(engine, store, state, s, settings.policy)
     bot.register(app)
     return SlackService(
         bolt=app,

@@ -28,8 +28,9 @@ from adapters.slack.render import (
     plain_messages,
 )
 from core.answer.engine import AnswerEngine
-from core.config import SlackSettings
+from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer, ChannelKind, Question, Turn
+from core.domain.questions import is_question
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
@@ -52,11 +53,14 @@ class SlackBot:
         store: ConversationStore,
         state: PlatformState,
         settings: SlackSettings,
+        policies: Callable[[str], ResolvedPolicy],
     ) -> None:
+        """`policies` gives each channel's policy (`Settings.policy`) by its key."""
         self._engine = engine
         self._store = store
         self._state = state
         self._settings = settings
+        self._policies = policies
         self._in_flight: set[asyncio.Task[Any]] = set()
 
     def register(self, app: AsyncApp) -> None:
@@ -116,6 +120,9 @@ class SlackBot:
             return
         if event.get("edited") or event.get("subtype"):
             return  # Slack re-sends app_mention when a message is edited
+        if self._policy(body, event).trigger == "off":
+            log.info("not_answered", platform="slack", reason="trigger off")
+            return
         if not await self._claim(body, event):
             return
         await self._answer(
@@ -140,20 +147,68 @@ class SlackBot:
             return
         team = body.get("team_id", "")
         thread_ts = event.get("thread_ts")
+        policy = self._policy(body, event)
+        if policy.trigger == "off":
+            return
         if event.get("channel_type") == "im":
             if not await self._claim(body, event):
                 return
             await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
             return
-        if thread_ts is None:
-            return  # a channel message that does not mention the bot
         if bot_user and f"<@{bot_user}>" in event.get("text", ""):
             return  # the app_mention listener owns mentions
+        if thread_ts is None:
+            if policy.trigger == "auto":
+                await self._answer_unasked(body, event, client, bot_user, policy)
+            return  # a channel message that does not mention the bot
         if not await self._state.is_bot_thread(_key(team, event["channel"], thread_ts)):
             return
         if not await self._claim(body, event):
             return
         await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
+
+    def _policy(self, body: dict[str, Any], event: dict[str, Any]) -> ResolvedPolicy:
+        return self._policies(f"slack/{body.get('team_id', '')}/{event.get('channel', '')}")
+
+    async def _answer_unasked(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        client: AsyncWebClient,
+        bot_user: str | None,
+        policy: ResolvedPolicy,
+    ) -> None:
+        """A channel message nobody asked the bot about, in an `auto` channel: answered in its
+        thread when it reads as a question (`questions_only`) and, with
+        `answer_only_when_grounded`, only when the answer stands on verified citations;
+        otherwise nothing is posted and the abstention is logged. Nothing is shown while the
+        answer is written, since it may never be posted."""
+        text = _strip_mention(event.get("text", ""), bot_user)
+        if policy.questions_only and not is_question(text):
+            return
+        if not await self._claim(body, event):
+            return
+        team, channel, ts = body.get("team_id", ""), event["channel"], event["ts"]
+        key = _key(team, channel, ts)
+        try:
+            answer = await self._engine.answer(
+                Question("slack", key, event.get("user", ""), text, ChannelKind.THREAD)
+            )
+            if policy.answer_only_when_grounded and not answer.grounded:
+                log.info("abstained", platform="slack", status=answer.status.value)
+                return
+            await self._state.remember_thread(key)
+            answer_id = await self._record(key, text, answer)
+            await self._deliver(client, channel, ts, None, answer, answer_id)
+        except Exception:  # unasked: a failure stays quiet in the channel, loud in the log
+            log.exception("unasked_answer_failed", platform="slack", channel=channel)
+
+    async def _record(self, key: str, text: str, answer: Answer) -> str | None:
+        try:
+            return await self._state.record_answer(key, text, answer)
+        except Exception:
+            log.warning("answer_not_recorded", platform="slack", exc_info=True)
+            return None
 
     async def _claim(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
         return await self._state.first_delivery(
@@ -228,11 +283,7 @@ class SlackBot:
             )
         finally:
             await progress.finish()
-        answer_id: str | None = None
-        try:
-            answer_id = await self._state.record_answer(key, text, answer)
-        except Exception:
-            log.warning("answer_not_recorded", platform="slack", exc_info=True)
+        answer_id = await self._record(key, text, answer)
         await self._deliver(client, channel, thread_ts, progress.message_ts, answer, answer_id)
 
     async def _deliver(

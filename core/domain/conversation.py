@@ -123,3 +123,10 @@ class Answer:
     # Passages the answer was written from but does not cite (search-then-answer): listed as
     # "Sources consulted", without quotes, so the reader can always check them.
     consulted: list[Citation] = field(default_factory=list)
+
+    @property
+    def grounded(self) -> bool:
+        """Whether the answer stands on the docs: it answers (wholly or in part) and at least
+        one of its citations quotes its passage verbatim."""
+        answers = self.status in (AnswerStatus.ANSWERED, AnswerStatus.PARTIAL)
+        return answers and any(c.verified for c in self.citations)

@@ -100,6 +100,7 @@ def kb_engine(
         settings=settings.answers,
         top_k=settings.search.top_k,
         model=claude,
+        policies=settings.policy,
     )
     return index, store, answers
 

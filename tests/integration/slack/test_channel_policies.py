@@ -1,0 +1,135 @@
+"""Each channel decides how the bot behaves there (`channels.policies`), through the real Bolt
+app against the Slack emulator: answer questions unasked (`auto`), only questions, only
+grounded answers, never (`off`), and only from the channel's sources."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+
+from core.answer.claude import ClaudeModel
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
+from tests.integration.slack.test_slack_app import mention, message_event
+
+QUESTION = "How do I re-ingest changed documents?"
+
+
+def policy(**fields: Any) -> dict[str, str]:
+    return {"BOT_CHANNELS__POLICIES": json.dumps({"slack/T1/C1": fields})}
+
+
+def not_found_model() -> tuple[FakeMessagesAPI, ClaudeModel]:
+    """Claude searching, then saying the docs do not cover the question."""
+    not_found = tool_use(RESPOND_TOOL, answer="Not covered.", citations=[], status="not_found")
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="flux")), message(not_found)])
+    return api, ClaudeModel(api.client(), model="claude-test", max_tokens=256)
+
+
+def posted(harness: Any) -> list[dict[str, Any]]:
+    return harness.emulator.called("chat.postMessage")
+
+
+async def test_auto_answers_a_question_nobody_asked_the_bot_in_its_thread(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(trigger="auto"))
+    try:
+        await harness.event(message_event("1700000000.000100", QUESTION), "Ev1")
+        await harness.until(lambda: bool(posted(harness)))
+        [answer] = posted(harness)
+        assert answer["thread_ts"] == "1700000000.000100"
+        assert "ingesting.md" in json.dumps(answer["blocks"])  # the sources are there
+        # Follow-ups in that thread need no mention, as after an @mention.
+        await harness.event(
+            message_event("1700000000.000200", "and with --prune?", "1700000000.000100"), "Ev2"
+        )
+        await harness.until(
+            lambda: len(posted(harness)) + len(harness.emulator.called("chat.update")) >= 2
+        )
+    finally:
+        await stop()
+
+
+async def test_auto_leaves_chatter_alone(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(trigger="auto"))
+    try:
+        for n, text in enumerate(["thanks everyone!", "good morning :wave:", "lunch anyone?"]):
+            await harness.event(message_event(f"1700000000.00030{n}", text), f"Ev{n}")
+        await harness.settle()
+        assert posted(harness) == []
+    finally:
+        await stop()
+
+
+async def test_questions_only_off_answers_any_message(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(trigger="auto", questions_only=False))
+    try:
+        await harness.event(message_event("1700000000.000400", "re-ingesting documents"), "Ev1")
+        await harness.until(lambda: bool(posted(harness)))
+    finally:
+        await stop()
+
+
+async def test_auto_posts_nothing_without_a_grounded_answer(slack_factory) -> None:
+    api, model = not_found_model()
+    harness, stop = await slack_factory(model, **policy(trigger="auto"))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            await harness.event(
+                message_event("1700000000.000500", "How do I calibrate the flux capacitor?"),
+                "Ev1",
+            )
+            await harness.until(lambda: len(api.requests) == 2)
+            await harness.settle()
+        assert posted(harness) == []
+        assert harness.emulator.called("chat.update") == []
+        assert any(e["event"] == "abstained" and e["status"] == "not_found" for e in logs)
+    finally:
+        await stop()
+
+
+async def test_a_mention_is_always_answered_even_when_not_grounded(slack_factory) -> None:
+    _, model = not_found_model()
+    harness, stop = await slack_factory(model, **policy(trigger="auto"))
+    try:
+        await harness.event(mention("1700000000.000600", "flux capacitor?"), "Ev1")
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        assert "Not covered." in harness.emulator.called("chat.update")[-1]["text"]
+    finally:
+        await stop()
+
+
+async def test_mention_only_channels_ignore_unasked_questions(slack_factory) -> None:
+    harness, stop = await slack_factory(None)  # the default policy
+    try:
+        await harness.event(message_event("1700000000.000700", QUESTION), "Ev1")
+        await harness.settle()
+        assert posted(harness) == []
+    finally:
+        await stop()
+
+
+async def test_off_channels_ignore_even_mentions(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(trigger="off"))
+    try:
+        await harness.event(mention("1700000000.000800"), "Ev1")
+        await harness.settle()
+        assert posted(harness) == []
+        assert harness.emulator.called("chat.update") == []
+    finally:
+        await stop()
+
+
+async def test_sources_restrict_what_a_channel_is_answered_from(slack_factory) -> None:
+    # The knowledge base's documents are all of source "kb": a channel scoped to another
+    # source finds none of them, even for the question they answer best.
+    harness, stop = await slack_factory(None, **policy(sources=["handbook"]))
+    try:
+        await harness.event(mention("1700000000.000900"), "Ev1")
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        final = harness.emulator.called("chat.update")[-1]
+        assert "couldn't find anything" in final["text"]
+        assert "ingesting.md" not in json.dumps(final)
+    finally:
+        await stop()

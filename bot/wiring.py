@@ -223,7 +223,7 @@ def build_discord_bot(
 ) -> DocsBot:
     from adapters.discord.bot import DocsBot
 
-    return DocsBot(engine, store, state, settings.discord)
+    return DocsBot(engine, store, state, settings.discord, settings.policy)
 
 
 def discord_token(settings: Settings) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import discord
@@ -19,8 +20,9 @@ from discord import app_commands
 
 from adapters.discord.render import answer_embeds
 from core.answer.engine import AnswerEngine
-from core.config import DiscordSettings
+from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.domain.questions import is_question
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
@@ -28,7 +30,9 @@ log = structlog.get_logger(__name__)
 NO_MENTIONS = discord.AllowedMentions.none()
 APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
+NOT_HERE = "I don't answer in this channel; its settings turn me off here."
 THREAD_NAME_CHARS = 100
+THREAD_ARCHIVE_MINUTES = 1440  # a day without messages, as Discord's client proposes
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 
@@ -89,12 +93,15 @@ class DocsBot(discord.Client):
         store: ConversationStore,
         state: PlatformState,
         settings: DiscordSettings,
+        policies: Callable[[str], ResolvedPolicy],
         **options: Any,
     ) -> None:
+        """`policies` gives each channel's policy (`Settings.policy`) by its key."""
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
         intents.message_content = True  # privileged: follow-ups in threads are read as text
+        intents.dm_messages = True  # questions in direct messages
         # The bot never joins voice: discord.py's start-up warnings about voice libraries
         # (PyNaCl, davey) would only make an operator look for a problem that isn't there.
         discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
@@ -103,6 +110,7 @@ class DocsBot(discord.Client):
         self.store = store
         self.state = state
         self.settings = settings
+        self.policies = policies
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(
             app_commands.Command(
@@ -131,8 +139,11 @@ class DocsBot(discord.Client):
 
     @app_commands.describe(question="What you want to know")
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
-        await interaction.response.defer(thinking=True)
         guild = interaction.guild_id or 0
+        if self.policies(f"discord/{guild}/{interaction.channel_id}").trigger == "off":
+            await interaction.response.send_message(NOT_HERE, ephemeral=True)
+            return
+        await interaction.response.defer(thinking=True)
         key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
         try:
             answer = await self.engine.answer(
@@ -199,14 +210,78 @@ class DocsBot(discord.Client):
             return
         if message.type not in _ANSWERED_TYPES or not message.content.strip():
             return  # renames, joins, pins, sticker- or file-only messages
+        guild = getattr(message.channel, "guild_id", None) or (
+            message.guild.id if message.guild else None
+        )
+        if guild is None:
+            await self._answer_in_place(message, f"discord/dm/{message.channel.id}", "")
+            return
         key = _thread_key(message.channel.id)
         try:
-            if not await self.state.is_bot_thread(key):
+            if await self.state.is_bot_thread(key):
+                channel_key = await self._channel_key(message)
+                if self.policies(channel_key or key).trigger != "off":
+                    await self._answer_in_place(message, key, channel_key)
                 return
+            policy = self.policies(f"discord/{guild}/{message.channel.id}")
+            if policy.trigger == "auto" and not (self.user and self.user in message.mentions):
+                await self._answer_unasked(message, guild, policy)
+        except Exception:
+            log.exception("message_not_handled", platform="discord")
+
+    async def _answer_unasked(
+        self, message: discord.Message, guild: int, policy: ResolvedPolicy
+    ) -> None:
+        """A message nobody asked the bot about, in an `auto` channel: answered in a thread
+        opened from it when it reads as a question (`questions_only`) and, with
+        `answer_only_when_grounded`, only when the answer stands on verified citations;
+        otherwise nothing is posted and the abstention is logged."""
+        if policy.questions_only and not is_question(message.content):
+            return
+        if not await self._is_text_channel(message.channel.id):
+            return  # someone else's thread, a voice chat...: not where a thread can open
+        if not await self.state.first_delivery(f"discord-message:{message.id}"):
+            return
+        key = f"discord/{guild}/{message.channel.id}/{message.id}"
+        answer = await self.engine.answer(
+            Question("discord", key, str(message.author.id), message.content, ChannelKind.CHANNEL)
+        )
+        if policy.answer_only_when_grounded and not answer.grounded:
+            log.info("abstained", platform="discord", status=answer.status.value)
+            return
+        data = await self.http.start_thread_with_message(
+            message.channel.id,
+            message.id,
+            name=message.content[:THREAD_NAME_CHARS] or "Question",
+            auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+            rate_limit_per_user=None,
+        )
+        thread = self.get_partial_messageable(int(data["id"]), guild_id=guild)
+        thread_key = _thread_key(thread.id)
+        await self.state.remember_thread(thread_key)
+        await self.store.append(thread_key, Turn(message.content, answer.text))
+        await self._send_answer(
+            thread, await self._record(thread_key, message.content, answer), answer
+        )
+
+    async def _is_text_channel(self, channel_id: int) -> bool:
+        channel = self.get_channel(channel_id)
+        if channel is None:
+            try:
+                channel = await self.fetch_channel(channel_id)
+            except discord.HTTPException:
+                return False
+        return isinstance(channel, discord.TextChannel)
+
+    async def _answer_in_place(self, message: discord.Message, key: str, channel_key: str) -> None:
+        """A follow-up in one of the bot's threads, or a direct message: answered where it
+        was written, with that conversation's memory."""
+        try:
             if not await self.state.first_delivery(f"discord-message:{message.id}"):
                 return
             if not await self.store.recent(key, 1):
                 await self._seed_history(message, key)
+            kind = ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
             async with message.channel.typing():
                 answer = await self.engine.answer(
                     Question(
@@ -214,25 +289,31 @@ class DocsBot(discord.Client):
                         key,
                         str(message.author.id),
                         message.content,
-                        ChannelKind.THREAD,
-                        channel_key=await self._channel_key(message),
+                        kind,
+                        channel_key=channel_key,
                     )
                 )
-            answer_id = await self._record(key, message.content, answer)
-            embeds = answer_embeds(
-                answer,
-                description_chars=self.settings.description_chars,
-                max_sources=self.settings.max_sources,
+            await self._send_answer(
+                message.channel, await self._record(key, message.content, answer), answer
             )
-            for n, embed in enumerate(embeds, start=1):
-                view = feedback_view(answer_id) if answer_id and n == len(embeds) else None
-                await message.channel.send(
-                    embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
-                )
         except Exception:
             log.exception("follow_up_failed", platform="discord")
             with contextlib.suppress(discord.HTTPException):
                 await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+
+    async def _send_answer(
+        self, channel: discord.abc.Messageable, answer_id: str | None, answer: Answer
+    ) -> None:
+        embeds = answer_embeds(
+            answer,
+            description_chars=self.settings.description_chars,
+            max_sources=self.settings.max_sources,
+        )
+        for n, embed in enumerate(embeds, start=1):
+            view = feedback_view(answer_id) if answer_id and n == len(embeds) else None
+            await channel.send(
+                embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
+            )
 
     async def _channel_key(self, message: discord.Message) -> str:
         """The channel a thread hangs off, keyed like an `/ask` there (guild/channel), so a

@@ -101,6 +101,22 @@ class DiscordEmulator:
             "flags": 0,
         }
 
+    def _text_channel(self) -> dict[str, Any]:
+        return {
+            "id": CHANNEL_ID,
+            "type": 0,
+            "guild_id": GUILD_ID,
+            "name": "help",
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+            "topic": None,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+        }
+
     def called(self, method: str, fragment: str) -> list[Any]:
         return [body for m, path, body in self.calls if m == method and fragment in path]
 
@@ -177,6 +193,8 @@ class DiscordEmulator:
             thread_id = path.split("/")[2]
             if thread_id in self.threads:
                 return _json(self._thread(thread_id))
+            if thread_id == CHANNEL_ID:
+                return _json(self._text_channel())
             return _json({"message": "Unknown Channel", "code": 10003}, status=404)
 
         if "/commands" in path and method == "PUT":

@@ -20,7 +20,7 @@ from bot.wiring import build_discord_bot
 from core.answer.claude import ClaudeModel
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.platform_state import SqlitePlatformState
-from core.config import Settings
+from core.config import ChannelPolicy, ChannelSettings, Settings
 from core.ports import PlatformState
 from core.search.embedder import MiniLMEmbedder
 from tests.fakes.discord_api import (
@@ -174,7 +174,9 @@ class DiscordHarness:
 def make_discord_factory(
     kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    async def start(claude: ClaudeModel | None = None) -> tuple[DiscordHarness, Callable]:
+    async def start(
+        claude: ClaudeModel | None = None, policies: dict[str, ChannelPolicy] | None = None
+    ) -> tuple[DiscordHarness, Callable]:
         emulator = DiscordEmulator()
         server = TestServer(emulator.app, host="127.0.0.1")
         await server.start_server()
@@ -185,6 +187,7 @@ def make_discord_factory(
             update={
                 "storage": kb.storage.model_copy(update={"data_dir": tmp_path}),
                 "search": kb.search.model_copy(update={"sqlite_path": kb.index_path}),
+                "channels": ChannelSettings(policies=policies or {}),
             }
         )
         index, store, engine = kb_engine(kb, minilm, settings, claude)

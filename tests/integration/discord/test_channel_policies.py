@@ -1,0 +1,135 @@
+"""Each channel decides how the bot behaves there (`channels.policies`), through the real
+discord.py client against the Discord emulator: questions answered unasked in a thread of their
+own (`auto`), only questions, only grounded answers, `/ask` refused where the bot is `off`, a
+channel's sources only; and direct messages answered with their own memory."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+
+import structlog
+
+from core.answer.claude import ClaudeModel
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.config import ChannelPolicy
+from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
+from tests.fakes.discord_api import CHANNEL_ID, GUILD_ID, user
+from tests.fakes.discord_api import message as discord_message
+from tests.integration.discord.conftest import ask_payload
+
+QUESTION = "How do I re-ingest changed documents?"
+HERE = f"discord/{GUILD_ID}/{CHANNEL_ID}"
+_ids = itertools.count(2_000_000)
+
+
+def channel_message(text: str, *, channel: str = CHANNEL_ID, guild: str | None = GUILD_ID):
+    return discord_message(str(next(_ids)), channel, user("42", "alice"), text, guild_id=guild)
+
+
+def not_found_model() -> tuple[FakeMessagesAPI, ClaudeModel]:
+    not_found = tool_use(RESPOND_TOOL, answer="Not covered.", citations=[], status="not_found")
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="flux")), message(not_found)])
+    return api, ClaudeModel(api.client(), model="claude-test", max_tokens=256)
+
+
+def thread_posts(harness, thread_id: str) -> list[dict]:
+    return harness.emulator.called("POST", f"/channels/{thread_id}/messages")
+
+
+async def test_auto_answers_a_question_in_a_thread_of_its_own(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="auto")})
+    try:
+        harness.gateway_message(channel_message(QUESTION))
+        thread_id = await harness.thread_ready()
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+        [posted] = thread_posts(harness, thread_id)
+        assert "ingesting.md" in json.dumps(posted["embeds"])
+        assert harness.emulator.thread_names[thread_id] == QUESTION
+        assert posted["allowed_mentions"] == {"parse": []}
+    finally:
+        await stop()
+
+
+async def test_auto_leaves_chatter_alone(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="auto")})
+    try:
+        for text in ("thanks all!", "good morning", "who's up for lunch?"):
+            harness.gateway_message(channel_message(text))
+        await _settle()
+        assert harness.emulator.threads == []
+        assert harness.emulator.called("POST", "/messages") == []
+    finally:
+        await stop()
+
+
+async def test_auto_posts_nothing_without_a_grounded_answer(discord_factory) -> None:
+    api, model = not_found_model()
+    harness, stop = await discord_factory(model, policies={HERE: ChannelPolicy(trigger="auto")})
+    try:
+        with structlog.testing.capture_logs() as logs:
+            harness.gateway_message(channel_message("How do I calibrate the flux capacitor?"))
+            await harness.until(lambda: len(api.requests) == 2)
+            await _settle()
+        assert harness.emulator.threads == []
+        assert harness.emulator.called("POST", "/messages") == []
+        assert any(e["event"] == "abstained" and e["status"] == "not_found" for e in logs)
+    finally:
+        await stop()
+
+
+async def test_mention_only_channels_ignore_unasked_questions(discord_factory) -> None:
+    harness, stop = await discord_factory()
+    try:
+        harness.gateway_message(channel_message(QUESTION))
+        await _settle()
+        assert harness.emulator.threads == []
+    finally:
+        await stop()
+
+
+async def test_ask_where_the_bot_is_off_is_refused_privately(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="off")})
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/callback")))
+        [callback] = harness.emulator.called("POST", "/callback")
+        assert callback["type"] == 4
+        assert callback["data"]["flags"] == 64  # ephemeral: only the asker sees it
+        assert "don't answer in this channel" in callback["data"]["content"]
+        await _settle()
+        assert harness.emulator.called("POST", "/webhooks/") == []
+    finally:
+        await stop()
+
+
+async def test_sources_restrict_what_a_channel_is_answered_from(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(sources=["handbook"])})
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        sent = harness.emulator.called("POST", "/webhooks/")[0]
+        assert "couldn't find anything" in sent["embeds"][0]["description"]
+        assert "ingesting.md" not in json.dumps(sent)
+    finally:
+        await stop()
+
+
+async def test_direct_messages_are_answered_with_their_own_memory(discord_factory) -> None:
+    harness, stop = await discord_factory()
+    dm = "777"
+    try:
+        harness.gateway_message(channel_message(QUESTION, channel=dm, guild=None))
+        await harness.until(lambda: len(thread_posts(harness, dm)) == 1)
+        harness.gateway_message(channel_message("and with --prune?", channel=dm, guild=None))
+        await harness.until(lambda: len(thread_posts(harness, dm)) == 2)
+        turns = await harness.store.recent(f"discord/dm/{dm}", 10)
+        assert [t.question for t in turns] == [QUESTION, "and with --prune?"]
+    finally:
+        await stop()
+
+
+async def _settle(seconds: float = 0.5) -> None:
+    """Give background listeners time to do something they should not do."""
+    await asyncio.sleep(seconds)

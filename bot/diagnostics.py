@@ -79,6 +79,19 @@ async def model_tools(settings: Settings, backend: Backend) -> list[Check]:
     return [Check("model tools", True, detail, info=True)]
 
 
+def channel_policy(settings: Settings, key: str) -> Check:
+    """How the bot behaves in one channel, and which `channels.policies` entries said so."""
+    p = settings.policy(key)
+    came_from = ", ".join(p.matched) or "channels.default only"
+    sources = ", ".join(p.sources) or "all"
+    detail = (
+        f"trigger {p.trigger}; questions_only {str(p.questions_only).lower()}; "
+        f"answer_only_when_grounded {str(p.answer_only_when_grounded).lower()}; "
+        f"sources {sources}; web_search {'on' if p.web_search else 'off'} (from {came_from})"
+    )
+    return Check(f"channel {key}", True, detail, info=True)
+
+
 def configuration(settings: Settings) -> list[Check]:
     """The rows that need no connection: where the data is, the model, platforms, web search."""
     return [

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -11,16 +12,34 @@ from rich.table import Table
 if TYPE_CHECKING:
     from bot.diagnostics import Check
 
-from bot.cli.app import app, out, state
+from bot.cli.app import app, out, refuse, state
+
+_CHANNEL_KEY = re.compile(r"(?:slack|discord)(?:/[^/\s]+){1,3}")
 
 
 @app.command()
-def doctor() -> None:
+def doctor(
+    channel: Annotated[
+        str | None,
+        typer.Option(
+            help="Also show the policy of this channel, by its key: slack/TEAM/CHANNEL or "
+            "discord/GUILD/CHANNEL (ids as Slack and Discord show them).",
+        ),
+    ] = None,
+) -> None:
     """Check the backend (reachable, versions, licence, index) and say which model answers,
     which platform tokens are set and whether the web is searched."""
+    from bot.diagnostics import channel_policy
     from core.domain.urls import redact_urls_in
 
+    if channel is not None and not _CHANNEL_KEY.fullmatch(channel):
+        refuse(
+            f"{channel!r} is not a channel key: use slack/TEAM_ID/CHANNEL_ID or "
+            "discord/GUILD_ID/CHANNEL_ID"
+        )
     checks = asyncio.run(_doctor())
+    if channel is not None:
+        checks.append(channel_policy(state.settings, channel))
     table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
     for check in checks:
         status = (

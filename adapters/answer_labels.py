@@ -19,6 +19,9 @@ FROM_WEB = "from_web"
 FROM_WEB_TEXT = "Draws on knowledge found on the web."
 KIND_MARKS = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
 EMPTY_ANSWER = "The answer came back empty. Please try asking again."
+STILL_NEED_HELP = "🙋 Still need help?"
+# Posted when someone asks for a person: the configured targets, and nothing from the answer.
+ESCALATION = "{targets}: someone here still needs help with this question."
 SOURCES = "Sources"
 # Passages the answer was written from without citing them: listed so they can be checked,
 # and not "quote not verified", since they carry no quote to verify.

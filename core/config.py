@@ -185,6 +185,7 @@ class OpenAICompatibleSettings(_Section):
     retry_max_s: float = Field(8.0, ge=0)
 
 
+_ESCALATION_TARGET = re.compile(r"[UWS][A-Z0-9]{2,30}|(?:user|role):\d{1,25}")
 _CHANNEL_PREFIX = re.compile(r"[a-z]+(/[^/\s]+)*")
 _CRON_FIELDS = 5
 
@@ -239,6 +240,20 @@ class ChannelPolicy(_Section):
     answer_only_when_grounded: bool | None = None
     sources: list[str] | None = None
     web_search: bool | None = None
+    escalate_to: list[str] | None = None
+
+    @field_validator("escalate_to")
+    @classmethod
+    def _escalation_ids(cls, value: list[str] | None) -> list[str] | None:
+        """Only ids, each of a kind the platforms can mention: the one place a mention may
+        come from, so nothing else can be smuggled in."""
+        for target in value or []:
+            if not _ESCALATION_TARGET.fullmatch(target):
+                raise ValueError(
+                    f"{target!r} is not an escalation target: a Slack user (U0123ABC) or user "
+                    "group (S0123ABC) id, or a Discord user:ID or role:ID"
+                )
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,11 +264,16 @@ class ResolvedPolicy:
     sources: tuple[str, ...]  # empty: every source
     web_search: bool
     matched: tuple[str, ...]  # the prefixes that applied, least specific first
+    escalate_to: tuple[str, ...] = ()  # who "Still need help?" mentions
 
 
 class ChannelSettings(_Section):
     default: ChannelPolicy = ChannelPolicy(
-        trigger="mention", questions_only=True, answer_only_when_grounded=True, sources=[]
+        trigger="mention",
+        questions_only=True,
+        answer_only_when_grounded=True,
+        sources=[],
+        escalate_to=[],
     )
     policies: dict[str, ChannelPolicy] = Field(default_factory=dict)
 
@@ -404,6 +424,7 @@ class Settings(_Section):
             sources=tuple(merged["sources"] or ()),
             web_search=bool(web),
             matched=tuple(matched),
+            escalate_to=tuple(merged["escalate_to"] or ()),
         )
 
     @property

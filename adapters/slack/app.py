@@ -21,15 +21,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
+    ESCALATE,
     FEEDBACK_DOWN,
     FEEDBACK_UP,
     answer_messages,
+    escalation_text,
     escape,
     plain_messages,
 )
 from core.answer.engine import AnswerEngine
 from core.config import ResolvedPolicy, SlackSettings
-from core.domain.conversation import Answer, ChannelKind, Question, Turn
+from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
 from core.domain.questions import is_question
 from core.ports import ConversationStore, PlatformState
 
@@ -68,6 +70,7 @@ class SlackBot:
         app.event("message")(self._tracked(self._on_message))
         app.action(FEEDBACK_UP)(self._tracked(self._on_feedback))
         app.action(FEEDBACK_DOWN)(self._tracked(self._on_feedback))
+        app.action(ESCALATE)(self._tracked(self._on_escalate))
 
     async def drain(self) -> None:
         """On shutdown, once no new events arrive: the listeners still running get
@@ -199,7 +202,8 @@ class SlackBot:
                 return
             await self._state.remember_thread(key)
             answer_id = await self._record(key, text, answer)
-            await self._deliver(client, channel, ts, None, answer, answer_id)
+            escalate = bool(policy.escalate_to)
+            await self._deliver(client, channel, ts, None, answer, answer_id, escalate=escalate)
         except Exception:  # unasked: a failure stays quiet in the channel, loud in the log
             log.exception("unasked_answer_failed", platform="slack", channel=channel)
 
@@ -284,7 +288,19 @@ class SlackBot:
         finally:
             await progress.finish()
         answer_id = await self._record(key, text, answer)
-        await self._deliver(client, channel, thread_ts, progress.message_ts, answer, answer_id)
+        targets = self._policies(f"slack/{team}/{channel}").escalate_to
+        await self._deliver(
+            client,
+            channel,
+            thread_ts,
+            progress.message_ts,
+            answer,
+            answer_id,
+            escalate=bool(targets),
+        )
+        if targets and answer.status is AnswerStatus.NOT_FOUND:
+            # Asked, and the docs don't have it: a person is called in without a click.
+            await self._escalate(client, channel, thread_ts, targets, answer_id or key)
 
     async def _deliver(
         self,
@@ -294,6 +310,8 @@ class SlackBot:
         placeholder: str | None,
         answer: Answer,
         answer_id: str | None,
+        *,
+        escalate: bool = False,
     ) -> None:
         s = self._settings
         messages = answer_messages(
@@ -303,6 +321,7 @@ class SlackBot:
             message_chars=s.message_chars,
             max_blocks=s.max_blocks,
             max_sources=s.max_sources,
+            escalate=escalate,
         )
         try:
             for n, message in enumerate(messages):
@@ -410,6 +429,38 @@ class SlackBot:
                 await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
             except SlackApiError as exc:
                 log.info("slack_ephemeral_failed", error=slack_error(exc))
+
+    async def _on_escalate(
+        self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        """ "Still need help?": the channel's escalation targets are mentioned in the thread,
+        once per answer, whoever clicks and however often."""
+        await ack()
+        team = body.get("team", {}).get("id", "")
+        channel = body.get("channel", {}).get("id", "")
+        container = body.get("container", {})
+        message = body.get("message", {})
+        thread_ts = container.get("thread_ts") or message.get("thread_ts") or message.get("ts")
+        targets = self._policies(f"slack/{team}/{channel}").escalate_to
+        if channel and targets:
+            await self._escalate(client, channel, thread_ts, targets, str(action.get("value")))
+
+    async def _escalate(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        thread_ts: str | None,
+        targets: tuple[str, ...],
+        answer_id: str,
+    ) -> None:
+        if not await self._state.first_delivery(f"slack-escalation:{answer_id}"):
+            return
+        try:
+            await client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=escalation_text(targets)
+            )
+        except SlackApiError as exc:
+            log.warning("escalation_failed", platform="slack", error=slack_error(exc))
 
 
 def _key(team: str, channel: str, thread_ts: str | None) -> str:

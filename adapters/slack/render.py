@@ -11,15 +11,18 @@ need; nothing is ever cut off.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.answer_labels import (
     CONSULTED,
     EMPTY_ANSWER,
+    ESCALATION,
     FROM_WEB,
     KIND_MARKS,
     SOURCES,
+    STILL_NEED_HELP,
     answer_labels,
 )
 from core.answer.citations import allowed_urls, check_links, is_linkable
@@ -27,6 +30,7 @@ from core.domain.conversation import Answer, AnswerStatus, Citation
 
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"
+ESCALATE = "still_need_help"
 
 _FENCE = re.compile(r"^\s*```")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
@@ -185,8 +189,10 @@ def answer_messages(
     message_chars: int,
     max_blocks: int,
     max_sources: int,
+    escalate: bool = False,
 ) -> list[SlackMessage]:
-    """The answer as one or more messages; the last carries sources, status and feedback."""
+    """The answer as one or more messages; the last carries sources, status and feedback (and
+    "Still need help?" when the channel has people to escalate to)."""
     body = to_mrkdwn(answer.text, answer.citations)
     sections = split_text(body, section_chars) or [_EMPTY]
     footer: list[dict[str, Any]] = []
@@ -198,7 +204,7 @@ def answer_messages(
     if answer.consulted:
         footer.append(_context(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
     if answer_id and answer.status is not AnswerStatus.ERROR:
-        footer.append(_feedback(answer_id))
+        footer.append(_feedback(answer_id, escalate=escalate))
     messages: list[SlackMessage] = []
     current = SlackMessage(text="")
     for section in sections:
@@ -236,7 +242,20 @@ def _context(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [_mrkdwn(text)]}
 
 
-def _feedback(answer_id: str) -> dict[str, Any]:
+def escalation_text(targets: Sequence[str]) -> str:
+    """The configured targets as Slack mentions (`<@U…>` people, `<!subteam^S…>` groups): the
+    only mentions the bot ever writes, checked as ids when the settings load."""
+    mentions = " ".join(f"<!subteam^{t}>" if t.startswith("S") else f"<@{t}>" for t in targets)
+    return ESCALATION.format(targets=mentions)
+
+
+def _feedback(answer_id: str, *, escalate: bool) -> dict[str, Any]:
+    help_button = {
+        "type": "button",
+        "action_id": ESCALATE,
+        "value": answer_id,
+        "text": {"type": "plain_text", "text": STILL_NEED_HELP},
+    }
     return {
         "type": "actions",
         "block_id": f"feedback:{answer_id}",
@@ -253,5 +272,6 @@ def _feedback(answer_id: str) -> dict[str, Any]:
                 "value": answer_id,
                 "text": {"type": "plain_text", "text": "👎 Not helpful"},
             },
+            *([help_button] if escalate else []),
         ],
     }

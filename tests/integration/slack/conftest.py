@@ -85,7 +85,9 @@ class SlackHarness:
         }
         return await self.post(json.dumps(payload), **kwargs)
 
-    async def click(self, action_id: str, value: str, user: str = "U2") -> int:
+    async def click(
+        self, action_id: str, value: str, user: str = "U2", thread_ts: str | None = None
+    ) -> int:
         payload = {
             "type": "block_actions",
             "team": {"id": TEAM},
@@ -93,7 +95,7 @@ class SlackHarness:
             "api_app_id": "A1",
             "channel": {"id": "C1"},
             "trigger_id": "t1",
-            "container": {"type": "message", "channel_id": "C1"},
+            "container": {"type": "message", "channel_id": "C1", "thread_ts": thread_ts},
             "actions": [
                 {
                     "type": "button",

@@ -5,10 +5,12 @@ grounded answers, never (`off`), and only from the channel's sources."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import structlog
 
+from adapters.slack.render import ESCALATE
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
@@ -131,5 +133,67 @@ async def test_sources_restrict_what_a_channel_is_answered_from(slack_factory) -
         final = harness.emulator.called("chat.update")[-1]
         assert "couldn't find anything" in final["text"]
         assert "ingesting.md" not in json.dumps(final)
+    finally:
+        await stop()
+
+
+THREAD = "1700000000.001000"
+HOSTILE = "Not covered. <!subteam^SEVIL99> <@&123456> <@U0NOTME> @everyone <!channel>"
+TARGETS = ["U0ESC1", "S0GRP1"]
+ESCALATION_SENT = "<@U0ESC1> <!subteam^S0GRP1>: someone here still needs help with this question."
+
+
+def escalations(harness: Any) -> list[dict[str, Any]]:
+    return [m for m in posted(harness) if m["text"] == ESCALATION_SENT]
+
+
+def mentions_sent(harness: Any) -> list[str]:
+    """Every mention anything the bot posted or edited would notify."""
+    bodies = json.dumps(posted(harness) + harness.emulator.called("chat.update"))
+    return re.findall(r"<(?:@|!)[^>]*>|@everyone|@here", bodies)
+
+
+async def test_still_need_help_mentions_exactly_the_configured_targets_once(
+    slack_factory,
+) -> None:
+    harness, stop = await slack_factory(None, **policy(escalate_to=TARGETS))
+    try:
+        await harness.event(mention(THREAD), "Ev1")
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        final = harness.emulator.called("chat.update")[-1]
+        buttons = [e for b in final["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        [help_button] = [b for b in buttons if b["action_id"] == ESCALATE]
+        assert escalations(harness) == []  # found: nobody is called in unasked
+        for _ in range(2):  # a second click does not ping again
+            assert await harness.click(ESCALATE, help_button["value"], thread_ts=THREAD) == 200
+        await harness.until(lambda: bool(escalations(harness)))
+        await harness.settle()
+        [sent] = escalations(harness)
+        assert sent["thread_ts"] == THREAD
+        assert sorted(set(mentions_sent(harness))) == ["<!subteam^S0GRP1>", "<@U0ESC1>"]
+    finally:
+        await stop()
+
+
+async def test_not_found_escalates_unasked_and_nothing_else_pings(slack_factory) -> None:
+    not_found = tool_use(RESPOND_TOOL, answer=HOSTILE, citations=[], status="not_found")
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="flux")), message(not_found)])
+    model = ClaudeModel(api.client(), model="claude-test", max_tokens=256)
+    harness, stop = await slack_factory(model, **policy(escalate_to=TARGETS))
+    try:
+        await harness.event(mention("1700000000.001100", "flux capacitor?"), "Ev1")
+        await harness.until(lambda: bool(escalations(harness)))
+        assert escalations(harness)[0]["thread_ts"] == "1700000000.001100"
+        assert sorted(set(mentions_sent(harness))) == ["<!subteam^S0GRP1>", "<@U0ESC1>"]
+    finally:
+        await stop()
+
+
+async def test_no_targets_no_button_and_no_escalation(slack_factory) -> None:
+    harness, stop = await slack_factory(None)
+    try:
+        await harness.event(mention("1700000000.001200"), "Ev1")
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        assert ESCALATE not in json.dumps(harness.emulator.called("chat.update")[-1])
     finally:
         await stop()

@@ -18,6 +18,7 @@ import discord
 import structlog
 from discord import app_commands
 
+from adapters.answer_labels import ESCALATION, STILL_NEED_HELP
 from adapters.discord.render import answer_embeds
 from core.answer.engine import AnswerEngine
 from core.config import DiscordSettings, ResolvedPolicy
@@ -31,6 +32,8 @@ NO_MENTIONS = discord.AllowedMentions.none()
 APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 NOT_HERE = "I don't answer in this channel; its settings turn me off here."
+NO_ONE_TO_CALL = "Nobody is set up to help in this channel yet; ask the bot's owners."
+ALREADY_CALLED = "Help has already been called for this answer."
 THREAD_NAME_CHARS = 100
 THREAD_ARCHIVE_MINUTES = 1440  # a day without messages, as Discord's client proposes
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -79,10 +82,71 @@ class FeedbackButton(
         await interaction.response.send_message(text, ephemeral=True)
 
 
-def feedback_view(answer_id: str) -> discord.ui.View:
+class EscalateButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"docbot:help:(?P<answer_id>[0-9a-f]{32})",
+):
+    """ "Still need help?": mentions the channel's escalation targets, once per answer."""
+
+    bot: DocsBot | None = None  # set once by the bot at start
+
+    def __init__(self, answer_id: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                style=discord.ButtonStyle.secondary,
+                label=STILL_NEED_HELP,
+                custom_id=f"docbot:help:{answer_id}",
+            )
+        )
+        self.answer_id = answer_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
+        item: discord.ui.Item[Any],  # noqa: ARG003
+        match: re.Match[str],
+    ) -> EscalateButton:
+        return cls(match["answer_id"])
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = EscalateButton.bot
+        channel = interaction.channel
+        parent = getattr(channel, "parent_id", None) or interaction.channel_id
+        targets = (
+            bot.policies(f"discord/{interaction.guild_id}/{parent}").escalate_to if bot else ()
+        )
+        if bot is None or not targets or channel is None:
+            await interaction.response.send_message(NO_ONE_TO_CALL, ephemeral=True)
+            return
+        if not await bot.state.first_delivery(f"discord-escalation:{self.answer_id}"):
+            await interaction.response.send_message(ALREADY_CALLED, ephemeral=True)
+            return
+        content, allowed = escalation(targets)
+        await interaction.response.send_message(content, allowed_mentions=allowed)
+
+
+def escalation(targets: tuple[str, ...]) -> tuple[str, discord.AllowedMentions]:
+    """The configured targets as mentions (`user:ID` people, `role:ID` roles) and the only
+    mentions Discord may turn into pings for that message: exactly those."""
+    users = [int(t.split(":")[1]) for t in targets if t.startswith("user:")]
+    roles = [int(t.split(":")[1]) for t in targets if t.startswith("role:")]
+    mentions = " ".join([*(f"<@{u}>" for u in users), *(f"<@&{r}>" for r in roles)])
+    allowed = discord.AllowedMentions(
+        everyone=False,
+        users=[discord.Object(id=u) for u in users],
+        roles=[discord.Object(id=r) for r in roles],
+        replied_user=False,
+    )
+    return ESCALATION.format(targets=mentions), allowed
+
+
+def feedback_view(answer_id: str, *, escalate: bool = False) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     view.add_item(FeedbackButton("up", answer_id))
     view.add_item(FeedbackButton("down", answer_id))
+    if escalate:
+        view.add_item(EscalateButton(answer_id))
     return view
 
 
@@ -120,9 +184,10 @@ class DocsBot(discord.Client):
             )
         )
         FeedbackButton.state = state
+        EscalateButton.bot = self
 
     async def setup_hook(self) -> None:
-        self.add_dynamic_items(FeedbackButton)
+        self.add_dynamic_items(FeedbackButton, EscalateButton)
 
     async def sync_commands(self, token: str, guild: int | None) -> str:
         """Register /ask with Discord (on deploy, not at every start: Discord rate-limits it).
@@ -140,9 +205,11 @@ class DocsBot(discord.Client):
     @app_commands.describe(question="What you want to know")
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
         guild = interaction.guild_id or 0
-        if self.policies(f"discord/{guild}/{interaction.channel_id}").trigger == "off":
+        policy = self.policies(f"discord/{guild}/{interaction.channel_id}")
+        if policy.trigger == "off":
             await interaction.response.send_message(NOT_HERE, ephemeral=True)
             return
+        escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
         key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
         try:
@@ -155,7 +222,11 @@ class DocsBot(discord.Client):
                 description_chars=self.settings.description_chars,
                 max_sources=self.settings.max_sources,
             )
-            first_view = feedback_view(answer_id) if answer_id and len(embeds) == 1 else None
+            first_view = (
+                feedback_view(answer_id, escalate=escalate)
+                if answer_id and len(embeds) == 1
+                else None
+            )
             await interaction.followup.send(
                 embed=embeds[0],
                 wait=True,
@@ -166,7 +237,11 @@ class DocsBot(discord.Client):
             rest = embeds[1:]
             target: discord.abc.Messageable = thread or interaction.followup  # type: ignore[assignment]
             for n, embed in enumerate(rest, start=1):
-                view = feedback_view(answer_id) if answer_id and n == len(rest) else None
+                view = (
+                    feedback_view(answer_id, escalate=escalate)
+                    if answer_id and n == len(rest)
+                    else None
+                )
                 await target.send(
                     embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
                 )
@@ -174,6 +249,9 @@ class DocsBot(discord.Client):
                 await interaction.followup.send(
                     NO_THREAD.format(reason=reason), allowed_mentions=NO_MENTIONS
                 )
+            if escalate and answer.status is AnswerStatus.NOT_FOUND:
+                # Asked, and the docs don't have it: a person is called in without a click.
+                await self._escalate(target, policy.escalate_to, answer_id or key)
         except Exception:
             log.exception("ask_failed", platform="discord")
             await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
@@ -260,9 +338,8 @@ class DocsBot(discord.Client):
         thread_key = _thread_key(thread.id)
         await self.state.remember_thread(thread_key)
         await self.store.append(thread_key, Turn(message.content, answer.text))
-        await self._send_answer(
-            thread, await self._record(thread_key, message.content, answer), answer
-        )
+        answer_id = await self._record(thread_key, message.content, answer)
+        await self._send_answer(thread, answer_id, answer, escalate=bool(policy.escalate_to))
 
     async def _is_text_channel(self, channel_id: int) -> bool:
         channel = self.get_channel(channel_id)
@@ -293,16 +370,32 @@ class DocsBot(discord.Client):
                         channel_key=channel_key,
                     )
                 )
+            escalate = bool(channel_key and self.policies(channel_key).escalate_to)
             await self._send_answer(
-                message.channel, await self._record(key, message.content, answer), answer
+                message.channel,
+                await self._record(key, message.content, answer),
+                answer,
+                escalate=escalate,
             )
         except Exception:
             log.exception("follow_up_failed", platform="discord")
             with contextlib.suppress(discord.HTTPException):
                 await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
 
+    async def _escalate(
+        self, channel: discord.abc.Messageable, targets: tuple[str, ...], answer_id: str
+    ) -> None:
+        if await self.state.first_delivery(f"discord-escalation:{answer_id}"):
+            content, allowed = escalation(targets)
+            await channel.send(content, allowed_mentions=allowed)
+
     async def _send_answer(
-        self, channel: discord.abc.Messageable, answer_id: str | None, answer: Answer
+        self,
+        channel: discord.abc.Messageable,
+        answer_id: str | None,
+        answer: Answer,
+        *,
+        escalate: bool = False,
     ) -> None:
         embeds = answer_embeds(
             answer,
@@ -310,7 +403,8 @@ class DocsBot(discord.Client):
             max_sources=self.settings.max_sources,
         )
         for n, embed in enumerate(embeds, start=1):
-            view = feedback_view(answer_id) if answer_id and n == len(embeds) else None
+            last = answer_id and n == len(embeds)
+            view = feedback_view(answer_id, escalate=escalate) if last and answer_id else None
             await channel.send(
                 embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
             )

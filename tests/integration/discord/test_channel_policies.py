@@ -17,7 +17,7 @@ from core.config import ChannelPolicy
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
 from tests.fakes.discord_api import CHANNEL_ID, GUILD_ID, user
 from tests.fakes.discord_api import message as discord_message
-from tests.integration.discord.conftest import ask_payload
+from tests.integration.discord.conftest import ask_payload, click_payload
 
 QUESTION = "How do I re-ingest changed documents?"
 HERE = f"discord/{GUILD_ID}/{CHANNEL_ID}"
@@ -133,3 +133,65 @@ async def test_direct_messages_are_answered_with_their_own_memory(discord_factor
 async def _settle(seconds: float = 0.5) -> None:
     """Give background listeners time to do something they should not do."""
     await asyncio.sleep(seconds)
+
+
+HOSTILE = "Not covered. <@&999> <@U0NOTME> @everyone @here <@123>"
+TARGETS = ["user:111", "role:222"]
+ESCALATION_SENT = "<@111> <@&222>: someone here still needs help with this question."
+EXACTLY_THE_TARGETS = {"parse": [], "users": [111], "roles": [222]}
+
+
+def help_buttons(sent: dict) -> list[str]:
+    return [
+        c["custom_id"]
+        for row in sent.get("components") or []
+        for c in row["components"]
+        if c["custom_id"].startswith("docbot:help:")
+    ]
+
+
+async def test_still_need_help_mentions_exactly_the_configured_targets_once(
+    discord_factory,
+) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(escalate_to=TARGETS)})
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [button] = help_buttons(harness.emulator.called("POST", "/webhooks/")[0])
+        for _ in range(2):
+            harness.interaction(click_payload(button))
+        await harness.until(lambda: len(harness.emulator.called("POST", "/callback")) == 3)
+        first, second = harness.emulator.called("POST", "/callback")[1:]
+        assert first["type"] == 4
+        assert first["data"]["content"] == ESCALATION_SENT
+        assert first["data"]["allowed_mentions"] == EXACTLY_THE_TARGETS
+        assert second["data"]["flags"] == 64  # the second click: privately, already called
+        assert "already been called" in second["data"]["content"]
+    finally:
+        await stop()
+
+
+async def test_not_found_escalates_unasked_and_nothing_else_pings(discord_factory) -> None:
+    not_found = tool_use(RESPOND_TOOL, answer=HOSTILE, citations=[], status="not_found")
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="flux")), message(not_found)])
+    model = ClaudeModel(api.client(), model="claude-test", max_tokens=256)
+    harness, stop = await discord_factory(
+        model, policies={HERE: ChannelPolicy(escalate_to=TARGETS)}
+    )
+    try:
+        harness.interaction(ask_payload("flux capacitor?"))
+        thread_id = await harness.thread_ready()
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+        [called] = thread_posts(harness, thread_id)
+        assert called["content"] == ESCALATION_SENT
+        assert called["allowed_mentions"] == EXACTLY_THE_TARGETS
+        # Everything else the bot sent may ping no one, whatever its text holds.
+        others = [
+            body
+            for method, path, body in harness.emulator.calls
+            if method == "POST" and body and body is not called and "embeds" in body
+        ]
+        assert others
+        assert all(body["allowed_mentions"] == {"parse": []} for body in others)
+    finally:
+        await stop()

@@ -20,6 +20,9 @@ FROM_WEB_TEXT = "Draws on knowledge found on the web."
 KIND_MARKS = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
 EMPTY_ANSWER = "The answer came back empty. Please try asking again."
 STILL_NEED_HELP = "🙋 Still need help?"
+SHARE = "📣 Share with the channel"
+NO_LONGER_KNOWN = "That answer is no longer known."
+ALREADY_SHARED = "That answer has already been shared."
 # Posted when someone asks for a person: the configured targets, and nothing from the answer.
 ESCALATION = "{targets}: someone here still needs help with this question."
 SOURCES = "Sources"

@@ -240,6 +240,7 @@ class ChannelPolicy(_Section):
     answer_only_when_grounded: bool | None = None
     sources: list[str] | None = None
     web_search: bool | None = None
+    private: bool | None = None
     escalate_to: list[str] | None = None
 
     @field_validator("escalate_to")
@@ -265,6 +266,7 @@ class ResolvedPolicy:
     web_search: bool
     matched: tuple[str, ...]  # the prefixes that applied, least specific first
     escalate_to: tuple[str, ...] = ()  # who "Still need help?" mentions
+    private: bool = False  # answers only the asker sees, with a button to share them
 
 
 class ChannelSettings(_Section):
@@ -273,6 +275,7 @@ class ChannelSettings(_Section):
         questions_only=True,
         answer_only_when_grounded=True,
         sources=[],
+        private=False,
         escalate_to=[],
     )
     policies: dict[str, ChannelPolicy] = Field(default_factory=dict)
@@ -425,6 +428,7 @@ class Settings(_Section):
             web_search=bool(web),
             matched=tuple(matched),
             escalate_to=tuple(merged["escalate_to"] or ()),
+            private=bool(merged["private"]),
         )
 
     @property

@@ -21,6 +21,7 @@ from core.domain.documents import (
     SearchMode,
     Vectors,
 )
+from core.domain.feedback import RecordedAnswer
 from core.domain.health import HealthCheck, ReindexReport
 from core.domain.learned import LearnedDocument, LearnedKeyword
 from core.domain.web import WebResult
@@ -133,6 +134,10 @@ class AnswerRecords(LearnedVotes, Protocol):
         """Store (or change) one user's vote; False when the answer is unknown."""
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]: ...
+
+    async def recorded_answer(self, answer_id: str) -> RecordedAnswer | None:
+        """The answer kept under `answer_id` (it came back from a button: untrusted), to show
+        it again; None when unknown."""
 
 
 class PlatformState(Deliveries, BotThreads, AnswerRecords, Protocol):

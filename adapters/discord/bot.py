@@ -18,7 +18,7 @@ import discord
 import structlog
 from discord import app_commands
 
-from adapters.answer_labels import ESCALATION, STILL_NEED_HELP
+from adapters.answer_labels import ESCALATION, NO_LONGER_KNOWN, STILL_NEED_HELP
 from adapters.discord.render import answer_embeds
 from core.answer.engine import AnswerEngine
 from core.config import DiscordSettings, ResolvedPolicy
@@ -75,7 +75,7 @@ class FeedbackButton(
                     self.answer_id, str(interaction.user.id), self.vote == "up"
                 )
             )
-            text = "Thanks for the feedback." if stored else "That answer is no longer known."
+            text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
         except Exception:
             log.exception("feedback_failed", platform="discord")
             text = "Sorry, your feedback could not be saved. Please try again later."

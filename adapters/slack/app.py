@@ -9,6 +9,7 @@ store by event id and by message id before any work: one message, one answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import re
 from collections.abc import Awaitable, Callable
@@ -19,11 +20,13 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.answer_labels import ALREADY_SHARED, NO_LONGER_KNOWN
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
     FEEDBACK_DOWN,
     FEEDBACK_UP,
+    SHARE_ANSWER,
     answer_messages,
     escalation_text,
     escape,
@@ -71,6 +74,7 @@ class SlackBot:
         app.action(FEEDBACK_UP)(self._tracked(self._on_feedback))
         app.action(FEEDBACK_DOWN)(self._tracked(self._on_feedback))
         app.action(ESCALATE)(self._tracked(self._on_escalate))
+        app.action(SHARE_ANSWER)(self._tracked(self._on_share))
 
     async def drain(self) -> None:
         """On shutdown, once no new events arrive: the listeners still running get
@@ -234,6 +238,9 @@ class SlackBot:
         """Answer one message; whatever fails (Slack, the network, the store) or stops it (a
         shutdown), the thread ends with a visible message, never a placeholder left hanging."""
         channel = event["channel"]
+        if event.get("channel_type") != "im" and self._policies(f"slack/{team}/{channel}").private:
+            await self._answer_privately(client, team, event, bot_user, thread_ts)
+            return
         progress: AnswerProgressMessage | None = None
         try:
             placeholder = await self._post(
@@ -260,6 +267,77 @@ class SlackBot:
             log.exception("answer_failed", platform="slack", channel=channel)
             message_ts = progress.message_ts if progress else None
             await self._deliver_text(client, channel, thread_ts, message_ts, [APOLOGY])
+
+    async def _answer_privately(
+        self,
+        client: AsyncWebClient,
+        team: str,
+        event: dict[str, Any],
+        bot_user: str | None,
+        thread_ts: str | None,
+    ) -> None:
+        """A `private` channel: the answer goes to the asker alone (ephemeral, in the thread)
+        with a button to share it. Nothing is shown while it is written: an ephemeral message
+        can't be edited."""
+        channel, user = event["channel"], event.get("user", "")
+        key = _key(team, channel, thread_ts)
+        text = _strip_mention(event.get("text", ""), bot_user)
+        try:
+            answer = await self._engine.answer(
+                Question("slack", key, user, text, ChannelKind.THREAD)
+            )
+            answer_id = await self._record(key, text, answer)
+            s = self._settings
+            for message in answer_messages(
+                answer,
+                answer_id,
+                section_chars=s.section_chars,
+                message_chars=s.message_chars,
+                max_blocks=s.max_blocks,
+                max_sources=s.max_sources,
+                share=True,
+            ):
+                await client.chat_postEphemeral(
+                    channel=channel,
+                    user=user,
+                    thread_ts=thread_ts,
+                    text=message.text,
+                    blocks=message.blocks,
+                )
+        except Exception:
+            log.exception("private_answer_failed", platform="slack", channel=channel)
+            with contextlib.suppress(SlackApiError):
+                await client.chat_postEphemeral(
+                    channel=channel, user=user, thread_ts=thread_ts, text=APOLOGY
+                )
+
+    async def _on_share(
+        self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        """ "Share with the channel": the private answer, as it was checked and kept, posted in
+        the thread for everyone, once."""
+        await ack()
+        answer_id = str(action.get("value", ""))
+        user = body.get("user", {}).get("id", "")
+        channel = body.get("channel", {}).get("id", "")
+        kept = await self._state.recorded_answer(answer_id)
+        refusal = None
+        if kept is None:
+            refusal = NO_LONGER_KNOWN
+        elif not await self._state.first_delivery(f"slack-share:{answer_id}"):
+            refusal = ALREADY_SHARED
+        if refusal is not None or kept is None:
+            with contextlib.suppress(SlackApiError):
+                await client.chat_postEphemeral(channel=channel, user=user, text=escape(refusal))
+            return
+        thread = kept.conversation_key.rsplit("/", 1)[-1]
+        thread_ts = None if thread == "direct" else thread
+        await self._state.remember_thread(kept.conversation_key)
+        team = body.get("team", {}).get("id", "")
+        escalate = bool(self._policies(f"slack/{team}/{channel}").escalate_to)
+        await self._deliver(
+            client, channel, thread_ts, None, kept.answer, answer_id, escalate=escalate
+        )
 
     async def _answer_unguarded(
         self,
@@ -424,7 +502,7 @@ class SlackBot:
         stored = await self._state.record_feedback(str(action.get("value", "")), user, helpful)
         channel = body.get("channel", {}).get("id")
         if channel and user:
-            text = "Thanks for the feedback." if stored else "That answer is no longer known."
+            text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
             try:
                 await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
             except SlackApiError as exc:

@@ -21,6 +21,7 @@ from adapters.answer_labels import (
     ESCALATION,
     FROM_WEB,
     KIND_MARKS,
+    SHARE,
     SOURCES,
     STILL_NEED_HELP,
     answer_labels,
@@ -31,6 +32,7 @@ from core.domain.conversation import Answer, AnswerStatus, Citation
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"
 ESCALATE = "still_need_help"
+SHARE_ANSWER = "share_answer"
 
 _FENCE = re.compile(r"^\s*```")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
@@ -190,6 +192,7 @@ def answer_messages(
     max_blocks: int,
     max_sources: int,
     escalate: bool = False,
+    share: bool = False,
 ) -> list[SlackMessage]:
     """The answer as one or more messages; the last carries sources, status and feedback (and
     "Still need help?" when the channel has people to escalate to)."""
@@ -204,7 +207,7 @@ def answer_messages(
     if answer.consulted:
         footer.append(_context(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
     if answer_id and answer.status is not AnswerStatus.ERROR:
-        footer.append(_feedback(answer_id, escalate=escalate))
+        footer.append(_feedback(answer_id, escalate=escalate, share=share))
     messages: list[SlackMessage] = []
     current = SlackMessage(text="")
     for section in sections:
@@ -249,12 +252,18 @@ def escalation_text(targets: Sequence[str]) -> str:
     return ESCALATION.format(targets=mentions)
 
 
-def _feedback(answer_id: str, *, escalate: bool) -> dict[str, Any]:
+def _feedback(answer_id: str, *, escalate: bool, share: bool) -> dict[str, Any]:
     help_button = {
         "type": "button",
         "action_id": ESCALATE,
         "value": answer_id,
         "text": {"type": "plain_text", "text": STILL_NEED_HELP},
+    }
+    share_button = {
+        "type": "button",
+        "action_id": SHARE_ANSWER,
+        "value": answer_id,
+        "text": {"type": "plain_text", "text": SHARE},
     }
     return {
         "type": "actions",
@@ -273,5 +282,6 @@ def _feedback(answer_id: str, *, escalate: bool) -> dict[str, Any]:
                 "text": {"type": "plain_text", "text": "👎 Not helpful"},
             },
             *([help_button] if escalate else []),
+            *([share_button] if share else []),
         ],
     }

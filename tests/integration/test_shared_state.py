@@ -151,3 +151,16 @@ async def test_model_facts_are_shared_newest_first_and_age_out(
         clock.shift(61)
         assert await b.backend.facts.get(key, 60) is None  # re-learned after the TTL
         assert await b.backend.facts.get(key, 120) == "none"
+
+
+async def test_a_recorded_answer_can_be_shown_again(two: tuple[Process, Process]) -> None:
+    a, b = two
+    answer = _answer("Use --prune [1].")
+    answer_id = await a.state.record_answer("slack/T1/C1/1.0", "how do I prune?", answer)
+    kept = await b.state.recorded_answer(answer_id)
+    assert kept is not None
+    assert (kept.conversation_key, kept.question) == ("slack/T1/C1/1.0", "how do I prune?")
+    assert (kept.answer.text, kept.answer.status) == (answer.text, answer.status)
+    assert kept.answer.citations == answer.citations
+    assert await b.state.recorded_answer("0" * 32) is None
+    assert await b.state.recorded_answer("not-an-id") is None

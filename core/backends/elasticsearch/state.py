@@ -34,7 +34,12 @@ from core.backends.elasticsearch.connection import explained
 from core.backends.elasticsearch.schema import IndexNames, hashed_id
 from core.config import ElasticsearchSettings
 from core.domain.conversation import Answer, Turn
-from core.domain.feedback import citations_json, votes_by_learned_document
+from core.domain.feedback import (
+    RecordedAnswer,
+    citations_json,
+    recorded_answer,
+    votes_by_learned_document,
+)
 from core.errors import SearchIndexError
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
@@ -255,6 +260,22 @@ class ElasticsearchPlatformState(Store):
                 refresh="wait_for",
             )
         return True
+
+    async def recorded_answer(self, answer_id: str) -> RecordedAnswer | None:
+        if not _ANSWER_ID.fullmatch(answer_id):  # it came back from a button: untrusted
+            return None
+        with explained(self._settings):
+            found = await self._get(self._names.answers, answer_id)
+        if found is None:
+            return None
+        kept = found["_source"]
+        return recorded_answer(
+            kept["conversation_key"],
+            kept["question"],
+            kept["answer"],
+            kept["status"],
+            kept["citations"].get("items", []),
+        )
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]:
         with explained(self._settings):

@@ -16,7 +16,12 @@ import uuid
 from pathlib import Path
 
 from core.domain.conversation import Answer
-from core.domain.feedback import citations_json, votes_by_learned_document
+from core.domain.feedback import (
+    RecordedAnswer,
+    citations_json,
+    recorded_answer,
+    votes_by_learned_document,
+)
 from core.sqlite import connect_store, transaction
 
 _SCHEMA = (
@@ -105,6 +110,18 @@ class SqlitePlatformState:
             (answer_id, user, 1 if helpful else -1, time.time()),
         )
         return True
+
+    async def recorded_answer(self, answer_id: str) -> RecordedAnswer | None:
+        rows = await asyncio.to_thread(
+            self._execute,
+            "SELECT conversation_key, question, answer, status, citations FROM answers"
+            " WHERE id = ?",
+            (answer_id,),
+        )
+        if not rows:
+            return None
+        key, question, text, status, citations = (str(v) for v in rows[0])
+        return recorded_answer(key, question, text, status, json.loads(citations))
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]:
         rows = await asyncio.to_thread(

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from adapters.slack.render import ESCALATE
+from adapters.slack.render import ESCALATE, SHARE_ANSWER
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
@@ -195,5 +195,28 @@ async def test_no_targets_no_button_and_no_escalation(slack_factory) -> None:
         await harness.event(mention("1700000000.001200"), "Ev1")
         await harness.until(lambda: bool(harness.emulator.called("chat.update")))
         assert ESCALATE not in json.dumps(harness.emulator.called("chat.update")[-1])
+    finally:
+        await stop()
+
+
+async def test_private_answers_go_to_the_asker_and_can_be_shared_once(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(private=True))
+    thread = "1700000000.001300"
+    try:
+        await harness.event(mention(thread), "Ev1")
+        await harness.until(lambda: bool(harness.emulator.called("chat.postEphemeral")))
+        [private] = harness.emulator.called("chat.postEphemeral")
+        assert (private["user"], private["thread_ts"]) == ("U2", thread)
+        assert posted(harness) == []  # nothing public, not even a placeholder
+        buttons = [e for b in private["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        [share] = [b for b in buttons if b["action_id"] == SHARE_ANSWER]
+        for _ in range(2):
+            assert await harness.click(SHARE_ANSWER, share["value"], thread_ts=thread) == 200
+        await harness.until(lambda: bool(posted(harness)))
+        await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 2)
+        [public] = posted(harness)
+        assert public["thread_ts"] == thread
+        assert public["text"] == private["text"]  # the same checked answer, for everyone
+        assert "already been shared" in harness.emulator.called("chat.postEphemeral")[1]["text"]
     finally:
         await stop()

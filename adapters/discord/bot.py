@@ -18,7 +18,13 @@ import discord
 import structlog
 from discord import app_commands
 
-from adapters.answer_labels import ESCALATION, NO_LONGER_KNOWN, STILL_NEED_HELP
+from adapters.answer_labels import (
+    ALREADY_SHARED,
+    ESCALATION,
+    NO_LONGER_KNOWN,
+    SHARE,
+    STILL_NEED_HELP,
+)
 from adapters.discord.render import answer_embeds
 from core.answer.engine import AnswerEngine
 from core.config import DiscordSettings, ResolvedPolicy
@@ -141,6 +147,60 @@ def escalation(targets: tuple[str, ...]) -> tuple[str, discord.AllowedMentions]:
     return ESCALATION.format(targets=mentions), allowed
 
 
+class ShareButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"docbot:share:(?P<answer_id>[0-9a-f]{32})",
+):
+    """ "Share with the channel" under a private answer: the same checked answer, for everyone,
+    once."""
+
+    bot: DocsBot | None = None  # set once by the bot at start
+
+    def __init__(self, answer_id: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                style=discord.ButtonStyle.primary,
+                label=SHARE,
+                custom_id=f"docbot:share:{answer_id}",
+            )
+        )
+        self.answer_id = answer_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
+        item: discord.ui.Item[Any],  # noqa: ARG003
+        match: re.Match[str],
+    ) -> ShareButton:
+        return cls(match["answer_id"])
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = ShareButton.bot
+        kept = await bot.state.recorded_answer(self.answer_id) if bot else None
+        if bot is None or kept is None:
+            await interaction.response.send_message(NO_LONGER_KNOWN, ephemeral=True)
+            return
+        if not await bot.state.first_delivery(f"discord-share:{self.answer_id}"):
+            await interaction.response.send_message(ALREADY_SHARED, ephemeral=True)
+            return
+        policy = bot.policies(f"discord/{interaction.guild_id}/{interaction.channel_id}")
+        embeds = answer_embeds(
+            kept.answer,
+            description_chars=bot.settings.description_chars,
+            max_sources=bot.settings.max_sources,
+        )
+        view = feedback_view(self.answer_id, escalate=bool(policy.escalate_to))
+        await interaction.response.send_message(
+            embed=embeds[0],
+            allowed_mentions=NO_MENTIONS,
+            **({"view": view} if len(embeds) == 1 else {}),
+        )
+        for n, embed in enumerate(embeds[1:], start=2):
+            last = {"view": view} if n == len(embeds) else {}
+            await interaction.followup.send(embed=embed, allowed_mentions=NO_MENTIONS, **last)
+
+
 def feedback_view(answer_id: str, *, escalate: bool = False) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     view.add_item(FeedbackButton("up", answer_id))
@@ -185,9 +245,10 @@ class DocsBot(discord.Client):
         )
         FeedbackButton.state = state
         EscalateButton.bot = self
+        ShareButton.bot = self
 
     async def setup_hook(self) -> None:
-        self.add_dynamic_items(FeedbackButton, EscalateButton)
+        self.add_dynamic_items(FeedbackButton, EscalateButton, ShareButton)
 
     async def sync_commands(self, token: str, guild: int | None) -> str:
         """Register /ask with Discord (on deploy, not at every start: Discord rate-limits it).
@@ -208,6 +269,9 @@ class DocsBot(discord.Client):
         policy = self.policies(f"discord/{guild}/{interaction.channel_id}")
         if policy.trigger == "off":
             await interaction.response.send_message(NOT_HERE, ephemeral=True)
+            return
+        if policy.private:
+            await self._ask_privately(interaction, question, guild)
             return
         escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
@@ -255,6 +319,34 @@ class DocsBot(discord.Client):
         except Exception:
             log.exception("ask_failed", platform="discord")
             await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+
+    async def _ask_privately(
+        self, interaction: discord.Interaction[Any], question: str, guild: int
+    ) -> None:
+        """A `private` channel: the answer only the asker sees (ephemeral), with a button to
+        share it; no thread, since one can't open from an ephemeral message."""
+        await interaction.response.defer(thinking=True, ephemeral=True)
+        key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
+        try:
+            answer = await self.engine.answer(
+                Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
+            )
+            answer_id = await self._record(key, question, answer)
+            embeds = answer_embeds(
+                answer,
+                description_chars=self.settings.description_chars,
+                max_sources=self.settings.max_sources,
+            )
+            for n, embed in enumerate(embeds, start=1):
+                view = discord.ui.View(timeout=None)
+                if answer_id and n == len(embeds):
+                    view.add_item(ShareButton(answer_id))
+                await interaction.followup.send(
+                    embed=embed, ephemeral=True, allowed_mentions=NO_MENTIONS, view=view
+                )
+        except Exception:
+            log.exception("private_ask_failed", platform="discord")
+            await interaction.followup.send(APOLOGY, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     async def _open_thread(
         self, interaction: discord.Interaction[Any], question: str, answer: Answer

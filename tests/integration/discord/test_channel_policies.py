@@ -195,3 +195,33 @@ async def test_not_found_escalates_unasked_and_nothing_else_pings(discord_factor
         assert all(body["allowed_mentions"] == {"parse": []} for body in others)
     finally:
         await stop()
+
+
+async def test_private_answers_go_to_the_asker_and_can_be_shared_once(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(private=True)})
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [defer] = harness.emulator.called("POST", "/callback")
+        assert defer["data"]["flags"] == 64  # "thinking…" only the asker sees
+        [private] = harness.emulator.called("POST", "/webhooks/")
+        assert private["flags"] == 64
+        assert harness.emulator.threads == []
+        [share] = [
+            c["custom_id"]
+            for row in private["components"]
+            for c in row["components"]
+            if c["custom_id"].startswith("docbot:share:")
+        ]
+        for _ in range(2):
+            harness.interaction(click_payload(share))
+        await harness.until(lambda: len(harness.emulator.called("POST", "/callback")) == 3)
+        public, again = harness.emulator.called("POST", "/callback")[1:]
+        assert public["type"] == 4
+        assert "flags" not in public["data"] or not public["data"]["flags"] & 64
+        assert public["data"]["embeds"][0]["description"] == private["embeds"][0]["description"]
+        assert public["data"]["allowed_mentions"] == {"parse": []}
+        assert again["data"]["flags"] == 64
+        assert "already been shared" in again["data"]["content"]
+    finally:
+        await stop()

@@ -20,6 +20,7 @@ FROM_WEB_TEXT = "Draws on knowledge found on the web."
 KIND_MARKS = {SourceKind.LEARNED: " (learned from the web)", SourceKind.WEB: " (web)"}
 EMPTY_ANSWER = "The answer came back empty. Please try asking again."
 STILL_NEED_HELP = "🙋 Still need help?"
+ASK_ABOUT_THIS = "Ask the docs about this"
 SHARE = "📣 Share with the channel"
 NO_LONGER_KNOWN = "That answer is no longer known."
 ALREADY_SHARED = "That answer has already been shared."

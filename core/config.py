@@ -241,6 +241,7 @@ class ChannelPolicy(_Section):
     sources: list[str] | None = None
     web_search: bool | None = None
     private: bool | None = None
+    reactions: bool | None = None
     escalate_to: list[str] | None = None
 
     @field_validator("escalate_to")
@@ -267,6 +268,7 @@ class ResolvedPolicy:
     matched: tuple[str, ...]  # the prefixes that applied, least specific first
     escalate_to: tuple[str, ...] = ()  # who "Still need help?" mentions
     private: bool = False  # answers only the asker sees, with a button to share them
+    reactions: bool = True  # the platform's reaction trigger asks about a message
 
 
 class ChannelSettings(_Section):
@@ -276,6 +278,7 @@ class ChannelSettings(_Section):
         answer_only_when_grounded=True,
         sources=[],
         private=False,
+        reactions=True,
         escalate_to=[],
     )
     policies: dict[str, ChannelPolicy] = Field(default_factory=dict)
@@ -361,10 +364,12 @@ class SlackSettings(_Section):
     body_read_deadline_s: float = Field(10.0, gt=0, le=600)
     max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
     auth_check_at_start: bool = True
+    reaction_trigger: str = Field("question", pattern=r"^[a-z0-9_+'-]{1,64}$")
 
 
 class DiscordSettings(_Section):
     description_chars: int = Field(4_096, ge=100, le=4_096)
+    reaction_trigger: str = Field("❓", min_length=1, max_length=64)
     max_sources: int = Field(10, ge=1, le=10)
     history_messages: int = Field(50, ge=1, le=100)
     dedup_ttl_s: float = Field(86_400, gt=0)
@@ -429,6 +434,7 @@ class Settings(_Section):
             matched=tuple(matched),
             escalate_to=tuple(merged["escalate_to"] or ()),
             private=bool(merged["private"]),
+            reactions=bool(merged["reactions"]),
         )
 
     @property

@@ -20,6 +20,7 @@ from discord import app_commands
 
 from adapters.answer_labels import (
     ALREADY_SHARED,
+    ASK_ABOUT_THIS,
     ESCALATION,
     NO_LONGER_KNOWN,
     SHARE,
@@ -38,6 +39,8 @@ NO_MENTIONS = discord.AllowedMentions.none()
 APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 NOT_HERE = "I don't answer in this channel; its settings turn me off here."
+NOTHING_TO_ASK = "That message has no text to ask about."
+ANSWERED_IN_THREAD = "I answered in a thread on that message."
 NO_ONE_TO_CALL = "Nobody is set up to help in this channel yet; ask the bot's owners."
 ALREADY_CALLED = "Help has already been called for this answer."
 THREAD_NAME_CHARS = 100
@@ -226,6 +229,7 @@ class DocsBot(discord.Client):
         intents.guild_messages = True
         intents.message_content = True  # privileged: follow-ups in threads are read as text
         intents.dm_messages = True  # questions in direct messages
+        intents.guild_reactions = True  # the reaction that asks about a message
         # The bot never joins voice: discord.py's start-up warnings about voice libraries
         # (PyNaCl, davey) would only make an operator look for a problem that isn't there.
         discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
@@ -242,6 +246,9 @@ class DocsBot(discord.Client):
                 description="Ask the docs; the answer opens a thread for follow-ups.",
                 callback=self._ask,
             )
+        )
+        self.tree.add_command(
+            app_commands.ContextMenu(name=ASK_ABOUT_THIS, callback=self._ask_about)
         )
         FeedbackButton.state = state
         EscalateButton.bot = self
@@ -412,13 +419,27 @@ class DocsBot(discord.Client):
             return  # someone else's thread, a voice chat...: not where a thread can open
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
+        await self._answer_about(message, guild, policy, str(message.author.id), grounded_only=True)
+
+    async def _answer_about(
+        self,
+        message: discord.Message,
+        guild: int,
+        policy: ResolvedPolicy,
+        asker: str,
+        *,
+        grounded_only: bool,
+    ) -> bool:
+        """`message`'s text answered in a thread opened from it (an unasked question, a
+        message someone asked about with the context menu or a reaction). False when nothing
+        was posted (not grounded enough for `grounded_only`)."""
         key = f"discord/{guild}/{message.channel.id}/{message.id}"
         answer = await self.engine.answer(
-            Question("discord", key, str(message.author.id), message.content, ChannelKind.CHANNEL)
+            Question("discord", key, asker, message.content, ChannelKind.CHANNEL)
         )
-        if policy.answer_only_when_grounded and not answer.grounded:
+        if grounded_only and policy.answer_only_when_grounded and not answer.grounded:
             log.info("abstained", platform="discord", status=answer.status.value)
-            return
+            return False
         data = await self.http.start_thread_with_message(
             message.channel.id,
             message.id,
@@ -432,6 +453,53 @@ class DocsBot(discord.Client):
         await self.store.append(thread_key, Turn(message.content, answer.text))
         answer_id = await self._record(thread_key, message.content, answer)
         await self._send_answer(thread, answer_id, answer, escalate=bool(policy.escalate_to))
+        if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not grounded_only:
+            await self._escalate(thread, policy.escalate_to, answer_id or key)
+        return True
+
+    # -- asking about a message: the context menu and the reaction -----------------------------
+
+    async def _ask_about(
+        self, interaction: discord.Interaction[Any], message: discord.Message
+    ) -> None:
+        """ "Ask the docs about this" on a message: its text is the question, answered in a
+        thread opened from it; the person who asked is told where, privately."""
+        guild = interaction.guild_id or 0
+        policy = self.policies(f"discord/{guild}/{interaction.channel_id}")
+        if policy.trigger == "off" or not message.content.strip():
+            reason = NOT_HERE if policy.trigger == "off" else NOTHING_TO_ASK
+            await interaction.response.send_message(reason, ephemeral=True)
+            return
+        await interaction.response.defer(thinking=True, ephemeral=True)
+        try:
+            await self._answer_about(
+                message, guild, policy, str(interaction.user.id), grounded_only=False
+            )
+            await interaction.followup.send(ANSWERED_IN_THREAD, ephemeral=True)
+        except Exception:
+            log.exception("ask_about_failed", platform="discord")
+            await interaction.followup.send(APOLOGY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+
+    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
+        """The configured emoji on a message asks about it, once per message."""
+        if str(payload.emoji) != self.settings.reaction_trigger or payload.guild_id is None:
+            return
+        if self.user and payload.user_id == self.user.id:
+            return
+        policy = self.policies(f"discord/{payload.guild_id}/{payload.channel_id}")
+        if policy.trigger == "off" or not policy.reactions:
+            return
+        try:
+            if not await self.state.first_delivery(f"discord-reaction:{payload.message_id}"):
+                return
+            channel = self.get_partial_messageable(payload.channel_id, guild_id=payload.guild_id)
+            message = await channel.fetch_message(payload.message_id)
+            if message.content.strip() and not message.author.bot:
+                await self._answer_about(
+                    message, payload.guild_id, policy, str(payload.user_id), grounded_only=False
+                )
+        except Exception:
+            log.exception("reaction_not_answered", platform="discord")
 
     async def _is_text_channel(self, channel_id: int) -> bool:
         channel = self.get_channel(channel_id)

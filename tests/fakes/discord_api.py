@@ -77,6 +77,7 @@ class DiscordEmulator:
         self.history: list[dict[str, Any]] = []  # a channel's messages, oldest first
         self.threads: list[str] = []  # ids of the threads created
         self.thread_names: dict[str, str] = {}
+        self.messages: dict[str, dict[str, Any]] = {}  # by id, for GET .../messages/{id}
         self._ids = itertools.count(10_000)
         self.app = web.Application()
         self.app.router.add_route("*", "/api/v10/{tail:.*}", self._handle)
@@ -201,6 +202,7 @@ class DiscordEmulator:
             return _json(
                 [
                     {
+                        "description": "",  # context-menu commands have none; Discord sends ""
                         **c,
                         "id": str(next(self._ids)),
                         "application_id": APP_ID,
@@ -212,6 +214,11 @@ class DiscordEmulator:
             )
         if path.endswith("/typing"):
             return web.Response(status=204)
+        if method == "GET" and path.startswith("/channels/") and "/messages/" in path:
+            found = self.messages.get(path.rsplit("/", 1)[-1])
+            if found is None:
+                return _json({"message": "Unknown Message", "code": 10008}, status=404)
+            return _json(found)
         if path.startswith("/channels/") and path.endswith("/messages"):
             if method == "GET":  # newest first, as Discord answers `before=` queries
                 return _json(list(reversed(self.history)))

@@ -225,3 +225,74 @@ async def test_private_answers_go_to_the_asker_and_can_be_shared_once(discord_fa
         assert "already been shared" in again["data"]["content"]
     finally:
         await stop()
+
+
+def context_menu_payload(target: dict) -> dict:
+    payload = ask_payload("")
+    payload["data"] = {
+        "id": "701",
+        "name": "Ask the docs about this",
+        "type": 3,
+        "target_id": target["id"],
+        "resolved": {"messages": {target["id"]: target}},
+    }
+    return payload
+
+
+def reaction(target: dict, emoji: str = "❓", user_id: str = "43") -> dict:
+    return {
+        "user_id": user_id,
+        "channel_id": target["channel_id"],
+        "message_id": target["id"],
+        "guild_id": GUILD_ID,
+        "emoji": {"id": None, "name": emoji},
+        "burst": False,
+        "type": 0,
+    }
+
+
+async def test_asking_about_a_message_answers_it_in_a_thread_from_it(discord_factory) -> None:
+    harness, stop = await discord_factory()
+    target = channel_message(QUESTION)
+    try:
+        harness.interaction(context_menu_payload(target))
+        thread_id = await harness.thread_ready()
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+        assert "ingesting.md" in json.dumps(thread_posts(harness, thread_id)[0]["embeds"])
+        started = harness.emulator.called("POST", f"/messages/{target['id']}/threads")
+        assert started  # the thread hangs off the message asked about
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        told = harness.emulator.called("POST", "/webhooks/")[0]
+        assert told["flags"] == 64
+        assert "answered in a thread" in told["content"]
+    finally:
+        await stop()
+
+
+async def test_the_question_reaction_asks_about_a_message_once(discord_factory) -> None:
+    harness, stop = await discord_factory()
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot._connection.parse_message_reaction_add(reaction(target, "👍"))
+        for clicker in ("43", "44"):  # a second person's ❓ asks nothing new
+            harness.bot._connection.parse_message_reaction_add(reaction(target, user_id=clicker))
+        thread_id = await harness.thread_ready()
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+        await _settle()
+        assert len(harness.emulator.threads) == 1
+        assert len(thread_posts(harness, thread_id)) == 1
+    finally:
+        await stop()
+
+
+async def test_reactions_can_be_turned_off_per_channel(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(reactions=False)})
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await _settle()
+        assert harness.emulator.threads == []
+    finally:
+        await stop()

@@ -192,9 +192,10 @@ async def test_sync_registers_ask_in_one_guild(discord_bot: DiscordHarness) -> N
     guild = discord.Object(id=500)
     discord_bot.bot.tree.copy_global_to(guild=guild)
     commands = await discord_bot.bot.tree.sync(guild=guild)
-    assert [c.name for c in commands] == ["ask"]
+    assert [c.name for c in commands] == ["ask", "Ask the docs about this"]
     put = discord_bot.emulator.called("PUT", "/guilds/500/commands")[0]
     assert put[0]["options"][0]["name"] == "question"
+    assert put[1]["type"] == 3  # a message context-menu command
 
 
 async def test_thread_history_is_read_when_the_store_has_none(discord_bot: DiscordHarness) -> None:

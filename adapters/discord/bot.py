@@ -23,6 +23,8 @@ from adapters.answer_labels import (
     ASK_ABOUT_THIS,
     ESCALATION,
     NO_LONGER_KNOWN,
+    NOT_HERE,
+    NOTHING_TO_ASK,
     SHARE,
     STILL_NEED_HELP,
 )
@@ -38,8 +40,6 @@ log = structlog.get_logger(__name__)
 NO_MENTIONS = discord.AllowedMentions.none()
 APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
-NOT_HERE = "I don't answer in this channel; its settings turn me off here."
-NOTHING_TO_ASK = "That message has no text to ask about."
 ANSWERED_IN_THREAD = "I answered in a thread on that message."
 NO_ONE_TO_CALL = "Nobody is set up to help in this channel yet; ask the bot's owners."
 ALREADY_CALLED = "Help has already been called for this answer."

@@ -20,7 +20,12 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.answer_labels import ALREADY_SHARED, NO_LONGER_KNOWN
+from adapters.answer_labels import (
+    ALREADY_SHARED,
+    NO_LONGER_KNOWN,
+    NOT_HERE,
+    NOTHING_TO_ASK,
+)
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
@@ -42,6 +47,7 @@ log = structlog.get_logger(__name__)
 
 # Messages people write: plain, "also send to channel" replies, messages with a file.
 _ANSWERED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+ASK_SHORTCUT = "ask_docs"  # the message shortcut's callback id (manifest.yml)
 APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
     "if it keeps happening, tell the bot's owners."
@@ -75,6 +81,8 @@ class SlackBot:
         app.action(FEEDBACK_DOWN)(self._tracked(self._on_feedback))
         app.action(ESCALATE)(self._tracked(self._on_escalate))
         app.action(SHARE_ANSWER)(self._tracked(self._on_share))
+        app.shortcut(ASK_SHORTCUT)(self._tracked(self._on_shortcut))
+        app.event("reaction_added")(self._tracked(self._on_reaction))
 
     async def drain(self) -> None:
         """On shutdown, once no new events arrive: the listeners still running get
@@ -507,6 +515,87 @@ class SlackBot:
                 await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
             except SlackApiError as exc:
                 log.info("slack_ephemeral_failed", error=slack_error(exc))
+
+    async def _on_shortcut(
+        self, ack: Any, body: dict[str, Any], client: AsyncWebClient, context: dict[str, Any]
+    ) -> None:
+        """ "Ask the docs about this" on a message: its text is the question, answered in its
+        thread as if the person who clicked had mentioned the bot there."""
+        await ack()
+        team = body.get("team", {}).get("id", "")
+        channel = body.get("channel", {}).get("id", "")
+        user = body.get("user", {}).get("id", "")
+        message = body.get("message", {})
+        refusal = None
+        if self._policies(f"slack/{team}/{channel}").trigger == "off":
+            refusal = NOT_HERE
+        elif not str(message.get("text", "")).strip():
+            refusal = NOTHING_TO_ASK
+        if refusal is not None:
+            with contextlib.suppress(SlackApiError):
+                await client.chat_postEphemeral(channel=channel, user=user, text=refusal)
+            return
+        if not await self._state.first_delivery(f"slack-shortcut:{body.get('trigger_id', '')}"):
+            return
+        await self._ask_about(client, team, channel, user, message, context.get("bot_user_id"))
+
+    async def _on_reaction(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        client: AsyncWebClient,
+        context: dict[str, Any],
+    ) -> None:
+        """The configured reaction on a message asks about it, once per message."""
+        item = event.get("item", {})
+        if (
+            event.get("reaction") != self._settings.reaction_trigger
+            or item.get("type") != "message"
+        ):
+            return
+        team, channel, ts = body.get("team_id", ""), item.get("channel", ""), item.get("ts", "")
+        policy = self._policies(f"slack/{team}/{channel}")
+        if policy.trigger == "off" or not policy.reactions:
+            return
+        if not await self._state.first_delivery(f"slack-reaction:{channel}:{ts}"):
+            return
+        message = await self._message(client, channel, ts)
+        if message is None or message.get("bot_id") or not str(message.get("text", "")).strip():
+            return
+        bot_user = context.get("bot_user_id")
+        await self._ask_about(client, team, channel, event.get("user", ""), message, bot_user)
+
+    async def _message(
+        self, client: AsyncWebClient, channel: str, ts: str
+    ) -> dict[str, Any] | None:
+        """One message by its timestamp: from the channel's history, or from its thread."""
+        try:
+            found = await client.conversations_history(
+                channel=channel, latest=ts, inclusive=True, limit=1
+            )
+            messages = [m for m in found.get("messages", []) if m.get("ts") == ts]
+        except SlackApiError as exc:
+            log.warning("slack_message_unreadable", error=slack_error(exc))
+            return None
+        return messages[0] if messages else None
+
+    async def _ask_about(
+        self,
+        client: AsyncWebClient,
+        team: str,
+        channel: str,
+        user: str,
+        message: dict[str, Any],
+        bot_user: str | None,
+    ) -> None:
+        event = {
+            "channel": channel,
+            "user": user,
+            "text": str(message.get("text", "")),
+            "ts": message.get("ts"),
+        }
+        thread_ts = message.get("thread_ts") or message.get("ts")
+        await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
 
     async def _on_escalate(
         self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient

@@ -18,6 +18,7 @@ class SlackEmulator:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, list[str]] = {}  # method -> errors to answer with, in order
         self.replies: list[dict[str, Any]] = []  # what conversations.replies returns
+        self.history: list[dict[str, Any]] = []  # a channel's messages, newest first
         self.posted_ts: list[str] = []  # the ts of each new message, in order
         self._ts = itertools.count(1)
         self.app = web.Application()
@@ -75,4 +76,8 @@ class SlackEmulator:
             }
         if method == "conversations.replies":
             return {"ok": True, "messages": self.replies, "has_more": False}
+        if method == "conversations.history":  # `latest` inclusive, newest first, as Slack
+            latest = str(params.get("latest") or "9999999999.999999")
+            older = [m for m in self.history if m["ts"] <= latest]
+            return {"ok": True, "messages": older[: int(params.get("limit") or 100)]}
         return {"ok": True}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from typing import Any
 
 import structlog
@@ -218,5 +219,72 @@ async def test_private_answers_go_to_the_asker_and_can_be_shared_once(slack_fact
         assert public["thread_ts"] == thread
         assert public["text"] == private["text"]  # the same checked answer, for everyone
         assert "already been shared" in harness.emulator.called("chat.postEphemeral")[1]["text"]
+    finally:
+        await stop()
+
+
+def shortcut_payload(message_ts: str, text: str, trigger: str = "t-1") -> str:
+    payload = {
+        "type": "message_action",
+        "callback_id": "ask_docs",
+        "trigger_id": trigger,
+        "action_ts": "1700000001.0",
+        "team": {"id": "T1"},
+        "user": {"id": "U3"},
+        "channel": {"id": "C1"},
+        "message_ts": message_ts,
+        "message": {"type": "message", "user": "U2", "text": text, "ts": message_ts},
+        "response_url": "https://hooks.slack.invalid/x",
+    }
+    return "payload=" + urllib.parse.quote(json.dumps(payload))
+
+
+def reaction_added(ts: str, reaction: str = "question", user: str = "U3") -> dict[str, Any]:
+    return {
+        "type": "reaction_added",
+        "user": user,
+        "reaction": reaction,
+        "item": {"type": "message", "channel": "C1", "ts": ts},
+        "item_user": "U2",
+        "event_ts": "1700000002.0",
+    }
+
+
+async def test_asking_about_a_message_answers_it_in_its_thread(slack_factory) -> None:
+    harness, stop = await slack_factory(None)
+    ts = "1700000000.001400"
+    try:
+        form = "application/x-www-form-urlencoded"
+        assert await harness.post(shortcut_payload(ts, QUESTION), content_type=form) == 200
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        assert posted(harness)[0]["thread_ts"] == ts  # the placeholder, then the answer
+        assert "ingesting.md" in json.dumps(harness.emulator.called("chat.update")[-1])
+    finally:
+        await stop()
+
+
+async def test_the_question_reaction_asks_about_a_message_once(slack_factory) -> None:
+    harness, stop = await slack_factory(None)
+    ts = "1700000000.001500"
+    harness.emulator.history = [{"type": "message", "user": "U2", "text": QUESTION, "ts": ts}]
+    try:
+        await harness.event(reaction_added(ts, "thumbsup"), "Ev0")
+        await harness.event(reaction_added(ts), "Ev1")
+        await harness.event(reaction_added(ts, user="U4"), "Ev2")  # asks nothing new
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        await harness.settle()
+        assert [m["thread_ts"] for m in posted(harness)] == [ts]
+    finally:
+        await stop()
+
+
+async def test_reactions_can_be_turned_off_per_channel(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(reactions=False))
+    ts = "1700000000.001600"
+    harness.emulator.history = [{"type": "message", "user": "U2", "text": QUESTION, "ts": ts}]
+    try:
+        await harness.event(reaction_added(ts), "Ev1")
+        await harness.settle()
+        assert posted(harness) == []
     finally:
         await stop()

@@ -135,6 +135,15 @@ class AnswerRecords(LearnedVotes, Protocol):
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]: ...
 
+    async def record_feedback_reason(
+        self, answer_id: str, user: str, reason: str, note: str
+    ) -> bool:
+        """What one user said was wrong with an answer (one of `FEEDBACK_REASONS`, and a
+        note); the newest replaces theirs. False when the answer is unknown."""
+
+    async def feedback_reasons(self, answer_id: str) -> list[tuple[str, str, str]]:
+        """(user, reason, note) for each user who gave one."""
+
     async def recorded_answer(self, answer_id: str) -> RecordedAnswer | None:
         """The answer kept under `answer_id` (it came back from a button: untrusted), to show
         it again; None when unknown."""

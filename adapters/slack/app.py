@@ -30,16 +30,19 @@ from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
     FEEDBACK_DOWN,
+    FEEDBACK_REASON,
     FEEDBACK_UP,
     SHARE_ANSWER,
     answer_messages,
     escalation_text,
     escape,
     plain_messages,
+    reason_modal,
 )
 from core.answer.engine import AnswerEngine
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.domain.feedback import FEEDBACK_REASONS
 from core.domain.questions import is_question
 from core.ports import ConversationStore, PlatformState
 
@@ -82,6 +85,7 @@ class SlackBot:
         app.action(ESCALATE)(self._tracked(self._on_escalate))
         app.action(SHARE_ANSWER)(self._tracked(self._on_share))
         app.shortcut(ASK_SHORTCUT)(self._tracked(self._on_shortcut))
+        app.view(FEEDBACK_REASON)(self._tracked(self._on_feedback_reason))
         app.event("reaction_added")(self._tracked(self._on_reaction))
 
     async def drain(self) -> None:
@@ -507,7 +511,14 @@ class SlackBot:
         await ack()
         user = body.get("user", {}).get("id", "")
         helpful = action.get("action_id") == FEEDBACK_UP
-        stored = await self._state.record_feedback(str(action.get("value", "")), user, helpful)
+        answer_id = str(action.get("value", ""))
+        stored = await self._state.record_feedback(answer_id, user, helpful)
+        if stored and not helpful and body.get("trigger_id"):
+            # A 👎 asks what was wrong (the form can be skipped; the vote stands).
+            try:
+                await client.views_open(trigger_id=body["trigger_id"], view=reason_modal(answer_id))
+            except SlackApiError as exc:
+                log.info("slack_reason_form_failed", error=slack_error(exc))
         channel = body.get("channel", {}).get("id")
         if channel and user:
             text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
@@ -515,6 +526,22 @@ class SlackBot:
                 await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
             except SlackApiError as exc:
                 log.info("slack_ephemeral_failed", error=slack_error(exc))
+
+    async def _on_feedback_reason(
+        self, ack: Any, body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        """The 👎 form sent: the reason and note kept with the answer."""
+        values = view.get("state", {}).get("values", {})
+        chosen = values.get("reason", {}).get("reason", {}).get("selected_option") or {}
+        note = values.get("note", {}).get("note", {}).get("value") or ""
+        reason = str(chosen.get("value", ""))
+        if reason not in FEEDBACK_REASONS:  # Slack requires the choice; anything else is forged
+            await ack(response_action="errors", errors={"reason": "Please pick one."})
+            return
+        await ack()
+        user = body.get("user", {}).get("id", "")
+        answer_id = str(view.get("private_metadata", ""))
+        await self._state.record_feedback_reason(answer_id, user, reason, str(note))
 
     async def _on_shortcut(
         self, ack: Any, body: dict[str, Any], client: AsyncWebClient, context: dict[str, Any]

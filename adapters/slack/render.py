@@ -28,11 +28,13 @@ from adapters.answer_labels import (
 )
 from core.answer.citations import allowed_urls, check_links, is_linkable
 from core.domain.conversation import Answer, AnswerStatus, Citation
+from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
 
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"
 ESCALATE = "still_need_help"
 SHARE_ANSWER = "share_answer"
+FEEDBACK_REASON = "feedback_reason"  # the 👎 form's callback id
 
 _FENCE = re.compile(r"^\s*```")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
@@ -243,6 +245,42 @@ def _mrkdwn(text: str) -> dict[str, Any]:
 
 def _context(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [_mrkdwn(text)]}
+
+
+def reason_modal(answer_id: str) -> dict[str, Any]:
+    """The form a 👎 opens: what was wrong, and a note in the asker's own words."""
+    options = [
+        {"text": {"type": "plain_text", "text": label}, "value": value}
+        for value, label in FEEDBACK_REASONS.items()
+    ]
+    return {
+        "type": "modal",
+        "callback_id": FEEDBACK_REASON,
+        "private_metadata": answer_id,
+        "title": {"type": "plain_text", "text": "What was wrong?"},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Skip"},
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": "reason",
+                "label": {"type": "plain_text", "text": "The answer…"},
+                "element": {"type": "radio_buttons", "action_id": "reason", "options": options},
+            },
+            {
+                "type": "input",
+                "block_id": "note",
+                "optional": True,
+                "label": {"type": "plain_text", "text": "Anything to add?"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "note",
+                    "multiline": True,
+                    "max_length": MAX_FEEDBACK_NOTE_CHARS,
+                },
+            },
+        ],
+    }
 
 
 def escalation_text(targets: Sequence[str]) -> str:

@@ -16,6 +16,16 @@ def citations_json(answer: Answer) -> list[dict[str, object]]:
     return [json.loads(json.dumps(asdict(c), default=str)) for c in answer.citations]
 
 
+# What a 👎 can say was wrong, as the reason form offers it.
+FEEDBACK_REASONS = {
+    "wrong": "It's wrong",
+    "outdated": "It's outdated",
+    "missing": "Something is missing",
+    "unclear": "It's unclear",
+}
+MAX_FEEDBACK_NOTE_CHARS = 1_000  # what a person may add in their own words
+
+
 @dataclass(frozen=True, slots=True)
 class RecordedAnswer:
     """An answer as the state store kept it: enough to show it again (a private answer

@@ -164,3 +164,16 @@ async def test_a_recorded_answer_can_be_shown_again(two: tuple[Process, Process]
     assert kept.answer.citations == answer.citations
     assert await b.state.recorded_answer("0" * 32) is None
     assert await b.state.recorded_answer("not-an-id") is None
+
+
+async def test_a_down_votes_reason_is_kept_newest_first(two: tuple[Process, Process]) -> None:
+    a, b = two
+    answer_id = await a.state.record_answer("slack/T1/C1/1.0", "q?", _answer("a [1]"))
+    assert await a.state.record_feedback_reason(answer_id, "U1", "outdated", "v2 changed it")
+    assert await b.state.record_feedback_reason(answer_id, "U1", "wrong", "x" * 5_000)
+    assert await b.state.record_feedback_reason(answer_id, "U2", "unclear", "")
+    assert not await b.state.record_feedback_reason(answer_id, "U3", "made-up", "")
+    assert not await b.state.record_feedback_reason("0" * 32, "U1", "wrong", "")
+    reasons = await a.state.feedback_reasons(answer_id)
+    assert [(u, r) for u, r, _ in reasons] == [("U1", "wrong"), ("U2", "unclear")]
+    assert len(reasons[0][2]) == 1_000  # a note is bounded

@@ -54,6 +54,7 @@ class IndexNames:
         self.threads = f"{prefix}-threads"
         self.answers = f"{prefix}-answers"
         self.feedback = f"{prefix}-feedback"
+        self.feedback_reasons = f"{prefix}-feedback-reasons"
         self.locks = f"{prefix}-locks"
         self.keywords = f"{prefix}-keywords"
         self.keyword_links = f"{prefix}-keyword-links"
@@ -111,6 +112,13 @@ class IndexNames:
                 "last_used_at": _MILLIS,
             },
             self.facts: {"key": _KEYWORD, "value": _KEYWORD, "updated_at": _MILLIS},
+            self.feedback_reasons: {
+                "answer_id": _KEYWORD,
+                "user": _KEYWORD,
+                "reason": _KEYWORD,
+                "note": _KEPT_TEXT,
+                "at": _MILLIS,
+            },
         }
 
 

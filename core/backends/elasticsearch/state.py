@@ -35,6 +35,8 @@ from core.backends.elasticsearch.schema import IndexNames, hashed_id
 from core.config import ElasticsearchSettings
 from core.domain.conversation import Answer, Turn
 from core.domain.feedback import (
+    FEEDBACK_REASONS,
+    MAX_FEEDBACK_NOTE_CHARS,
     RecordedAnswer,
     citations_json,
     recorded_answer,
@@ -276,6 +278,38 @@ class ElasticsearchPlatformState(Store):
             kept["status"],
             kept["citations"].get("items", []),
         )
+
+    async def record_feedback_reason(
+        self, answer_id: str, user: str, reason: str, note: str
+    ) -> bool:
+        if not _ANSWER_ID.fullmatch(answer_id) or reason not in FEEDBACK_REASONS:
+            return False
+        with explained(self._settings):
+            if not await self._client.exists(index=self._names.answers, id=answer_id):
+                return False
+            await self._client.index(
+                index=self._names.feedback_reasons,
+                id=hashed_id(f"{answer_id}\n{user}"),
+                document={
+                    "answer_id": answer_id,
+                    "user": user,
+                    "reason": reason,
+                    "note": note[:MAX_FEEDBACK_NOTE_CHARS],
+                    "at": now_ms(),
+                },
+                refresh="wait_for",
+            )
+        return True
+
+    async def feedback_reasons(self, answer_id: str) -> list[tuple[str, str, str]]:
+        with explained(self._settings):
+            response = await self._client.search(
+                index=self._names.feedback_reasons,
+                query={"term": {"answer_id": answer_id}},
+                size=self._settings.scan_page_size,
+            )
+        kept = [h["_source"] for h in response["hits"]["hits"]]
+        return sorted((k["user"], k["reason"], k["note"]) for k in kept)
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]:
         with explained(self._settings):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from core.domain.conversation import Answer
 from core.domain.feedback import (
+    FEEDBACK_REASONS,
+    MAX_FEEDBACK_NOTE_CHARS,
     RecordedAnswer,
     citations_json,
     recorded_answer,
@@ -32,6 +34,8 @@ _SCHEMA = (
     " citations TEXT NOT NULL, created_at REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS feedback (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
     " vote INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
+    "CREATE TABLE IF NOT EXISTS feedback_reasons (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
+    " reason TEXT NOT NULL, note TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
 )
 
 
@@ -122,6 +126,30 @@ class SqlitePlatformState:
             return None
         key, question, text, status, citations = (str(v) for v in rows[0])
         return recorded_answer(key, question, text, status, json.loads(citations))
+
+    async def record_feedback_reason(
+        self, answer_id: str, user: str, reason: str, note: str
+    ) -> bool:
+        known = await asyncio.to_thread(
+            self._execute, "SELECT 1 FROM answers WHERE id = ?", (answer_id,)
+        )
+        if not known or reason not in FEEDBACK_REASONS:
+            return False
+        await asyncio.to_thread(
+            self._execute,
+            "INSERT OR REPLACE INTO feedback_reasons (answer_id, user, reason, note, at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (answer_id, user, reason, note[:MAX_FEEDBACK_NOTE_CHARS], time.time()),
+        )
+        return True
+
+    async def feedback_reasons(self, answer_id: str) -> list[tuple[str, str, str]]:
+        rows = await asyncio.to_thread(
+            self._execute,
+            "SELECT user, reason, note FROM feedback_reasons WHERE answer_id = ? ORDER BY user",
+            (answer_id,),
+        )
+        return [(str(u), str(r), str(n)) for u, r, n in rows]
 
     async def feedback_for(self, answer_id: str) -> list[tuple[str, int]]:
         rows = await asyncio.to_thread(

@@ -3,8 +3,10 @@ through the real slack_sdk client to the local Web API emulator."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import urllib.parse
 from typing import Any
 
 from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
@@ -382,3 +384,61 @@ async def test_when_every_update_fails_an_apology_is_posted(slack) -> None:
             "went wrong" in m.get("text", "") for m in slack.emulator.called("chat.postMessage")
         )
     )
+
+
+def view_submission(answer_id: str, reason: str, note: str | None) -> str:
+    payload = {
+        "type": "view_submission",
+        "team": {"id": "T1"},
+        "user": {"id": "U2"},
+        "api_app_id": "A1",
+        "trigger_id": "t2",
+        "view": {
+            "id": "V1",
+            "type": "modal",
+            "callback_id": "feedback_reason",
+            "private_metadata": answer_id,
+            "state": {
+                "values": {
+                    "reason": {
+                        "reason": {
+                            "type": "radio_buttons",
+                            "selected_option": {"value": reason},
+                        }
+                    },
+                    "note": {"note": {"type": "plain_text_input", "value": note}},
+                }
+            },
+        },
+    }
+    return "payload=" + urllib.parse.quote(json.dumps(payload))
+
+
+async def test_a_down_vote_asks_what_was_wrong_and_keeps_the_reason(slack) -> None:
+    await slack.event(mention("1700000000.000850"), "Ev1")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    answer_id = answers(slack)[0]["blocks"][-1]["elements"][0]["value"]
+    assert await slack.click(FEEDBACK_DOWN, answer_id) == 200
+    await slack.until(lambda: bool(slack.emulator.called("views.open")))
+    [opened] = slack.emulator.called("views.open")
+    view = json.loads(opened["view"]) if isinstance(opened["view"], str) else opened["view"]
+    assert opened["trigger_id"] == "t1"
+    assert view["private_metadata"] == answer_id
+    form = "application/x-www-form-urlencoded"
+    sent = view_submission(answer_id, "outdated", "The flag was renamed in v2.")
+    assert await slack.post(sent, content_type=form) == 200
+    await poll_reasons(slack, answer_id)
+    assert await slack.state.feedback_reasons(answer_id) == [
+        ("U2", "outdated", "The flag was renamed in v2.")
+    ]
+    # A forged reason is refused in the form, and nothing is stored.
+    assert await slack.post(view_submission(answer_id, "lies", None), content_type=form) == 200
+    assert [r for _, r, _ in await slack.state.feedback_reasons(answer_id)] == ["outdated"]
+
+
+async def poll_reasons(slack: SlackHarness, answer_id: str) -> None:
+    for _ in range(200):
+        if await slack.state.feedback_reasons(answer_id):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the reason was not stored")

@@ -32,6 +32,7 @@ from adapters.discord.render import answer_embeds
 from core.answer.engine import AnswerEngine
 from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
 from core.domain.questions import is_question
 from core.ports import ConversationStore, PlatformState
 
@@ -41,6 +42,7 @@ NO_MENTIONS = discord.AllowedMentions.none()
 APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 ANSWERED_IN_THREAD = "I answered in a thread on that message."
+FEEDBACK_NOT_SAVED = "Sorry, your feedback could not be saved. Please try again later."
 NO_ONE_TO_CALL = "Nobody is set up to help in this channel yet; ask the bot's owners."
 ALREADY_CALLED = "Help has already been called for this answer."
 THREAD_NAME_CHARS = 100
@@ -77,17 +79,56 @@ class FeedbackButton(
         return cls(match["vote"], match["answer_id"])
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        state = FeedbackButton.state
         try:
-            stored = (
-                FeedbackButton.state is not None
-                and await FeedbackButton.state.record_feedback(
-                    self.answer_id, str(interaction.user.id), self.vote == "up"
-                )
+            stored = state is not None and await state.record_feedback(
+                self.answer_id, str(interaction.user.id), self.vote == "up"
             )
-            text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
         except Exception:
             log.exception("feedback_failed", platform="discord")
-            text = "Sorry, your feedback could not be saved. Please try again later."
+            await interaction.response.send_message(FEEDBACK_NOT_SAVED, ephemeral=True)
+            return
+        if stored and self.vote == "down" and state is not None:
+            # A 👎 asks what was wrong (the form can be closed; the vote stands).
+            await interaction.response.send_modal(ReasonModal(self.answer_id, state))
+            return
+        text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
+        await interaction.response.send_message(text, ephemeral=True)
+
+
+class ReasonModal(discord.ui.Modal, title="What was wrong?"):
+    """The form a 👎 opens: what was wrong, and a note in the person's own words."""
+
+    def __init__(self, answer_id: str, state: PlatformState) -> None:
+        super().__init__(custom_id=f"docbot:reason:{answer_id}")
+        self.answer_id = answer_id
+        self.state = state
+        self.reason: discord.ui.Select[Any] = discord.ui.Select(
+            custom_id="reason",
+            options=[
+                discord.SelectOption(label=label, value=value)
+                for value, label in FEEDBACK_REASONS.items()
+            ],
+        )
+        self.note: discord.ui.TextInput[Any] = discord.ui.TextInput(
+            custom_id="note",
+            style=discord.TextStyle.long,
+            required=False,
+            max_length=MAX_FEEDBACK_NOTE_CHARS,
+        )
+        self.add_item(discord.ui.Label(text="The answer…", component=self.reason))
+        self.add_item(discord.ui.Label(text="Anything to add?", component=self.note))
+
+    async def on_submit(self, interaction: discord.Interaction[Any]) -> None:
+        reason = self.reason.values[0] if self.reason.values else ""
+        try:
+            stored = await self.state.record_feedback_reason(
+                self.answer_id, str(interaction.user.id), reason, self.note.value or ""
+            )
+            text = "Thanks, that helps." if stored else NO_LONGER_KNOWN
+        except Exception:
+            log.exception("feedback_reason_failed", platform="discord")
+            text = FEEDBACK_NOT_SAVED
         await interaction.response.send_message(text, ephemeral=True)
 
 

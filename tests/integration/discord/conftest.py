@@ -135,6 +135,29 @@ def click_payload(custom_id: str) -> dict[str, Any]:
     }
 
 
+def modal_submit(custom_id: str, reason: str, note: str) -> dict[str, Any]:
+    """The reason form sent back: a select and a text input, each inside a label."""
+    payload = click_payload(custom_id)
+    payload["type"] = 5  # MODAL_SUBMIT
+    payload["data"] = {
+        "custom_id": custom_id,
+        "components": [
+            {
+                "type": 18,
+                "id": 1,
+                "component": {"type": 3, "id": 2, "custom_id": "reason", "values": [reason]},
+            },
+            {
+                "type": 18,
+                "id": 3,
+                "component": {"type": 4, "id": 4, "custom_id": "note", "value": note},
+            },
+        ],
+    }
+    payload.pop("message", None)
+    return payload
+
+
 def thread_message(
     thread_id: str, text: str, *, author_id: str = "42", bot: bool = False
 ) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from tests.integration.discord.conftest import (
     DiscordHarness,
     ask_payload,
     click_payload,
+    modal_submit,
     thread_message,
 )
 
@@ -139,10 +140,20 @@ async def test_a_feedback_click_after_a_restart_is_stored(discord_factory) -> No
         restarted.interaction(click_payload(down))
         await restarted.until(lambda: bool(restarted.emulator.called("POST", "/callback")))
         response = restarted.emulator.called("POST", "/callback")[0]
-        assert response["type"] == 4
-        assert response["data"]["flags"] == 64  # ephemeral
-        assert "Thanks" in response["data"]["content"]
         assert await restarted.state.feedback_for(answer_id) == [("43", -1)]
+        # A 👎 asks what was wrong: a form with the reasons and a note.
+        assert response["type"] == 9  # MODAL
+        assert response["data"]["custom_id"] == f"docbot:reason:{answer_id}"
+        restarted.interaction(
+            modal_submit(f"docbot:reason:{answer_id}", "missing", "It skips the --prune flag.")
+        )
+        await restarted.until(lambda: len(restarted.emulator.called("POST", "/callback")) == 2)
+        thanks = restarted.emulator.called("POST", "/callback")[1]
+        assert thanks["data"]["flags"] == 64  # ephemeral
+        assert "Thanks" in thanks["data"]["content"]
+        assert await restarted.state.feedback_reasons(answer_id) == [
+            ("43", "missing", "It skips the --prune flag.")
+        ]
     finally:
         await stop()
 

@@ -370,6 +370,8 @@ class SlackSettings(_Section):
 class DiscordSettings(_Section):
     description_chars: int = Field(4_096, ge=100, le=4_096)
     reaction_trigger: str = Field("❓", min_length=1, max_length=64)
+    solved_tag: str = Field("Solved", min_length=1, max_length=20)
+    lock_solved: bool = False
     max_sources: int = Field(10, ge=1, le=10)
     history_messages: int = Field(50, ge=1, le=100)
     dedup_ttl_s: float = Field(86_400, gt=0)

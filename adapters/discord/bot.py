@@ -22,10 +22,14 @@ from adapters.answer_labels import (
     ALREADY_SHARED,
     ASK_ABOUT_THIS,
     ESCALATION,
+    MARKED_SOLVED,
     NO_LONGER_KNOWN,
+    NO_SOLVED_TAG,
     NOT_HERE,
     NOTHING_TO_ASK,
+    ONLY_ASKER,
     SHARE,
+    SOLVED,
     STILL_NEED_HELP,
 )
 from adapters.discord.render import answer_embeds
@@ -47,6 +51,7 @@ NO_ONE_TO_CALL = "Nobody is set up to help in this channel yet; ask the bot's ow
 ALREADY_CALLED = "Help has already been called for this answer."
 THREAD_NAME_CHARS = 100
 THREAD_ARCHIVE_MINUTES = 1440  # a day without messages, as Discord's client proposes
+MAX_FORUM_TAGS = 5  # Discord's limit of tags on one forum post
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 
@@ -245,12 +250,70 @@ class ShareButton(
             await interaction.followup.send(embed=embed, allowed_mentions=NO_MENTIONS, **last)
 
 
-def feedback_view(answer_id: str, *, escalate: bool = False) -> discord.ui.View:
+class SolvedButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"docbot:solved:(?P<thread_id>\d{1,25})",
+):
+    """ "It's solved" under an answer to a forum post: the poster or a moderator applies the
+    forum's solved tag (and, when configured, locks the post)."""
+
+    bot: DocsBot | None = None  # set once by the bot at start
+
+    def __init__(self, thread_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                style=discord.ButtonStyle.success,
+                label=SOLVED,
+                custom_id=f"docbot:solved:{thread_id}",
+            )
+        )
+        self.thread_id = thread_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
+        item: discord.ui.Item[Any],  # noqa: ARG003
+        match: re.Match[str],
+    ) -> SolvedButton:
+        return cls(int(match["thread_id"]))
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = SolvedButton.bot
+        if bot is None:
+            return
+        post: dict[str, Any] = dict(await bot.http.get_channel(self.thread_id))
+        is_poster = str(post.get("owner_id")) == str(interaction.user.id)
+        if not (is_poster or interaction.permissions.manage_threads):
+            await interaction.response.send_message(ONLY_ASKER, ephemeral=True)
+            return
+        forum: dict[str, Any] = dict(await bot.http.get_channel(int(post["parent_id"])))
+        wanted = bot.settings.solved_tag.casefold()
+        tag = next(
+            (t["id"] for t in forum.get("available_tags", []) if t["name"].casefold() == wanted),
+            None,
+        )
+        applied = list(post.get("applied_tags") or [])
+        if tag is not None and tag not in applied and len(applied) < MAX_FORUM_TAGS:
+            applied.append(tag)
+        changes: dict[str, Any] = {"applied_tags": applied}
+        if bot.settings.lock_solved:
+            changes["locked"] = True
+        await bot.http.edit_channel(self.thread_id, **changes)
+        said = MARKED_SOLVED if tag else NO_SOLVED_TAG.format(tag=bot.settings.solved_tag)
+        await interaction.response.send_message(said, ephemeral=True)
+
+
+def feedback_view(
+    answer_id: str, *, escalate: bool = False, solved: int | None = None
+) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     view.add_item(FeedbackButton("up", answer_id))
     view.add_item(FeedbackButton("down", answer_id))
     if escalate:
         view.add_item(EscalateButton(answer_id))
+    if solved is not None:
+        view.add_item(SolvedButton(solved))
     return view
 
 
@@ -294,9 +357,10 @@ class DocsBot(discord.Client):
         FeedbackButton.state = state
         EscalateButton.bot = self
         ShareButton.bot = self
+        SolvedButton.bot = self
 
     async def setup_hook(self) -> None:
-        self.add_dynamic_items(FeedbackButton, EscalateButton, ShareButton)
+        self.add_dynamic_items(FeedbackButton, EscalateButton, ShareButton, SolvedButton)
 
     async def sync_commands(self, token: str, guild: int | None) -> str:
         """Register /ask with Discord (on deploy, not at every start: Discord rate-limits it).
@@ -441,6 +505,9 @@ class DocsBot(discord.Client):
                 if self.policies(channel_key or key).trigger != "off":
                     await self._answer_in_place(message, key, channel_key)
                 return
+            if message.id == message.channel.id:  # a thread's first message: a forum post?
+                await self._answer_forum_post(message, guild)
+                return
             policy = self.policies(f"discord/{guild}/{message.channel.id}")
             if policy.trigger == "auto" and not (self.user and self.user in message.mentions):
                 await self._answer_unasked(message, guild, policy)
@@ -461,6 +528,49 @@ class DocsBot(discord.Client):
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
         await self._answer_about(message, guild, policy, str(message.author.id), grounded_only=True)
+
+    async def _answer_forum_post(self, message: discord.Message, guild: int) -> None:
+        """A new post in a forum whose policy is `auto`: answered in the post's own thread
+        (its title and text are the question), with "It's solved" under the answer. Every post
+        asks something, so the question detector is not consulted; `answer_only_when_grounded`
+        still holds."""
+        post: dict[str, Any] = dict(await self.http.get_channel(message.channel.id))
+        parent = post.get("parent_id")
+        if not parent:
+            return
+        forum: dict[str, Any] = dict(await self.http.get_channel(int(parent)))
+        if forum.get("type") != discord.ChannelType.forum.value:
+            return
+        channel_key = f"discord/{guild}/{parent}"
+        policy = self.policies(channel_key)
+        if policy.trigger != "auto":
+            return
+        if not await self.state.first_delivery(f"discord-message:{message.id}"):
+            return
+        key = _thread_key(message.channel.id)
+        text = "\n".join(part for part in (post.get("name", ""), message.content) if part)
+        answer = await self.engine.answer(
+            Question(
+                "discord",
+                key,
+                str(message.author.id),
+                text,
+                ChannelKind.THREAD,
+                channel_key=channel_key,
+            )
+        )
+        if policy.answer_only_when_grounded and not answer.grounded:
+            log.info("abstained", platform="discord", status=answer.status.value)
+            return
+        await self.state.remember_thread(key)
+        answer_id = await self._record(key, text, answer)
+        await self._send_answer(
+            message.channel,
+            answer_id,
+            answer,
+            escalate=bool(policy.escalate_to),
+            solved=message.channel.id,
+        )
 
     async def _answer_about(
         self,
@@ -597,6 +707,7 @@ class DocsBot(discord.Client):
         answer: Answer,
         *,
         escalate: bool = False,
+        solved: int | None = None,
     ) -> None:
         embeds = answer_embeds(
             answer,
@@ -605,7 +716,11 @@ class DocsBot(discord.Client):
         )
         for n, embed in enumerate(embeds, start=1):
             last = answer_id and n == len(embeds)
-            view = feedback_view(answer_id, escalate=escalate) if last and answer_id else None
+            view = (
+                feedback_view(answer_id, escalate=escalate, solved=solved)
+                if last and answer_id
+                else None
+            )
             await channel.send(
                 embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
             )

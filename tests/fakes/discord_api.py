@@ -15,6 +15,7 @@ BOT_ID = "900"
 APP_ID = "800"
 GUILD_ID = "500"
 CHANNEL_ID = "600"
+FORUM_ID = "650"  # a forum channel, with a "Solved" tag
 NOW = "2026-11-22T00:00:00.000000+00:00"
 
 
@@ -78,6 +79,7 @@ class DiscordEmulator:
         self.threads: list[str] = []  # ids of the threads created
         self.thread_names: dict[str, str] = {}
         self.messages: dict[str, dict[str, Any]] = {}  # by id, for GET .../messages/{id}
+        self.forum_posts: dict[str, dict[str, Any]] = {}  # thread id -> owner_id, name, tags
         self._ids = itertools.count(10_000)
         self.app = web.Application()
         self.app.router.add_route("*", "/api/v10/{tail:.*}", self._handle)
@@ -101,6 +103,42 @@ class DiscordEmulator:
             "rate_limit_per_user": 0,
             "flags": 0,
         }
+
+    def _forum(self) -> dict[str, Any]:
+        return {
+            **self._text_channel(),
+            "id": FORUM_ID,
+            "type": 15,
+            "name": "help-forum",
+            "available_tags": [
+                {
+                    "id": "901",
+                    "name": "Solved",
+                    "moderated": False,
+                    "emoji_id": None,
+                    "emoji_name": None,
+                },
+                {
+                    "id": "902",
+                    "name": "Bug",
+                    "moderated": False,
+                    "emoji_id": None,
+                    "emoji_name": None,
+                },
+            ],
+        }
+
+    def _forum_post(self, thread_id: str) -> dict[str, Any]:
+        post = self.forum_posts[thread_id]
+        data = self._thread(thread_id)
+        data.update(
+            parent_id=FORUM_ID,
+            owner_id=post["owner_id"],
+            name=post["name"],
+            applied_tags=post.get("applied_tags", []),
+        )
+        data["thread_metadata"]["locked"] = post.get("locked", False)
+        return data
 
     def _text_channel(self) -> dict[str, Any]:
         return {
@@ -196,8 +234,18 @@ class DiscordEmulator:
                 return _json(self._thread(thread_id))
             if thread_id == CHANNEL_ID:
                 return _json(self._text_channel())
+            if thread_id == FORUM_ID:
+                return _json(self._forum())
+            if thread_id in self.forum_posts:
+                return _json(self._forum_post(thread_id))
             return _json({"message": "Unknown Channel", "code": 10003}, status=404)
 
+        if method == "PATCH" and path.startswith("/channels/") and path.count("/") == 2:
+            post = self.forum_posts.get(path.split("/")[2])
+            if post is None:
+                return _json({"message": "Unknown Channel", "code": 10003}, status=404)
+            post.update({k: v for k, v in body.items() if k in ("applied_tags", "locked")})
+            return _json(self._forum_post(path.split("/")[2]))
         if "/commands" in path and method == "PUT":
             return _json(
                 [

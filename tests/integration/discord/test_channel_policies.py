@@ -15,7 +15,7 @@ from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.config import ChannelPolicy
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
-from tests.fakes.discord_api import CHANNEL_ID, GUILD_ID, user
+from tests.fakes.discord_api import CHANNEL_ID, FORUM_ID, GUILD_ID, user
 from tests.fakes.discord_api import message as discord_message
 from tests.integration.discord.conftest import ask_payload, click_payload
 
@@ -294,5 +294,67 @@ async def test_reactions_can_be_turned_off_per_channel(discord_factory) -> None:
         harness.bot._connection.parse_message_reaction_add(reaction(target))
         await _settle()
         assert harness.emulator.threads == []
+    finally:
+        await stop()
+
+
+FORUM = f"discord/{GUILD_ID}/{FORUM_ID}"
+
+
+def forum_post(harness, thread_id: str, title: str, text: str, owner: str = "42") -> dict:
+    harness.emulator.forum_posts[thread_id] = {"owner_id": owner, "name": title}
+    return discord_message(thread_id, thread_id, user(owner, "alice"), text, guild_id=GUILD_ID)
+
+
+def solved_click(thread_id: str, clicker: str, *, moderator: bool = False) -> dict:
+    payload = click_payload(f"docbot:solved:{thread_id}")
+    payload["member"]["user"] = user(clicker, "someone")
+    payload["member"]["permissions"] = "17179869184" if moderator else "0"  # MANAGE_THREADS
+    payload["app_permissions"] = "0"
+    return payload
+
+
+async def test_auto_answers_each_new_forum_post_in_its_thread(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={FORUM: ChannelPolicy(trigger="auto")})
+    try:
+        harness.gateway_message(forum_post(harness, "880", "Re-ingesting", QUESTION))
+        await harness.until(lambda: bool(thread_posts(harness, "880")))
+        [answer] = thread_posts(harness, "880")
+        assert "ingesting.md" in json.dumps(answer["embeds"])
+        buttons = [c["custom_id"] for row in answer["components"] for c in row["components"]]
+        assert "docbot:solved:880" in buttons
+        assert await harness.state.is_bot_thread("discord/thread/880")  # follow-ups answered
+    finally:
+        await stop()
+
+
+async def test_only_the_poster_or_a_moderator_marks_a_post_solved(discord_factory) -> None:
+    harness, stop = await discord_factory(policies={FORUM: ChannelPolicy(trigger="auto")})
+    harness.bot.settings = harness.bot.settings.model_copy(update={"lock_solved": True})
+    try:
+        harness.gateway_message(forum_post(harness, "881", "Re-ingesting", QUESTION))
+        await harness.until(lambda: bool(thread_posts(harness, "881")))
+        harness.interaction(solved_click("881", clicker="99"))
+        await harness.until(lambda: len(harness.emulator.called("POST", "/callback")) == 1)
+        refused = harness.emulator.called("POST", "/callback")[0]
+        assert "Only the person who posted" in refused["data"]["content"]
+        assert harness.emulator.called("PATCH", "/channels/881") == []
+        harness.interaction(solved_click("881", clicker="42"))  # the poster
+        await harness.until(lambda: bool(harness.emulator.called("PATCH", "/channels/881")))
+        [edit] = harness.emulator.called("PATCH", "/channels/881")
+        assert edit == {"applied_tags": ["901"], "locked": True}
+        harness.interaction(solved_click("881", clicker="77", moderator=True))
+        await harness.until(lambda: len(harness.emulator.called("PATCH", "/channels/881")) == 2)
+        assert harness.emulator.called("PATCH", "/channels/881")[1]["applied_tags"] == ["901"]
+    finally:
+        await stop()
+
+
+async def test_forum_posts_elsewhere_are_left_alone(discord_factory) -> None:
+    harness, stop = await discord_factory()  # the forum's policy: mention only
+    try:
+        harness.gateway_message(forum_post(harness, "882", "Re-ingesting", QUESTION))
+        await _settle()
+        assert thread_posts(harness, "882") == []
     finally:
         await stop()

@@ -28,6 +28,7 @@ from bench.common import REPO, latency_summary, write_result
 from bench.slack_load import scripted_model
 from bot.logs import configure_logging
 from core.answer.claude import ClaudeModel
+from core.config import LoggingSettings
 from core.search.embedder import MiniLMEmbedder
 from tests.integration.answers.helpers import build_kb
 from tests.integration.slack.conftest import make_harness_factory
@@ -52,7 +53,6 @@ async def one_run(
     policies = json.dumps({"slack/T1/C1": {"trigger": "auto"}})
     start = make_harness_factory(kb, minilm, data_dir / "state")
     slack, stop = await start(agent, BOT_LOGGING__LEVEL="WARNING", BOT_CHANNELS__POLICIES=policies)
-    configure_logging(slack.settings.logging)
     messages = _messages(round(rate * seconds), question_share)
 
     async def send(n: int, row: dict[str, Any]) -> tuple[int, float]:
@@ -112,6 +112,8 @@ async def main() -> None:
     parser.add_argument("--model-seconds", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    # Configured here, not per run: a test calls `one_run`, and logging is the process's.
+    configure_logging(LoggingSettings(level="WARNING"))
     runs = []
     for n in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="bench-auto-") as tmp:

@@ -365,6 +365,25 @@ class SlackSettings(_Section):
     max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
     auth_check_at_start: bool = True
     reaction_trigger: str = Field("question", pattern=r"^[a-z0-9_+'-]{1,64}$")
+    suggested_prompts: list[str] = Field(
+        default_factory=lambda: [
+            "How do I get started?",
+            "Where is this documented?",
+            "What changed recently?",
+        ],
+        max_length=4,
+    )
+    agent_status: str = Field("is looking through the docs…", min_length=1, max_length=50)
+    agent_loading_messages: list[str] = Field(
+        default_factory=lambda: [
+            "Searching the docs…",
+            "Reading the passages…",
+            "Checking the sources…",
+        ],
+        max_length=10,
+    )
+    agent_title_chars: int = Field(60, ge=10, le=255)
+    agent_context_users: int = Field(10_000, ge=1)
 
 
 class DiscordSettings(_Section):

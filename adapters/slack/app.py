@@ -75,6 +75,9 @@ class SlackBot:
         self._state = state
         self._settings = settings
         self._policies = policies
+        # Which channel each person is looking at, as Slack's agent surface last said
+        # (app_context_changed), oldest first; bounded by `agent_context_users`.
+        self._viewing: dict[str, str] = {}
         self._in_flight: set[asyncio.Task[Any]] = set()
 
     def register(self, app: AsyncApp) -> None:
@@ -87,6 +90,8 @@ class SlackBot:
         app.shortcut(ASK_SHORTCUT)(self._tracked(self._on_shortcut))
         app.view(FEEDBACK_REASON)(self._tracked(self._on_feedback_reason))
         app.event("reaction_added")(self._tracked(self._on_reaction))
+        app.event("app_home_opened")(self._tracked(self._on_home_opened))
+        app.event("app_context_changed")(self._tracked(self._on_context_changed))
 
     async def drain(self) -> None:
         """On shutdown, once no new events arrive: the listeners still running get
@@ -351,6 +356,54 @@ class SlackBot:
             client, channel, thread_ts, None, kept.answer, answer_id, escalate=escalate
         )
 
+    async def _agent_thread_status(
+        self, client: AsyncWebClient, key: str, channel: str, thread_ts: str, question: str
+    ) -> None:
+        """A direct-message thread (Slack's agent surface): "looking through the docs…" while
+        answering, and the thread titled after its first question. Slack refuses both outside
+        agent threads; that costs nothing but a log line."""
+        s = self._settings
+        try:
+            await client.assistant_threads_setStatus(
+                channel_id=channel,
+                thread_ts=thread_ts,
+                status=s.agent_status,
+                loading_messages=list(s.agent_loading_messages),
+            )
+            if not await self._store.recent(key, 1):
+                title = " ".join(question.split())[: s.agent_title_chars]
+                await client.assistant_threads_setTitle(
+                    channel_id=channel, thread_ts=thread_ts, title=title
+                )
+        except SlackApiError as exc:
+            log.debug("slack_agent_status_refused", error=slack_error(exc))
+
+    async def _on_home_opened(
+        self, event: dict[str, Any], client: AsyncWebClient, context: dict[str, Any]
+    ) -> None:
+        """The Messages tab (the agent surface's start): the suggested prompts."""
+        if event.get("tab") != "messages" or not self._settings.suggested_prompts:
+            return
+        channel = event.get("channel") or context.get("channel_id")
+        try:
+            await client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel,
+                prompts=[{"title": p, "message": p} for p in self._settings.suggested_prompts],
+            )
+        except SlackApiError as exc:
+            log.debug("slack_suggested_prompts_refused", error=slack_error(exc))
+
+    async def _on_context_changed(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        """The person moved to another channel while the agent is open: questions in their
+        direct messages now follow that channel's policy."""
+        user = str(event.get("user", ""))
+        context = event.get("context") or {}
+        channel = context.get("channel_id") or event.get("channel_id")
+        if user and channel:
+            self._viewing[user] = f"slack/{body.get('team_id', '')}/{channel}"
+            while len(self._viewing) > self._settings.agent_context_users:
+                self._viewing.pop(next(iter(self._viewing)))
+
     async def _answer_unguarded(
         self,
         client: AsyncWebClient,
@@ -369,10 +422,17 @@ class SlackBot:
                     client, key, channel, thread_ts, bot_user, str(event.get("ts"))
                 )
             await self._state.remember_thread(key)
-        kind = ChannelKind.DIRECT if event.get("channel_type") == "im" else ChannelKind.THREAD
+        direct = event.get("channel_type") == "im"
+        kind = ChannelKind.DIRECT if direct else ChannelKind.THREAD
+        user = event.get("user", "")
+        # In a direct message, the channel the person is looking at (Slack's agent surface
+        # says) decides the policy: its sources, its web search.
+        viewing = self._viewing.get(user, "") if direct else ""
+        if direct and thread_ts is not None:
+            await self._agent_thread_status(client, key, channel, thread_ts, text)
         try:
             answer = await self._engine.answer(
-                Question("slack", key, event.get("user", ""), text, kind),
+                Question("slack", key, user, text, kind, channel_key=viewing),
                 on_progress=progress.update,
             )
         finally:

@@ -36,8 +36,8 @@ class SlackEmulator:
             params: dict[str, Any] = dict(request.query)
         elif request.content_type == "application/json":
             params = await request.json()
-        else:
-            params = dict(await request.post())
+        else:  # a form body, and what the SDK sends as query parameters (`params=`)
+            params = {**dict(request.query), **dict(await request.post())}
         if isinstance(params.get("blocks"), str):
             params["blocks"] = json.loads(params["blocks"])
         self.calls.append((method, params))

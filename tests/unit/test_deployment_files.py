@@ -122,3 +122,23 @@ def test_secrets_never_reach_the_image() -> None:
     ignored = (REPO / ".dockerignore").read_text().splitlines()
     assert ".env" in ignored
     assert ".bot/" in ignored
+
+
+def test_the_slack_manifests_ask_for_what_the_app_handles() -> None:
+    from adapters.slack.app import ASK_SHORTCUT
+
+    classic = yaml.safe_load((REPO / "manifest.yml").read_text())
+    agent = yaml.safe_load((REPO / "manifest.agent.yml").read_text())
+    for manifest in (classic, agent):
+        events = set(manifest["settings"]["event_subscriptions"]["bot_events"])
+        scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+        assert {"app_mention", "message.channels", "message.im", "reaction_added"} <= events
+        assert {"commands", "reactions:read", "chat:write"} <= scopes
+        [shortcut] = manifest["features"]["shortcuts"]
+        assert shortcut["callback_id"] == ASK_SHORTCUT
+    assert "agent_view" in agent["features"]
+    assert "assistant_view" not in agent["features"]
+    assert {"app_home_opened", "app_context_changed"} <= set(
+        agent["settings"]["event_subscriptions"]["bot_events"]
+    )
+    assert "assistant:write" in agent["oauth_config"]["scopes"]["bot"]

@@ -365,6 +365,7 @@ class SlackSettings(_Section):
     max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
     auth_check_at_start: bool = True
     reaction_trigger: str = Field("question", pattern=r"^[a-z0-9_+'-]{1,64}$")
+    native_feedback: bool = False
     suggested_prompts: list[str] = Field(
         default_factory=lambda: [
             "How do I get started?",

@@ -29,6 +29,7 @@ from adapters.answer_labels import (
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
+    FEEDBACK,
     FEEDBACK_DOWN,
     FEEDBACK_REASON,
     FEEDBACK_UP,
@@ -85,6 +86,7 @@ class SlackBot:
         app.event("message")(self._tracked(self._on_message))
         app.action(FEEDBACK_UP)(self._tracked(self._on_feedback))
         app.action(FEEDBACK_DOWN)(self._tracked(self._on_feedback))
+        app.action(FEEDBACK)(self._tracked(self._on_feedback))
         app.action(ESCALATE)(self._tracked(self._on_escalate))
         app.action(SHARE_ANSWER)(self._tracked(self._on_share))
         app.shortcut(ASK_SHORTCUT)(self._tracked(self._on_shortcut))
@@ -313,6 +315,7 @@ class SlackBot:
                 max_blocks=s.max_blocks,
                 max_sources=s.max_sources,
                 share=True,
+                native_feedback=s.native_feedback,
             ):
                 await client.chat_postEphemeral(
                     channel=channel,
@@ -472,6 +475,7 @@ class SlackBot:
             max_blocks=s.max_blocks,
             max_sources=s.max_sources,
             escalate=escalate,
+            native_feedback=s.native_feedback,
         )
         try:
             for n, message in enumerate(messages):
@@ -570,8 +574,12 @@ class SlackBot:
     ) -> None:
         await ack()
         user = body.get("user", {}).get("id", "")
-        helpful = action.get("action_id") == FEEDBACK_UP
         answer_id = str(action.get("value", ""))
+        if action.get("action_id") == FEEDBACK:  # Slack's own buttons: "up:ID" or "down:ID"
+            vote, _, answer_id = answer_id.partition(":")
+            helpful = vote == "up"
+        else:
+            helpful = action.get("action_id") == FEEDBACK_UP
         stored = await self._state.record_feedback(answer_id, user, helpful)
         if stored and not helpful and body.get("trigger_id"):
             # A 👎 asks what was wrong (the form can be skipped; the vote stands).

@@ -33,6 +33,7 @@ from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"
 ESCALATE = "still_need_help"
+FEEDBACK = "feedback"  # Slack's own feedback buttons: the value says up or down, and which answer
 SHARE_ANSWER = "share_answer"
 FEEDBACK_REASON = "feedback_reason"  # the 👎 form's callback id
 
@@ -195,6 +196,7 @@ def answer_messages(
     max_sources: int,
     escalate: bool = False,
     share: bool = False,
+    native_feedback: bool = False,
 ) -> list[SlackMessage]:
     """The answer as one or more messages; the last carries sources, status and feedback (and
     "Still need help?" when the channel has people to escalate to)."""
@@ -209,7 +211,7 @@ def answer_messages(
     if answer.consulted:
         footer.append(_context(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
     if answer_id and answer.status is not AnswerStatus.ERROR:
-        footer.append(_feedback(answer_id, escalate=escalate, share=share))
+        footer += _feedback(answer_id, escalate=escalate, share=share, native=native_feedback)
     messages: list[SlackMessage] = []
     current = SlackMessage(text="")
     for section in sections:
@@ -290,36 +292,50 @@ def escalation_text(targets: Sequence[str]) -> str:
     return ESCALATION.format(targets=mentions)
 
 
-def _feedback(answer_id: str, *, escalate: bool, share: bool) -> dict[str, Any]:
-    help_button = {
-        "type": "button",
-        "action_id": ESCALATE,
-        "value": answer_id,
-        "text": {"type": "plain_text", "text": STILL_NEED_HELP},
-    }
-    share_button = {
-        "type": "button",
-        "action_id": SHARE_ANSWER,
-        "value": answer_id,
-        "text": {"type": "plain_text", "text": SHARE},
-    }
+def _button(action_id: str, value: str, text: str) -> dict[str, Any]:
     return {
-        "type": "actions",
+        "type": "button",
+        "action_id": action_id,
+        "value": value,
+        "text": {"type": "plain_text", "text": text},
+    }
+
+
+def _feedback(answer_id: str, *, escalate: bool, share: bool, native: bool) -> list[dict[str, Any]]:
+    """The answer's buttons. `native`: Slack's own 👍/👎 (`feedback_buttons` in a
+    `context_actions` block, which the client shows toggled), the others in an `actions`
+    block; otherwise every button is a plain one."""
+    others = [
+        *([_button(ESCALATE, answer_id, STILL_NEED_HELP)] if escalate else []),
+        *([_button(SHARE_ANSWER, answer_id, SHARE)] if share else []),
+    ]
+    if not native:
+        votes = [
+            _button(FEEDBACK_UP, answer_id, "👍 Helpful"),
+            _button(FEEDBACK_DOWN, answer_id, "👎 Not helpful"),
+        ]
+        return [
+            {"type": "actions", "block_id": f"feedback:{answer_id}", "elements": votes + others}
+        ]
+    feedback = {
+        "type": "context_actions",
         "block_id": f"feedback:{answer_id}",
         "elements": [
             {
-                "type": "button",
-                "action_id": FEEDBACK_UP,
-                "value": answer_id,
-                "text": {"type": "plain_text", "text": "👍 Helpful"},
-            },
-            {
-                "type": "button",
-                "action_id": FEEDBACK_DOWN,
-                "value": answer_id,
-                "text": {"type": "plain_text", "text": "👎 Not helpful"},
-            },
-            *([help_button] if escalate else []),
-            *([share_button] if share else []),
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK,
+                "positive_button": {
+                    "text": {"type": "plain_text", "text": "Helpful"},
+                    "accessibility_label": "This answer was helpful",
+                    "value": f"up:{answer_id}",
+                },
+                "negative_button": {
+                    "text": {"type": "plain_text", "text": "Not helpful"},
+                    "accessibility_label": "This answer was not helpful",
+                    "value": f"down:{answer_id}",
+                },
+            }
         ],
     }
+    actions = {"type": "actions", "block_id": f"actions:{answer_id}", "elements": others}
+    return [feedback, *([actions] if others else [])]

@@ -9,7 +9,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
+from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
@@ -442,3 +442,23 @@ async def poll_reasons(slack: SlackHarness, answer_id: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the reason was not stored")
+
+
+async def test_slacks_own_feedback_buttons_store_the_last_vote(slack_factory) -> None:
+    harness, stop = await slack_factory(None, BOT_SLACK__NATIVE_FEEDBACK="true")
+    try:
+        await harness.event(mention("1700000000.000870"), "Ev1")
+        await harness.until(lambda: len(answers(harness)) == 1)
+        feedback = next(b for b in answers(harness)[0]["blocks"] if b["type"] == "context_actions")
+        [buttons] = feedback["elements"]
+        assert buttons["type"] == "feedback_buttons"
+        down = buttons["negative_button"]["value"]
+        answer_id = down.split(":", 1)[1]
+        assert await harness.click(FEEDBACK, buttons["positive_button"]["value"]) == 200
+        await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 1)
+        assert await harness.state.feedback_for(answer_id) == [("U2", 1)]
+        assert await harness.click(FEEDBACK, down) == 200  # toggled: the last vote wins
+        await harness.until(lambda: bool(harness.emulator.called("views.open")))
+        assert await harness.state.feedback_for(answer_id) == [("U2", -1)]
+    finally:
+        await stop()

@@ -381,18 +381,16 @@ class SlackBot:
         except SlackApiError as exc:
             log.debug("slack_agent_status_refused", error=slack_error(exc))
 
-    async def _on_home_opened(
-        self, event: dict[str, Any], client: AsyncWebClient, context: dict[str, Any]
-    ) -> None:
-        """The Messages tab (the agent surface's start): the suggested prompts."""
+    async def _on_home_opened(self, event: dict[str, Any], context: dict[str, Any]) -> None:
+        """The Messages tab (the agent surface's start): the suggested prompts, through the
+        `set_suggested_prompts` Bolt gives the listener of that tab's event."""
+        set_prompts = context.get("set_suggested_prompts")
         if event.get("tab") != "messages" or not self._settings.suggested_prompts:
             return
-        channel = event.get("channel") or context.get("channel_id")
+        if set_prompts is None:
+            return
         try:
-            await client.assistant_threads_setSuggestedPrompts(
-                channel_id=channel,
-                prompts=[{"title": p, "message": p} for p in self._settings.suggested_prompts],
-            )
+            await set_prompts(prompts=list(self._settings.suggested_prompts))
         except SlackApiError as exc:
             log.debug("slack_suggested_prompts_refused", error=slack_error(exc))
 

@@ -358,3 +358,14 @@ async def test_forum_posts_elsewhere_are_left_alone(discord_factory) -> None:
         assert thread_posts(harness, "882") == []
     finally:
         await stop()
+
+
+async def test_questions_only_off_answers_any_message(discord_factory) -> None:
+    auto_all = ChannelPolicy(trigger="auto", questions_only=False)
+    harness, stop = await discord_factory(policies={HERE: auto_all})
+    try:
+        harness.gateway_message(channel_message("re-ingesting documents"))
+        thread_id = await harness.thread_ready()
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+    finally:
+        await stop()

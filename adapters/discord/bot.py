@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import discord
 import structlog
@@ -137,23 +137,21 @@ class ReasonModal(discord.ui.Modal, title="What was wrong?"):
         await interaction.response.send_message(text, ephemeral=True)
 
 
-class EscalateButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"docbot:help:(?P<answer_id>[0-9a-f]{32})",
-):
-    """ "Still need help?": mentions the channel's escalation targets, once per answer."""
+class _KeyedButton:
+    """Mixed into a persistent button (a `DynamicItem` whose template names one `key`): built
+    from its custom id, so a click works after a restart. Subclasses say the prefix, label
+    and style; `bot` is set once at start."""
 
-    bot: DocsBot | None = None  # set once by the bot at start
+    PREFIX: ClassVar[str]
+    LABEL: ClassVar[str]
+    STYLE: ClassVar[discord.ButtonStyle] = discord.ButtonStyle.secondary
+    bot: ClassVar[DocsBot | None] = None
 
-    def __init__(self, answer_id: str) -> None:
-        super().__init__(
-            discord.ui.Button(
-                style=discord.ButtonStyle.secondary,
-                label=STILL_NEED_HELP,
-                custom_id=f"docbot:help:{answer_id}",
-            )
+    def __init__(self, key: str) -> None:
+        super().__init__(  # type: ignore[call-arg]
+            discord.ui.Button(style=self.STYLE, label=self.LABEL, custom_id=f"{self.PREFIX}:{key}")
         )
-        self.answer_id = answer_id
+        self.key = key
 
     @classmethod
     async def from_custom_id(
@@ -161,11 +159,21 @@ class EscalateButton(
         interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
         item: discord.ui.Item[Any],  # noqa: ARG003
         match: re.Match[str],
-    ) -> EscalateButton:
-        return cls(match["answer_id"])
+    ) -> Any:
+        return cls(match["key"])
+
+
+class EscalateButton(
+    _KeyedButton,
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"docbot:help:(?P<key>[0-9a-f]{32})",
+):
+    """ "Still need help?": mentions the channel's escalation targets, once per answer."""
+
+    PREFIX, LABEL = "docbot:help", STILL_NEED_HELP
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = EscalateButton.bot
+        bot = _KeyedButton.bot
         channel = interaction.channel
         parent = getattr(channel, "parent_id", None) or interaction.channel_id
         targets = (
@@ -174,7 +182,7 @@ class EscalateButton(
         if bot is None or not targets or channel is None:
             await interaction.response.send_message(NO_ONE_TO_CALL, ephemeral=True)
             return
-        if not await bot.state.first_delivery(f"discord-escalation:{self.answer_id}"):
+        if not await bot.state.first_delivery(f"discord-escalation:{self.key}"):
             await interaction.response.send_message(ALREADY_CALLED, ephemeral=True)
             return
         content, allowed = escalation(targets)
@@ -197,40 +205,22 @@ def escalation(targets: tuple[str, ...]) -> tuple[str, discord.AllowedMentions]:
 
 
 class ShareButton(
+    _KeyedButton,
     discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"docbot:share:(?P<answer_id>[0-9a-f]{32})",
+    template=r"docbot:share:(?P<key>[0-9a-f]{32})",
 ):
     """ "Share with the channel" under a private answer: the same checked answer, for everyone,
     once."""
 
-    bot: DocsBot | None = None  # set once by the bot at start
-
-    def __init__(self, answer_id: str) -> None:
-        super().__init__(
-            discord.ui.Button(
-                style=discord.ButtonStyle.primary,
-                label=SHARE,
-                custom_id=f"docbot:share:{answer_id}",
-            )
-        )
-        self.answer_id = answer_id
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
-        item: discord.ui.Item[Any],  # noqa: ARG003
-        match: re.Match[str],
-    ) -> ShareButton:
-        return cls(match["answer_id"])
+    PREFIX, LABEL, STYLE = "docbot:share", SHARE, discord.ButtonStyle.primary
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = ShareButton.bot
-        kept = await bot.state.recorded_answer(self.answer_id) if bot else None
+        bot = _KeyedButton.bot
+        kept = await bot.state.recorded_answer(self.key) if bot else None
         if bot is None or kept is None:
             await interaction.response.send_message(NO_LONGER_KNOWN, ephemeral=True)
             return
-        if not await bot.state.first_delivery(f"discord-share:{self.answer_id}"):
+        if not await bot.state.first_delivery(f"discord-share:{self.key}"):
             await interaction.response.send_message(ALREADY_SHARED, ephemeral=True)
             return
         policy = bot.policies(f"discord/{interaction.guild_id}/{interaction.channel_id}")
@@ -239,7 +229,7 @@ class ShareButton(
             description_chars=bot.settings.description_chars,
             max_sources=bot.settings.max_sources,
         )
-        view = feedback_view(self.answer_id, escalate=bool(policy.escalate_to))
+        view = feedback_view(self.key, escalate=bool(policy.escalate_to))
         await interaction.response.send_message(
             embed=embeds[0],
             allowed_mentions=NO_MENTIONS,
@@ -251,38 +241,20 @@ class ShareButton(
 
 
 class SolvedButton(
+    _KeyedButton,
     discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"docbot:solved:(?P<thread_id>\d{1,25})",
+    template=r"docbot:solved:(?P<key>\d{1,25})",
 ):
     """ "It's solved" under an answer to a forum post: the poster or a moderator applies the
     forum's solved tag (and, when configured, locks the post)."""
 
-    bot: DocsBot | None = None  # set once by the bot at start
-
-    def __init__(self, thread_id: int) -> None:
-        super().__init__(
-            discord.ui.Button(
-                style=discord.ButtonStyle.success,
-                label=SOLVED,
-                custom_id=f"docbot:solved:{thread_id}",
-            )
-        )
-        self.thread_id = thread_id
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
-        item: discord.ui.Item[Any],  # noqa: ARG003
-        match: re.Match[str],
-    ) -> SolvedButton:
-        return cls(int(match["thread_id"]))
+    PREFIX, LABEL, STYLE = "docbot:solved", SOLVED, discord.ButtonStyle.success
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = SolvedButton.bot
+        bot = _KeyedButton.bot
         if bot is None:
             return
-        post: dict[str, Any] = dict(await bot.http.get_channel(self.thread_id))
+        post: dict[str, Any] = dict(await bot.http.get_channel(int(self.key)))
         is_poster = str(post.get("owner_id")) == str(interaction.user.id)
         if not (is_poster or interaction.permissions.manage_threads):
             await interaction.response.send_message(ONLY_ASKER, ephemeral=True)
@@ -299,7 +271,7 @@ class SolvedButton(
         changes: dict[str, Any] = {"applied_tags": applied}
         if bot.settings.lock_solved:
             changes["locked"] = True
-        await bot.http.edit_channel(self.thread_id, **changes)
+        await bot.http.edit_channel(int(self.key), **changes)
         said = MARKED_SOLVED if tag else NO_SOLVED_TAG.format(tag=bot.settings.solved_tag)
         await interaction.response.send_message(said, ephemeral=True)
 
@@ -313,7 +285,7 @@ def feedback_view(
     if escalate:
         view.add_item(EscalateButton(answer_id))
     if solved is not None:
-        view.add_item(SolvedButton(solved))
+        view.add_item(SolvedButton(str(solved)))
     return view
 
 
@@ -355,9 +327,7 @@ class DocsBot(discord.Client):
             app_commands.ContextMenu(name=ASK_ABOUT_THIS, callback=self._ask_about)
         )
         FeedbackButton.state = state
-        EscalateButton.bot = self
-        ShareButton.bot = self
-        SolvedButton.bot = self
+        _KeyedButton.bot = self
 
     async def setup_hook(self) -> None:
         self.add_dynamic_items(FeedbackButton, EscalateButton, ShareButton, SolvedButton)

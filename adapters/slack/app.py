@@ -34,6 +34,7 @@ from adapters.slack.render import (
     FEEDBACK_REASON,
     FEEDBACK_UP,
     SHARE_ANSWER,
+    SlackMessage,
     answer_messages,
     escalation_text,
     escape,
@@ -306,17 +307,7 @@ class SlackBot:
                 Question("slack", key, user, text, ChannelKind.THREAD)
             )
             answer_id = await self._record(key, text, answer)
-            s = self._settings
-            for message in answer_messages(
-                answer,
-                answer_id,
-                section_chars=s.section_chars,
-                message_chars=s.message_chars,
-                max_blocks=s.max_blocks,
-                max_sources=s.max_sources,
-                share=True,
-                native_feedback=s.native_feedback,
-            ):
+            for message in self._messages(answer, answer_id, share=True):
                 await client.chat_postEphemeral(
                     channel=channel,
                     user=user,
@@ -465,16 +456,7 @@ class SlackBot:
         escalate: bool = False,
     ) -> None:
         s = self._settings
-        messages = answer_messages(
-            answer,
-            answer_id,
-            section_chars=s.section_chars,
-            message_chars=s.message_chars,
-            max_blocks=s.max_blocks,
-            max_sources=s.max_sources,
-            escalate=escalate,
-            native_feedback=s.native_feedback,
-        )
+        messages = self._messages(answer, answer_id, escalate=escalate)
         try:
             for n, message in enumerate(messages):
                 if n == 0 and placeholder:
@@ -494,6 +476,23 @@ class SlackBot:
             await self._deliver_text(
                 client, channel, thread_ts, placeholder, plain_messages(answer, s.plain_chars)
             )
+
+    def _messages(
+        self, answer: Answer, answer_id: str | None, *, escalate: bool = False, share: bool = False
+    ) -> list[SlackMessage]:
+        """The answer as Slack messages, within this workspace's limits."""
+        s = self._settings
+        return answer_messages(
+            answer,
+            answer_id,
+            section_chars=s.section_chars,
+            message_chars=s.message_chars,
+            max_blocks=s.max_blocks,
+            max_sources=s.max_sources,
+            escalate=escalate,
+            share=share,
+            native_feedback=s.native_feedback,
+        )
 
     async def _deliver_text(
         self,

@@ -224,11 +224,7 @@ class ShareButton(
             await interaction.response.send_message(ALREADY_SHARED, ephemeral=True)
             return
         policy = bot.policies(f"discord/{interaction.guild_id}/{interaction.channel_id}")
-        embeds = answer_embeds(
-            kept.answer,
-            description_chars=bot.settings.description_chars,
-            max_sources=bot.settings.max_sources,
-        )
+        embeds = bot.embeds_of(kept.answer)
         view = feedback_view(self.key, escalate=bool(policy.escalate_to))
         await interaction.response.send_message(
             embed=embeds[0],
@@ -357,17 +353,9 @@ class DocsBot(discord.Client):
             return
         escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
-        key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
         try:
-            answer = await self.engine.answer(
-                Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
-            )
-            answer_id = await self._record(key, question, answer)
-            embeds = answer_embeds(
-                answer,
-                description_chars=self.settings.description_chars,
-                max_sources=self.settings.max_sources,
-            )
+            key, answer, answer_id = await self._answer_command(interaction, question, guild)
+            embeds = self.embeds_of(answer)
             first_view = (
                 feedback_view(answer_id, escalate=escalate)
                 if answer_id and len(embeds) == 1
@@ -402,23 +390,32 @@ class DocsBot(discord.Client):
             log.exception("ask_failed", platform="discord")
             await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
 
+    async def _answer_command(
+        self, interaction: discord.Interaction[Any], question: str, guild: int
+    ) -> tuple[str, Answer, str | None]:
+        """A `/ask`'s conversation key, its answer, and the id it was recorded under."""
+        key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
+        answer = await self.engine.answer(
+            Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
+        )
+        return key, answer, await self._record(key, question, answer)
+
+    def embeds_of(self, answer: Answer) -> list[discord.Embed]:
+        return answer_embeds(
+            answer,
+            description_chars=self.settings.description_chars,
+            max_sources=self.settings.max_sources,
+        )
+
     async def _ask_privately(
         self, interaction: discord.Interaction[Any], question: str, guild: int
     ) -> None:
         """A `private` channel: the answer only the asker sees (ephemeral), with a button to
         share it; no thread, since one can't open from an ephemeral message."""
         await interaction.response.defer(thinking=True, ephemeral=True)
-        key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
         try:
-            answer = await self.engine.answer(
-                Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
-            )
-            answer_id = await self._record(key, question, answer)
-            embeds = answer_embeds(
-                answer,
-                description_chars=self.settings.description_chars,
-                max_sources=self.settings.max_sources,
-            )
+            _, answer, answer_id = await self._answer_command(interaction, question, guild)
+            embeds = self.embeds_of(answer)
             for n, embed in enumerate(embeds, start=1):
                 view = discord.ui.View(timeout=None)
                 if answer_id and n == len(embeds):
@@ -679,11 +676,7 @@ class DocsBot(discord.Client):
         escalate: bool = False,
         solved: int | None = None,
     ) -> None:
-        embeds = answer_embeds(
-            answer,
-            description_chars=self.settings.description_chars,
-            max_sources=self.settings.max_sources,
-        )
+        embeds = self.embeds_of(answer)
         for n, embed in enumerate(embeds, start=1):
             last = answer_id and n == len(embeds)
             view = (

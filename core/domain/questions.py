@@ -82,6 +82,12 @@ _SOCIAL = re.compile(
     r"when you'?re back|later today)\b",
     re.IGNORECASE,
 )
+# About someone's things or about now: "your adapter", "today", "did anyone record it".
+_PERSONAL_OR_NOW = re.compile(
+    r"\b(?:your|yours|yourself|today|tonight|tomorrow|yet)\b|"
+    r"\bdid (?:anyone|anybody|someone|somebody)\b",
+    re.IGNORECASE,
+)
 # A question to the person reading ("can you ping me", "do you guys want..."), unless it asks
 # what they know ("do you know where ...", "can you explain how ...").
 _TO_YOU = re.compile(
@@ -99,7 +105,7 @@ def is_question(text: str) -> bool:
     plain = " ".join(_MARKUP.sub(" ", text).split())
     body = _OPENER.sub("", plain)
     words = re.findall(r"[\w'’]+", body.lower())
-    if len(words) < MIN_WORDS or _SOCIAL.search(plain):
+    if len(words) < MIN_WORDS or _SOCIAL.search(plain) or _PERSONAL_OR_NOW.search(plain):
         return False
     if _TO_YOU.match(body):
         return False

@@ -26,6 +26,7 @@ def _scores(name: str) -> tuple[float, float, int]:
 
 def test_the_labelled_set_is_big_and_balanced() -> None:
     assert len(ROWS) >= 300
+    assert {r["set"] for r in ROWS} == {"tuning", "held-out-1", "held-out-2", "held-out-3"}
     assert 0.4 < sum(r["answer"] for r in ROWS) / len(ROWS) < 0.6
 
 
@@ -34,7 +35,8 @@ def test_the_labelled_set_is_big_and_balanced() -> None:
     [
         ("tuning", 0.99, 0.99),  # the rules were written against these
         ("held-out-1", 0.95, 0.95),  # used once to generalise the rules
-        ("held-out-2", 0.70, 0.95),  # never used: the honest figure (0.74 / 1.00)
+        ("held-out-2", 0.90, 0.95),  # used for a second round (0.74 / 1.00 before it)
+        ("held-out-3", 0.55, 0.95),  # never used: the honest figure (0.56 / 1.00)
     ],
 )
 def test_precision_and_recall(name: str, min_precision: float, min_recall: float) -> None:

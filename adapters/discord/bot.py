@@ -179,7 +179,8 @@ class EscalateButton(
         targets = (
             bot.policies(f"discord/{interaction.guild_id}/{parent}").escalate_to if bot else ()
         )
-        if bot is None or not targets or channel is None:
+        known = bot is not None and await bot.state.recorded_answer(self.key) is not None
+        if bot is None or not targets or channel is None or not known:
             await interaction.response.send_message(NO_ONE_TO_CALL, ephemeral=True)
             return
         if not await bot.state.first_delivery(f"discord-escalation:{self.key}"):

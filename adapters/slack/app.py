@@ -701,8 +701,9 @@ class SlackBot:
         message = body.get("message", {})
         thread_ts = container.get("thread_ts") or message.get("thread_ts") or message.get("ts")
         targets = self._policies(f"slack/{team}/{channel}").escalate_to
-        if channel and targets:
-            await self._escalate(client, channel, thread_ts, targets, str(action.get("value")))
+        answer_id = str(action.get("value", ""))
+        if channel and targets and await self._state.recorded_answer(answer_id) is not None:
+            await self._escalate(client, channel, thread_ts, targets, answer_id)
 
     async def _escalate(
         self,

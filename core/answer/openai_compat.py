@@ -377,19 +377,29 @@ async def _read_body(response: httpx.Response) -> bytes:
 
 async def _read_events(response: httpx.Response, reply: _Reply) -> None:
     """Server-sent chunks into `reply` until `[DONE]`, the end of the body, or the reply
-    degenerating (then the stream is closed, which stops the server)."""
+    degenerating (then the stream is closed, which stops the server). The body is counted as it
+    arrives, not line by line: one endless line must not be read into memory whole."""
     read = 0
-    async for line in response.aiter_lines():
-        read += len(line) + 1
+    pending = b""
+    async for piece in response.aiter_bytes():
+        read += len(piece)
         if read > MAX_RESPONSE_BYTES:
             raise ModelUnavailable(_TOO_LONG)
-        if not line.startswith(_SSE_DATA):
-            continue  # comments, event names, keep-alives
-        data = line[len(_SSE_DATA) :].strip()
-        if data == _SSE_DONE:
-            return
-        if not data:
-            continue
-        chunk = _parsed(data, _Chunk)
-        if not reply.add(chunk.choices[0].delta if chunk.choices else None, chunk.usage):
-            return
+        *lines, pending = (pending + piece).split(b"\n")
+        for line in lines:
+            if not _take_event(line.decode("utf-8", "replace").strip(), reply):
+                return
+    _take_event(pending.decode("utf-8", "replace").strip(), reply)
+
+
+def _take_event(line: str, reply: _Reply) -> bool:
+    """One line of the stream into `reply`; False at `[DONE]` or once the reply degenerated."""
+    if not line.startswith(_SSE_DATA):
+        return True  # comments, event names, keep-alives
+    data = line[len(_SSE_DATA) :].strip()
+    if data == _SSE_DONE:
+        return False
+    if not data:
+        return True
+    chunk = _parsed(data, _Chunk)
+    return reply.add(chunk.choices[0].delta if chunk.choices else None, chunk.usage)

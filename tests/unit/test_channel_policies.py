@@ -53,3 +53,17 @@ def test_web_search_keeps_its_old_keys_unless_a_policy_says() -> None:
 def test_a_bad_prefix_is_refused_at_load() -> None:
     with pytest.raises(ValueError, match="conversation-key prefix"):
         _settings(**{"#general": ChannelPolicy(trigger="auto")})
+
+
+@pytest.mark.parametrize(
+    "target", ["<!channel>", "@everyone", "U0 1", "user:abc", "here", "role:1<@&2>"]
+)
+def test_escalation_targets_are_ids_only(target: str) -> None:
+    with pytest.raises(ValueError, match="not an escalation target"):
+        _settings(**{"slack/T1": ChannelPolicy(escalate_to=[target])})
+
+
+def test_escalation_targets_of_both_platforms_are_accepted() -> None:
+    targets = ["U0ESC1", "W0ESC2", "S0GROUP", "user:123456789", "role:987654321"]
+    settings = _settings(**{"slack/T1": ChannelPolicy(escalate_to=targets)})
+    assert settings.policy("slack/T1/C1").escalate_to == tuple(targets)

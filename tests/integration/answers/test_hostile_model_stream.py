@@ -518,3 +518,30 @@ async def test_nothing_found_in_a_full_index_is_not_called_empty(settings, index
     # The search found passages (none relevant): the model's own not-found stands.
     assert answer.text == "Not covered."
     assert "the index holds no passages" not in answer.trace.notes
+
+
+SSE = "text/event-stream"
+
+
+@pytest.mark.parametrize(
+    ("raw", "note"),
+    [
+        (
+            Raw(b"data: {not json " + MARKER.encode() + b"\n\n", SSE),
+            "the model server sent a malformed chat completion (the body: Invalid JSON: key "
+            "must be a string at line 1 column 2)",
+        ),
+        (
+            Raw(b'data: {"choices": [{"delta": {"content": "' + b"x" * (17 << 20), SSE),
+            "the model server sent a response longer than 16,777,216 bytes",
+        ),
+    ],
+    ids=["garbage-event", "one-endless-line"],
+)
+async def test_openai_hostile_stream_gives_the_extractive_answer(
+    settings, index, chat: ChatServer, openai_agent, raw: Raw, note: str
+) -> None:
+    chat.replies = [raw]
+    with structlog.testing.capture_logs() as logs:
+        answer = await engine(settings, index, model=openai_agent).answer(question(QUESTION))
+    assert_extractive_fallback(answer, note, logs)

@@ -288,3 +288,19 @@ async def test_reactions_can_be_turned_off_per_channel(slack_factory) -> None:
         assert posted(harness) == []
     finally:
         await stop()
+
+
+async def test_forged_button_values_change_nothing(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(private=True, escalate_to=TARGETS))
+    try:
+        for action in (SHARE_ANSWER, ESCALATE):
+            for forged in ("0" * 32, "../../etc", "x" * 5_000, ""):
+                assert await harness.click(action, forged, thread_ts=THREAD) == 200
+        await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) >= 4)
+        await harness.settle()
+        assert posted(harness) == []  # nothing made public, nobody called in, from a forged id
+        assert all(
+            "no longer known" in m["text"] for m in harness.emulator.called("chat.postEphemeral")
+        )
+    finally:
+        await stop()

@@ -55,24 +55,26 @@ MAX_FORUM_TAGS = 5  # Discord's limit of tags on one forum post
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 
-class FeedbackButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"docbot:fb:(?P<vote>up|down):(?P<answer_id>[0-9a-f]{32})",
-):
-    """A 👍/👎 button whose custom id carries the answer id, so clicks work after a restart."""
+class _KeyedButton:
+    """Mixed into a persistent button (a `DynamicItem` whose template names one `key`): built
+    from its custom id, so a click works after a restart. Subclasses say the prefix, label
+    and style; `bot` is set once at start."""
 
-    state: PlatformState | None = None  # set once by the bot at start
+    PREFIX: ClassVar[str]
+    LABEL: ClassVar[str]
+    STYLE: ClassVar[discord.ButtonStyle] = discord.ButtonStyle.secondary
+    bot: ClassVar[DocsBot | None] = None
 
-    def __init__(self, vote: str, answer_id: str) -> None:
-        super().__init__(
-            discord.ui.Button(
-                style=discord.ButtonStyle.secondary,
-                label="👍 Helpful" if vote == "up" else "👎 Not helpful",
-                custom_id=f"docbot:fb:{vote}:{answer_id}",
-            )
+    def __init__(self, key: str) -> None:
+        button = discord.ui.Button[Any](
+            style=self.STYLE, label=self.label_for(key), custom_id=f"{self.PREFIX}:{key}"
         )
-        self.vote = vote
-        self.answer_id = answer_id
+        super().__init__(button)  # type: ignore[call-arg]
+        self.key = key
+
+    @classmethod
+    def label_for(cls, key: str) -> str:  # noqa: ARG003 (one label for every key here)
+        return cls.LABEL
 
     @classmethod
     async def from_custom_id(
@@ -80,22 +82,37 @@ class FeedbackButton(
         interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
         item: discord.ui.Item[Any],  # noqa: ARG003
         match: re.Match[str],
-    ) -> FeedbackButton:
-        return cls(match["vote"], match["answer_id"])
+    ) -> Any:
+        return cls(match["key"])
+
+
+class FeedbackButton(
+    _KeyedButton,
+    discord.ui.DynamicItem[discord.ui.Button[Any]],
+    template=r"docbot:fb:(?P<key>(?:up|down):[0-9a-f]{32})",
+):
+    """A 👍/👎 button whose custom id carries the vote and the answer id."""
+
+    PREFIX = "docbot:fb"
+
+    @classmethod
+    def label_for(cls, key: str) -> str:
+        return "👍 Helpful" if key.startswith("up:") else "👎 Not helpful"
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        state = FeedbackButton.state
+        vote, _, answer_id = self.key.partition(":")
+        state = _KeyedButton.bot.state if _KeyedButton.bot else None
         try:
             stored = state is not None and await state.record_feedback(
-                self.answer_id, str(interaction.user.id), self.vote == "up"
+                answer_id, str(interaction.user.id), vote == "up"
             )
         except Exception:
             log.exception("feedback_failed", platform="discord")
             await interaction.response.send_message(FEEDBACK_NOT_SAVED, ephemeral=True)
             return
-        if stored and self.vote == "down" and state is not None:
+        if stored and vote == "down" and state is not None:
             # A 👎 asks what was wrong (the form can be closed; the vote stands).
-            await interaction.response.send_modal(ReasonModal(self.answer_id, state))
+            await interaction.response.send_modal(ReasonModal(answer_id, state))
             return
         text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
         await interaction.response.send_message(text, ephemeral=True)
@@ -135,32 +152,6 @@ class ReasonModal(discord.ui.Modal, title="What was wrong?"):
             log.exception("feedback_reason_failed", platform="discord")
             text = FEEDBACK_NOT_SAVED
         await interaction.response.send_message(text, ephemeral=True)
-
-
-class _KeyedButton:
-    """Mixed into a persistent button (a `DynamicItem` whose template names one `key`): built
-    from its custom id, so a click works after a restart. Subclasses say the prefix, label
-    and style; `bot` is set once at start."""
-
-    PREFIX: ClassVar[str]
-    LABEL: ClassVar[str]
-    STYLE: ClassVar[discord.ButtonStyle] = discord.ButtonStyle.secondary
-    bot: ClassVar[DocsBot | None] = None
-
-    def __init__(self, key: str) -> None:
-        super().__init__(  # type: ignore[call-arg]
-            discord.ui.Button(style=self.STYLE, label=self.LABEL, custom_id=f"{self.PREFIX}:{key}")
-        )
-        self.key = key
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction[Any],  # noqa: ARG003 (the signature discord.py calls)
-        item: discord.ui.Item[Any],  # noqa: ARG003
-        match: re.Match[str],
-    ) -> Any:
-        return cls(match["key"])
 
 
 class EscalateButton(
@@ -277,8 +268,8 @@ def feedback_view(
     answer_id: str, *, escalate: bool = False, solved: int | None = None
 ) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
-    view.add_item(FeedbackButton("up", answer_id))
-    view.add_item(FeedbackButton("down", answer_id))
+    view.add_item(FeedbackButton(f"up:{answer_id}"))
+    view.add_item(FeedbackButton(f"down:{answer_id}"))
     if escalate:
         view.add_item(EscalateButton(answer_id))
     if solved is not None:
@@ -323,7 +314,6 @@ class DocsBot(discord.Client):
         self.tree.add_command(
             app_commands.ContextMenu(name=ASK_ABOUT_THIS, callback=self._ask_about)
         )
-        FeedbackButton.state = state
         _KeyedButton.bot = self
 
     async def setup_hook(self) -> None:

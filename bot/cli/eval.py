@@ -161,14 +161,17 @@ async def _eval_answers(
         async with opened(s, Path(tmp) / "index.sqlite", embedder=embedder) as rt:
             with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
                 await index_dataset(data, rt.backend.index, embedder, s, progress)
-            runs = {"model": await answers_run(data, folder, rt.engine(), build_judge(s))}
+            grounding = s.answers.grounding
+            runs = {
+                "model": await answers_run(data, folder, rt.engine(), build_judge(s), grounding)
+            }
             if versus_extractive:
                 none = s.model_copy(
                     update={"answers": s.answers.model_copy(update={"provider": "extractive"})}
                 )
                 engine = build_engine(none, rt.backend)
                 try:
-                    runs["extractive"] = await answers_run(data, folder, engine, None)
+                    runs["extractive"] = await answers_run(data, folder, engine, None, grounding)
                 finally:
                     await engine.close()
             return runs

@@ -106,7 +106,7 @@ def _percentile(values: list[float], pct: int) -> float | None:
     return round(statistics.quantiles(values, n=100, method="inclusive")[pct - 1], 3)
 
 
-def uncited_claims(answer: Answer) -> int:
+def uncited_claims(answer: Answer, grounding: GroundingSettings) -> int:
     """Claims shown as part of an answer without a citation marker. Quoted passages
     (extractive) are the sources themselves; a not_found or error answer claims nothing."""
     if answer.mode is AnswerMode.EXTRACTIVE or answer.status in (
@@ -116,7 +116,7 @@ def uncited_claims(answer: Answer) -> int:
         return 0
     # Lines quoted as `> ...` are passages quoted as written, under a cited heading.
     said = "\n".join(line for line in answer.text.split("\n") if not line.startswith(">"))
-    return sum(1 for u in units(said, GroundingSettings()) if u.claim and not u.markers)
+    return sum(1 for u in units(said, grounding) if u.claim and not u.markers)
 
 
 async def evaluate_answers(
@@ -125,7 +125,9 @@ async def evaluate_answers(
     *,
     references: dict[str, str],
     judge: Judge | None,
+    grounding: GroundingSettings,
 ) -> AnswerEvaluation:
+    """`grounding`: the settings the answers were grounded with, so a claim is read the same."""
     result = AnswerEvaluation()
     doc_of = {beir_url(doc_id): doc_id for doc_id in dataset.corpus}
     for query_id, text in dataset.queries.items():
@@ -138,7 +140,7 @@ async def evaluate_answers(
         result.questions += 1
         result.source_hits += bool(shown & gold.keys())
         result.sources_shown += bool(answer.citations or answer.consulted)
-        uncited = uncited_claims(answer)
+        uncited = uncited_claims(answer, grounding)
         result.uncited_claims += uncited
         result.seconds.append(answer.trace.total_seconds)
         result.rows.append(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from core.answer.engine import AnswerEngine
-from core.config import Settings
+from core.config import GroundingSettings, Settings
 from core.domain.documents import SearchMode
 from core.evaluation.answers import AnswerEvaluation, evaluate_answers, load_references
 from core.evaluation.retrieval import Dataset, ModeResult, evaluate, prepared_corpus
@@ -81,11 +81,15 @@ async def retrieval_run(
 
 
 async def answers_run(
-    data: Dataset, folder: Path, engine: AnswerEngine, judge: Judge | None
+    data: Dataset,
+    folder: Path,
+    engine: AnswerEngine,
+    judge: Judge | None,
+    grounding: GroundingSettings,
 ) -> dict[str, Any]:
     """Every question through the engine, graded against the dataset's reference answers."""
     evaluation: AnswerEvaluation = await evaluate_answers(
-        engine, data, references=load_references(folder), judge=judge
+        engine, data, references=load_references(folder), judge=judge, grounding=grounding
     )
     return {"dataset": data.name, **evaluation.summary(), "per_question": evaluation.rows}
 

@@ -26,7 +26,13 @@ def _scores(name: str) -> tuple[float, float, int]:
 
 def test_the_labelled_set_is_big_and_balanced() -> None:
     assert len(ROWS) >= 300
-    assert {r["set"] for r in ROWS} == {"tuning", "held-out-1", "held-out-2", "held-out-3"}
+    assert {r["set"] for r in ROWS} == {
+        "tuning",
+        "held-out-1",
+        "held-out-2",
+        "held-out-3",
+        "held-out-4",
+    }
     assert 0.4 < sum(r["answer"] for r in ROWS) / len(ROWS) < 0.6
 
 
@@ -36,7 +42,8 @@ def test_the_labelled_set_is_big_and_balanced() -> None:
         ("tuning", 0.99, 0.99),  # the rules were written against these
         ("held-out-1", 0.95, 0.95),  # used once to generalise the rules
         ("held-out-2", 0.90, 0.95),  # used for a second round (0.74 / 1.00 before it)
-        ("held-out-3", 0.55, 0.95),  # never used: the honest figure (0.56 / 1.00)
+        ("held-out-3", 0.55, 0.95),  # never used to shape the rules (0.56 / 1.00)
+        ("held-out-4", 0.55, 0.95),  # written before the classifier existed (0.575 / 1.00)
     ],
 )
 def test_precision_and_recall(name: str, min_precision: float, min_recall: float) -> None:

@@ -84,10 +84,14 @@ def channel_policy(settings: Settings, key: str) -> Check:
     p = settings.policy(key)
     came_from = ", ".join(p.matched) or "channels.default only"
     sources = ", ".join(p.sources) or "all"
+    detector = "rules + classifier" if settings.channels.question_classifier else "rules only"
+    escalation = ", ".join(p.escalate_to) or "nobody"
     detail = (
-        f"trigger {p.trigger}; questions_only {str(p.questions_only).lower()}; "
+        f"trigger {p.trigger}; questions_only {str(p.questions_only).lower()} ({detector}); "
         f"answer_only_when_grounded {str(p.answer_only_when_grounded).lower()}; "
-        f"sources {sources}; web_search {'on' if p.web_search else 'off'} (from {came_from})"
+        f"sources {sources}; web_search {'on' if p.web_search else 'off'}; "
+        f"private {str(p.private).lower()}; reactions {str(p.reactions).lower()}; "
+        f"escalate_to {escalation} (from {came_from})"
     )
     return Check(f"channel {key}", True, detail, info=True)
 

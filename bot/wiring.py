@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from adapters.slack.server import SlackService
     from core.answer.claude import ClaudeModel
     from core.answer.engine import AnswerEngine
+    from core.answer.question_gate import QuestionGate
     from core.learning.knowledge import LearnedKnowledge
 
 
@@ -175,12 +176,21 @@ def _secret(value: SecretStr | None, name: str, purpose: str) -> str:
     return value.get_secret_value()
 
 
+def build_question_gate(settings: Settings, embedder: Embedder) -> QuestionGate:
+    from core.answer.question_gate import QuestionGate
+    from core.domain.question_model import QuestionModel
+
+    model = QuestionModel.packaged() if settings.channels.question_classifier else None
+    return QuestionGate(embedder, model)
+
+
 def build_slack_app(
     settings: Settings,
     engine: AnswerEngine,
     store: ConversationStore,
     state: PlatformState,
     *,
+    embedder: Embedder,
     socket_mode: bool,
 ) -> SlackService:
     from slack_bolt.async_app import AsyncApp
@@ -208,7 +218,8 @@ def build_slack_app(
     )
     if s.base_url:  # Bolt copies it into the client it makes for each request
         app.client.base_url = s.base_url
-    bot = SlackBot(engine, store, state, s, settings.policy)
+    questions = build_question_gate(settings, embedder)
+    bot = SlackBot(engine, store, state, s, settings.policy, questions)
     bot.register(app)
     return SlackService(
         bolt=app,
@@ -219,11 +230,17 @@ def build_slack_app(
 
 
 def build_discord_bot(
-    settings: Settings, engine: AnswerEngine, store: ConversationStore, state: PlatformState
+    settings: Settings,
+    engine: AnswerEngine,
+    store: ConversationStore,
+    state: PlatformState,
+    *,
+    embedder: Embedder,
 ) -> DocsBot:
     from adapters.discord.bot import DocsBot
 
-    return DocsBot(engine, store, state, settings.discord, settings.policy)
+    questions = build_question_gate(settings, embedder)
+    return DocsBot(engine, store, state, settings.discord, settings.policy, questions)
 
 
 def discord_token(settings: Settings) -> str:

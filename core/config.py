@@ -282,11 +282,49 @@ class ChannelSettings(_Section):
         escalate_to=[],
     )
     policies: dict[str, ChannelPolicy] = Field(default_factory=dict)
+    # questions_only: after the rules, the packaged classifier over the message's embedding
+    # tells docs questions from status checks and favours; false leaves the rules alone.
+    question_classifier: bool = True
 
     @field_validator("policies")
     @classmethod
     def _policy_prefixes(cls, value: dict[str, ChannelPolicy]) -> dict[str, ChannelPolicy]:
         return dict(_check_prefixes(value))
+
+
+def checked_cron(value: str) -> str:
+    """Checked at load, not first at `bot clock`: a typo must fail every command that reads
+    the settings, so a deploy catches it before the clock process crash-loops on it."""
+    if len(value.split()) != _CRON_FIELDS:
+        raise ValueError("a cron expression has 5 fields: minute hour day month weekday")
+    from apscheduler.triggers.cron import CronTrigger  # light: 0.1 s, and only when set
+
+    try:
+        CronTrigger.from_crontab(value)
+    except ValueError as exc:
+        raise ValueError(f"not a valid cron expression: {exc}") from None
+    return value
+
+
+class InsightSettings(_Section):
+    """The answer log and `bot report`."""
+
+    retention_days: float = Field(180, gt=0)  # older log entries are deleted by the clock
+    store_questions: bool = True  # false: only a hash of each question is kept
+    expire_schedule: str = "43 3 * * *"  # when `bot clock` deletes expired entries (cron)
+    # The model's list price in US dollars per million tokens, for the report's cost column.
+    input_usd_per_mtok: float | None = Field(None, ge=0)
+    output_usd_per_mtok: float | None = Field(None, ge=0)
+    # Knowledge gaps: questions closer than this (cosine distance, average linkage) are one gap.
+    gap_distance: float = Field(0.8, gt=0, lt=2)
+    gap_examples: int = Field(3, ge=1, le=20)  # example questions shown per gap
+    gap_passages: int = Field(2, ge=0, le=10)  # closest existing passages shown per gap
+    report_top: int = Field(10, ge=1, le=100)  # rows in each "most/never cited" table
+
+    @field_validator("expire_schedule")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        return checked_cron(value)
 
 
 class KeywordSettings(_Section):
@@ -313,17 +351,7 @@ class KeywordSettings(_Section):
     @field_validator("prune_schedule")
     @classmethod
     def _valid_cron(cls, value: str) -> str:
-        """Checked at load, not first at `bot clock`: a typo must fail every command that reads
-        the settings, so a deploy catches it before the clock process crash-loops on it."""
-        if len(value.split()) != _CRON_FIELDS:
-            raise ValueError("a cron expression has 5 fields: minute hour day month weekday")
-        from apscheduler.triggers.cron import CronTrigger  # light: 0.1 s, and only when set
-
-        try:
-            CronTrigger.from_crontab(value)
-        except ValueError as exc:
-            raise ValueError(f"not a valid cron expression: {exc}") from None
-        return value
+        return checked_cron(value)
 
     @field_validator("timezone")
     @classmethod
@@ -365,7 +393,7 @@ class SlackSettings(_Section):
     max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
     auth_check_at_start: bool = True
     reaction_trigger: str = Field("question", pattern=r"^[a-z0-9_+'-]{1,64}$")
-    native_feedback: bool = False
+    native_feedback: bool = True
     suggested_prompts: list[str] = Field(
         default_factory=lambda: [
             "How do I get started?",
@@ -426,6 +454,7 @@ class Settings(_Section):
     web_search: WebSearchSettings = WebSearchSettings()
     channels: ChannelSettings = ChannelSettings()
     keywords: KeywordSettings = KeywordSettings()
+    insights: InsightSettings = InsightSettings()
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
     logging: LoggingSettings = LoggingSettings()

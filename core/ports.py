@@ -23,6 +23,7 @@ from core.domain.documents import (
 )
 from core.domain.feedback import RecordedAnswer
 from core.domain.health import HealthCheck, ReindexReport
+from core.domain.insights import LoggedAnswer
 from core.domain.learned import LearnedDocument, LearnedKeyword
 from core.domain.web import WebResult
 
@@ -127,8 +128,19 @@ class LearnedVotes(Protocol):
 class AnswerRecords(LearnedVotes, Protocol):
     """What was answered and what users thought of it."""
 
-    async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
-        """Keep what was answered, so a feedback click can be stored with its context."""
+    async def record_answer(
+        self, conversation_key: str, question: str, answer: Answer, *, posted: bool = True
+    ) -> str:
+        """Keep what was answered (`posted=False`: held back, in an `auto` channel), so a
+        feedback click can be stored with its context and `bot report` can read it."""
+
+    async def answer_log(self, since: float) -> list[LoggedAnswer]:
+        """Every answer recorded at or after `since` (epoch seconds), oldest first, with the
+        votes and 👎 reasons it got."""
+
+    async def expire_answers(self, before: float) -> int:
+        """Delete the answers recorded before `before`, with their votes and reasons; returns
+        how many answers went."""
 
     async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
         """Store (or change) one user's vote; False when the answer is unknown."""
@@ -290,7 +302,7 @@ class Backend(Protocol):
     @property
     def facts(self) -> ModelFacts: ...
 
-    def platform_state(self, dedup_ttl_s: float) -> PlatformState:
+    def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         """The adapters' state; each platform keeps deliveries for its own time."""
 
     async def health(self) -> list[HealthCheck]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import discord
@@ -37,7 +37,6 @@ from core.answer.engine import AnswerEngine
 from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
 from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
-from core.domain.questions import is_question
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
@@ -285,9 +284,11 @@ class DocsBot(discord.Client):
         state: PlatformState,
         settings: DiscordSettings,
         policies: Callable[[str], ResolvedPolicy],
+        questions: Callable[[str], Awaitable[bool]],
         **options: Any,
     ) -> None:
-        """`policies` gives each channel's policy (`Settings.policy`) by its key."""
+        """`policies` gives each channel's policy (`Settings.policy`) by its key; `questions`
+        tells whether an unasked message is a question for the docs (`QuestionGate`)."""
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -303,6 +304,7 @@ class DocsBot(discord.Client):
         self.state = state
         self.settings = settings
         self.policies = policies
+        self.questions = questions
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(
             app_commands.Command(
@@ -479,7 +481,7 @@ class DocsBot(discord.Client):
         opened from it when it reads as a question (`questions_only`) and, with
         `answer_only_when_grounded`, only when the answer stands on verified citations;
         otherwise nothing is posted and the abstention is logged."""
-        if policy.questions_only and not is_question(message.content):
+        if policy.questions_only and not await self.questions(message.content):
             return
         if not await self._is_text_channel(message.channel.id):
             return  # someone else's thread, a voice chat...: not where a thread can open
@@ -519,6 +521,7 @@ class DocsBot(discord.Client):
         )
         if policy.answer_only_when_grounded and not answer.grounded:
             log.info("abstained", platform="discord", status=answer.status.value)
+            await self._record(key, text, answer, posted=False)
             return
         await self.state.remember_thread(key)
         answer_id = await self._record(key, text, answer)
@@ -548,6 +551,7 @@ class DocsBot(discord.Client):
         )
         if grounded_only and policy.answer_only_when_grounded and not answer.grounded:
             log.info("abstained", platform="discord", status=answer.status.value)
+            await self._record(key, message.content, answer, posted=False)
             return False
         data = await self.http.start_thread_with_message(
             message.channel.id,
@@ -715,14 +719,17 @@ class DocsBot(discord.Client):
         if question and answer_parts:
             await self.store.append(key, Turn(question, "\n\n".join(answer_parts)))
 
-    async def _record(self, key: str, question: str, answer: Answer) -> str | None:
-        if answer.status is AnswerStatus.ERROR:
-            return None
+    async def _record(
+        self, key: str, question: str, answer: Answer, *, posted: bool = True
+    ) -> str | None:
+        """Every answer goes in the answer log; the id comes back only for one that gets
+        feedback buttons (not an error)."""
         try:
-            return await self.state.record_answer(key, question, answer)
+            answer_id = await self.state.record_answer(key, question, answer, posted=posted)
         except Exception:
             log.warning("answer_not_recorded", platform="discord", exc_info=True)
             return None
+        return None if answer.status is AnswerStatus.ERROR else answer_id
 
 
 def _thread_key(thread_id: int) -> str:

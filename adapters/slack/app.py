@@ -45,7 +45,6 @@ from core.answer.engine import AnswerEngine
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
 from core.domain.feedback import FEEDBACK_REASONS
-from core.domain.questions import is_question
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
@@ -70,13 +69,16 @@ class SlackBot:
         state: PlatformState,
         settings: SlackSettings,
         policies: Callable[[str], ResolvedPolicy],
+        questions: Callable[[str], Awaitable[bool]],
     ) -> None:
-        """`policies` gives each channel's policy (`Settings.policy`) by its key."""
+        """`policies` gives each channel's policy (`Settings.policy`) by its key; `questions`
+        tells whether an unasked message is a question for the docs (`QuestionGate`)."""
         self._engine = engine
         self._store = store
         self._state = state
         self._settings = settings
         self._policies = policies
+        self._questions = questions
         # Which channel each person is looking at, as Slack's agent surface last said
         # (app_context_changed), oldest first; bounded by `agent_context_users`.
         self._viewing: dict[str, str] = {}
@@ -211,7 +213,7 @@ class SlackBot:
         otherwise nothing is posted and the abstention is logged. Nothing is shown while the
         answer is written, since it may never be posted."""
         text = _strip_mention(event.get("text", ""), bot_user)
-        if policy.questions_only and not is_question(text):
+        if policy.questions_only and not await self._questions(text):
             return
         if not await self._claim(body, event):
             return
@@ -223,6 +225,7 @@ class SlackBot:
             )
             if policy.answer_only_when_grounded and not answer.grounded:
                 log.info("abstained", platform="slack", status=answer.status.value)
+                await self._record(key, text, answer, posted=False)
                 return
             await self._state.remember_thread(key)
             answer_id = await self._record(key, text, answer)
@@ -231,9 +234,11 @@ class SlackBot:
         except Exception:  # unasked: a failure stays quiet in the channel, loud in the log
             log.exception("unasked_answer_failed", platform="slack", channel=channel)
 
-    async def _record(self, key: str, text: str, answer: Answer) -> str | None:
+    async def _record(
+        self, key: str, text: str, answer: Answer, *, posted: bool = True
+    ) -> str | None:
         try:
-            return await self._state.record_answer(key, text, answer)
+            return await self._state.record_answer(key, text, answer, posted=posted)
         except Exception:
             log.warning("answer_not_recorded", platform="slack", exc_info=True)
             return None

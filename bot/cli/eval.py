@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +16,7 @@ from bot.cli.app import app, err, out, refuse, state
 
 if TYPE_CHECKING:
     from core.config import Settings
+    from core.evaluation.questions import LabelledMessage, QuestionTraining, TrainingOptions
 
 eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
 app.add_typer(eval_app, name="eval")
@@ -175,3 +177,74 @@ async def _eval_answers(
                 finally:
                     await engine.close()
             return runs
+
+
+@eval_app.command("questions")
+def eval_questions(
+    messages: Annotated[
+        Path, typer.Option(help="Labelled chat messages: JSON lines of text, answer, set.")
+    ] = Path("tests/data/chat_messages.jsonl"),
+    held_out: Annotated[
+        str, typer.Option(help="The labelled set kept out of training, to measure on.")
+    ] = "held-out-5",
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            help="Save the trained model here (the packaged one is "
+            "core/domain/question_model.json)."
+        ),
+    ] = None,
+    regularisation: Annotated[float, typer.Option(min=0.001, help="Logistic regression C.")] = 10.0,
+    folds: Annotated[int, typer.Option(min=2, help="Cross-validation folds.")] = 10,
+    target_precision: Annotated[
+        float, typer.Option(min=0.5, max=1.0, help="Cross-validated precision to reach.")
+    ] = 0.98,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the figures here.")
+    ] = None,
+) -> None:
+    """Train the `auto` channels' question classifier and show precision and recall per
+    labelled set: cross-validated on the training sets, and on the set held out."""
+    from core.evaluation.questions import TrainingOptions, load_messages, write_model
+
+    options = TrainingOptions(held_out, regularisation, folds, target_precision, seed=0)
+    result = asyncio.run(_train_questions(load_messages(messages), options))
+    table = Table(
+        "set",
+        "n",
+        "measured",
+        "P",
+        "R",
+        "rules P",
+        "rules R",
+        title=f"Question detector (threshold {result.model.threshold:.2f})",
+        caption="P, R: precision and recall of rules + classifier; rules P, R: the rules alone",
+    )
+    for f in result.figures:
+        table.add_row(
+            f.name,
+            str(f.messages),
+            f.measured,
+            f"{f.precision:.3f}",
+            f"{f.recall:.3f}",
+            f"{f.rules_precision:.3f}",
+            f"{f.rules_recall:.3f}",
+        )
+    out.print(table)
+    if write is not None:
+        write_model(result.model, write)
+        out.print(f"Wrote {write}")
+    if json_path is not None:
+        figures = {"threshold": result.model.threshold, "sets": [asdict(f) for f in result.figures]}
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        out.print(f"Wrote {json_path}")
+
+
+async def _train_questions(
+    messages: list[LabelledMessage], options: TrainingOptions
+) -> QuestionTraining:
+    from bot.wiring import build_embedder
+    from core.evaluation.questions import train_question_model
+
+    return await train_question_model(messages, build_embedder(state.settings), options)

@@ -61,9 +61,11 @@ async def _run_slack(socket_mode: bool, port: int | None) -> None:
     if socket_mode and app_token is None:
         raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
     async with opened(s, embedder=await _server_embedder(s)) as rt:
-        platform = rt.backend.platform_state(s.slack.dedup_ttl_s)
+        platform = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
         conversations = rt.backend.conversations
-        service = build_slack_app(s, rt.engine(), conversations, platform, socket_mode=socket_mode)
+        service = build_slack_app(
+            s, rt.engine(), conversations, platform, embedder=rt.embedder, socket_mode=socket_mode
+        )
         if app_token is not None and socket_mode:
             await run_socket_mode(service, app_token.get_secret_value(), out.print)
         else:
@@ -100,8 +102,10 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
     s = state.settings
     token = discord_token(s)
     async with opened(s, embedder=await _server_embedder(s)) as rt:
-        platform = rt.backend.platform_state(s.discord.dedup_ttl_s)
-        bot = build_discord_bot(s, rt.engine(), rt.backend.conversations, platform)
+        platform = rt.backend.platform_state(s.discord.dedup_ttl_s, s.insights.store_questions)
+        bot = build_discord_bot(
+            s, rt.engine(), rt.backend.conversations, platform, embedder=rt.embedder
+        )
         try:
             with explained_connection_failures():
                 if sync_only:

@@ -320,6 +320,7 @@ class ClaudeModel:
                         response = await _consume(stream, on_answer)
         finally:
             trace.model_calls += 1
+            trace.model = self._model
             trace.model_seconds += time.perf_counter() - started
         trace.usage.add(_usage(response))
         return response

@@ -325,6 +325,7 @@ class OpenAICompatibleModel:
             raise ModelUnavailable(f"the model server {exc}") from None
         finally:
             trace.model_calls += 1
+            trace.model = self._model
             trace.model_seconds += time.perf_counter() - started
         if reply.stopped:
             trace.notes.append(f"stopped the model's reply: {reply.stopped}")

@@ -105,6 +105,7 @@ class Trace:
     total_seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
     notes: list[str] = field(default_factory=list)
+    model: str = ""  # the model that wrote the answer, as its API names it
 
     @property
     def own_seconds(self) -> float:

@@ -4,7 +4,7 @@ vote each learned document earned from the answers that cited it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -12,8 +12,8 @@ from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation,
 from core.domain.learned import LEARNED_PREFIX
 
 
-def citations_json(answer: Answer) -> list[dict[str, object]]:
-    return [json.loads(json.dumps(asdict(c), default=str)) for c in answer.citations]
+def citations_json(citations: Sequence[Citation]) -> list[dict[str, object]]:
+    return [json.loads(json.dumps(asdict(c), default=str)) for c in citations]
 
 
 # What a 👎 can say was wrong, as the reason form offers it.
@@ -28,9 +28,9 @@ MAX_FEEDBACK_NOTE_CHARS = 1_000  # what a person may add in their own words
 
 @dataclass(frozen=True, slots=True)
 class RecordedAnswer:
-    """An answer as the state store kept it: enough to show it again (a private answer
-    shared with the channel). How it was produced is not kept; its text says so where it
-    matters (quoted passages carry their reason)."""
+    """An answer as the state store kept it: enough to show it again, as it was first shown
+    (a private answer shared with the channel): its mode label and the sources it consulted
+    come back with it. Its trace does not."""
 
     conversation_key: str
     question: str
@@ -38,9 +38,29 @@ class RecordedAnswer:
 
 
 def recorded_answer(
-    conversation_key: str, question: str, text: str, status: str, citations: Any
+    conversation_key: str,
+    question: str,
+    text: str,
+    status: str,
+    citations: Any,
+    mode: str = AnswerMode.AGENT.value,
+    consulted: Any = (),
 ) -> RecordedAnswer:
-    kept = [
+    kept = _citations(citations)
+    answer = Answer(
+        text,
+        AnswerStatus(status),
+        AnswerMode(mode),
+        citations=kept,
+        consulted=_citations(consulted),
+    )
+    answer.sources = sorted({c.source_kind for c in kept})
+    return RecordedAnswer(conversation_key, question, answer)
+
+
+def _citations(kept: Any) -> list[Citation]:
+    """Citations as a store kept them (`citations_json`); anything else is dropped."""
+    return [
         Citation(
             number=int(c["number"]),
             title=str(c["title"]),
@@ -50,12 +70,9 @@ def recorded_answer(
             source_kind=SourceKind(c.get("source_kind", SourceKind.KNOWLEDGE_BASE)),
             doc_id=str(c.get("doc_id", "")),
         )
-        for c in citations
+        for c in kept or ()
         if isinstance(c, dict)
     ]
-    answer = Answer(text, AnswerStatus(status), AnswerMode.AGENT, citations=kept)
-    answer.sources = sorted({c.source_kind for c in kept})
-    return RecordedAnswer(conversation_key, question, answer)
 
 
 def votes_by_learned_document(answers: Iterable[tuple[list[Any], int]]) -> dict[str, int]:

@@ -6,6 +6,11 @@ the bot its welcome, while a missed question can still @mention it. So a message
 when it reads as a question (a question mark, or an interrogative opening of some length), is
 not addressed to a person, and is not small talk. The rules are measured on a labelled set of
 realistic messages (`tests/data/chat_messages.jsonl`).
+
+Rules cannot tell "is the staging env down again?" from "is the staging env refreshed nightly?":
+both read as questions, only one is for the docs. A classifier over the message's embedding
+(`QuestionModel`, trained by `bot eval questions`) makes that call after the rules let a message
+through; see `core/answer/question_gate.py`.
 """
 
 from __future__ import annotations
@@ -99,10 +104,17 @@ MIN_OPEN_QUESTION_WORDS = 4  # an interrogative opening without "?": "what does 
 LONG_QUESTION_WORDS = 6  # a "?" sentence this long need not open with an interrogative
 
 
-def is_question(text: str) -> bool:
+def plain_text(text: str) -> str:
+    """The words of a message without its platform markup: what both the rules and the
+    classifier read, so that a link or an emoji neither makes nor breaks a question."""
+    return " ".join(_MARKUP.sub(" ", text).split())
+
+
+def reads_as_question(text: str) -> bool:
+    """The rules alone: shaped like a question, not addressed to a person, not small talk."""
     if _ADDRESSED.match(text):
         return False
-    plain = " ".join(_MARKUP.sub(" ", text).split())
+    plain = plain_text(text)
     body = _OPENER.sub("", plain)
     words = re.findall(r"[\w'’]+", body.lower())
     if len(words) < MIN_WORDS or _SOCIAL.search(plain) or _PERSONAL_OR_NOW.search(plain):

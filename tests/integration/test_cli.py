@@ -341,12 +341,18 @@ def test_the_clock_process_starts_reports_its_schedule_and_stops_on_sigterm(
 def test_doctor_shows_a_channels_resolved_policy(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    policies = {"slack/T1": {"sources": ["handbook"]}, "slack/T1/C9": {"trigger": "auto"}}
+    policies = {
+        "slack/T1": {"sources": ["handbook"]},
+        "slack/T1/C9": {"trigger": "auto", "private": True, "escalate_to": ["S0SUPPORT"]},
+    }
     monkeypatch.setenv("BOT_CHANNELS__POLICIES", json.dumps(policies))
     result = runner.invoke(app, ["doctor", "--channel", "slack/T1/C9"])
     flat = " ".join(result.output.replace("│", " ").split())  # the table wraps its cells
     assert "trigger auto" in flat
+    assert "questions_only true (rules + classifier)" in flat
     assert "sources handbook" in flat
+    assert "private true" in flat
+    assert "escalate_to S0SUPPORT" in flat
     assert "(from slack/T1, slack/T1/C9)" in flat
     bad = runner.invoke(app, ["doctor", "--channel", "#general"])
     assert bad.exit_code == 1

@@ -82,9 +82,11 @@ class ElasticsearchBackend:
             "keywords", lambda: ElasticsearchKeywordStore(self.index.client, self._settings)
         )
 
-    def platform_state(self, dedup_ttl_s: float) -> PlatformState:
+    def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         return self._stores.new(
-            lambda: ElasticsearchPlatformState(self.index.client, self._settings, dedup_ttl_s)
+            lambda: ElasticsearchPlatformState(
+                self.index.client, self._settings, dedup_ttl_s, store_questions
+            )
         )
 
     async def health(self) -> list[HealthCheck]:

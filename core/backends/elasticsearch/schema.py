@@ -82,6 +82,18 @@ class IndexNames:
                 "status": _KEYWORD,
                 "citations": _KEPT_OBJECT,
                 "created_at": _MILLIS,
+                # The answer log (`bot report`); added to an older index when it opens.
+                "platform": _KEYWORD,
+                "channel": _KEYWORD,
+                "question_hash": _KEYWORD,
+                "mode": _KEYWORD,
+                "posted": {"type": "boolean"},
+                "model": _KEYWORD,
+                "input_tokens": _COUNT,
+                "output_tokens": _COUNT,
+                "total_s": {"type": "float"},
+                "model_s": {"type": "float"},
+                "consulted": _KEPT_OBJECT,
             },
             self.feedback: {
                 "answer_id": _KEYWORD,

@@ -18,6 +18,7 @@ import contextlib
 import re
 import time
 import uuid
+from collections.abc import AsyncIterable
 from typing import Any
 
 import structlog
@@ -38,10 +39,10 @@ from core.domain.feedback import (
     FEEDBACK_REASONS,
     MAX_FEEDBACK_NOTE_CHARS,
     RecordedAnswer,
-    citations_json,
     recorded_answer,
     votes_by_learned_document,
 )
+from core.domain.insights import LoggedAnswer, log_row, logged_answer
 from core.errors import SearchIndexError
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
@@ -56,6 +57,21 @@ class Conflict(Exception):
 
 # Counted on the server, so concurrent uses never overwrite each other.
 COUNT_USE = "ctx._source.uses += 1; ctx._source.last_used_at = params.now"
+# An answer's lists, kept as objects ({"items": [...]}): an unindexed field must be an object.
+_LISTS = ("citations", "consulted")
+# What an answer recorded before the answer log existed lacks, and reads as.
+_LOG_DEFAULTS: dict[str, Any] = {
+    "platform": "",
+    "channel": "",
+    "question_hash": "",
+    "mode": "agent",
+    "posted": True,
+    "model": "",
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "total_s": 0.0,
+    "model_s": 0.0,
+}
 # Answer ids are uuid4 hex (see `record_answer`).
 _ANSWER_ID = re.compile(r"[0-9a-f]{32}")
 log = structlog.get_logger(__name__)
@@ -71,10 +87,13 @@ def now_ms() -> int:
 async def ensure_state_indices(
     client: AsyncElasticsearch, names: IndexNames, settings: ElasticsearchSettings
 ) -> None:
-    """Create the state indices that are missing (a race with another process is harmless)."""
+    """Create the state indices that are missing (a race with another process is harmless)
+    and give the existing ones the fields added since they were made."""
     with explained(settings):
         for index, properties in names.state_indices().items():
             if await client.indices.exists(index=index):
+                # Fields added since the index was made (additive: old documents lack them).
+                await client.indices.put_mapping(index=index, properties=properties)
                 continue
             try:
                 await client.indices.create(
@@ -176,10 +195,16 @@ class ElasticsearchConversationStore(Store):
 
 class ElasticsearchPlatformState(Store):
     def __init__(
-        self, client: AsyncElasticsearch, settings: ElasticsearchSettings, dedup_ttl_s: float
+        self,
+        client: AsyncElasticsearch,
+        settings: ElasticsearchSettings,
+        dedup_ttl_s: float,
+        store_questions: bool = True,
     ) -> None:
+        """`store_questions`: false keeps only a hash of each question in the answer log."""
         super().__init__(client, settings)
         self._ttl_ms = int(dedup_ttl_s * 1000)
+        self._store_questions = store_questions
         self._next_purge = 0.0
 
     async def first_delivery(self, *keys: str) -> bool:
@@ -230,19 +255,75 @@ class ElasticsearchPlatformState(Store):
         with explained(self._settings):
             return bool(await self._client.exists(index=self._names.threads, id=hashed_id(key)))
 
-    async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
+    async def record_answer(
+        self, conversation_key: str, question: str, answer: Answer, *, posted: bool = True
+    ) -> str:
         answer_id = uuid.uuid4().hex
+        row = log_row(
+            conversation_key, question, answer, posted=posted, store_questions=self._store_questions
+        )
         document = {
-            "conversation_key": conversation_key,
-            "question": question,
-            "answer": answer.text,
-            "status": answer.status.value,
-            "citations": {"items": citations_json(answer)},
+            **row,
+            **{c: {"items": row[c]} for c in _LISTS},
             "created_at": now_ms(),
         }
         with explained(self._settings):
             await self._client.index(index=self._names.answers, id=answer_id, document=document)
         return answer_id
+
+    async def answer_log(self, since: float) -> list[LoggedAnswer]:
+        recent = {"range": {"created_at": {"gte": int(since * _MS_PER_S)}}}
+        with explained(self._settings):
+            await self._client.indices.refresh(index=self._log_indices)
+            answers = [h async for h in self._scan(self._names.answers, recent)]
+            votes: dict[str, list[int]] = {}
+            async for hit in self._scan(self._names.feedback, {"match_all": {}}):
+                votes.setdefault(hit["_source"]["answer_id"], []).append(
+                    int(hit["_source"]["vote"])
+                )
+            reasons: dict[str, list[str]] = {}
+            async for hit in self._scan(self._names.feedback_reasons, {"match_all": {}}):
+                reasons.setdefault(hit["_source"]["answer_id"], []).append(hit["_source"]["reason"])
+        entries = [
+            logged_answer(
+                h["_id"],
+                int(h["_source"]["created_at"]) / _MS_PER_S,
+                _log_fields(h["_source"]),
+                votes.get(h["_id"], []),
+                reasons.get(h["_id"], []),
+            )
+            for h in answers
+        ]
+        return sorted(entries, key=lambda e: e.at)
+
+    async def expire_answers(self, before: float) -> int:
+        cutoff = int(before * _MS_PER_S)
+        with explained(self._settings):
+            # A query sees only what a refresh made searchable: the newest answers too.
+            await self._client.indices.refresh(index=self._log_indices)
+            done = await self._client.delete_by_query(
+                index=self._names.answers,
+                query={"range": {"created_at": {"lt": cutoff}}},
+                refresh=True,
+                conflicts="proceed",
+            )
+            for index in (self._names.feedback, self._names.feedback_reasons):
+                await self._client.delete_by_query(
+                    index=index,
+                    query={"range": {"at": {"lt": cutoff}}},
+                    refresh=True,
+                    conflicts="proceed",
+                )
+        return int(done.get("deleted", 0))
+
+    @property
+    def _log_indices(self) -> list[str]:
+        return [self._names.answers, self._names.feedback, self._names.feedback_reasons]
+
+    def _scan(self, index: str, query: dict[str, Any]) -> AsyncIterable[dict[str, Any]]:
+        return helpers.async_scan(
+            self._client, index=index, query={"query": query}, size=self._settings.scan_page_size
+        )
 
     async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
         if not _ANSWER_ID.fullmatch(answer_id):  # it came back from a button: untrusted
@@ -270,13 +351,15 @@ class ElasticsearchPlatformState(Store):
             found = await self._get(self._names.answers, answer_id)
         if found is None:
             return None
-        kept = found["_source"]
+        kept = _log_fields(found["_source"])
         return recorded_answer(
             kept["conversation_key"],
             kept["question"],
             kept["answer"],
             kept["status"],
-            kept["citations"].get("items", []),
+            kept["citations"],
+            kept["mode"],
+            kept["consulted"],
         )
 
     async def record_feedback_reason(
@@ -397,3 +480,9 @@ class ElasticsearchModelFacts(Store):
         document = {"key": key, "value": value, "updated_at": now_ms()}
         with explained(self._settings):
             await self._client.index(index=self._names.facts, id=hashed_id(key), document=document)
+
+
+def _log_fields(kept: dict[str, Any]) -> dict[str, Any]:
+    """A stored answer as `log_row` made it: lists unwrapped, older documents' gaps filled."""
+    lists = {c: (kept.get(c) or {}).get("items", []) for c in _LISTS}
+    return {**_LOG_DEFAULTS, **kept, **lists}

@@ -57,9 +57,11 @@ class SqliteBackend:
             "facts", lambda: SqliteModelFacts(self._state_path, self._busy_ms)
         )
 
-    def platform_state(self, dedup_ttl_s: float) -> PlatformState:
+    def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         return self._stores.new(
-            lambda: SqlitePlatformState(self._state_path, self._busy_ms, dedup_ttl_s)
+            lambda: SqlitePlatformState(
+                self._state_path, self._busy_ms, dedup_ttl_s, store_questions
+            )
         )
 
     async def health(self) -> list[HealthCheck]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 import time
 import uuid
@@ -20,10 +21,10 @@ from core.domain.feedback import (
     FEEDBACK_REASONS,
     MAX_FEEDBACK_NOTE_CHARS,
     RecordedAnswer,
-    citations_json,
     recorded_answer,
     votes_by_learned_document,
 )
+from core.domain.insights import LoggedAnswer, log_row, logged_answer
 from core.sqlite import connect_store, transaction
 
 _SCHEMA = (
@@ -37,15 +38,41 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS feedback_reasons (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
     " reason TEXT NOT NULL, note TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
 )
+# The answer log's columns, added to an `answers` table made before it existed (its rows keep
+# these defaults: nothing of the kind was known then).
+_LOG_COLUMNS = {
+    "platform": "TEXT NOT NULL DEFAULT ''",
+    "channel": "TEXT NOT NULL DEFAULT ''",
+    "question_hash": "TEXT NOT NULL DEFAULT ''",
+    "mode": "TEXT NOT NULL DEFAULT 'agent'",
+    "posted": "INTEGER NOT NULL DEFAULT 1",
+    "model": "TEXT NOT NULL DEFAULT ''",
+    "input_tokens": "INTEGER NOT NULL DEFAULT 0",
+    "output_tokens": "INTEGER NOT NULL DEFAULT 0",
+    "total_s": "REAL NOT NULL DEFAULT 0",
+    "model_s": "REAL NOT NULL DEFAULT 0",
+    "consulted": "TEXT NOT NULL DEFAULT '[]'",
+}
+_JSON_COLUMNS = ("citations", "consulted")
 
 
 class SqlitePlatformState:
-    def __init__(self, path: Path, busy_timeout_ms: int, dedup_ttl_s: float) -> None:
+    def __init__(
+        self, path: Path, busy_timeout_ms: int, dedup_ttl_s: float, store_questions: bool = True
+    ) -> None:
+        """`store_questions`: false keeps only a hash of each question in the answer log."""
         self._ttl = dedup_ttl_s
+        self._store_questions = store_questions
         self._lock = threading.Lock()
         self._db = connect_store(path, busy_timeout_ms)
-        for statement in _SCHEMA:
-            self._db.execute(statement)
+        with transaction(self._db):
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(answers)")}
+            for column, kind in _LOG_COLUMNS.items():
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+            self._db.execute("CREATE INDEX IF NOT EXISTS answers_by_time ON answers (created_at)")
 
     def _first_delivery(self, keys: tuple[str, ...]) -> bool:
         now = time.time()
@@ -83,24 +110,73 @@ class SqlitePlatformState:
         )
         return bool(rows)
 
-    async def record_answer(self, conversation_key: str, question: str, answer: Answer) -> str:
+    async def record_answer(
+        self, conversation_key: str, question: str, answer: Answer, *, posted: bool = True
+    ) -> str:
         answer_id = uuid.uuid4().hex
-        citations = json.dumps(citations_json(answer))
+        row = log_row(
+            conversation_key, question, answer, posted=posted, store_questions=self._store_questions
+        )
+        for column in _JSON_COLUMNS:
+            row[column] = json.dumps(row[column])
+        columns = ["id", "created_at", *row]
         await asyncio.to_thread(
             self._execute,
-            "INSERT INTO answers (id, conversation_key, question, answer, status, citations,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                answer_id,
-                conversation_key,
-                question,
-                answer.text,
-                answer.status.value,
-                citations,
-                time.time(),
-            ),
+            f"INSERT INTO answers ({', '.join(columns)})"  # noqa: S608 (our own column names)
+            f" VALUES ({', '.join('?' * len(columns))})",
+            (answer_id, time.time(), *row.values()),
         )
         return answer_id
+
+    async def answer_log(self, since: float) -> list[LoggedAnswer]:
+        return await asyncio.to_thread(self._answer_log, since)
+
+    def _answer_log(self, since: float) -> list[LoggedAnswer]:
+        with self._lock:
+            self._db.row_factory = sqlite3.Row
+            try:
+                rows = self._db.execute(
+                    "SELECT * FROM answers WHERE created_at >= ? ORDER BY created_at", (since,)
+                ).fetchall()
+                votes: dict[str, list[int]] = {}
+                for answer_id, vote in self._db.execute(
+                    "SELECT f.answer_id, f.vote FROM feedback f JOIN answers a"
+                    " ON a.id = f.answer_id WHERE a.created_at >= ?",
+                    (since,),
+                ):
+                    votes.setdefault(answer_id, []).append(int(vote))
+                reasons: dict[str, list[str]] = {}
+                for answer_id, reason in self._db.execute(
+                    "SELECT r.answer_id, r.reason FROM feedback_reasons r JOIN answers a"
+                    " ON a.id = r.answer_id WHERE a.created_at >= ?",
+                    (since,),
+                ):
+                    reasons.setdefault(answer_id, []).append(str(reason))
+            finally:
+                self._db.row_factory = None
+        return [
+            logged_answer(
+                r["id"],
+                r["created_at"],
+                {**dict(r), **{c: json.loads(r[c]) for c in _JSON_COLUMNS}},
+                votes.get(r["id"], []),
+                reasons.get(r["id"], []),
+            )
+            for r in rows
+        ]
+
+    async def expire_answers(self, before: float) -> int:
+        return await asyncio.to_thread(self._expire, before)
+
+    def _expire(self, before: float) -> int:
+        with self._lock, transaction(self._db):
+            for table in ("feedback", "feedback_reasons"):
+                self._db.execute(
+                    f"DELETE FROM {table} WHERE answer_id IN"  # noqa: S608 (our own table names)
+                    " (SELECT id FROM answers WHERE created_at < ?)",
+                    (before,),
+                )
+            return self._db.execute("DELETE FROM answers WHERE created_at < ?", (before,)).rowcount
 
     async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:
         known = await asyncio.to_thread(
@@ -118,14 +194,16 @@ class SqlitePlatformState:
     async def recorded_answer(self, answer_id: str) -> RecordedAnswer | None:
         rows = await asyncio.to_thread(
             self._execute,
-            "SELECT conversation_key, question, answer, status, citations FROM answers"
-            " WHERE id = ?",
+            "SELECT conversation_key, question, answer, status, citations, mode, consulted"
+            " FROM answers WHERE id = ?",
             (answer_id,),
         )
         if not rows:
             return None
-        key, question, text, status, citations = (str(v) for v in rows[0])
-        return recorded_answer(key, question, text, status, json.loads(citations))
+        key, question, text, status, citations, mode, consulted = (str(v) for v in rows[0])
+        return recorded_answer(
+            key, question, text, status, json.loads(citations), mode, json.loads(consulted)
+        )
 
     async def record_feedback_reason(
         self, answer_id: str, user: str, reason: str, note: str

@@ -217,7 +217,7 @@ def make_discord_factory(
         state = SqlitePlatformState(
             settings.state_path, settings.search.busy_timeout_ms, settings.discord.dedup_ttl_s
         )
-        bot = build_discord_bot(settings, engine, store, state)
+        bot = build_discord_bot(settings, engine, store, state, embedder=minilm)
         await bot.login("bot-token")
 
         async def stop() -> None:

@@ -75,6 +75,8 @@ async def test_auto_posts_nothing_without_a_grounded_answer(discord_factory) -> 
         assert harness.emulator.threads == []
         assert harness.emulator.called("POST", "/messages") == []
         assert any(e["event"] == "abstained" and e["status"] == "not_found" for e in logs)
+        [held] = await harness.state.answer_log(0)  # the report counts what was held back
+        assert (held.status, held.posted, held.platform) == ("not_found", False, "discord")
     finally:
         await stop()
 

@@ -140,7 +140,9 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
         state = SqlitePlatformState(
             settings.state_path, settings.search.busy_timeout_ms, settings.slack.dedup_ttl_s
         )
-        service = build_slack_app(settings, engine, store, state, socket_mode=False)
+        service = build_slack_app(
+            settings, engine, store, state, embedder=minilm, socket_mode=False
+        )
         endpoint = SlackHttpEndpoint(service)
         runner = endpoint.runner()  # served as in production
         await runner.setup()

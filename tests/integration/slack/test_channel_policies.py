@@ -88,6 +88,8 @@ async def test_auto_posts_nothing_without_a_grounded_answer(slack_factory) -> No
         assert posted(harness) == []
         assert harness.emulator.called("chat.update") == []
         assert any(e["event"] == "abstained" and e["status"] == "not_found" for e in logs)
+        [held] = await harness.state.answer_log(0)  # the report counts what was held back
+        assert (held.status, held.posted, held.channel) == ("not_found", False, "slack/T1/C1")
     finally:
         await stop()
 

@@ -63,11 +63,17 @@ async def test_mention_is_answered_in_a_thread_with_sources_and_feedback(slack) 
     final = answers(slack)[0]
     kinds = [b["type"] for b in final["blocks"]]
     assert kinds[0] == "section"
-    assert kinds[-1] == "actions"
+    assert kinds[-1] == "context_actions"  # Slack's own 👍/👎, the default
     sources = next(b for b in final["blocks"] if "Sources" in json.dumps(b))
     assert "ingesting.md#" in json.dumps(sources)
-    buttons = final["blocks"][-1]["elements"]
-    assert [b["action_id"] for b in buttons] == [FEEDBACK_UP, FEEDBACK_DOWN]
+    [buttons] = final["blocks"][-1]["elements"]
+    assert (buttons["type"], buttons["action_id"]) == ("feedback_buttons", FEEDBACK)
+
+
+def answer_id_of(sent: dict[str, Any]) -> str:
+    """The answer's id, as its native feedback buttons carry it ("up:ID" / "down:ID")."""
+    [buttons] = sent["blocks"][-1]["elements"]
+    return str(buttons["negative_button"]["value"]).split(":", 1)[1]
 
 
 async def test_follow_ups_in_the_thread_need_no_mention(slack) -> None:
@@ -149,11 +155,11 @@ async def test_healthz(slack) -> None:
 async def test_feedback_click_is_stored_with_the_answer(slack) -> None:
     await slack.event(mention("1700000000.000800"), "Ev1")
     await slack.until(lambda: len(answers(slack)) == 1)
-    answer_id = answers(slack)[0]["blocks"][-1]["elements"][0]["value"]
-    assert await slack.click(FEEDBACK_DOWN, answer_id) == 200
+    answer_id = answer_id_of(answers(slack)[0])
+    assert await slack.click(FEEDBACK, f"down:{answer_id}") == 200
     await slack.until(lambda: bool(slack.emulator.called("chat.postEphemeral")))
     assert await slack.state.feedback_for(answer_id) == [("U2", -1)]
-    assert await slack.click(FEEDBACK_UP, answer_id) == 200  # a changed mind replaces the vote
+    assert await slack.click(FEEDBACK, f"up:{answer_id}") == 200  # a changed mind replaces it
     await slack.until(lambda: len(slack.emulator.called("chat.postEphemeral")) == 2)
     assert await slack.state.feedback_for(answer_id) == [("U2", 1)]
 
@@ -194,7 +200,8 @@ async def test_long_answers_are_split_and_pings_neutralised(slack_factory) -> No
             sent = harness.emulator.called("chat.update") + harness.emulator.called(
                 "chat.postMessage"
             )
-            return any(b["type"] == "actions" for m in sent for b in m.get("blocks") or [])
+            blocks = (b for m in sent for b in m.get("blocks") or [])
+            return any(b["type"] == "context_actions" for b in blocks)
 
         await harness.until(last_part_sent)
         final = [u for u in harness.emulator.called("chat.update") if u.get("blocks")]
@@ -318,7 +325,7 @@ async def test_the_answer_streams_then_ends_with_sources(slack_factory) -> None:
         stream_ts = harness.emulator.called("chat.stopStream")[0]["ts"]
         final = _final(harness)[0]
         assert final["ts"] == stream_ts  # the streamed message becomes the checked answer
-        assert final["blocks"][-1]["type"] == "actions"
+        assert final["blocks"][-1]["type"] == "context_actions"
         assert "Sources" in json.dumps(final["blocks"])
     finally:
         await stop()
@@ -337,7 +344,7 @@ async def test_without_streaming_the_placeholder_is_edited_progressively(slack_f
         lengths = [len(u["text"]) for u in progress]
         assert lengths == sorted(lengths)
         assert all(u["ts"] == final["ts"] for u in progress)  # one message, edited in place
-        assert final["blocks"][-1]["type"] == "actions"
+        assert final["blocks"][-1]["type"] == "context_actions"
         assert not harness.emulator.called("chat.appendStream")
     finally:
         await stop()
@@ -417,8 +424,8 @@ def view_submission(answer_id: str, reason: str, note: str | None) -> str:
 async def test_a_down_vote_asks_what_was_wrong_and_keeps_the_reason(slack) -> None:
     await slack.event(mention("1700000000.000850"), "Ev1")
     await slack.until(lambda: len(answers(slack)) == 1)
-    answer_id = answers(slack)[0]["blocks"][-1]["elements"][0]["value"]
-    assert await slack.click(FEEDBACK_DOWN, answer_id) == 200
+    answer_id = answer_id_of(answers(slack)[0])
+    assert await slack.click(FEEDBACK, f"down:{answer_id}") == 200
     await slack.until(lambda: bool(slack.emulator.called("views.open")))
     [opened] = slack.emulator.called("views.open")
     view = json.loads(opened["view"]) if isinstance(opened["view"], str) else opened["view"]
@@ -444,20 +451,20 @@ async def poll_reasons(slack: SlackHarness, answer_id: str) -> None:
     raise AssertionError("the reason was not stored")
 
 
-async def test_slacks_own_feedback_buttons_store_the_last_vote(slack_factory) -> None:
-    harness, stop = await slack_factory(None, BOT_SLACK__NATIVE_FEEDBACK="true")
+async def test_plain_feedback_buttons_store_the_last_vote(slack_factory) -> None:
+    """`slack.native_feedback: false`: plain 👍/👎 buttons, for a client without Slack's own."""
+    harness, stop = await slack_factory(None, BOT_SLACK__NATIVE_FEEDBACK="false")
     try:
         await harness.event(mention("1700000000.000870"), "Ev1")
         await harness.until(lambda: len(answers(harness)) == 1)
-        feedback = next(b for b in answers(harness)[0]["blocks"] if b["type"] == "context_actions")
-        [buttons] = feedback["elements"]
-        assert buttons["type"] == "feedback_buttons"
-        down = buttons["negative_button"]["value"]
-        answer_id = down.split(":", 1)[1]
-        assert await harness.click(FEEDBACK, buttons["positive_button"]["value"]) == 200
+        actions = answers(harness)[0]["blocks"][-1]
+        assert actions["type"] == "actions"
+        assert [b["action_id"] for b in actions["elements"]] == [FEEDBACK_UP, FEEDBACK_DOWN]
+        answer_id = actions["elements"][0]["value"]
+        assert await harness.click(FEEDBACK_UP, answer_id) == 200
         await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 1)
         assert await harness.state.feedback_for(answer_id) == [("U2", 1)]
-        assert await harness.click(FEEDBACK, down) == 200  # toggled: the last vote wins
+        assert await harness.click(FEEDBACK_DOWN, answer_id) == 200  # the last vote wins
         await harness.until(lambda: bool(harness.emulator.called("views.open")))
         assert await harness.state.feedback_for(answer_id) == [("U2", -1)]
     finally:

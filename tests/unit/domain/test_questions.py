@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.domain.questions import is_question
+from core.domain.questions import reads_as_question
 
 DATA = Path(__file__).parents[2] / "data" / "chat_messages.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
@@ -16,7 +16,7 @@ ROWS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines
 
 def _scores(name: str) -> tuple[float, float, int]:
     rows = [r for r in ROWS if r["set"] == name]
-    said = [(is_question(r["text"]), r["answer"]) for r in rows]
+    said = [(reads_as_question(r["text"]), r["answer"]) for r in rows]
     true_positive = sum(p and a for p, a in said)
     precision = true_positive / max(1, sum(p for p, _ in said))
     recall = true_positive / max(1, sum(a for _, a in said))
@@ -70,7 +70,7 @@ def test_precision_and_recall(name: str, min_precision: float, min_recall: float
     ],
 )
 def test_chatter_and_messages_for_people_are_not_questions(text: str) -> None:
-    assert not is_question(text)
+    assert not reads_as_question(text)
 
 
 @pytest.mark.parametrize(
@@ -83,4 +83,4 @@ def test_chatter_and_messages_for_people_are_not_questions(text: str) -> None:
     ],
 )
 def test_questions_for_the_docs_are(text: str) -> None:
-    assert is_question(text)
+    assert reads_as_question(text)

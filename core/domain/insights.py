@@ -1,0 +1,140 @@
+"""The answer log: every answer the bot gave (or held back), as `bot report` reads it.
+
+An entry keeps what a team needs to see what the bot could not answer and which docs it stood
+on: status and mode, the passages cited (and whether each quote was verified), web use, the
+model, tokens and timings, and the votes and 👎 reasons it got. With `insights.store_questions:
+false` the question itself is never written; a hash of it stays, so repeats still count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.domain.conversation import Answer, AnswerMode, SourceKind
+from core.domain.feedback import citations_json
+
+NO_MODEL = "none"  # the model of an answer written without one (quoted passages)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedCitation:
+    doc_id: str
+    url: str
+    title: str
+    verified: bool
+    web: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedAnswer:
+    answer_id: str
+    at: float  # epoch seconds
+    platform: str
+    channel: str  # the conversation key without its thread: slack/TEAM/CHANNEL, discord/GUILD/…
+    question: str  # "" when questions are not stored
+    question_hash: str
+    status: str
+    mode: str
+    posted: bool  # False: an `auto` channel's answer held back (not grounded)
+    model: str
+    input_tokens: int
+    output_tokens: int
+    total_seconds: float
+    model_seconds: float
+    citations: tuple[LoggedCitation, ...]
+    up: int = 0
+    down: int = 0
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def web(self) -> bool:
+        return any(c.web for c in self.citations)
+
+
+def question_hash(question: str) -> str:
+    """Who asked the same thing again, without keeping what they asked: case and spacing do
+    not make a question new."""
+    normal = " ".join(question.lower().split())
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+
+
+def channel_of(conversation_key: str) -> tuple[str, str]:
+    """(platform, channel) of a conversation key: its first part, and the key up to the
+    channel (`slack/T1/C1/1700000000.000100` -> `slack`, `slack/T1/C1`)."""
+    parts = conversation_key.split("/")
+    return parts[0], "/".join(parts[:3])
+
+
+def logged_citations(kept: object) -> tuple[LoggedCitation, ...]:
+    """The citations as a store kept them (`citations_json`); anything else is dropped."""
+    items = kept if isinstance(kept, list) else []
+    return tuple(
+        LoggedCitation(
+            str(c.get("doc_id", "")),
+            str(c.get("url", "")),
+            str(c.get("title", "")),
+            bool(c.get("verified")),
+            c.get("source_kind") == SourceKind.WEB.value,
+        )
+        for c in items
+        if isinstance(c, dict)
+    )
+
+
+def model_of(answer: Answer) -> str:
+    return NO_MODEL if answer.mode is AnswerMode.EXTRACTIVE else answer.trace.model or "unknown"
+
+
+def log_row(
+    conversation_key: str, question: str, answer: Answer, *, posted: bool, store_questions: bool
+) -> dict[str, object]:
+    """What both backends keep of one answer: the fields of a `LoggedAnswer`, and what it
+    takes to show the answer again (its text, citations and the sources it consulted)."""
+    platform, channel = channel_of(conversation_key)
+    return {
+        "conversation_key": conversation_key,
+        "platform": platform,
+        "channel": channel,
+        "question": question if store_questions else "",
+        "question_hash": question_hash(question),
+        "answer": answer.text,
+        "status": answer.status.value,
+        "mode": answer.mode.value,
+        "posted": posted,
+        "model": model_of(answer),
+        "input_tokens": answer.trace.usage.input_tokens,
+        "output_tokens": answer.trace.usage.output_tokens,
+        "total_s": answer.trace.total_seconds,
+        "model_s": answer.trace.model_seconds,
+        "citations": citations_json(answer.citations),
+        "consulted": citations_json(answer.consulted),
+    }
+
+
+def logged_answer(
+    answer_id: str, at: float, row: Mapping[str, Any], votes: Sequence[int], reasons: Sequence[str]
+) -> LoggedAnswer:
+    """A stored row read back (`log_row`'s fields), with the votes and 👎 reasons it got."""
+    return LoggedAnswer(
+        answer_id=answer_id,
+        at=at,
+        platform=str(row["platform"]),
+        channel=str(row["channel"]),
+        question=str(row["question"]),
+        question_hash=str(row["question_hash"]),
+        status=str(row["status"]),
+        mode=str(row["mode"]),
+        posted=bool(row["posted"]),
+        model=str(row["model"]),
+        input_tokens=int(row["input_tokens"]),
+        output_tokens=int(row["output_tokens"]),
+        total_seconds=float(row["total_s"]),
+        model_seconds=float(row["model_s"]),
+        citations=logged_citations(row["citations"]),
+        up=sum(1 for v in votes if v > 0),
+        down=sum(1 for v in votes if v < 0),
+        reasons=tuple(sorted(reasons)),
+    )

@@ -1,0 +1,143 @@
+"""The answer log on every backend: what `bot report` reads. Every answer is kept with its
+status, mode, citations, model, tokens and timings, held-back answers too; votes and 👎 reasons
+come back with it; retention deletes what is older; privacy mode keeps no question text."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import time_machine
+
+from core.backends.sqlite.platform_state import SqlitePlatformState
+from core.config import Settings
+from core.domain.conversation import (
+    Answer,
+    AnswerMode,
+    AnswerStatus,
+    Citation,
+    SourceKind,
+    Trace,
+    Usage,
+)
+from core.domain.insights import question_hash
+from core.ports import Backend
+
+DAY_S = 86_400
+
+
+def _answer(status: AnswerStatus = AnswerStatus.ANSWERED, *, web: bool = False) -> Answer:
+    kind = SourceKind.WEB if web else SourceKind.KNOWLEDGE_BASE
+    cited = Citation(1, "Guide", "https://x/guide#setup", "quote", True, kind, "guide.md")
+    consulted = Citation(2, "FAQ", "https://x/faq", "", False, SourceKind.KNOWLEDGE_BASE, "faq.md")
+    trace = Trace(model_calls=2, model_seconds=1.5, total_seconds=2.0, model="claude-test")
+    trace.usage = Usage(input_tokens=1200, output_tokens=300)
+    return Answer(
+        "Run `bot ingest` again [1].",
+        status,
+        AnswerMode.SEARCH_THEN_ANSWER,
+        citations=[cited],
+        trace=trace,
+        consulted=[consulted],
+    )
+
+
+async def test_every_answer_is_logged_with_what_the_report_needs(backend: Backend) -> None:
+    state = backend.platform_state(60)
+    started = time.time()
+    kept = await state.record_answer("slack/T1/C1/1700.1", "How do I re-ingest?", _answer())
+    held = await state.record_answer(
+        "discord/9/8/7", "is staging down?", _answer(AnswerStatus.NOT_FOUND), posted=False
+    )
+    await state.record_feedback(kept, "U1", helpful=False)
+    await state.record_feedback(kept, "U2", helpful=True)
+    await state.record_feedback_reason(kept, "U1", "outdated", "renamed in v2")
+
+    log = await state.answer_log(started - 1)
+    assert [e.answer_id for e in log] == [kept, held]
+    first, second = log
+    assert (first.platform, first.channel) == ("slack", "slack/T1/C1")
+    assert (second.platform, second.channel) == ("discord", "discord/9/8")
+    assert first.question == "How do I re-ingest?"
+    assert first.question_hash == question_hash("how do I  re-ingest?")
+    assert (first.status, first.mode, first.posted) == ("answered", "search_then_answer", True)
+    assert (second.status, second.posted) == ("not_found", False)
+    assert (first.model, first.input_tokens, first.output_tokens) == ("claude-test", 1200, 300)
+    assert (first.total_seconds, first.model_seconds) == (2.0, 1.5)
+    assert [(c.doc_id, c.verified, c.web) for c in first.citations] == [("guide.md", True, False)]
+    assert (first.up, first.down, first.reasons) == (1, 1, ("outdated",))
+    assert (second.up, second.down, second.reasons) == (0, 0, ())
+    assert await state.answer_log(time.time() + 1) == []
+
+
+async def test_a_shared_answer_comes_back_with_its_mode_and_consulted_sources(
+    backend: Backend,
+) -> None:
+    state = backend.platform_state(60)
+    answer_id = await state.record_answer("slack/T1/C1/1700.2", "q", _answer())
+    recorded = await state.recorded_answer(answer_id)
+    assert recorded is not None
+    assert recorded.answer.mode is AnswerMode.SEARCH_THEN_ANSWER
+    assert [c.doc_id for c in recorded.answer.consulted] == ["faq.md"]
+
+
+async def test_retention_deletes_older_answers_with_their_votes(backend: Backend) -> None:
+    state = backend.platform_state(60)
+    now = time.time()
+    with time_machine.travel(now - 100 * DAY_S, tick=False):
+        old = await state.record_answer("slack/T1/C1/1", "old question", _answer())
+        await state.record_feedback(old, "U1", helpful=False)
+        await state.record_feedback_reason(old, "U1", "wrong", "")
+    with time_machine.travel(now - 10 * DAY_S, tick=False):
+        recent = await state.record_answer("slack/T1/C1/2", "recent question", _answer())
+    assert await state.expire_answers(now - 30 * DAY_S) == 1
+    assert [e.answer_id for e in await state.answer_log(0)] == [recent]
+    assert await state.feedback_for(old) == []
+    assert await state.feedback_reasons(old) == []
+    assert await state.recorded_answer(old) is None
+
+
+async def test_privacy_mode_keeps_no_question_text(
+    backend: Backend, backend_settings: Settings
+) -> None:
+    state = backend.platform_state(60, store_questions=False)
+    secret = "Why is Zanzibar-7 payroll export failing for Maria?"
+    answer_id = await state.record_answer("slack/T1/C1/3", secret, _answer())
+    [entry] = [e for e in await state.answer_log(0) if e.answer_id == answer_id]
+    assert entry.question == ""
+    assert entry.question_hash == question_hash(secret)
+    recorded = await state.recorded_answer(answer_id)
+    assert recorded is not None
+    assert recorded.question == ""
+    if backend_settings.search.backend == "sqlite":  # nothing of it on disk either
+        path = backend_settings.state_path
+        files = [p for p in (path, Path(f"{path}-wal")) if p.exists()]
+        assert files
+        assert b"Zanzibar" not in b"".join(p.read_bytes() for p in files)
+
+
+async def test_an_answers_table_from_before_the_log_gains_its_columns(tmp_path: Path) -> None:
+    """A state file written by an earlier version: its answers stay readable (and shareable),
+    with what was not known then left at neutral values."""
+    path = tmp_path / "state.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
+            " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
+            " citations TEXT NOT NULL, created_at REAL NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO answers VALUES ('a' || hex(randomblob(15)), 'slack/T1/C1/1', 'q',"
+            " 'text', 'answered', '[]', 1700000000)"
+        )
+    state = SqlitePlatformState(path, 1000, 60)
+    try:
+        [old] = await state.answer_log(0)
+        assert (old.question, old.status, old.mode, old.posted) == ("q", "answered", "agent", True)
+        assert (old.model, old.input_tokens, old.citations) == ("", 0, ())
+        assert (await state.recorded_answer(old.answer_id)) is not None
+        await state.record_answer("slack/T1/C1/2", "new", _answer())
+        assert [e.question for e in await state.answer_log(0)] == ["q", "new"]
+    finally:
+        await state.close()

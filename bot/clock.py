@@ -1,8 +1,10 @@
-"""The `clock` process: APScheduler 3 on the event loop, pruning learned keywords on a schedule.
+"""The `clock` process: APScheduler 3 on the event loop, pruning learned keywords and expiring
+the answer log on their schedules.
 
-Exactly one clock is meant to run, but a second one is harmless: each run claims its slot (the
+Exactly one clock is meant to run, but a second one is harmless: each prune claims its slot (the
 time it was scheduled for) in the shared run locks before doing anything, so of two clocks
-firing for the same slot one prunes and the other logs that it stood aside.
+firing for the same slot one prunes and the other logs that it stood aside. Expiry needs no
+claim: deleting what is older than the retention twice deletes nothing the second time.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import os
 import signal
 import socket
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -20,10 +23,13 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
-from core.config import KeywordSettings
+from core.config import InsightSettings, KeywordSettings
 from core.learning.pruning import KeywordPruner
+from core.ports import AnswerRecords, ConversationStore
 
 PRUNE_JOB = "prune-keywords"
+EXPIRE_JOB = "expire-answer-log"
+DAY_S = 86_400
 _STEP = timedelta(microseconds=1)  # "strictly after" for a trigger's next fire time
 log = structlog.get_logger(__name__)
 
@@ -96,8 +102,31 @@ class PruneJob:
         )
 
 
+class ExpireJob:
+    """Deletes the answer log's entries, and the conversations, older than the retention."""
+
+    def __init__(
+        self, records: AnswerRecords, conversations: ConversationStore, settings: InsightSettings
+    ) -> None:
+        self._records = records
+        self._conversations = conversations
+        self._retention_s = settings.retention_days * DAY_S
+        self.trigger = CronTrigger.from_crontab(settings.expire_schedule, timezone=UTC)
+
+    async def run(self) -> None:
+        """A coroutine function, for APScheduler's asyncio executor (see `PruneJob.run`)."""
+        before = time.time() - self._retention_s
+        try:
+            answers = await self._records.expire_answers(before)
+            conversations = await self._conversations.expire(before)
+        except Exception:
+            log.exception("expiry_failed")
+            return
+        log.info("answer_log_expired", answers=answers, conversations=conversations)
+
+
 def build_scheduler(
-    settings: KeywordSettings, job: PruneJob, trigger: BaseTrigger
+    settings: KeywordSettings, job: PruneJob, trigger: BaseTrigger, expire: ExpireJob | None = None
 ) -> AsyncIOScheduler:
     scheduler = AsyncIOScheduler(
         timezone=ZoneInfo(settings.timezone),
@@ -108,14 +137,16 @@ def build_scheduler(
         },
     )
     scheduler.add_job(job.run, trigger, id=PRUNE_JOB, name="prune learned keywords")
+    if expire is not None:
+        scheduler.add_job(expire.run, expire.trigger, id=EXPIRE_JOB, name="expire the answer log")
     return scheduler
 
 
-async def run_clock(settings: KeywordSettings, pruner: KeywordPruner) -> None:
+async def run_clock(settings: KeywordSettings, pruner: KeywordPruner, expire: ExpireJob) -> None:
     """Run until SIGTERM or SIGINT."""
     trigger = prune_trigger(settings)
     job = PruneJob(pruner, trigger, settings, process_holder())
-    scheduler = build_scheduler(settings, job, trigger)
+    scheduler = build_scheduler(settings, job, trigger, expire)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

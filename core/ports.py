@@ -101,6 +101,10 @@ class ConversationStore(Protocol):
 
     async def append(self, key: str, turn: Turn) -> None: ...
 
+    async def expire(self, before: float) -> int:
+        """Forget conversations not added to since `before` (epoch seconds), under the same
+        retention as the answer log; returns how many went."""
+
     async def close(self) -> None: ...
 
 

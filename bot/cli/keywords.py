@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from bot.clock import ExpireJob
     from core.domain.learned import LearnedKeyword
     from core.learning.pruning import KeywordPruner, PruneReport
 
@@ -62,15 +63,24 @@ def _when(timestamp: float) -> str:
 
 
 @asynccontextmanager
-async def _pruner() -> AsyncIterator[KeywordPruner]:
+async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, ExpireJob]]:
+    """The clock's two jobs, on one opened backend: the keyword prune and the log's expiry."""
+    from bot.clock import ExpireJob
     from bot.runtime import opened
     from bot.wiring import build_knowledge
     from core.learning.pruning import KeywordPruner
 
     s = state.settings
     async with opened(s) as rt:
-        platform = rt.backend.platform_state(s.slack.dedup_ttl_s)
-        yield KeywordPruner(build_knowledge(rt.backend), platform, rt.backend.locks, s.keywords)
+        platform = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
+        pruner = KeywordPruner(build_knowledge(rt.backend), platform, rt.backend.locks, s.keywords)
+        yield pruner, ExpireJob(platform, rt.backend.conversations, s.insights)
+
+
+@asynccontextmanager
+async def _pruner() -> AsyncIterator[KeywordPruner]:
+    async with _housekeeping() as (pruner, _):
+        yield pruner
 
 
 async def _keywords() -> tuple[list[LearnedKeyword], PruneReport]:
@@ -111,12 +121,13 @@ async def _prune(dry_run: bool) -> PruneReport | None:
 
 @app.command()
 def clock() -> None:
-    """Run the scheduler (the Procfile's clock): prunes learned keywords on their schedule."""
+    """Run the scheduler (the Procfile's clock): prunes learned keywords and expires the
+    answer log (insights.retention_days) on their schedules."""
     asyncio.run(_clock())
 
 
 async def _clock() -> None:
     from bot.clock import run_clock
 
-    async with _pruner() as pruner:
-        await run_clock(state.settings.keywords, pruner)
+    async with _housekeeping() as (pruner, expire):
+        await run_clock(state.settings.keywords, pruner, expire)

@@ -8,10 +8,12 @@ import sqlite3
 import time
 from pathlib import Path
 
+import structlog
 import time_machine
 
+from bot.clock import ExpireJob
 from core.backends.sqlite.platform_state import SqlitePlatformState
-from core.config import Settings
+from core.config import InsightSettings, Settings
 from core.domain.conversation import (
     Answer,
     AnswerMode,
@@ -19,6 +21,7 @@ from core.domain.conversation import (
     Citation,
     SourceKind,
     Trace,
+    Turn,
     Usage,
 )
 from core.domain.insights import question_hash
@@ -141,3 +144,37 @@ async def test_an_answers_table_from_before_the_log_gains_its_columns(tmp_path: 
         assert [e.question for e in await state.answer_log(0)] == ["q", "new"]
     finally:
         await state.close()
+
+
+async def test_retention_forgets_finished_conversations_too(backend: Backend) -> None:
+    """Questions live in the follow-up memory as well: a conversation nobody added to within
+    the retention goes whole; one still going keeps its earlier turns."""
+    store = backend.conversations
+    now = time.time()
+    with time_machine.travel(now - 100 * DAY_S, tick=False):
+        await store.append("slack/T1/C1/old", Turn("old question", "old answer"))
+        await store.append("slack/T1/C1/going", Turn("first question", "first answer"))
+    with time_machine.travel(now - 1 * DAY_S, tick=False):
+        await store.append("slack/T1/C1/going", Turn("follow-up", "second answer"))
+    assert await store.expire(now - 30 * DAY_S) == 1
+    assert await store.recent("slack/T1/C1/old", 10) == []
+    assert [t.question for t in await store.recent("slack/T1/C1/going", 10)] == [
+        "first question",
+        "follow-up",
+    ]
+
+
+async def test_the_clocks_expiry_job_deletes_what_retention_says(backend: Backend) -> None:
+    state = backend.platform_state(60)
+    now = time.time()
+    with time_machine.travel(now - 40 * DAY_S, tick=False):
+        await state.record_answer("slack/T1/C1/9", "old", _answer())
+        await backend.conversations.append("slack/T1/C1/9", Turn("old", "answer"))
+    kept = await state.record_answer("slack/T1/C1/10", "new", _answer())
+    with structlog.testing.capture_logs() as logs:
+        await ExpireJob(state, backend.conversations, InsightSettings(retention_days=30)).run()
+    assert [e.answer_id for e in await state.answer_log(0)] == [kept]
+    assert await backend.conversations.recent("slack/T1/C1/9", 10) == []
+    assert {"event": "answer_log_expired", "answers": 1, "conversations": 1}.items() <= logs[
+        -1
+    ].items()

@@ -192,6 +192,18 @@ class ElasticsearchConversationStore(Store):
                 f"conversation {key!r}: {CAS_ATTEMPTS} concurrent writes in a row"
             ) from exc
 
+    async def expire(self, before: float) -> int:
+        """Whole conversations (one document each): one still going keeps its turns."""
+        with explained(self._settings):
+            await self._client.indices.refresh(index=self._names.conversations)
+            done = await self._client.delete_by_query(
+                index=self._names.conversations,
+                query={"range": {"updated_at": {"lt": int(before * _MS_PER_S)}}},
+                refresh=True,
+                conflicts="proceed",
+            )
+        return int(done.get("deleted", 0))
+
 
 class ElasticsearchPlatformState(Store):
     def __init__(

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from core.domain.conversation import Turn
-from core.sqlite import connect_store
+from core.sqlite import connect_store, transaction
 
 
 class SqliteConversationStore:
@@ -47,6 +47,18 @@ class SqliteConversationStore:
 
     async def append(self, key: str, turn: Turn) -> None:
         await asyncio.to_thread(self._append, key, turn)
+
+    async def expire(self, before: float) -> int:
+        return await asyncio.to_thread(self._expire, before)
+
+    def _expire(self, before: float) -> int:
+        """Whole conversations: one still going keeps its earlier turns for its follow-ups."""
+        with self._lock, transaction(self._db):
+            stale = self._db.execute(
+                "SELECT key FROM turns GROUP BY key HAVING max(created_at) < ?", (before,)
+            ).fetchall()
+            self._db.executemany("DELETE FROM turns WHERE key = ?", stale)
+        return len(stale)
 
     async def close(self) -> None:
         with self._lock:

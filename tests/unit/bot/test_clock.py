@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
-from bot.clock import PRUNE_JOB, PruneJob, build_scheduler, prune_trigger
-from core.config import KeywordSettings
+from bot.clock import EXPIRE_JOB, PRUNE_JOB, ExpireJob, PruneJob, build_scheduler, prune_trigger
+from core.config import InsightSettings, KeywordSettings
 from core.config_loader import load_settings
 from core.errors import ConfigError
 
@@ -94,3 +94,21 @@ async def test_a_stopping_clock_waits_for_the_prune_under_way() -> None:
     await prune.wait_idle()
     assert len(finished) == 1  # waited for it, rather than closing the stores under it
     await running
+
+
+async def test_the_expiry_job_fires_on_its_own_schedule() -> None:
+    settings = KeywordSettings(prune_schedule="17 3 * * *")
+    expire = ExpireJob(None, None, InsightSettings(expire_schedule="43 4 * * *"))  # type: ignore[arg-type]
+    with time_machine.travel(datetime(2026, 11, 23, 10, 0, tzinfo=UTC), tick=False):
+        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings), expire)
+        scheduler.start(paused=True)
+        try:
+            expected = datetime(2026, 11, 24, 4, 43, tzinfo=UTC)
+            assert scheduler.get_job(EXPIRE_JOB).next_run_time == expected
+        finally:
+            scheduler.shutdown(wait=False)
+
+
+def test_a_bad_expiry_schedule_is_a_config_error_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"insights\.expire_schedule: .*not a valid cron"):
+        load_settings(environ={"BOT_INSIGHTS__EXPIRE_SCHEDULE": "99 3 * * *"})

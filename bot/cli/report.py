@@ -1,0 +1,115 @@
+"""`bot report`: what the bot answered, missed and stood on, from the answer log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from bot.cli.app import app, out, refuse, state
+
+if TYPE_CHECKING:
+    from core.insights.report import Report
+
+_DURATION = re.compile(r"(\d+)([hdw])")
+_SECONDS = {"h": 3_600, "d": 86_400, "w": 604_800}
+
+
+def since_epoch(value: str, now: float) -> float:
+    """`30d`, `12h`, `2w` back from now, or a date (`2026-11-01`, UTC)."""
+    if match := _DURATION.fullmatch(value.strip()):
+        return now - int(match.group(1)) * _SECONDS[match.group(2)]
+    try:
+        day = datetime.strptime(value.strip(), "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r}: give a duration (30d, 12h, 2w) or a date (2026-11-01)"
+        ) from None
+    return day.timestamp()
+
+
+@app.command()
+def report(
+    since: Annotated[
+        str, typer.Option(help="How far back: 30d, 12h, 2w, or a date (2026-11-01).")
+    ] = "30d",
+    channel: Annotated[
+        str | None,
+        typer.Option(
+            help="One channel: its key (slack/TEAM/CHANNEL, discord/GUILD/CHANNEL) or id."
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the report as one HTML file here.")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the figures as JSON here.")
+    ] = None,
+) -> None:
+    """Questions per day and channel, outcomes, feedback, verified quotes, latency and cost,
+    knowledge gaps (what the docs could not answer, grouped by meaning) and sources."""
+    now = time.time()
+    start = since_epoch(since, now)
+    if start >= now:
+        refuse(f"--since {since} is not in the past")
+    result = asyncio.run(_report(start, now, channel))
+    _print(result)
+    if json_path is not None:
+        _write(json_path, json.dumps(asdict(result), indent=2, ensure_ascii=False) + "\n")
+    if html is not None:
+        from core.insights.html import render_html
+
+        _write(html, render_html(result))
+
+
+async def _report(since: float, until: float, channel: str | None) -> Report:
+    from bot.runtime import opened
+    from core.insights.report import build_report
+
+    s = state.settings
+    async with opened(s) as rt:
+        log = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
+        return await build_report(
+            await log.answer_log(since),
+            since=since,
+            until=until,
+            channel=channel,
+            settings=s.insights,
+            embedder=rt.embedder,
+            index=rt.backend.index,
+            learned=await rt.backend.keywords.documents(),
+        )
+
+
+def _print(r: Report) -> None:
+    where = f", channel {r.channel}" if r.channel else ""
+    table = Table("", "", title=f"{r.since} to {r.until}{where}: {r.answers} questions")
+    for status, count in r.statuses.items():
+        table.add_row(status, f"{count} ({r.rates[status]:.0%})")
+    table.add_row("held back", f"{r.abstained} ({r.rates['abstained']:.0%})")
+    table.add_row("feedback", f"👍 {r.up_votes}  👎 {r.down_votes}")
+    table.add_row("quotes verified", f"{r.quotes_verified} of {r.quotes}")
+    if r.latency_p50_s is not None and r.latency_p95_s is not None:
+        table.add_row("latency", f"p50 {r.latency_p50_s:.2f} s, p95 {r.latency_p95_s:.2f} s")
+    if r.cost_usd is not None:
+        table.add_row("cost", f"${r.cost_usd:.2f}")
+    out.print(table)
+    if r.gaps:
+        gaps = Table("gap", "questions", "example", title="Knowledge gaps")
+        for gap in r.gaps:
+            gaps.add_row(gap.label, str(gap.size), gap.examples[0] if gap.examples else "")
+        out.print(gaps)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    out.print(f"Wrote {path}")

@@ -1,0 +1,214 @@
+"""`bot report` on a seeded answer log over the bundled docs: the figures add up, knowledge gaps
+group known paraphrases together, and the HTML page renders in a real headless Chromium with
+no console errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from sklearn.metrics import adjusted_rand_score
+from typer.testing import CliRunner
+
+from bot.cli import app
+from core.backends.sqlite import SqliteBackend
+from core.config import Settings
+from core.insights.html import render_html
+from core.insights.report import Gap, Passage, Report, build_report, cluster_questions
+from core.search.embedder import MiniLMEmbedder
+from tests.fakes.answer_log import gap_questions, record, seeded
+from tests.integration.answers.helpers import cached
+
+SEEDED = 600
+DAY_S = 86_400
+# A distinctive word of each seeded gap topic: its gap's name should carry one.
+TOPIC_WORDS = {
+    "sso": {"sso", "saml", "sign"},
+    "password": {"password", "passwords", "reset"},
+    "refund": {"refund", "refunds"},
+    "ratelimit": {"rate", "limit", "429", "throttled", "quota"},
+    "export": {"export", "csv"},
+    "webhook": {"webhook", "webhooks"},
+    "vpn": {"vpn"},
+    "onboarding": {"onboarding", "new", "hire", "hires", "joiner"},
+    "oncall": {"on-call", "call", "paged"},
+    "retention": {"retention", "retained", "kept", "keep"},
+    "offline": {"offline"},
+    "rollback": {"rollback", "roll", "revert", "release", "deploy"},
+}
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+NO_CHROMIUM = "no chromium: `apt-get install chromium` (scripts/test installs it where it can)"
+
+
+async def test_paraphrases_of_one_need_fall_in_one_gap(minilm: MiniLMEmbedder) -> None:
+    rows = gap_questions()
+    assert len(rows) >= 150
+    assert len({topic for _, topic in rows}) >= 10
+    groups = await cluster_questions([q for q, _ in rows], minilm, distance=0.8)
+    found = [0] * len(rows)
+    for label, members in enumerate(groups):
+        for member in members:
+            found[member] = label
+    agreement = adjusted_rand_score([topic for _, topic in rows], found)
+    print(f"adjusted Rand index {agreement:.3f} over {len(rows)} questions, {len(groups)} gaps")
+    assert agreement >= 0.85  # 0.884 with the default gap_distance
+
+
+@pytest.fixture(scope="module")
+def seeded_report(
+    kb: Settings, minilm: MiniLMEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> Report:
+    """The report of a month of seeded answers; built once (synchronously: it is data)."""
+    data = tmp_path_factory.mktemp("report")
+    settings = kb.model_copy(
+        update={
+            "storage": kb.storage.model_copy(update={"data_dir": data}),
+            "search": kb.search.model_copy(update={"sqlite_path": kb.index_path}),
+        }
+    )
+
+    async def build() -> Report:
+        backend = SqliteBackend(settings, cached(settings, minilm), kb.index_path)
+        try:
+            documents = list((await backend.index.documents()).values())
+            log = backend.platform_state(60)
+            now = time.time()
+            await record(log, seeded(SEEDED, documents), now)
+            return await build_report(
+                await log.answer_log(now - 30 * DAY_S),
+                since=now - 30 * DAY_S,
+                until=now,
+                channel=None,
+                settings=settings.insights,
+                embedder=backend.embedder,
+                index=backend.index,
+                learned=[],
+            )
+        finally:
+            await backend.close()
+
+    return asyncio.run(build())
+
+
+async def test_the_figures_add_up(seeded_report: Report) -> None:
+    r = seeded_report
+    assert r.answers == SEEDED == sum(r.statuses.values()) == sum(r.per_day.values())
+    assert sum(r.per_channel.values()) == SEEDED
+    assert set(r.per_channel) == {"slack/T1/CDOCS", "slack/T1/CSUPPORT", "discord/42/77"}
+    assert r.statuses["answered"] == 400  # two in three are docs questions
+    assert r.abstained > 0
+    assert r.reasons == {"missing": r.down_votes}
+    assert 0 < r.quotes_verified < r.quotes
+    assert r.latency_p50_s is not None
+    assert r.latency_p95_s is not None
+    assert 1.2 <= r.latency_p50_s <= r.latency_p95_s <= 5.0
+    assert r.cost_usd is None  # no price configured
+    assert r.most_cited
+    assert r.never_cited
+    assert not {s.doc_id for s in r.most_cited} & {s.doc_id for s in r.never_cited}
+
+
+async def test_each_seeded_need_is_a_gap_of_its_own(seeded_report: Report) -> None:
+    """The cluster table holds the expected clusters: the twelve biggest gaps are the twelve
+    seeded topics, each once, each named by one of its words."""
+    biggest = seeded_report.gaps[:12]
+    matched = {}
+    for gap in biggest:
+        words = set(gap.label.split(" / "))
+        topics = [t for t, distinctive in TOPIC_WORDS.items() if words & distinctive]
+        assert topics, gap.label
+        matched.setdefault(topics[0], gap.label)
+    assert set(matched) == set(TOPIC_WORDS), matched
+    assert all(g.size >= 10 for g in biggest)
+    assert all(g.examples and g.closest for g in biggest)
+
+
+def test_hostile_questions_are_text_in_the_page(seeded_report: Report) -> None:
+    hostile = Gap(
+        label="<b>bold</b>",
+        size=1,
+        examples=["<script>alert(1)</script><img src=x onerror=alert(2)>"],
+        closest=[Passage("t", "javascript:alert(3)")],
+        statuses={},
+        down_votes=0,
+    )
+    page = render_html(replace(seeded_report, gaps=[hostile]))
+    assert "<script" not in page
+    assert "<img" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert "javascript:" not in page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_the_page_renders_in_chromium_without_console_errors(
+    seeded_report: Report, tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(render_html(seeded_report), encoding="utf-8")
+    assert "<script" not in page.read_text(encoding="utf-8")  # readable without JavaScript
+    shot = tmp_path / "report.png"
+    chrome = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    shown = subprocess.run(
+        [
+            *chrome,
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,1600",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "CONSOLE" not in shown.stderr, shown.stderr
+    dom = subprocess.run(
+        [*chrome, "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert dom.count('<tr class="gap">') == len(seeded_report.gaps)
+    assert dom.count("<svg") == 2  # both charts drawn
+    image = Image.open(shot).convert("L")
+    assert image.size == (1280, 1600)
+    grey_levels = image.getcolors(maxcolors=256) or []  # (pixels, level) pairs
+    assert len(grey_levels) > 50  # text, bars and axes: far from a blank page
+    pixels = image.size[0] * image.size[1]
+    assert sum(n for n, level in grey_levels if level < 250) > 0.05 * pixels  # 12% drawn on
+    assert sum(n for n, level in grey_levels if level < 128) > 0.01 * pixels  # 5% dark
+
+
+def test_the_command_writes_json_and_html(kb: Settings, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BOT_SEARCH__SQLITE_PATH", str(kb.index_path))
+    result = CliRunner().invoke(
+        app,
+        [
+            "report",
+            "--since",
+            "7d",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--html",
+            str(tmp_path / "r.html"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert figures["answers"] == 0
+    assert figures["gaps"] == []
+    assert "<svg" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    bad = CliRunner().invoke(app, ["report", "--since", "last tuesday"])
+    assert bad.exit_code != 0
+    assert "give a duration" in bad.output

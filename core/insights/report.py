@@ -199,13 +199,15 @@ async def knowledge_gaps(
 async def cluster_questions(
     questions: Sequence[str], embedder: Embedder, distance: float
 ) -> list[list[int]]:
-    """Indices of `questions` grouped by meaning, each group in input order."""
+    """Indices of `questions` grouped by meaning, each group in input order. A question asked
+    again is embedded and clustered once: a month's log repeats itself a lot."""
     import numpy as np
     from sklearn.cluster import AgglomerativeClustering
 
-    if len(questions) < MIN_CLUSTERED:
-        return [list(range(len(questions)))]
-    vectors = np.asarray(await embedder.embed_documents(list(questions)))
+    distinct = list(dict.fromkeys(questions))
+    if len(distinct) < MIN_CLUSTERED:
+        return [list(range(len(questions)))] if questions else []
+    vectors = np.asarray(await embedder.embed_documents(distinct))
     labels = (
         AgglomerativeClustering(
             n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
@@ -213,9 +215,10 @@ async def cluster_questions(
         .fit(vectors)
         .labels_
     )
+    label_of = {question: int(label) for question, label in zip(distinct, labels, strict=True)}
     groups: dict[int, list[int]] = {}
-    for position, label in enumerate(labels):
-        groups.setdefault(int(label), []).append(position)
+    for position, question in enumerate(questions):
+        groups.setdefault(label_of[question], []).append(position)
     return list(groups.values())
 
 

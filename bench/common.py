@@ -37,6 +37,26 @@ def write_result(name: str, payload: dict[str, object]) -> Path:
     return path
 
 
+MetricsPage = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def metric_samples(text: str) -> MetricsPage:
+    """Every sample of a Prometheus text page, by name and sorted labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def metric_sum(page: MetricsPage, name: str, **labels: str) -> float:
+    """The sum of `name` over every sample carrying at least these labels."""
+    wanted = set(labels.items())
+    return sum(v for (n, got), v in page.items() if n == name and wanted <= set(got))
+
+
 def latency_summary(prefix: str, values_ms: list[float]) -> dict[str, float]:
     return {
         f"{prefix}_p50": round(statistics.median(values_ms), 1),

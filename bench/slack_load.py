@@ -21,7 +21,13 @@ from typing import Any
 import anthropic
 import httpx2
 
-from bench.common import latency_summary, load_bench_main
+from bench.common import (
+    MetricsPage,
+    latency_summary,
+    load_bench_main,
+    metric_samples,
+    metric_sum,
+)
 from bot.logs import configure_logging
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
@@ -102,23 +108,37 @@ async def one_run(data_dir: Path, questions: int, model_seconds: float) -> dict[
     def finals() -> int:
         return sum(1 for u in slack.emulator.called("chat.update") if u.get("blocks"))
 
+    async def scrape() -> MetricsPage:
+        async with slack.http.get(slack.url + "/metrics") as response:
+            return metric_samples(await response.text())
+
     try:
         await send(10_000)  # warm-up: auth.test, first query embedding
         await slack.until(lambda: finals() == 1, timeout=30)
+        before = await scrape()
         started = time.perf_counter()
         acks = await asyncio.gather(*(send(n) for n in range(questions)))
         with contextlib.suppress(AssertionError):
             await slack.until(lambda: finals() == questions + 1, timeout=60)
         wall = time.perf_counter() - started
         answered = finals() - 1
+        after = await scrape()
     finally:
         await stop()
+
+    def counted(name: str, **labels: str) -> int:
+        return round(metric_sum(after, name, **labels) - metric_sum(before, name, **labels))
+
     ack_ms = [ms for _, ms in acks]
     return {
         "statuses": sorted({status for status, _ in acks}),
         **latency_summary("ack_ms", ack_ms),
         "answered": answered,
         "wall_s": round(wall, 2),
+        # /metrics scraped before and after the burst: what the process itself counted.
+        "metrics_event_acks": counted("docbot_event_acks_total", platform="slack", code="200"),
+        "metrics_answers": counted("docbot_answers_total", platform="slack"),
+        "metrics_answer_seconds_count": counted("docbot_answer_seconds_count", platform="slack"),
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+from core import metrics
 from core.config import LoggingSettings
 from core.domain.urls import redact_urls_in
 
@@ -35,6 +36,14 @@ def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMa
     return event
 
 
+def count_errors(_: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Every error the bot logs is a failure a dashboard should see: counted in
+    `docbot_errors` by platform and by the event's name (where it happened)."""
+    if method in ("error", "exception", "critical"):
+        metrics.ERRORS.labels(str(event.get("platform", "none")), str(event.get("event"))).inc()
+    return event
+
+
 def configure_logging(settings: LoggingSettings) -> None:
     level = getattr(logging, settings.level)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
@@ -57,6 +66,7 @@ def configure_logging(settings: LoggingSettings) -> None:
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
+            count_errors,
             structlog.processors.TimeStamper(fmt="iso"),
             # Tracebacks become text here, so they are redacted too (and JSON logs get them).
             structlog.processors.format_exc_info,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -226,6 +228,7 @@ def build_slack_app(
         bot=bot,
         signing_secret=signing,
         settings=s,
+        metrics_path=settings.metrics.path,
     )
 
 
@@ -241,6 +244,31 @@ def build_discord_bot(
 
     questions = build_question_gate(settings, embedder)
     return DocsBot(engine, store, state, settings.discord, settings.policy, questions)
+
+
+@contextmanager
+def metrics_server(settings: Settings) -> Iterator[str | None]:
+    """`/metrics` on `metrics.port` for the processes without an HTTP server of their own
+    (`bot discord`, `bot clock`), while the block runs; yields its URL, or None when off."""
+    m = settings.metrics
+    if m.port is None:
+        yield None
+        return
+    from prometheus_client import start_http_server
+
+    from core import metrics
+
+    try:
+        server, thread = start_http_server(m.port, addr=m.host, registry=metrics.REGISTRY)
+    except OSError as exc:
+        raise ConfigError(
+            f"metrics.port: cannot listen on {m.host}:{m.port} ({exc.strerror})"
+        ) from None
+    try:
+        yield f"http://{m.host}:{m.port}/metrics"
+    finally:
+        server.shutdown()
+        thread.join()
 
 
 def discord_token(settings: Settings) -> str:

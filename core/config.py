@@ -425,6 +425,14 @@ class DiscordSettings(_Section):
     dedup_ttl_s: float = Field(86_400, gt=0)
 
 
+class MetricsSettings(_Section):
+    """Prometheus metrics (`core.metrics`)."""
+
+    path: str | None = Field("/metrics", pattern=r"^/[A-Za-z0-9/_-]*$")  # Slack HTTP; null: off
+    port: int | None = Field(None, ge=1, le=65535)  # `bot discord` / `bot clock`; null: off
+    host: str = "127.0.0.1"  # where that port listens: loopback unless a scraper is elsewhere
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["console", "json"] = "console"
@@ -458,6 +466,7 @@ class Settings(_Section):
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
     logging: LoggingSettings = LoggingSettings()
+    metrics: MetricsSettings = MetricsSettings()
     secrets: Secrets = Field(default_factory=Secrets)
 
     def policy(self, key: str) -> ResolvedPolicy:

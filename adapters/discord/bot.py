@@ -33,6 +33,7 @@ from adapters.answer_labels import (
     STILL_NEED_HELP,
 )
 from adapters.discord.render import answer_embeds
+from core import metrics
 from core.answer.engine import AnswerEngine
 from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
@@ -346,6 +347,7 @@ class DocsBot(discord.Client):
             return
         escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
+        metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
             key, answer, answer_id = await self._answer_command(interaction, question, guild)
             embeds = self.embeds_of(answer)
@@ -406,6 +408,7 @@ class DocsBot(discord.Client):
         """A `private` channel: the answer only the asker sees (ephemeral), with a button to
         share it; no thread, since one can't open from an ephemeral message."""
         await interaction.response.defer(thinking=True, ephemeral=True)
+        metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
             _, answer, answer_id = await self._answer_command(interaction, question, guild)
             embeds = self.embeds_of(answer)
@@ -521,6 +524,7 @@ class DocsBot(discord.Client):
         )
         if policy.answer_only_when_grounded and not answer.grounded:
             log.info("abstained", platform="discord", status=answer.status.value)
+            metrics.HELD_BACK.labels("discord").inc()
             await self._record(key, text, answer, posted=False)
             return
         await self.state.remember_thread(key)
@@ -551,6 +555,7 @@ class DocsBot(discord.Client):
         )
         if grounded_only and policy.answer_only_when_grounded and not answer.grounded:
             log.info("abstained", platform="discord", status=answer.status.value)
+            metrics.HELD_BACK.labels("discord").inc()
             await self._record(key, message.content, answer, posted=False)
             return False
         data = await self.http.start_thread_with_message(
@@ -584,6 +589,7 @@ class DocsBot(discord.Client):
             await interaction.response.send_message(reason, ephemeral=True)
             return
         await interaction.response.defer(thinking=True, ephemeral=True)
+        metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
             await self._answer_about(
                 message, guild, policy, str(interaction.user.id), grounded_only=False

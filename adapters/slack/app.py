@@ -41,6 +41,7 @@ from adapters.slack.render import (
     plain_messages,
     reason_modal,
 )
+from core import metrics
 from core.answer.engine import AnswerEngine
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
@@ -225,6 +226,7 @@ class SlackBot:
             )
             if policy.answer_only_when_grounded and not answer.grounded:
                 log.info("abstained", platform="slack", status=answer.status.value)
+                metrics.HELD_BACK.labels("slack").inc()
                 await self._record(key, text, answer, posted=False)
                 return
             await self._state.remember_thread(key)

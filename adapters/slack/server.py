@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl
 
 import structlog
 from aiohttp import ClientError, web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
@@ -40,6 +41,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import SlackBot
 from adapters.slack.progress import slack_error
+from core import metrics
 from core.config import SlackSettings
 from core.errors import BotError
 
@@ -109,6 +111,7 @@ class SlackService:
     bot: SlackBot
     signing_secret: str | None
     settings: SlackSettings
+    metrics_path: str | None = None  # where Prometheus scrapes (HTTP mode); None: not served
 
 
 class _Refused(Exception):
@@ -133,6 +136,8 @@ class SlackHttpEndpoint:
         app = web.Application(client_max_size=self._service.settings.max_body_bytes)
         app.router.add_route("*", EVENTS_PATH, self._events)
         app.router.add_get(HEALTH_PATH, self._health)
+        if self._service.metrics_path:
+            app.router.add_get(self._service.metrics_path, self._metrics)
         return app
 
     def runner(self) -> web.AppRunner:
@@ -148,7 +153,16 @@ class SlackHttpEndpoint:
             return web.json_response({"ok": False, "draining": True}, status=503)
         return web.json_response({"ok": True})
 
+    async def _metrics(self, _: web.Request) -> web.Response:
+        body = generate_latest(metrics.REGISTRY)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
     async def _events(self, request: web.Request) -> web.StreamResponse:
+        response = await self._answer_event(request)
+        metrics.EVENT_ACKS.labels("slack", _kind(request), str(response.status)).inc()
+        return response
+
+    async def _answer_event(self, request: web.Request) -> web.StreamResponse:
         try:
             text = await self._checked_body(request)
             bolt_request = AsyncBoltRequest(
@@ -274,6 +288,12 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _Refused(400, f"{what} is not a JSON object")
     return value
+
+
+def _kind(request: web.Request) -> str:
+    """Events (JSON) or interactivity (a form): what the ack counter tells apart, from the
+    declared type alone (the body may be anything)."""
+    return {JSON_TYPE: "event", FORM_TYPE: "interaction"}.get(request.content_type, "other")
 
 
 def _refuse(request: web.Request, refused: _Refused) -> web.Response:

@@ -128,6 +128,10 @@ def clock() -> None:
 
 async def _clock() -> None:
     from bot.clock import run_clock
+    from bot.wiring import metrics_server
 
     async with _housekeeping() as (pruner, expire):
-        await run_clock(state.settings.keywords, pruner, expire)
+        with metrics_server(state.settings) as url:
+            if url:
+                out.print(f"Metrics at {url}")
+            await run_clock(state.settings.keywords, pruner, expire)

@@ -97,7 +97,7 @@ def discord_sync(
 async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
     from adapters.discord.startup import explained_connection_failures
     from bot.runtime import opened
-    from bot.wiring import build_discord_bot, discord_token
+    from bot.wiring import build_discord_bot, discord_token, metrics_server
 
     s = state.settings
     token = discord_token(s)
@@ -111,7 +111,10 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
                 if sync_only:
                     out.print(await bot.sync_commands(token, sync_guild))
                 else:
-                    await _serve_discord(bot, token)
+                    with metrics_server(s) as url:
+                        if url:
+                            out.print(f"Metrics at {url}")
+                        await _serve_discord(bot, token)
         finally:
             await bot.close()
 

@@ -16,11 +16,13 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from core import metrics
 from core.answer.agent import run_agent
 from core.answer.citations import SourceRegistry, check_answer, checked_answer, finished_part
 from core.answer.extractive import extractive_answer, unavailable_reason
 from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tool_runner import SearchFn, ToolRunner
+from core.answer.tools import WEB_SEARCH_TOOL
 from core.answer.web_research import WebLearning
 from core.config import AnswerSettings, ResolvedPolicy
 from core.domain.agent import AnswerProgress
@@ -185,6 +187,7 @@ class AnswerEngine:
                 await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
             except SearchIndexError as exc:  # the answer stands; only the follow-up context is lost
                 log.warning("turn_not_stored", error=str(exc))
+        _count(question.platform, answer)
         log.info(
             "answered",
             platform=question.platform,
@@ -296,3 +299,20 @@ async def _timed(search: SearchFn, query: str, trace: Trace) -> list[SearchHit]:
         return await search(query)
     finally:
         trace.tool_seconds += time.perf_counter() - started
+
+
+def _count(platform: str, answer: Answer) -> None:
+    """The answer in the process's Prometheus metrics (`core.metrics`)."""
+    trace = answer.trace
+    metrics.ANSWERS.labels(platform, answer.status.value, answer.mode.value).inc()
+    metrics.ANSWER_SECONDS.labels(platform).observe(trace.total_seconds)
+    if trace.model_calls:
+        metrics.MODEL_SECONDS.labels(platform).observe(trace.model_seconds)
+    for call in trace.tool_calls:
+        metrics.TOOL_CALLS.labels(call.name).inc()
+        if call.name == WEB_SEARCH_TOOL:
+            metrics.WEB_SEARCHES.inc()
+    if any(c.source_kind is SourceKind.WEB for c in answer.citations):
+        metrics.WEB_ANSWERS.labels(platform).inc()
+    metrics.TOKENS.labels("input").inc(trace.usage.input_tokens)
+    metrics.TOKENS.labels("output").inc(trace.usage.output_tokens)

@@ -1,0 +1,80 @@
+"""Prometheus metrics: served by the Slack HTTP server and, on `metrics.port`, by `bot discord`
+and `bot clock`; every request acknowledged, every answer and every logged error counted."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+import pytest
+
+from bench.common import metric_samples, metric_sum
+from bot.logs import count_errors
+from bot.wiring import metrics_server
+from core import metrics
+from core.config import Settings
+from core.errors import ConfigError
+from tests.integration.slack.conftest import SlackHarness
+from tests.integration.slack.test_slack_app import answers, mention
+
+
+async def scrape(slack: SlackHarness) -> dict:
+    async with slack.http.get(slack.url + "/metrics") as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        return metric_samples(await response.text())
+
+
+async def test_the_slack_server_counts_acks_and_answers(slack: SlackHarness) -> None:
+    before = await scrape(slack)
+    assert await slack.event(mention("1700000000.009100"), "EvM1") == 200
+    await slack.until(lambda: len(answers(slack)) == 1)
+    assert await slack.post("{}", secret="not the signing secret") == 401
+    after = await scrape(slack)
+
+    def grew(name: str, **labels: str) -> float:
+        return metric_sum(after, name, **labels) - metric_sum(before, name, **labels)
+
+    assert grew("docbot_event_acks_total", platform="slack", kind="event", code="200") == 1
+    assert grew("docbot_event_acks_total", platform="slack", kind="event", code="401") == 1
+    assert grew("docbot_answers_total", platform="slack") == 1
+    assert grew("docbot_answer_seconds_count", platform="slack") == 1
+
+
+def test_a_logged_error_is_counted_by_platform_and_place() -> None:
+    errors = metrics.ERRORS.labels("discord", "ask_failed")
+    before = errors._value.get()
+    event = {"event": "ask_failed", "platform": "discord"}
+    assert count_errors(None, "error", dict(event)) == event  # passed on unchanged
+    count_errors(None, "info", dict(event))  # not an error: not counted
+    assert errors._value.get() == before + 1
+
+
+def test_discord_and_the_clock_serve_metrics_on_their_port(settings: Settings) -> None:
+    with socket.socket() as probe:  # a free port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    on = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": port})})
+    metrics.HELD_BACK.labels("discord").inc()
+    with metrics_server(on) as url:
+        assert url == f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            page = metric_samples(response.read().decode())
+    assert metric_sum(page, "docbot_answers_held_back_total", platform="discord") >= 1
+    with metrics_server(settings) as off:
+        assert off is None
+
+
+def test_a_port_in_use_is_a_config_error(settings: Settings) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = settings.model_copy(
+            update={"metrics": settings.metrics.model_copy(update={"port": port})}
+        )
+        with (
+            pytest.raises(ConfigError, match=r"metrics\.port: cannot listen"),
+            metrics_server(busy),
+        ):
+            pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,6 +18,7 @@ from bot.cli.app import app, err, out, refuse, state
 if TYPE_CHECKING:
     from core.config import Settings
     from core.evaluation.questions import LabelledMessage, QuestionTraining, TrainingOptions
+    from core.insights.feedback_export import ExportCounts
 
 eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
 app.add_typer(eval_app, name="eval")
@@ -115,6 +117,13 @@ def eval_answers(
             "index, and show both side by side: a model should never do worse.",
         ),
     ] = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="A previous run's --json: show each figure's change against it.",
+        ),
+    ] = None,
 ) -> None:
     """Ask every question through the engine; score citation hits, sources shown, uncited
     claims and time per question (and correctness with Claude)."""
@@ -128,11 +137,19 @@ def eval_answers(
                 "openai": settings.openai.model_copy(update={"base_url": base_url, "model": model}),
             }
         )
+    before = _baseline(baseline) if baseline is not None else None
     runs = asyncio.run(_eval_answers(settings, dataset, limit, versus_extractive))
-    table = Table("metric", *runs, title=f"{next(iter(runs.values()))['dataset']}: answers")
-    for key in next(iter(runs.values())):
+    trend = ("baseline", "change") if before is not None else ()
+    table = Table("metric", *runs, *trend, title=f"{next(iter(runs.values()))['dataset']}: answers")
+    first = next(iter(runs.values()))
+    for key in first:
         if key not in ("dataset", "per_question"):
-            table.add_row(key, *(_cell(run[key]) for run in runs.values()))
+            then = (
+                []
+                if before is None
+                else [_cell(before.get(key)), _change(first[key], before.get(key))]
+            )
+            table.add_row(key, *(_cell(run[key]) for run in runs.values()), *then)
     out.print(table)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -143,6 +160,29 @@ def eval_answers(
 
 def _cell(value: object) -> str:
     return json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+def _baseline(path: Path) -> dict[str, object]:
+    """The figures of a previous `--json`: one run's, or the model run's of a side-by-side."""
+    try:
+        figures = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        refuse(f"--baseline {path}: {exc.strerror or exc}")
+    except json.JSONDecodeError as exc:
+        refuse(f"--baseline {path}: not JSON ({exc.msg}, line {exc.lineno})")
+    if isinstance(figures, dict) and isinstance(figures.get("model"), dict):
+        figures = figures["model"]
+    if not isinstance(figures, dict) or "questions" not in figures:
+        refuse(f"--baseline {path}: not the --json of a `bot eval answers` run")
+    return figures
+
+
+def _change(now: object, then: object) -> str:
+    """now - then for numbers (with a sign), "" where either is missing or not a number."""
+    numbers = (int, float)
+    if isinstance(now, bool) or not isinstance(now, numbers) or not isinstance(then, numbers):
+        return ""
+    return f"{now - then:+.4g}"
 
 
 async def _eval_answers(
@@ -248,3 +288,36 @@ async def _train_questions(
     from core.evaluation.questions import train_question_model
 
     return await train_question_model(messages, build_embedder(state.settings), options)
+
+
+@eval_app.command("export-feedback")
+def eval_export_feedback(
+    folder: Annotated[Path, typer.Argument(help="Write the datasets here (liked/, disliked/).")],
+    min_votes: Annotated[
+        int, typer.Option(min=1, help="Votes an answer needs on its winning side.")
+    ] = 1,
+    since: Annotated[str, typer.Option(help="How far back: 90d, 2w, or a date.")] = "90d",
+) -> None:
+    """The questions people voted on, with the documents their answers cited, as datasets
+    `bot eval answers --dataset FOLDER/liked` (and `/disliked`) replays: your own failures as
+    regression tests."""
+    from bot.cli.report import since_epoch
+
+    counts = asyncio.run(_export_feedback(folder, min_votes, since_epoch(since, time.time())))
+    out.print(
+        f"{counts.liked} liked and {counts.disliked} disliked questions, "
+        f"{counts.documents} documents -> {folder}"
+    )
+    for reason, n in counts.skipped.items():
+        out.print(f"  {n} left out: {reason}")
+
+
+async def _export_feedback(folder: Path, min_votes: int, since: float) -> ExportCounts:
+    from bot.runtime import opened
+    from core.insights.feedback_export import export_feedback
+
+    s = state.settings
+    async with opened(s) as rt:
+        log = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
+        entries = await log.answer_log(since)
+        return await export_feedback(entries, rt.backend.index, folder, min_votes)

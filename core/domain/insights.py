@@ -36,6 +36,7 @@ class LoggedAnswer:
     channel: str  # the conversation key without its thread: slack/TEAM/CHANNEL, discord/GUILD/…
     question: str  # "" when questions are not stored
     question_hash: str
+    text: str  # the answer as posted
     status: str
     mode: str
     posted: bool  # False: an `auto` channel's answer held back (not grounded)
@@ -125,6 +126,7 @@ def logged_answer(
         channel=str(row["channel"]),
         question=str(row["question"]),
         question_hash=str(row["question_hash"]),
+        text=str(row["answer"]),
         status=str(row["status"]),
         mode=str(row["mode"]),
         posted=bool(row["posted"]),

@@ -15,7 +15,9 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -23,12 +25,15 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
+from core.answer.engine import AnswerEngine
 from core.config import InsightSettings, KeywordSettings
+from core.insights.stale import Notifier, recheck, stale_answers
 from core.learning.pruning import KeywordPruner
-from core.ports import AnswerRecords, ConversationStore
+from core.ports import AnswerRecords, ConversationStore, SearchIndex
 
 PRUNE_JOB = "prune-keywords"
 EXPIRE_JOB = "expire-answer-log"
+RECHECK_JOB = "recheck-stale-answers"
 DAY_S = 86_400
 _STEP = timedelta(microseconds=1)  # "strictly after" for a trigger's next fire time
 log = structlog.get_logger(__name__)
@@ -102,8 +107,21 @@ class PruneJob:
         )
 
 
+class ScheduledJob(Protocol):
+    """A clock job besides the prune: its id and name in the scheduler, when, and what."""
+
+    job_id: str
+    name: str
+    trigger: BaseTrigger
+
+    async def run(self) -> None: ...
+
+
 class ExpireJob:
     """Deletes the answer log's entries, and the conversations, older than the retention."""
+
+    job_id = EXPIRE_JOB
+    name = "expire the answer log"
 
     def __init__(
         self, records: AnswerRecords, conversations: ConversationStore, settings: InsightSettings
@@ -125,8 +143,42 @@ class ExpireJob:
         log.info("answer_log_expired", answers=answers, conversations=conversations)
 
 
+class RecheckJob:
+    """Finds the answers whose cited passages changed since and updates them in their threads
+    (`insights.notify_stale`): once per answer, only where the new answer differs."""
+
+    job_id = RECHECK_JOB
+    name = "re-check answers whose sources changed"
+
+    def __init__(
+        self,
+        records: AnswerRecords,
+        index: SearchIndex,
+        engine: AnswerEngine,
+        notifiers: dict[str, Notifier],
+        settings: InsightSettings,
+    ) -> None:
+        self._records = records
+        self._index = index
+        self._engine = engine
+        self._notifiers = notifiers
+        self._window_s = settings.retention_days * DAY_S
+        self.trigger = CronTrigger.from_crontab(settings.recheck_schedule, timezone=UTC)
+
+    async def run(self) -> None:
+        try:
+            entries = await self._records.answer_log(time.time() - self._window_s)
+            found = await stale_answers(entries, self._index)
+            await recheck(found, self._engine, self._records, self._notifiers)
+        except Exception:
+            log.exception("recheck_failed")
+
+
 def build_scheduler(
-    settings: KeywordSettings, job: PruneJob, trigger: BaseTrigger, expire: ExpireJob | None = None
+    settings: KeywordSettings,
+    job: PruneJob,
+    trigger: BaseTrigger,
+    others: Sequence[ScheduledJob] = (),
 ) -> AsyncIOScheduler:
     scheduler = AsyncIOScheduler(
         timezone=ZoneInfo(settings.timezone),
@@ -137,16 +189,18 @@ def build_scheduler(
         },
     )
     scheduler.add_job(job.run, trigger, id=PRUNE_JOB, name="prune learned keywords")
-    if expire is not None:
-        scheduler.add_job(expire.run, expire.trigger, id=EXPIRE_JOB, name="expire the answer log")
+    for other in others:
+        scheduler.add_job(other.run, other.trigger, id=other.job_id, name=other.name)
     return scheduler
 
 
-async def run_clock(settings: KeywordSettings, pruner: KeywordPruner, expire: ExpireJob) -> None:
+async def run_clock(
+    settings: KeywordSettings, pruner: KeywordPruner, others: Sequence[ScheduledJob]
+) -> None:
     """Run until SIGTERM or SIGINT."""
     trigger = prune_trigger(settings)
     job = PruneJob(pruner, trigger, settings, process_holder())
-    scheduler = build_scheduler(settings, job, trigger, expire)
+    scheduler = build_scheduler(settings, job, trigger, others)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from core.answer.claude import ClaudeModel
     from core.answer.engine import AnswerEngine
     from core.answer.question_gate import QuestionGate
+    from core.insights.stale import Notifier
     from core.learning.knowledge import LearnedKnowledge
 
 
@@ -269,6 +270,38 @@ def metrics_server(settings: Settings) -> Iterator[str | None]:
     finally:
         server.shutdown()
         thread.join()
+
+
+@asynccontextmanager
+async def notifiers(settings: Settings) -> AsyncIterator[dict[str, Notifier]]:
+    """A notifier for each platform whose token is set, to post re-checked answers in their
+    threads; Discord's over REST only (logged in, no gateway connection)."""
+    found: dict[str, Notifier] = {}
+    closing: list[Callable[[], Awaitable[None]]] = []
+    try:
+        if settings.secrets.slack_bot_token is not None:
+            from slack_sdk.web.async_client import AsyncWebClient
+
+            from adapters.slack.notify import SlackNotifier
+
+            token = settings.secrets.slack_bot_token.get_secret_value()
+            client = AsyncWebClient(token=token)
+            if settings.slack.base_url:
+                client.base_url = settings.slack.base_url
+            found["slack"] = SlackNotifier(client, settings.slack, settings.policy)
+        if settings.secrets.discord_token is not None:
+            import discord
+
+            from adapters.discord.notify import DiscordNotifier
+
+            rest = discord.Client(intents=discord.Intents.none())
+            closing.append(rest.close)
+            await rest.login(discord_token(settings))
+            found["discord"] = DiscordNotifier(rest.http, settings.discord)
+        yield found
+    finally:
+        for close in closing:
+            await close()
 
 
 def discord_token(settings: Settings) -> str:

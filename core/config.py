@@ -320,8 +320,12 @@ class InsightSettings(_Section):
     gap_examples: int = Field(3, ge=1, le=20)  # example questions shown per gap
     gap_passages: int = Field(2, ge=0, le=10)  # closest existing passages shown per gap
     report_top: int = Field(10, ge=1, le=100)  # rows in each "most/never cited" table
+    # Answers whose cited passages changed: re-asked and updated in their threads by `bot
+    # clock` on recheck_schedule (and by `bot stale-answers --notify`).
+    notify_stale: bool = False
+    recheck_schedule: str = "*/30 * * * *"
 
-    @field_validator("expire_schedule")
+    @field_validator("expire_schedule", "recheck_schedule")
     @classmethod
     def _valid_cron(cls, value: str) -> str:
         return checked_cron(value)

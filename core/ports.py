@@ -59,6 +59,10 @@ class SearchIndex(Protocol):
     async def documents(self) -> dict[str, DocumentRecord]:
         """Every document the index holds, by id."""
 
+    async def passages(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        """The passages with these ids that the index holds now, by id (a missing one is
+        gone): what tells whether a cited passage changed."""
+
     async def search(
         self,
         query: str,
@@ -141,6 +145,10 @@ class AnswerRecords(LearnedVotes, Protocol):
     async def answer_log(self, since: float) -> list[LoggedAnswer]:
         """Every answer recorded at or after `since` (epoch seconds), oldest first, with the
         votes and 👎 reasons it got."""
+
+    async def claim_recheck(self, answer_id: str) -> bool:
+        """True the first time an answer is claimed for a re-check after its sources changed
+        (by any process), False ever after: each answer is re-checked and updated once."""
 
     async def expire_answers(self, before: float) -> int:
         """Delete the answers recorded before `before`, with their votes and reasons; returns

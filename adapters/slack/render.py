@@ -205,11 +205,11 @@ def answer_messages(
     footer: list[dict[str, Any]] = []
     labels = _labels(answer)
     if labels:
-        footer.append(_context(labels))
+        footer.append(context_block(labels))
     if answer.citations:
-        footer.append(_context(sources_line(answer.citations, max_sources)))
+        footer.append(context_block(sources_line(answer.citations, max_sources)))
     if answer.consulted:
-        footer.append(_context(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
+        footer.append(context_block(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
     if answer_id and answer.status is not AnswerStatus.ERROR:
         footer += _feedback(answer_id, escalate=escalate, share=share, native=native_feedback)
     messages: list[SlackMessage] = []
@@ -245,7 +245,7 @@ def _mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
-def _context(text: str) -> dict[str, Any]:
+def context_block(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [_mrkdwn(text)]}
 
 

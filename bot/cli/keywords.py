@@ -15,9 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from bot.clock import ExpireJob
+    from bot.clock import ScheduledJob
+    from bot.runtime import Runtime
     from core.domain.learned import LearnedKeyword
     from core.learning.pruning import KeywordPruner, PruneReport
+    from core.ports import PlatformState
 
 from bot.cli.app import app, err, out, state
 
@@ -63,9 +65,7 @@ def _when(timestamp: float) -> str:
 
 
 @asynccontextmanager
-async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, ExpireJob]]:
-    """The clock's two jobs, on one opened backend: the keyword prune and the log's expiry."""
-    from bot.clock import ExpireJob
+async def _opened() -> AsyncIterator[tuple[Runtime, PlatformState, KeywordPruner]]:
     from bot.runtime import opened
     from bot.wiring import build_knowledge
     from core.learning.pruning import KeywordPruner
@@ -74,13 +74,30 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, ExpireJob]]:
     async with opened(s) as rt:
         platform = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
         pruner = KeywordPruner(build_knowledge(rt.backend), platform, rt.backend.locks, s.keywords)
-        yield pruner, ExpireJob(platform, rt.backend.conversations, s.insights)
+        yield rt, platform, pruner
 
 
 @asynccontextmanager
 async def _pruner() -> AsyncIterator[KeywordPruner]:
-    async with _housekeeping() as (pruner, _):
+    async with _opened() as (_, _, pruner):
         yield pruner
+
+
+@asynccontextmanager
+async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJob]]]:
+    """The clock's jobs, on one opened backend: the keyword prune, the log's expiry and, with
+    `insights.notify_stale`, the re-check of answers whose sources changed (with the platform
+    clients that post the updates)."""
+    from bot.clock import ExpireJob, RecheckJob
+    from bot.wiring import notifiers
+
+    s = state.settings
+    async with _opened() as (rt, platform, pruner), notifiers(s) as available:
+        jobs: list[ScheduledJob] = [ExpireJob(platform, rt.backend.conversations, s.insights)]
+        if s.insights.notify_stale:
+            engine = rt.engine()
+            jobs.append(RecheckJob(platform, rt.backend.index, engine, available, s.insights))
+        yield pruner, jobs
 
 
 async def _keywords() -> tuple[list[LearnedKeyword], PruneReport]:
@@ -130,8 +147,8 @@ async def _clock() -> None:
     from bot.clock import run_clock
     from bot.wiring import metrics_server
 
-    async with _housekeeping() as (pruner, expire):
+    async with _housekeeping() as (pruner, jobs):
         with metrics_server(state.settings) as url:
             if url:
                 out.print(f"Metrics at {url}")
-            await run_clock(state.settings.keywords, pruner, expire)
+            await run_clock(state.settings.keywords, pruner, jobs)

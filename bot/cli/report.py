@@ -18,6 +18,7 @@ from bot.cli.app import app, out, refuse, state
 
 if TYPE_CHECKING:
     from core.insights.report import Report
+    from core.insights.stale import RecheckReport, StaleAnswer
 
 _DURATION = re.compile(r"(\d+)([hdw])")
 _SECONDS = {"h": 3_600, "d": 86_400, "w": 604_800}
@@ -113,3 +114,51 @@ def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     out.print(f"Wrote {path}")
+
+
+@app.command("stale-answers")
+def stale_answers_command(
+    since: Annotated[
+        str, typer.Option(help="How far back: 180d, 2w, or a date (2026-11-01).")
+    ] = "180d",
+    notify: Annotated[
+        bool,
+        typer.Option(
+            "--notify",
+            help="Re-ask each one (once) and post the new answer in its thread where it differs.",
+        ),
+    ] = False,
+) -> None:
+    """Answers whose cited passages changed or went since they were given (after an ingest)."""
+    now = time.time()
+    found, rechecked = asyncio.run(_stale(since_epoch(since, now), notify))
+    table = Table("answered", "question", "what changed", title=f"{len(found)} stale answers")
+    for item in found:
+        changes = "; ".join(f"{c.change}: {c.title or c.url}" for c in item.changes)
+        when = datetime.fromtimestamp(item.entry.at, UTC).strftime("%Y-%m-%d")
+        table.add_row(when, item.entry.question, changes)
+    out.print(table)
+    if rechecked is not None:
+        out.print(
+            f"re-asked: {len(rechecked.posted)} updated in their threads, "
+            f"{len(rechecked.unchanged)} unchanged, {len(rechecked.not_grounded)} without a "
+            f"grounded answer, {len(rechecked.undeliverable)} with no thread to post in, "
+            f"{rechecked.already_checked} re-checked before"
+        )
+
+
+async def _stale(since: float, notify: bool) -> tuple[list[StaleAnswer], RecheckReport | None]:
+    from bot.runtime import opened
+    from bot.wiring import notifiers
+    from core.insights.stale import recheck, stale_answers
+
+    s = state.settings
+    async with opened(s) as rt:
+        log = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
+        found = await stale_answers(await log.answer_log(since), rt.backend.index)
+        if not notify:
+            return found, None
+        async with notifiers(s) as available:
+            if not available:
+                refuse("--notify needs SLACK_BOT_TOKEN or DISCORD_TOKEN to post the updates")
+            return found, await recheck(found, rt.engine(), log, available)

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from urllib.parse import urldefrag, urlsplit
 
 from core.answer.tools import CitedSource, RespondInput
-from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from core.domain.conversation import (
+    Answer,
+    AnswerMode,
+    AnswerStatus,
+    Citation,
+    SourceKind,
+    passage_fingerprint,
+)
 from core.domain.documents import SearchHit
 from core.domain.text import defuse_pings
 from core.domain.web import WEB_SOURCE
@@ -313,6 +320,8 @@ def check_answer(
                 verified=verified,
                 source_kind=source.kind,
                 doc_id=source.hit.chunk.doc_id,
+                chunk_id=source.hit.chunk.chunk_id,
+                passage_sha=passage_fingerprint(source.hit.chunk.text),
             )
         )
     return text.strip(), citations

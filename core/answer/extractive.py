@@ -11,7 +11,14 @@ from __future__ import annotations
 import structlog
 
 from core.answer.citations import NumberedSource, allowed_urls, check_links
-from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, Trace
+from core.domain.conversation import (
+    Answer,
+    AnswerMode,
+    AnswerStatus,
+    Citation,
+    Trace,
+    passage_fingerprint,
+)
 from core.domain.text import clip
 
 log = structlog.get_logger(__name__)
@@ -54,6 +61,8 @@ def quoted(
                 verified=True,
                 source_kind=source.kind,
                 doc_id=chunk.doc_id,
+                chunk_id=chunk.chunk_id,
+                passage_sha=passage_fingerprint(chunk.text),
             )
         )
     return lines, citations
@@ -104,6 +113,8 @@ def consulted_sources(
             verified=False,
             source_kind=source.kind,
             doc_id=source.hit.chunk.doc_id,
+            chunk_id=source.hit.chunk.chunk_id,
+            passage_sha=passage_fingerprint(source.hit.chunk.text),
         )
         for number, source in enumerate(chosen, start=1)
     ]

@@ -6,8 +6,11 @@ Adapters translate a Slack event or a Discord interaction into a `Question`, and
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+PASSAGE_SHA_CHARS = 16  # 64 bits: enough to tell two versions of one passage apart
 
 
 class ChannelKind(StrEnum):
@@ -69,6 +72,8 @@ class Citation:
     verified: bool
     source_kind: SourceKind = SourceKind.KNOWLEDGE_BASE
     doc_id: str = ""  # which document backs it: ties feedback on the answer to learned knowledge
+    chunk_id: str = ""  # which passage: an answer is re-checked when it changes or goes
+    passage_sha: str = ""  # the passage's text as cited (`passage_fingerprint`)
 
 
 @dataclass(slots=True)
@@ -131,3 +136,8 @@ class Answer:
         one of its citations quotes its passage verbatim."""
         answers = self.status in (AnswerStatus.ANSWERED, AnswerStatus.PARTIAL)
         return answers and any(c.verified for c in self.citations)
+
+
+def passage_fingerprint(text: str) -> str:
+    """What a citation remembers of its passage's text, to tell later whether it changed."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:PASSAGE_SHA_CHARS]

@@ -69,6 +69,8 @@ def _citations(kept: Any) -> list[Citation]:
             verified=bool(c["verified"]),
             source_kind=SourceKind(c.get("source_kind", SourceKind.KNOWLEDGE_BASE)),
             doc_id=str(c.get("doc_id", "")),
+            chunk_id=str(c.get("chunk_id", "")),
+            passage_sha=str(c.get("passage_sha", "")),
         )
         for c in kept or ()
         if isinstance(c, dict)

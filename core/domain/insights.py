@@ -26,12 +26,15 @@ class LoggedCitation:
     title: str
     verified: bool
     web: bool
+    chunk_id: str = ""
+    passage_sha: str = ""  # the passage as it was cited
 
 
 @dataclass(frozen=True, slots=True)
 class LoggedAnswer:
     answer_id: str
     at: float  # epoch seconds
+    conversation_key: str  # where it was given: its thread, to post an update in
     platform: str
     channel: str  # the conversation key without its thread: slack/TEAM/CHANNEL, discord/GUILD/…
     question: str  # "" when questions are not stored
@@ -79,6 +82,8 @@ def logged_citations(kept: object) -> tuple[LoggedCitation, ...]:
             str(c.get("title", "")),
             bool(c.get("verified")),
             c.get("source_kind") == SourceKind.WEB.value,
+            str(c.get("chunk_id", "")),
+            str(c.get("passage_sha", "")),
         )
         for c in items
         if isinstance(c, dict)
@@ -122,6 +127,7 @@ def logged_answer(
     return LoggedAnswer(
         answer_id=answer_id,
         at=at,
+        conversation_key=str(row["conversation_key"]),
         platform=str(row["platform"]),
         channel=str(row["channel"]),
         question=str(row["question"]),

@@ -289,6 +289,21 @@ class ElasticsearchIndex(HybridIndex):
             )
         return records
 
+    async def passages(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        wanted = list(dict.fromkeys(chunk_ids))
+        found: dict[str, Chunk] = {}
+        with explained(self.settings):
+            for start in range(0, len(wanted), self.settings.scan_page_size):
+                batch = wanted[start : start + self.settings.scan_page_size]
+                response = await self.client.mget(
+                    index=self.names.chunks, ids=[doc_id_key(c) for c in batch]
+                )
+                for doc in response["docs"]:
+                    if doc.get("found") and doc["_source"].get("kind") == CHUNK:
+                        chunk = chunk_from_source(doc["_source"])
+                        found[chunk.chunk_id] = chunk
+        return found
+
     async def stats(self) -> IndexStats:
         with explained(self.settings):
             response = await self.client.search(

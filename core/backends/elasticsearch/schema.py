@@ -60,6 +60,7 @@ class IndexNames:
         self.keyword_links = f"{prefix}-keyword-links"
         self.learned = f"{prefix}-learned"
         self.facts = f"{prefix}-model-facts"
+        self.rechecks = f"{prefix}-rechecks"
 
     def version(self, number: int) -> str:
         return f"{self.chunks}-v{number}"
@@ -124,6 +125,7 @@ class IndexNames:
                 "last_used_at": _MILLIS,
             },
             self.facts: {"key": _KEYWORD, "value": _KEYWORD, "updated_at": _MILLIS},
+            self.rechecks: {"answer_id": _KEYWORD, "at": _MILLIS},
             self.feedback_reasons: {
                 "answer_id": _KEYWORD,
                 "user": _KEYWORD,

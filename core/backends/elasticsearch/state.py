@@ -308,6 +308,12 @@ class ElasticsearchPlatformState(Store):
         ]
         return sorted(entries, key=lambda e: e.at)
 
+    async def claim_recheck(self, answer_id: str) -> bool:
+        with explained(self._settings):
+            return await self._create(
+                self._names.rechecks, answer_id, {"answer_id": answer_id, "at": now_ms()}
+            )
+
     async def expire_answers(self, before: float) -> int:
         cutoff = int(before * _MS_PER_S)
         with explained(self._settings):
@@ -319,7 +325,7 @@ class ElasticsearchPlatformState(Store):
                 refresh=True,
                 conflicts="proceed",
             )
-            for index in (self._names.feedback, self._names.feedback_reasons):
+            for index in (self._names.feedback, self._names.feedback_reasons, self._names.rechecks):
                 await self._client.delete_by_query(
                     index=index,
                     query={"range": {"at": {"lt": cutoff}}},
@@ -330,7 +336,8 @@ class ElasticsearchPlatformState(Store):
 
     @property
     def _log_indices(self) -> list[str]:
-        return [self._names.answers, self._names.feedback, self._names.feedback_reasons]
+        names = self._names
+        return [names.answers, names.feedback, names.feedback_reasons, names.rechecks]
 
     def _scan(self, index: str, query: dict[str, Any]) -> AsyncIterable[dict[str, Any]]:
         return helpers.async_scan(

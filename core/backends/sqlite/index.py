@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,7 @@ from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits
 from core.sqlite import connect_store, transaction
 
 _KEYWORD_SEPARATOR = "\n"
+_IDS_PER_QUERY = 500  # ids bound per statement: well under SQLite's variable limit
 _MAX_QUERY_TERMS = 64
 
 
@@ -320,6 +322,21 @@ class SqliteIndex(HybridIndex):
         # FTS5's bm25() is negative, lower is better; flip it so larger means better everywhere.
         return [Ranked(str(r[0]), -float(r[1])) for r in rows]
 
+    async def passages(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        return await asyncio.to_thread(self._passages, list(dict.fromkeys(chunk_ids)))
+
+    def _passages(self, chunk_ids: list[str]) -> dict[str, Chunk]:
+        found: dict[str, Chunk] = {}
+        for start in range(0, len(chunk_ids), _IDS_PER_QUERY):
+            batch = chunk_ids[start : start + _IDS_PER_QUERY]
+            marks = ",".join("?" * len(batch))
+            rows = self._reader().execute(
+                f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE chunk_id IN ({marks})",  # noqa: S608
+                batch,
+            )
+            found.update((c.chunk_id, c) for c in map(_chunk, rows))
+        return found
+
     def _chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]:
         if not ids:
             return {}
@@ -328,21 +345,7 @@ class SqliteIndex(HybridIndex):
             f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})",  # noqa: S608 (placeholders)
             ids,
         )
-        return {
-            r[0]: Chunk(
-                chunk_id=r[1],
-                doc_id=r[2],
-                source=r[3],
-                title=r[4],
-                heading=r[5],
-                url=r[6],
-                text=r[7],
-                position=r[8],
-                learned=bool(r[9]),
-                keywords=tuple(k for k in r[10].split(_KEYWORD_SEPARATOR) if k),
-            )
-            for r in rows
-        }
+        return {r[0]: _chunk(r) for r in rows}
 
     async def _run(self, request: SearchRequest) -> list[SearchHit]:
         return await asyncio.to_thread(self._search, request)
@@ -379,3 +382,19 @@ def _filter_sql(filters: SearchFilters) -> tuple[str, list[object]]:
         return "", params
     subquery = f"SELECT id FROM chunks WHERE {' AND '.join(clauses)}"  # noqa: S608 (fixed clauses)
     return f" AND rowid IN ({subquery})", params
+
+
+def _chunk(row: Sequence[Any]) -> Chunk:
+    """A row of `CHUNK_COLUMNS` (its first column, the row id, is not the chunk's)."""
+    return Chunk(
+        chunk_id=row[1],
+        doc_id=row[2],
+        source=row[3],
+        title=row[4],
+        heading=row[5],
+        url=row[6],
+        text=row[7],
+        position=row[8],
+        learned=bool(row[9]),
+        keywords=tuple(k for k in row[10].split(_KEYWORD_SEPARATOR) if k),
+    )

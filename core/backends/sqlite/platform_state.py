@@ -37,6 +37,7 @@ _SCHEMA = (
     " vote INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
     "CREATE TABLE IF NOT EXISTS feedback_reasons (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
     " reason TEXT NOT NULL, note TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
+    "CREATE TABLE IF NOT EXISTS rechecks (answer_id TEXT PRIMARY KEY, at REAL NOT NULL)",
 )
 # The answer log's columns, added to an `answers` table made before it existed (its rows keep
 # these defaults: nothing of the kind was known then).
@@ -165,12 +166,23 @@ class SqlitePlatformState:
             for r in rows
         ]
 
+    async def claim_recheck(self, answer_id: str) -> bool:
+        return await asyncio.to_thread(self._claim_recheck, answer_id)
+
+    def _claim_recheck(self, answer_id: str) -> bool:
+        with self._lock, transaction(self._db):
+            claimed = self._db.execute(
+                "INSERT OR IGNORE INTO rechecks (answer_id, at) VALUES (?, ?)",
+                (answer_id, time.time()),
+            ).rowcount
+        return claimed == 1
+
     async def expire_answers(self, before: float) -> int:
         return await asyncio.to_thread(self._expire, before)
 
     def _expire(self, before: float) -> int:
         with self._lock, transaction(self._db):
-            for table in ("feedback", "feedback_reasons"):
+            for table in ("feedback", "feedback_reasons", "rechecks"):
                 self._db.execute(
                     f"DELETE FROM {table} WHERE answer_id IN"  # noqa: S608 (our own table names)
                     " (SELECT id FROM answers WHERE created_at < ?)",

@@ -7,7 +7,16 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
-from bot.clock import EXPIRE_JOB, PRUNE_JOB, ExpireJob, PruneJob, build_scheduler, prune_trigger
+from bot.clock import (
+    EXPIRE_JOB,
+    PRUNE_JOB,
+    RECHECK_JOB,
+    ExpireJob,
+    PruneJob,
+    RecheckJob,
+    build_scheduler,
+    prune_trigger,
+)
 from core.config import InsightSettings, KeywordSettings
 from core.config_loader import load_settings
 from core.errors import ConfigError
@@ -100,7 +109,7 @@ async def test_the_expiry_job_fires_on_its_own_schedule() -> None:
     settings = KeywordSettings(prune_schedule="17 3 * * *")
     expire = ExpireJob(None, None, InsightSettings(expire_schedule="43 4 * * *"))  # type: ignore[arg-type]
     with time_machine.travel(datetime(2026, 11, 23, 10, 0, tzinfo=UTC), tick=False):
-        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings), expire)
+        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings), [expire])
         scheduler.start(paused=True)
         try:
             expected = datetime(2026, 11, 24, 4, 43, tzinfo=UTC)
@@ -112,3 +121,17 @@ async def test_the_expiry_job_fires_on_its_own_schedule() -> None:
 def test_a_bad_expiry_schedule_is_a_config_error_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"insights\.expire_schedule: .*not a valid cron"):
         load_settings(environ={"BOT_INSIGHTS__EXPIRE_SCHEDULE": "99 3 * * *"})
+
+
+async def test_the_recheck_job_fires_on_its_own_schedule() -> None:
+    settings = KeywordSettings(prune_schedule="17 3 * * *")
+    insights = InsightSettings(notify_stale=True, recheck_schedule="*/30 * * * *")
+    recheck = RecheckJob(None, None, None, {}, insights)  # type: ignore[arg-type]
+    with time_machine.travel(datetime(2026, 11, 23, 10, 5, tzinfo=UTC), tick=False):
+        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings), [recheck])
+        scheduler.start(paused=True)
+        try:
+            expected = datetime(2026, 11, 23, 10, 30, tzinfo=UTC)
+            assert scheduler.get_job(RECHECK_JOB).next_run_time == expected
+        finally:
+            scheduler.shutdown(wait=False)

@@ -1,0 +1,145 @@
+"""Answers whose sources changed: found after an ingest, re-asked, and updated where they were
+given.
+
+Every citation remembers its passage (id and a fingerprint of its text, `passage_fingerprint`).
+A logged answer is stale when a passage it cited is gone from the index or reads differently
+now. Re-checking one asks its question again, on its own (not in its old conversation, whose
+earlier answer would colour the new one), and posts the new answer in the original thread only
+when it stands on verified citations and says something else; each answer is re-checked once,
+claimed first so that two processes never both post.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+import structlog
+
+from core.answer.engine import AnswerEngine
+from core.domain.conversation import (
+    Answer,
+    AnswerMode,
+    AnswerStatus,
+    ChannelKind,
+    Question,
+    passage_fingerprint,
+)
+from core.domain.insights import LoggedAnswer
+from core.ports import AnswerRecords, SearchIndex
+
+log = structlog.get_logger(__name__)
+UPDATE_PREFACE = "The page I quoted changed on {date}; here is the updated answer."
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedPassage:
+    title: str
+    url: str
+    change: Literal["changed", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class StaleAnswer:
+    entry: LoggedAnswer
+    changes: list[ChangedPassage]
+
+
+@dataclass(slots=True)
+class RecheckReport:
+    posted: list[str] = field(default_factory=list)  # answer ids updated in their threads
+    unchanged: list[str] = field(default_factory=list)  # the new answer says the same
+    not_grounded: list[str] = field(default_factory=list)  # nothing that stands to post instead
+    undeliverable: list[str] = field(default_factory=list)  # no thread to post in
+    already_checked: int = 0
+
+
+class Notifier(Protocol):
+    """Posts a re-checked answer in the thread of a conversation, on its platform."""
+
+    async def post_update(self, conversation_key: str, preface: str, answer: Answer) -> bool:
+        """False when the conversation has no thread to post in (a private answer)."""
+
+
+async def stale_answers(entries: Sequence[LoggedAnswer], index: SearchIndex) -> list[StaleAnswer]:
+    """The posted answers a passage of which is gone or reads differently now."""
+    posted = [e for e in entries if e.posted and e.question]
+    cited = {c.chunk_id for e in posted for c in e.citations if c.chunk_id and c.passage_sha}
+    now = await index.passages(sorted(cited))
+    stale = []
+    for entry in posted:
+        changes = []
+        for c in entry.citations:
+            if not (c.chunk_id and c.passage_sha) or c.web:
+                continue
+            current = now.get(c.chunk_id)
+            if current is None:
+                changes.append(ChangedPassage(c.title, c.url, "removed"))
+            elif passage_fingerprint(current.text) != c.passage_sha:
+                changes.append(ChangedPassage(c.title, c.url, "changed"))
+        if changes:
+            stale.append(StaleAnswer(entry, changes))
+    return stale
+
+
+async def recheck(
+    stale: Sequence[StaleAnswer],
+    engine: AnswerEngine,
+    records: AnswerRecords,
+    notifiers: dict[str, Notifier],
+    today: datetime | None = None,
+) -> RecheckReport:
+    """Re-ask each stale answer's question once and post the new answer where it differs.
+    `notifiers` by platform; an answer of a platform without one is left for later."""
+    report = RecheckReport()
+    date = (today or datetime.now(UTC)).strftime("%Y-%m-%d")
+    for item in stale:
+        entry = item.entry
+        notifier = notifiers.get(entry.platform)
+        if notifier is None:
+            continue
+        if not await records.claim_recheck(entry.answer_id):
+            report.already_checked += 1
+            continue
+        key = f"recheck/{entry.answer_id}"
+        fresh = await engine.answer(
+            Question(entry.platform, key, "", entry.question, ChannelKind.THREAD)
+        )
+        if not _stands(fresh, entry):
+            report.not_grounded.append(entry.answer_id)
+        elif _said(fresh.text) == _said(entry.text):
+            report.unchanged.append(entry.answer_id)
+        elif await notifier.post_update(
+            entry.conversation_key, UPDATE_PREFACE.format(date=date), fresh
+        ):
+            report.posted.append(entry.answer_id)
+        else:
+            report.undeliverable.append(entry.answer_id)
+    log.info(
+        "answers_rechecked",
+        posted=len(report.posted),
+        unchanged=len(report.unchanged),
+        not_grounded=len(report.not_grounded),
+        undeliverable=len(report.undeliverable),
+    )
+    return report
+
+
+def _stands(fresh: Answer, entry: LoggedAnswer) -> bool:
+    """Worth posting in place of the old answer: a model's answer on verified citations, or,
+    quoting passages with no model (always "grounded", relevant or not), a verified quote of a
+    page the old answer cited: the page that changed, in its new version."""
+    if not fresh.grounded:
+        return False
+    if fresh.mode is not AnswerMode.EXTRACTIVE and fresh.status is AnswerStatus.ANSWERED:
+        return True
+    pages = {c.doc_id for c in entry.citations}
+    return any(c.verified and c.doc_id in pages for c in fresh.citations)
+
+
+def _said(text: str) -> str:
+    """An answer's words, without spacing or citation markers: what "says the same" compares."""
+    return " ".join(re.sub(r"\[\d+\]", " ", text).lower().split())

@@ -114,13 +114,22 @@ def _key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+MIN_GOLD_CHARS = 20
+
+
 class ScriptedResearcher:
     """The model's policy (see the module docstring), as a step of the scripted Messages API."""
 
     def __init__(self, corpus: Corpus) -> None:
         self._corpus = corpus
+        # A passage holds the answer when it contains a gold passage's first sentence; one too
+        # short to tell passages apart ("1." of a numbered list) is no evidence of anything.
         self._gold_by_question = {
-            _key(text): [first_sentence(corpus.passages[p]["text"]) for p in corpus.gold[q]]
+            _key(text): [
+                sentence
+                for p in corpus.gold[q]
+                if len(sentence := first_sentence(corpus.passages[p]["text"])) >= MIN_GOLD_CHARS
+            ]
             for q, text in corpus.questions.items()
         }
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import time_machine
 
+from core.config import Settings
 from core.domain.conversation import (
     Answer,
     AnswerMode,
@@ -23,7 +24,7 @@ from core.domain.conversation import (
     Usage,
 )
 from core.domain.documents import DocumentRecord
-from core.ports import AnswerRecords
+from core.ports import AnswerRecords, Backend, PlatformState
 
 DATA = Path(__file__).parents[1] / "data"
 DAY_S = 86_400
@@ -106,3 +107,21 @@ def _answer(status: AnswerStatus, cited: Sequence[DocumentRecord], rng: random.R
     doc = rng.choice(cited)
     citation = Citation(1, doc.title, doc.url, "a quote", rng.random() < 0.95, doc_id=doc.doc_id)
     return Answer("It says so [1].", status, AnswerMode.AGENT, citations=[citation], trace=trace)
+
+
+def over_kb(kb: Settings, data_dir: Path) -> Settings:
+    """Settings with the shared index of the bundled docs and a state of their own."""
+    return kb.model_copy(
+        update={
+            "storage": kb.storage.model_copy(update={"data_dir": data_dir}),
+            "search": kb.search.model_copy(update={"sqlite_path": kb.index_path}),
+        }
+    )
+
+
+async def seed_log(backend: Backend, total: int, now: float) -> PlatformState:
+    """`total` seeded answers recorded in the backend's state, citing its documents."""
+    documents = list((await backend.index.documents()).values())
+    log = backend.platform_state(60)
+    await record(log, seeded(total, documents), now)
+    return log

@@ -16,7 +16,7 @@ from core.backends.sqlite import SqliteBackend
 from core.config import Settings
 from core.evaluation.retrieval import load_dataset
 from core.search.embedder import MiniLMEmbedder
-from tests.fakes.answer_log import record, seeded
+from tests.fakes.answer_log import over_kb, seed_log
 from tests.integration.answers.helpers import cached
 
 runner = CliRunner()
@@ -27,18 +27,12 @@ def voted_log(
     kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """A data dir whose state holds 90 seeded answers (some voted on), over the bundled docs."""
-    settings = kb.model_copy(
-        update={
-            "storage": kb.storage.model_copy(update={"data_dir": tmp_path}),
-            "search": kb.search.model_copy(update={"sqlite_path": kb.index_path}),
-        }
-    )
+    settings = over_kb(kb, tmp_path)
 
     async def seed() -> None:
         backend = SqliteBackend(settings, cached(settings, minilm), kb.index_path)
         try:
-            documents = list((await backend.index.documents()).values())
-            await record(backend.platform_state(60), seeded(90, documents), time.time())
+            await seed_log(backend, 90, time.time())
         finally:
             await backend.close()
 

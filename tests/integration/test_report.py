@@ -23,7 +23,7 @@ from core.config import Settings
 from core.insights.html import render_html
 from core.insights.report import Gap, Passage, Report, build_report, cluster_questions
 from core.search.embedder import MiniLMEmbedder
-from tests.fakes.answer_log import gap_questions, record, seeded
+from tests.fakes.answer_log import gap_questions, over_kb, seed_log
 from tests.integration.answers.helpers import cached
 
 SEEDED = 600
@@ -67,20 +67,13 @@ def seeded_report(
 ) -> Report:
     """The report of a month of seeded answers; built once (synchronously: it is data)."""
     data = tmp_path_factory.mktemp("report")
-    settings = kb.model_copy(
-        update={
-            "storage": kb.storage.model_copy(update={"data_dir": data}),
-            "search": kb.search.model_copy(update={"sqlite_path": kb.index_path}),
-        }
-    )
+    settings = over_kb(kb, data)
 
     async def build() -> Report:
         backend = SqliteBackend(settings, cached(settings, minilm), kb.index_path)
         try:
-            documents = list((await backend.index.documents()).values())
-            log = backend.platform_state(60)
             now = time.time()
-            await record(log, seeded(SEEDED, documents), now)
+            log = await seed_log(backend, SEEDED, now)
             return await build_report(
                 await log.answer_log(now - 30 * DAY_S),
                 since=now - 30 * DAY_S,

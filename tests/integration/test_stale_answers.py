@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
+from core.answer.engine import AnswerEngine
 from core.backends.sqlite import SqliteBackend
 from core.config import Settings
 from core.config_loader import load_settings
@@ -66,11 +67,18 @@ def docs(tmp_path: Path) -> Path:
     return folder
 
 
-async def test_answers_citing_a_changed_or_removed_passage_are_stale_and_updated_once(
+@pytest.fixture
+async def answers(
     backend: Backend, ingestor: Ingestor, settings: Settings, docs: Path
-) -> None:
+) -> AnswerEngine:
+    """The docs indexed, and an engine quoting one passage per answer (one citation each)."""
     await ingestor.ingest([str(docs)], source="docs")
-    answers = engine(settings, backend.index, extractive_passages=1)  # one citation each
+    return engine(settings, backend.index, extractive_passages=1)
+
+
+async def test_answers_citing_a_changed_or_removed_passage_are_stale_and_updated_once(
+    backend: Backend, ingestor: Ingestor, answers: AnswerEngine, docs: Path
+) -> None:
     state = backend.platform_state(60)
     asked = {}
     for key, question in (
@@ -111,10 +119,8 @@ async def test_answers_citing_a_changed_or_removed_passage_are_stale_and_updated
 
 
 async def test_a_passage_changed_in_form_only_is_not_reposted(
-    backend: Backend, ingestor: Ingestor, settings: Settings, docs: Path
+    backend: Backend, ingestor: Ingestor, answers: AnswerEngine, docs: Path
 ) -> None:
-    await ingestor.ingest([str(docs)], source="docs")
-    answers = engine(settings, backend.index, extractive_passages=1)  # one citation each
     state = backend.platform_state(60)
     question = "Can reports be exported as CSV?"
     first = await answers.answer(

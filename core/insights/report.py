@@ -6,7 +6,8 @@ grouped by meaning (agglomerative clustering over the embedder's vectors, cosine
 average linkage), so a team sees "12 people asked about SSO with Okta" rather than 12 rows.
 Each gap is named by its most distinctive terms and shown with the passages closest to it: what
 the docs say nearby, and so where the missing page belongs. With questions not stored (privacy
-mode) gaps are grouped by identical question only.
+mode) gaps are grouped by a sketch of each question's embedding, kept in its place
+(`question_sketch`), and shown without examples.
 """
 
 from __future__ import annotations
@@ -166,11 +167,14 @@ async def knowledge_gaps(
     missed = [e for e in entries if e.status in GAP_STATUSES or e.down > 0]
     if not missed:
         return []
-    groups = (
-        await cluster_questions([e.question for e in missed], embedder, settings.gap_distance)
-        if all(e.question for e in missed)
-        else _same_question(missed)
-    )
+    if all(e.question for e in missed):
+        groups = await cluster_questions(
+            [e.question for e in missed], embedder, settings.gap_distance
+        )
+    elif all(e.sketch for e in missed):  # privacy mode: their meaning, not their words
+        groups = cluster_vectors([e.sketch for e in missed], settings.gap_distance)
+    else:
+        groups = _same_question(missed)
     gaps = []
     labels = _labels([[missed[i].question for i in group] for group in groups])
     for group, label in zip(groups, labels, strict=True):
@@ -201,24 +205,35 @@ async def cluster_questions(
 ) -> list[list[int]]:
     """Indices of `questions` grouped by meaning, each group in input order. A question asked
     again is embedded and clustered once: a month's log repeats itself a lot."""
-    import numpy as np
-    from sklearn.cluster import AgglomerativeClustering
-
     distinct = list(dict.fromkeys(questions))
     if len(distinct) < MIN_CLUSTERED:
         return [list(range(len(questions)))] if questions else []
-    vectors = np.asarray(await embedder.embed_documents(distinct))
+    vectors = await embedder.embed_documents(distinct)
+    of_distinct = cluster_vectors([v.tolist() for v in vectors], distance)
+    label_of = {distinct[i]: label for label, group in enumerate(of_distinct) for i in group}
+    groups: dict[int, list[int]] = {}
+    for position, question in enumerate(questions):
+        groups.setdefault(label_of[question], []).append(position)
+    return list(groups.values())
+
+
+def cluster_vectors(vectors: Sequence[Sequence[float]], distance: float) -> list[list[int]]:
+    """Indices grouped by cosine distance (agglomerative, average linkage), in input order."""
+    import numpy as np
+    from sklearn.cluster import AgglomerativeClustering
+
+    if len(vectors) < MIN_CLUSTERED:
+        return [list(range(len(vectors)))] if vectors else []
     labels = (
         AgglomerativeClustering(
             n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
         )
-        .fit(vectors)
+        .fit(np.asarray(vectors, dtype=np.float32))
         .labels_
     )
-    label_of = {question: int(label) for question, label in zip(distinct, labels, strict=True)}
     groups: dict[int, list[int]] = {}
-    for position, question in enumerate(questions):
-        groups.setdefault(label_of[question], []).append(position)
+    for position, label in enumerate(labels):
+        groups.setdefault(int(label), []).append(position)
     return list(groups.values())
 
 

@@ -24,7 +24,7 @@ from core.domain.conversation import (
     Turn,
     Usage,
 )
-from core.domain.insights import question_hash
+from core.domain.insights import SKETCH_DIMENSIONS, question_hash
 from core.ports import Backend
 
 DAY_S = 86_400
@@ -110,6 +110,7 @@ async def test_privacy_mode_keeps_no_question_text(
     [entry] = [e for e in await state.answer_log(0) if e.answer_id == answer_id]
     assert entry.question == ""
     assert entry.question_hash == question_hash(secret)
+    assert len(entry.sketch) == SKETCH_DIMENSIONS  # its meaning, for the report's gaps
     recorded = await state.recorded_answer(answer_id)
     assert recorded is not None
     assert recorded.question == ""

@@ -20,10 +20,18 @@ from typer.testing import CliRunner
 from bot.cli import app
 from core.backends.sqlite import SqliteBackend
 from core.config import Settings
+from core.domain.insights import question_sketch
 from core.insights.html import render_html
-from core.insights.report import Gap, Passage, Report, build_report, cluster_questions
+from core.insights.report import (
+    Gap,
+    Passage,
+    Report,
+    build_report,
+    cluster_questions,
+    cluster_vectors,
+)
 from core.search.embedder import MiniLMEmbedder
-from tests.fakes.answer_log import gap_questions, over_kb, seed_log
+from tests.fakes.answer_log import gap_questions, over_kb, record, seed_log, seeded
 from tests.integration.answers.helpers import cached
 
 SEEDED = 600
@@ -59,6 +67,55 @@ async def test_paraphrases_of_one_need_fall_in_one_gap(minilm: MiniLMEmbedder) -
     agreement = adjusted_rand_score([topic for _, topic in rows], found)
     print(f"adjusted Rand index {agreement:.3f} over {len(rows)} questions, {len(groups)} gaps")
     assert agreement >= 0.85  # 0.884 with the default gap_distance
+
+
+async def test_sketches_of_the_questions_group_them_nearly_as_well(minilm: MiniLMEmbedder) -> None:
+    """Privacy mode keeps no question text, only a sketch of its embedding: the gaps it groups
+    agree with the topics almost as well as the full vectors' (0.884)."""
+    rows = gap_questions()
+    vectors = minilm.embed_sync([q for q, _ in rows])
+    groups = cluster_vectors([question_sketch(v.tolist()) for v in vectors], distance=0.8)
+    found = [0] * len(rows)
+    for label, members in enumerate(groups):
+        for member in members:
+            found[member] = label
+    agreement = adjusted_rand_score([topic for _, topic in rows], found)
+    print(f"sketches: adjusted Rand index {agreement:.3f}, {len(groups)} gaps")
+    assert agreement >= 0.8  # 0.85
+
+
+def test_without_question_texts_gaps_are_grouped_by_their_sketches(
+    kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path
+) -> None:
+    settings = over_kb(kb, tmp_path)
+
+    async def build() -> Report:
+        backend = SqliteBackend(settings, cached(settings, minilm), kb.index_path)
+        try:
+            now = time.time()
+            log = backend.platform_state(60, store_questions=False)
+            documents = list((await backend.index.documents()).values())
+            await record(log, seeded(SEEDED, documents), now)
+            return await build_report(
+                await log.answer_log(now - 30 * DAY_S),
+                since=now - 30 * DAY_S,
+                until=now,
+                channel=None,
+                settings=settings.insights,
+                embedder=backend.embedder,
+                index=backend.index,
+                learned=[],
+            )
+        finally:
+            await backend.close()
+
+    report = asyncio.run(build())
+    assert not report.questions_stored
+    missed = sum(g.size for g in report.gaps)
+    assert missed > 150
+    assert len(report.gaps) < 40  # grouped by meaning (the 168 distinct questions: 12 topics)
+    assert max(g.size for g in report.gaps) >= 10
+    assert all(g.examples == [] for g in report.gaps)
 
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,7 @@ class ElasticsearchBackend:
     def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         return self._stores.new(
             lambda: ElasticsearchPlatformState(
-                self.index.client, self._settings, dedup_ttl_s, store_questions
+                self.index.client, self._settings, dedup_ttl_s, store_questions, self.embedder
             )
         )
 

@@ -95,6 +95,7 @@ class IndexNames:
                 "total_s": {"type": "float"},
                 "model_s": {"type": "float"},
                 "consulted": _KEPT_OBJECT,
+                "question_sketch": _KEPT_OBJECT,
             },
             self.feedback: {
                 "answer_id": _KEYWORD,

@@ -44,6 +44,8 @@ from core.domain.feedback import (
 )
 from core.domain.insights import LoggedAnswer, log_row, logged_answer
 from core.errors import SearchIndexError
+from core.ports import Embedder
+from core.search.sketch import sketch_of
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
 # random, growing moment and retry, so writers racing on one thread spread out and all land.
@@ -58,7 +60,7 @@ class Conflict(Exception):
 # Counted on the server, so concurrent uses never overwrite each other.
 COUNT_USE = "ctx._source.uses += 1; ctx._source.last_used_at = params.now"
 # An answer's lists, kept as objects ({"items": [...]}): an unindexed field must be an object.
-_LISTS = ("citations", "consulted")
+_LISTS = ("citations", "consulted", "question_sketch")
 # What an answer recorded before the answer log existed lacks, and reads as.
 _LOG_DEFAULTS: dict[str, Any] = {
     "platform": "",
@@ -212,11 +214,14 @@ class ElasticsearchPlatformState(Store):
         settings: ElasticsearchSettings,
         dedup_ttl_s: float,
         store_questions: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
-        """`store_questions`: false keeps only a hash of each question in the answer log."""
+        """`store_questions`: false keeps only a hash of each question in the answer log, and
+        a sketch of its embedding by `embedder` (`question_sketch`)."""
         super().__init__(client, settings)
         self._ttl_ms = int(dedup_ttl_s * 1000)
         self._store_questions = store_questions
+        self._embedder = embedder
         self._next_purge = 0.0
 
     async def first_delivery(self, *keys: str) -> bool:
@@ -272,7 +277,12 @@ class ElasticsearchPlatformState(Store):
     ) -> str:
         answer_id = uuid.uuid4().hex
         row = log_row(
-            conversation_key, question, answer, posted=posted, store_questions=self._store_questions
+            conversation_key,
+            question,
+            answer,
+            posted=posted,
+            store_questions=self._store_questions,
+            sketch=await sketch_of(question, self._store_questions, self._embedder),
         )
         document = {
             **row,

@@ -60,7 +60,7 @@ class SqliteBackend:
     def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         return self._stores.new(
             lambda: SqlitePlatformState(
-                self._state_path, self._busy_ms, dedup_ttl_s, store_questions
+                self._state_path, self._busy_ms, dedup_ttl_s, store_questions, self.embedder
             )
         )
 

@@ -25,6 +25,8 @@ from core.domain.feedback import (
     votes_by_learned_document,
 )
 from core.domain.insights import LoggedAnswer, log_row, logged_answer
+from core.ports import Embedder
+from core.search.sketch import sketch_of
 from core.sqlite import connect_store, transaction
 
 _SCHEMA = (
@@ -53,17 +55,25 @@ _LOG_COLUMNS = {
     "total_s": "REAL NOT NULL DEFAULT 0",
     "model_s": "REAL NOT NULL DEFAULT 0",
     "consulted": "TEXT NOT NULL DEFAULT '[]'",
+    "question_sketch": "TEXT NOT NULL DEFAULT '[]'",
 }
-_JSON_COLUMNS = ("citations", "consulted")
+_JSON_COLUMNS = ("citations", "consulted", "question_sketch")
 
 
 class SqlitePlatformState:
     def __init__(
-        self, path: Path, busy_timeout_ms: int, dedup_ttl_s: float, store_questions: bool = True
+        self,
+        path: Path,
+        busy_timeout_ms: int,
+        dedup_ttl_s: float,
+        store_questions: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
-        """`store_questions`: false keeps only a hash of each question in the answer log."""
+        """`store_questions`: false keeps only a hash of each question in the answer log, and
+        a sketch of its embedding by `embedder` (`question_sketch`)."""
         self._ttl = dedup_ttl_s
         self._store_questions = store_questions
+        self._embedder = embedder
         self._lock = threading.Lock()
         self._db = connect_store(path, busy_timeout_ms)
         with transaction(self._db):
@@ -116,7 +126,12 @@ class SqlitePlatformState:
     ) -> str:
         answer_id = uuid.uuid4().hex
         row = log_row(
-            conversation_key, question, answer, posted=posted, store_questions=self._store_questions
+            conversation_key,
+            question,
+            answer,
+            posted=posted,
+            store_questions=self._store_questions,
+            sketch=await sketch_of(question, self._store_questions, self._embedder),
         )
         for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column])

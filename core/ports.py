@@ -137,10 +137,22 @@ class AnswerRecords(LearnedVotes, Protocol):
     """What was answered and what users thought of it."""
 
     async def record_answer(
-        self, conversation_key: str, question: str, answer: Answer, *, posted: bool = True
+        self,
+        conversation_key: str,
+        question: str,
+        answer: Answer,
+        *,
+        posted: bool = True,
+        channel: str | None = None,
     ) -> str:
         """Keep what was answered (`posted=False`: held back, in an `auto` channel), so a
-        feedback click can be stored with its context and `bot report` can read it."""
+        feedback click can be stored with its context and `bot report` can read it.
+        `channel`: the channel's key when the conversation key does not start with it (a
+        Discord thread's names only the thread)."""
+
+    async def move_answer(self, answer_id: str, conversation_key: str) -> None:
+        """The answer's conversation is now this one (a Discord `/ask` answered before its
+        thread was opened): where an update to it is posted."""
 
     async def answer_log(self, since: float) -> list[LoggedAnswer]:
         """Every answer recorded at or after `since` (epoch seconds), oldest first, with the

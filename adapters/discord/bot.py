@@ -362,7 +362,7 @@ class DocsBot(discord.Client):
                 allowed_mentions=NO_MENTIONS,
                 **({"view": first_view} if first_view else {}),
             )
-            thread, reason = await self._open_thread(interaction, question, answer)
+            thread, reason = await self._open_thread(interaction, question, answer, answer_id)
             rest = embeds[1:]
             target: discord.abc.Messageable = thread or interaction.followup  # type: ignore[assignment]
             for n, embed in enumerate(rest, start=1):
@@ -424,7 +424,11 @@ class DocsBot(discord.Client):
             await interaction.followup.send(APOLOGY, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     async def _open_thread(
-        self, interaction: discord.Interaction[Any], question: str, answer: Answer
+        self,
+        interaction: discord.Interaction[Any],
+        question: str,
+        answer: Answer,
+        answer_id: str | None,
     ) -> tuple[discord.Thread | None, str]:
         channel = interaction.channel
         if not isinstance(channel, discord.TextChannel):
@@ -443,6 +447,8 @@ class DocsBot(discord.Client):
             await self.state.remember_thread(thread_key)
             if answer.status is not AnswerStatus.ERROR:
                 await self.store.append(thread_key, Turn(question, answer.text))
+            if answer_id:  # an update to the answer (its sources changed) goes in the thread
+                await self.state.move_answer(answer_id, thread_key)
         except Exception:
             # The answer and its thread are out; only follow-ups there will need /ask.
             log.exception("thread_not_recorded", platform="discord")
@@ -525,10 +531,10 @@ class DocsBot(discord.Client):
         if policy.answer_only_when_grounded and not answer.grounded:
             log.info("abstained", platform="discord", status=answer.status.value)
             metrics.HELD_BACK.labels("discord").inc()
-            await self._record(key, text, answer, posted=False)
+            await self._record(key, text, answer, posted=False, channel=channel_key)
             return
         await self.state.remember_thread(key)
-        answer_id = await self._record(key, text, answer)
+        answer_id = await self._record(key, text, answer, channel=channel_key)
         await self._send_answer(
             message.channel,
             answer_id,
@@ -569,7 +575,8 @@ class DocsBot(discord.Client):
         thread_key = _thread_key(thread.id)
         await self.state.remember_thread(thread_key)
         await self.store.append(thread_key, Turn(message.content, answer.text))
-        answer_id = await self._record(thread_key, message.content, answer)
+        channel = f"discord/{guild}/{message.channel.id}"
+        answer_id = await self._record(thread_key, message.content, answer, channel=channel)
         await self._send_answer(thread, answer_id, answer, escalate=bool(policy.escalate_to))
         if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not grounded_only:
             await self._escalate(thread, policy.escalate_to, answer_id or key)
@@ -652,7 +659,7 @@ class DocsBot(discord.Client):
             escalate = bool(channel_key and self.policies(channel_key).escalate_to)
             await self._send_answer(
                 message.channel,
-                await self._record(key, message.content, answer),
+                await self._record(key, message.content, answer, channel=channel_key),
                 answer,
                 escalate=escalate,
             )
@@ -726,12 +733,21 @@ class DocsBot(discord.Client):
             await self.store.append(key, Turn(question, "\n\n".join(answer_parts)))
 
     async def _record(
-        self, key: str, question: str, answer: Answer, *, posted: bool = True
+        self,
+        key: str,
+        question: str,
+        answer: Answer,
+        *,
+        posted: bool = True,
+        channel: str | None = None,
     ) -> str | None:
-        """Every answer goes in the answer log; the id comes back only for one that gets
-        feedback buttons (not an error)."""
+        """Every answer goes in the answer log (with its channel: a thread's key names only
+        the thread); the id comes back only for one that gets feedback buttons (not an
+        error)."""
         try:
-            answer_id = await self.state.record_answer(key, question, answer, posted=posted)
+            answer_id = await self.state.record_answer(
+                key, question, answer, posted=posted, channel=channel or None
+            )
         except Exception:
             log.warning("answer_not_recorded", platform="discord", exc_info=True)
             return None

@@ -131,10 +131,12 @@ def log_row(
     posted: bool,
     store_questions: bool,
     sketch: Sequence[float] = (),
+    channel: str | None = None,
 ) -> dict[str, object]:
     """What both backends keep of one answer: the fields of a `LoggedAnswer`, and what it
     takes to show the answer again (its text, citations and the sources it consulted)."""
-    platform, channel = channel_of(conversation_key)
+    platform, from_key = channel_of(conversation_key)
+    channel = channel or from_key
     return {
         "conversation_key": conversation_key,
         "platform": platform,

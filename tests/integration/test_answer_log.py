@@ -74,6 +74,14 @@ async def test_every_answer_is_logged_with_what_the_report_needs(backend: Backen
     assert await state.answer_log(time.time() + 1) == []
 
 
+async def test_an_answer_keeps_its_channel_and_moves_to_its_thread(backend: Backend) -> None:
+    state = backend.platform_state(60)
+    answer_id = await state.record_answer("discord/9/8/111", "q", _answer(), channel="discord/9/8")
+    await state.move_answer(answer_id, "discord/thread/222")
+    [entry] = await state.answer_log(0)
+    assert (entry.conversation_key, entry.channel) == ("discord/thread/222", "discord/9/8")
+
+
 async def test_a_shared_answer_comes_back_with_its_mode_and_consulted_sources(
     backend: Backend,
 ) -> None:

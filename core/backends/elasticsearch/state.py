@@ -273,7 +273,13 @@ class ElasticsearchPlatformState(Store):
             return bool(await self._client.exists(index=self._names.threads, id=hashed_id(key)))
 
     async def record_answer(
-        self, conversation_key: str, question: str, answer: Answer, *, posted: bool = True
+        self,
+        conversation_key: str,
+        question: str,
+        answer: Answer,
+        *,
+        posted: bool = True,
+        channel: str | None = None,
     ) -> str:
         answer_id = uuid.uuid4().hex
         row = log_row(
@@ -283,6 +289,7 @@ class ElasticsearchPlatformState(Store):
             posted=posted,
             store_questions=self._store_questions,
             sketch=await sketch_of(question, self._store_questions, self._embedder),
+            channel=channel,
         )
         document = {
             **row,
@@ -292,6 +299,14 @@ class ElasticsearchPlatformState(Store):
         with explained(self._settings):
             await self._client.index(index=self._names.answers, id=answer_id, document=document)
         return answer_id
+
+    async def move_answer(self, answer_id: str, conversation_key: str) -> None:
+        with explained(self._settings):
+            await self._client.update(
+                index=self._names.answers,
+                id=answer_id,
+                doc={"conversation_key": conversation_key},
+            )
 
     async def answer_log(self, since: float) -> list[LoggedAnswer]:
         recent = {"range": {"created_at": {"gte": int(since * _MS_PER_S)}}}

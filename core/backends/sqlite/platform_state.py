@@ -122,7 +122,13 @@ class SqlitePlatformState:
         return bool(rows)
 
     async def record_answer(
-        self, conversation_key: str, question: str, answer: Answer, *, posted: bool = True
+        self,
+        conversation_key: str,
+        question: str,
+        answer: Answer,
+        *,
+        posted: bool = True,
+        channel: str | None = None,
     ) -> str:
         answer_id = uuid.uuid4().hex
         row = log_row(
@@ -132,6 +138,7 @@ class SqlitePlatformState:
             posted=posted,
             store_questions=self._store_questions,
             sketch=await sketch_of(question, self._store_questions, self._embedder),
+            channel=channel,
         )
         for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column])
@@ -143,6 +150,13 @@ class SqlitePlatformState:
             (answer_id, time.time(), *row.values()),
         )
         return answer_id
+
+    async def move_answer(self, answer_id: str, conversation_key: str) -> None:
+        await asyncio.to_thread(
+            self._execute,
+            "UPDATE answers SET conversation_key = ? WHERE id = ?",
+            (conversation_key, answer_id),
+        )
 
     async def answer_log(self, since: float) -> list[LoggedAnswer]:
         return await asyncio.to_thread(self._answer_log, since)

@@ -53,6 +53,11 @@ async def test_follow_ups_in_the_thread_need_no_mention(discord_bot: DiscordHarn
     assert reply["allowed_mentions"] == {"parse": []}
     turns = await discord_bot.store.recent(f"discord/thread/{thread_id}", 10)
     assert [t.question for t in turns] == [QUESTION, "and what does --prune delete?"]
+    # The answer log: both in the thread (where an update would go), both of the channel.
+    logged = await discord_bot.state.answer_log(0)
+    assert [e.question for e in logged] == [QUESTION, "and what does --prune delete?"]
+    assert {e.conversation_key for e in logged} == {f"discord/thread/{thread_id}"}
+    assert {e.channel for e in logged} == {f"discord/{GUILD_ID}/{CHANNEL_ID}"}
 
 
 async def test_bots_and_other_channels_are_ignored(discord_bot: DiscordHarness) -> None:

@@ -119,9 +119,11 @@ def over_kb(kb: Settings, data_dir: Path) -> Settings:
     )
 
 
-async def seed_log(backend: Backend, total: int, now: float) -> PlatformState:
+async def seed_log(
+    backend: Backend, total: int, now: float, *, store_questions: bool = True
+) -> PlatformState:
     """`total` seeded answers recorded in the backend's state, citing its documents."""
     documents = list((await backend.index.documents()).values())
-    log = backend.platform_state(60)
+    log = backend.platform_state(60, store_questions)
     await record(log, seeded(total, documents), now)
     return log

@@ -31,7 +31,7 @@ from core.insights.report import (
     cluster_vectors,
 )
 from core.search.embedder import MiniLMEmbedder
-from tests.fakes.answer_log import gap_questions, over_kb, record, seed_log, seeded
+from tests.fakes.answer_log import gap_questions, over_kb, seed_log
 from tests.integration.answers.helpers import cached
 
 SEEDED = 600
@@ -84,53 +84,18 @@ async def test_sketches_of_the_questions_group_them_nearly_as_well(minilm: MiniL
     assert agreement >= 0.8  # 0.85
 
 
-def test_without_question_texts_gaps_are_grouped_by_their_sketches(
-    kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path
-) -> None:
-    settings = over_kb(kb, tmp_path)
-
-    async def build() -> Report:
-        backend = SqliteBackend(settings, cached(settings, minilm), kb.index_path)
-        try:
-            now = time.time()
-            log = backend.platform_state(60, store_questions=False)
-            documents = list((await backend.index.documents()).values())
-            await record(log, seeded(SEEDED, documents), now)
-            return await build_report(
-                await log.answer_log(now - 30 * DAY_S),
-                since=now - 30 * DAY_S,
-                until=now,
-                channel=None,
-                settings=settings.insights,
-                embedder=backend.embedder,
-                index=backend.index,
-                learned=[],
-            )
-        finally:
-            await backend.close()
-
-    report = asyncio.run(build())
-    assert not report.questions_stored
-    missed = sum(g.size for g in report.gaps)
-    assert missed > 150
-    assert len(report.gaps) < 40  # grouped by meaning (the 168 distinct questions: 12 topics)
-    assert max(g.size for g in report.gaps) >= 10
-    assert all(g.examples == [] for g in report.gaps)
-
-
-@pytest.fixture(scope="module")
-def seeded_report(
-    kb: Settings, minilm: MiniLMEmbedder, tmp_path_factory: pytest.TempPathFactory
+def month_report(
+    kb: Settings, minilm: MiniLMEmbedder, data_dir: Path, store_questions: bool = True
 ) -> Report:
-    """The report of a month of seeded answers; built once (synchronously: it is data)."""
-    data = tmp_path_factory.mktemp("report")
-    settings = over_kb(kb, data)
+    """The report of a month of seeded answers over the bundled docs (synchronous: it is data,
+    built on a loop of its own)."""
+    settings = over_kb(kb, data_dir)
 
     async def build() -> Report:
         backend = SqliteBackend(settings, cached(settings, minilm), kb.index_path)
         try:
             now = time.time()
-            log = await seed_log(backend, SEEDED, now)
+            log = await seed_log(backend, SEEDED, now, store_questions=store_questions)
             return await build_report(
                 await log.answer_log(now - 30 * DAY_S),
                 since=now - 30 * DAY_S,
@@ -145,6 +110,26 @@ def seeded_report(
             await backend.close()
 
     return asyncio.run(build())
+
+
+def test_without_question_texts_gaps_are_grouped_by_their_sketches(
+    kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path
+) -> None:
+    report = month_report(kb, minilm, tmp_path, store_questions=False)
+    assert not report.questions_stored
+    missed = sum(g.size for g in report.gaps)
+    assert missed > 150
+    assert len(report.gaps) < 40  # grouped by meaning (the 168 distinct questions: 12 topics)
+    assert max(g.size for g in report.gaps) >= 10
+    assert all(g.examples == [] for g in report.gaps)
+
+
+@pytest.fixture(scope="module")
+def seeded_report(
+    kb: Settings, minilm: MiniLMEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> Report:
+    """Built once for the tests below."""
+    return month_report(kb, minilm, tmp_path_factory.mktemp("report"))
 
 
 async def test_the_figures_add_up(seeded_report: Report) -> None:

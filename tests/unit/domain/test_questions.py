@@ -33,6 +33,7 @@ def test_the_labelled_set_is_big_and_balanced() -> None:
         "held-out-3",
         "held-out-4",
         "held-out-5",
+        "held-out-6",
     }
     assert 0.4 < sum(r["answer"] for r in ROWS) / len(ROWS) < 0.6
 

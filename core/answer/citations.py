@@ -272,13 +272,15 @@ def check_links(text: str, allowed: set[str]) -> str:
 
 
 def check_answer(
-    answer: str, cited: Sequence[CitedSource], registry: SourceRegistry
+    answer: str, cited: Sequence[CitedSource], registry: SourceRegistry, *, decoded: bool = False
 ) -> tuple[str, list[Citation]]:
     """The answer text with markers renumbered 1..n in reading order, and its checked citations.
 
     Entities are decoded first: a model copying escaped text writes `&lt;!channel&gt;`, which
-    must reach the ping and link checks as the `<!channel>` a reader would see."""
-    answer = html.unescape(answer)
+    must reach the ping and link checks as the `<!channel>` a reader would see. Once only: a
+    text already `decoded` (search-then-answer's, by the grounding) keeps the `&amp;` it means."""
+    if not decoded:
+        answer = html.unescape(answer)
     quotes: dict[int, str] = {}
     for item in cited:
         quotes.setdefault(item.source, item.quote)
@@ -327,10 +329,12 @@ def check_answer(
     return text.strip(), citations
 
 
-def checked_answer(respond: RespondInput, registry: SourceRegistry, mode: AnswerMode) -> Answer:
+def checked_answer(
+    respond: RespondInput, registry: SourceRegistry, mode: AnswerMode, *, decoded: bool = False
+) -> Answer:
     """A model's answer as the user gets it: checked (`check_answer`), and never claiming to
     answer with nothing verifiable behind it."""
-    text, citations = check_answer(respond.answer, respond.citations, registry)
+    text, citations = check_answer(respond.answer, respond.citations, registry, decoded=decoded)
     status = AnswerStatus(respond.status)
     if status is not AnswerStatus.NOT_FOUND and not citations:
         status = AnswerStatus.PARTIAL

@@ -87,7 +87,8 @@ class SearchThenAnswer:
                 citations=grounded.citations,
                 status=status,
             )
-            answer = checked_answer(respond, registry, AnswerMode.SEARCH_THEN_ANSWER)
+            # The grounding decoded the model's entities already (`ground`): not twice.
+            answer = checked_answer(respond, registry, AnswerMode.SEARCH_THEN_ANSWER, decoded=True)
             return self._completed(answer, numbered, ALSO_QUOTED)
         if grounded.says_not_found:
             answer = Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, AnswerMode.SEARCH_THEN_ANSWER)

@@ -227,3 +227,21 @@ async def test_a_very_long_supported_answer_is_cut_at_a_line_not_refused(setting
     assert "the answer was cut to 12,000 characters" in answer.trace.notes
     assert len(answer.text) <= 12_000
     assert answer.text.endswith("[1].")
+
+
+async def test_search_then_answer_decodes_the_models_entities_once(settings) -> None:
+    """A model writing about HTML entities: `&amp;amp;` in its reply is the text `&amp;` (one
+    decoding, as the prompt escaped it once), never a bare `&`."""
+    entity = "Write &amp; in HTML for a literal ampersand in attribute values."
+    model = ScriptedChatModel(
+        [text_turn("no tools here")],
+        forced_calls_guaranteed=False,
+        written="Write &amp;amp; in HTML for a literal ampersand in attribute values [1].",
+    )
+    answer = await ask(
+        engine(settings, InMemoryIndex([passage("entities", entity)]), model),
+        "How do I write an ampersand in HTML?",
+    )
+    assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
+    assert answer.citations
+    assert "Write &amp; in HTML" in answer.text

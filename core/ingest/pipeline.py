@@ -35,9 +35,10 @@ from core.domain.documents import (
 from core.domain.urls import redact_url
 from core.errors import IndexUnavailable, UnreadableDocument
 from core.ingest.chunker import split_text
+from core.ingest.connectors import Connector, PathsConnector
 from core.ingest.formats import parse_document
 from core.ingest.sections import ParsedDocument, ParseLimits
-from core.ingest.sources import Skipped, SourceItem, discover, is_url, read_item
+from core.ingest.sources import Skipped, SourceItem, is_url
 from core.ports import Embedder, IngestProgress, SearchIndex
 
 # Bump when parsing or chunking changes in a way that must re-chunk every document.
@@ -132,16 +133,31 @@ class Ingestor:
         prune: bool = False,
         progress: IngestProgress | None = None,
     ) -> IngestReport:
+        connector = PathsConnector(targets, self._settings, self._http, base_url)
+        return await self.ingest_from(
+            connector, source=source, prune=prune, progress=progress, targets=targets
+        )
+
+    async def ingest_from(
+        self,
+        connector: Connector,
+        *,
+        source: str,
+        prune: bool = False,
+        progress: IngestProgress | None = None,
+        targets: list[str] | None = None,
+    ) -> IngestReport:
+        """Whatever the source: discover, fetch and index what changed, prune what went."""
         started = time.perf_counter()
-        report = IngestReport(targets=list(targets))
-        found = discover(targets, base_url or self._settings.base_url)
+        report = IngestReport(targets=list(targets or ()))
+        found = await connector.discover()
         report.skipped.extend(found.skipped)
         report.counts[Outcome.SKIPPED] += len(found.skipped)
         report.missing.extend(found.missing)
         existing = await self._index.documents()
         if progress is not None:
             progress.start(len(found.items))
-        prepared = self._prepare(found.items, existing, source, report, progress)
+        prepared = self._prepare(connector, found.items, existing, source, report, progress)
         await self.write(prepared, existing, report, progress)
         if prune:
             seen = {item.doc_id for item in found.items}
@@ -158,6 +174,7 @@ class Ingestor:
 
     async def _prepare(
         self,
+        connector: Connector,
         items: list[SourceItem],
         existing: dict[str, DocumentRecord],
         source: str,
@@ -166,12 +183,7 @@ class Ingestor:
     ) -> AsyncIterator[PreparedDocument]:
         for item in items:
             try:
-                data, fmt = await read_item(
-                    item,
-                    max_bytes=self._settings.max_file_bytes,
-                    client=self._http,
-                    deadline_s=self._settings.url_deadline_s,
-                )
+                data, fmt = await connector.fetch(item)
                 checksum = document_checksum(
                     data, url=item.url, source=source, settings=self._settings
                 )

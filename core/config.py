@@ -96,6 +96,21 @@ class EmbeddingSettings(_Section):
     query_cache_size: int = Field(1_024, ge=0)
 
 
+class CrawlSettings(_Section):
+    """`bot ingest URL --crawl`: following a docs site's links and sitemaps."""
+
+    max_pages: int = Field(500, ge=1, le=1_000_000)  # pages kept per crawl
+    max_depth: int = Field(5, ge=0, le=100)  # links followed from a start URL
+    delay_s: float = Field(0.2, ge=0, le=60)  # politeness: between two requests to one host
+    concurrency: int = Field(4, ge=1, le=64)  # requests in flight at once
+    max_links_per_page: int = Field(2_000, ge=1, le=100_000)
+    max_sitemap_urls: int = Field(
+        50_000, ge=1, le=1_000_000
+    )  # per sitemap file (the protocol's limit)
+    max_sitemaps: int = Field(100, ge=1, le=10_000)  # sitemap files read, index files included
+    robots: bool = True  # honour robots.txt
+
+
 class IngestSettings(_Section):
     base_url: str | None = None
     chunk_chars: int = Field(1_000, ge=100, le=100_000)
@@ -111,6 +126,7 @@ class IngestSettings(_Section):
     max_nesting_depth: int = Field(256, ge=8, le=10_000)
     max_html_attributes: int = Field(1_000, ge=10, le=1_000_000)
     lock_ttl_s: float = Field(6 * 3_600, gt=0)
+    crawl: CrawlSettings = CrawlSettings()
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:

@@ -32,12 +32,33 @@ def ingest(
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every skip.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable report.")] = False,
+    crawl: Annotated[
+        bool,
+        typer.Option(
+            "--crawl",
+            help="TARGETS are a docs site's start URLs: follow its links and sitemaps "
+            "(ingest.crawl sets the bounds).",
+        ),
+    ] = False,
+    sitemap: Annotated[
+        list[str] | None,
+        typer.Option(help="--crawl: read this sitemap (default: those robots.txt names)."),
+    ] = None,
+    prefix: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="--crawl: follow links under this URL prefix (default: each start URL's folder)."
+        ),
+    ] = None,
 ) -> None:
     """Index documents: unchanged ones are skipped, changed ones replaced.
 
     Exits 1 when a target does not exist, when nothing it names could be indexed, or when
     another ingest holds the run lock (two at once would both do the whole work)."""
-    report = _under_run_lock(_ingest(targets, base_url, source, prune))
+    if (sitemap or prefix) and not crawl:
+        refuse("--sitemap and --prefix go with --crawl")
+    site = (sitemap or [], prefix or []) if crawl else None
+    report = _under_run_lock(_ingest(targets, base_url, source, prune, site))
     _print_report(report, verbose, as_json)
     problem = _ingest_problem(report)
     if problem is not None:
@@ -56,7 +77,11 @@ def _under_run_lock(work: Coroutine[object, object, T]) -> T:
 
 
 async def _ingest(
-    targets: list[str], base_url: str | None, source: str | None, prune: bool
+    targets: list[str],
+    base_url: str | None,
+    source: str | None,
+    prune: bool,
+    site: tuple[list[str], list[str]] | None = None,
 ) -> IngestReport:
     import httpx
 
@@ -74,13 +99,20 @@ async def _ingest(
         httpx.AsyncClient(headers=headers, timeout=timeout) as http,
     ):
         ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
+        label = source or s.ingest.default_source
         with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+            if site is not None:
+                from core.ingest.site import SiteConnector
+
+                sitemaps, prefixes = site
+                crawler = SiteConnector(
+                    targets, s.ingest, http, sitemaps=sitemaps, prefixes=prefixes
+                )
+                return await ingestor.ingest_from(
+                    crawler, source=label, prune=prune, progress=progress, targets=targets
+                )
             return await ingestor.ingest(
-                targets,
-                source=source or s.ingest.default_source,
-                base_url=base_url,
-                prune=prune,
-                progress=progress,
+                targets, source=label, base_url=base_url, prune=prune, progress=progress
             )
 
 

@@ -12,6 +12,7 @@ import errno
 import ipaddress
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urldefrag, urlparse, urlsplit
@@ -279,6 +280,27 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 async def _fetch(
     item: SourceItem, max_bytes: int, client: httpx.AsyncClient
 ) -> tuple[bytes, DocumentFormat]:
+    data, fmt, _ = await fetch_url(item, max_bytes, client)
+    assert fmt is not None  # without any_type, a body of no known format was refused
+    return data, fmt
+
+
+class AlreadySeen(Exception):
+    """A redirect led to a URL the caller has (a crawl's page under another URL)."""
+
+
+async def fetch_url(
+    item: SourceItem,
+    max_bytes: int,
+    client: httpx.AsyncClient,
+    *,
+    any_type: bool = False,
+    seen: Callable[[str], bool] | None = None,
+) -> tuple[bytes, DocumentFormat | None, str]:
+    """The body, its format and the URL it came from after redirects (each checked by
+    `_redirect_refused`). `any_type`: a body of an unsupported type (a sitemap's XML) comes back
+    with no format instead of being refused. `seen`: a redirect to a URL it says yes to raises
+    `AlreadySeen` instead of being followed (nothing fetched twice)."""
     url = httpx.URL(item.url)
     try:
         for _ in range(MAX_REDIRECTS + 1):
@@ -288,10 +310,13 @@ async def _fetch(
                     target = url.join(response.headers["location"])
                     if (refused := _redirect_refused(httpx.URL(item.url), target)) is not None:
                         raise UnreadableDocument(refused)
+                    if seen is not None and seen(str(target)):
+                        raise AlreadySeen(str(target))
                     url = target
                     continue
-                return await _body(response, max_bytes, url)
-    except UnreadableDocument:
+                data, fmt = await _body(response, max_bytes, url, any_type)
+                return data, fmt, str(url)
+    except (UnreadableDocument, AlreadySeen):
         raise
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # ValueError: a bad Location
         reason = f"{exc.__class__.__name__}: {exc}"
@@ -300,8 +325,8 @@ async def _fetch(
 
 
 async def _body(
-    response: httpx.Response, max_bytes: int, url: httpx.URL
-) -> tuple[bytes, DocumentFormat]:
+    response: httpx.Response, max_bytes: int, url: httpx.URL, any_type: bool = False
+) -> tuple[bytes, DocumentFormat | None]:
     """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb is stopped after
     at most one network read's worth of inflation."""
     if response.status_code >= 400:
@@ -316,6 +341,6 @@ async def _body(
             raise _too_big(max_bytes)
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     fmt = CONTENT_TYPES.get(content_type) or EXTENSIONS.get(Path(url.path).suffix.lower())
-    if fmt is None:
+    if fmt is None and not any_type:
         raise UnreadableDocument(f"unsupported content type '{content_type or 'none'}'")
     return bytes(body), fmt

@@ -1,0 +1,310 @@
+"""A docs website as a source: its sitemaps and its links, within the prefixes it was given.
+
+What a mature crawler does, bounded for a bot that runs beside other work:
+- it starts from the given URLs and from sitemaps (given, or named by robots.txt; index files
+  and gzip too), reads every page at most once, and follows links only under the allowed URL
+  prefixes (by default each start URL's folder), up to `max_depth` links away and `max_pages`
+  pages in all;
+- it honours robots.txt (Protego, the parser Scrapy uses) and waits `delay_s` between two
+  requests to one host, with at most `concurrency` requests in flight;
+- a page names itself: its `<link rel="canonical">` (when under the prefixes) or the URL it was
+  served from after redirects, so duplicates (`/a`, `/a/index.html`, `/a?utm=x`) are one page;
+- every fetch keeps the URL ingest's limits (size, time, content type, redirect checks), and
+  every page left out is reported with its reason.
+
+The pages' bodies are kept from the crawl until the pipeline fetches them (at most
+`max_pages` of them, each under `ingest.max_file_bytes`), so a page is downloaded once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
+
+import httpx
+import structlog
+
+from core.config import IngestSettings
+from core.errors import UnreadableDocument
+from core.ingest.formats import DocumentFormat
+from core.ingest.sources import (
+    AlreadySeen,
+    Discovery,
+    Skipped,
+    SourceItem,
+    fetch_url,
+    is_url,
+    title_from_name,
+)
+
+log = structlog.get_logger(__name__)
+GZIP_WINDOW = 16 + zlib.MAX_WBITS  # zlib's flag for a gzip header
+_GZIP_MAGIC = b"\x1f\x8b"
+_DROPPED_QUERY = ("utm_", "ref", "fbclid", "gclid")  # tracking parameters: not a new page
+LIMIT_REACHED = "page limit reached (ingest.crawl.max_pages)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Visit:
+    url: str
+    depth: int
+
+
+def normalised(url: str) -> str:
+    """One spelling per page: no fragment, no tracking parameters, no `index.html`, a
+    lower-case scheme and host."""
+    parts = urlsplit(urldefrag(url).url)
+    query = "&".join(
+        p for p in parts.query.split("&") if p and not p.lower().startswith(_DROPPED_QUERY)
+    )
+    path = parts.path or "/"
+    if path.endswith(("/index.html", "/index.htm")):
+        path = path.rsplit("/", 1)[0] + "/"
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, query, ""))
+
+
+def default_prefix(url: str) -> str:
+    """The folder of a start URL: `https://x/docs/guide.html` -> `https://x/docs/`."""
+    parts = urlsplit(normalised(url))
+    folder = parts.path if parts.path.endswith("/") else parts.path.rsplit("/", 1)[0] + "/"
+    return urlunsplit((parts.scheme, parts.netloc, folder, "", ""))
+
+
+class SiteConnector:
+    def __init__(
+        self,
+        start_urls: list[str],
+        settings: IngestSettings,
+        http: httpx.AsyncClient,
+        *,
+        sitemaps: Iterable[str] = (),
+        prefixes: Iterable[str] = (),
+    ) -> None:
+        self._start = [normalised(u) for u in start_urls]
+        self._sitemaps = [u for u in sitemaps]
+        self._prefixes = [normalised(p) for p in prefixes] or sorted(
+            {default_prefix(u) for u in self._start}
+        )
+        self._settings = settings
+        self._crawl = settings.crawl
+        self._http = http
+        self._bodies: dict[str, tuple[bytes, DocumentFormat]] = {}
+        self._robots: dict[str, object] = {}  # origin -> Protego, or None for "allow all"
+        self._last_request: dict[str, float] = {}
+        self._queued: set[str] = set()  # every URL queued, normalised
+        self._host_locks: dict[str, asyncio.Lock] = {}
+
+    # -- the connector ---------------------------------------------------------------------
+
+    async def discover(self) -> Discovery:
+        found = Discovery(items=[], skipped=[], scopes=list(self._prefixes))
+        bad = [u for u in self._start + self._sitemaps if not is_url(u)]
+        found.missing.extend(Skipped(u, "not an http(s) URL") for u in bad)
+        if bad:
+            return found
+        seen = self._queued
+        pages: set[str] = set()  # every page kept, by the URL it names itself with
+        queue: asyncio.Queue[_Visit | None] = asyncio.Queue()
+        for url in self._start + await self._sitemap_pages(found):
+            if url not in seen:
+                seen.add(url)
+                queue.put_nowait(_Visit(url, 0))
+
+        async def worker() -> None:
+            while (visit := await queue.get()) is not None:
+                try:
+                    for link in await self._visit(visit, found, pages):
+                        if link not in seen and len(seen) < self._crawl.max_pages * 4:
+                            seen.add(link)
+                            queue.put_nowait(_Visit(link, visit.depth + 1))
+                finally:
+                    queue.task_done()
+
+        workers = [asyncio.create_task(worker()) for _ in range(self._crawl.concurrency)]
+        await queue.join()
+        for _ in workers:
+            queue.put_nowait(None)
+        await asyncio.gather(*workers)
+        found.items.sort(key=lambda item: item.doc_id)
+        return found
+
+    async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
+        kept = self._bodies.pop(item.doc_id, None)
+        if kept is None:
+            raise UnreadableDocument("not fetched by the crawl")
+        return kept
+
+    # -- pages -----------------------------------------------------------------------------
+
+    async def _visit(self, visit: _Visit, found: Discovery, pages: set[str]) -> list[str]:
+        """Fetch one page, keep it (once, under its own name) and return its links to follow."""
+        if not self._in_scope(visit.url):
+            return []
+        if not await self._allowed(visit.url):
+            found.skipped.append(Skipped(visit.url, "disallowed by robots.txt"))
+            return []
+        if len(pages) >= self._crawl.max_pages:
+            found.skipped.append(Skipped(visit.url, LIMIT_REACHED))
+            return []
+        try:
+            data, fmt, final = await self._get(visit.url, any_type=False, seen=self._seen)
+        except AlreadySeen:
+            return []  # a redirect to a page of the crawl: read there
+        except UnreadableDocument as exc:
+            found.skipped.append(Skipped(visit.url, str(exc)))
+            return []
+        assert fmt is not None
+        final = normalised(final)
+        if not self._in_scope(final):
+            found.skipped.append(Skipped(visit.url, f"redirected out of the crawl to {final}"))
+            return []
+        links: list[str] = []
+        name = final
+        if fmt is DocumentFormat.HTML:
+            canonical, links = _links(data, final, self._crawl.max_links_per_page)
+            if canonical and self._in_scope(canonical):
+                name = canonical
+        if name in pages:
+            return []  # the same page under another URL
+        if len(pages) >= self._crawl.max_pages:  # others filled the crawl while this one read
+            found.skipped.append(Skipped(visit.url, LIMIT_REACHED))
+            return []
+        pages.add(name)
+        self._bodies[name] = (data, fmt)
+        title = title_from_name(urlsplit(name).path)
+        found.items.append(SourceItem(name, name, name, title))
+        if visit.depth >= self._crawl.max_depth:
+            return []
+        return [link for link in links if self._in_scope(link)]
+
+    def _seen(self, url: str) -> bool:
+        return normalised(url) in self._queued
+
+    def _in_scope(self, url: str) -> bool:
+        return any(url.startswith(prefix) for prefix in self._prefixes)
+
+    async def _get(
+        self, url: str, *, any_type: bool, seen: Callable[[str], bool] | None = None
+    ) -> tuple[bytes, DocumentFormat | None, str]:
+        """One request, politely: after `delay_s` since the last one to this host."""
+        host = urlsplit(url).netloc
+        lock = self._host_locks.setdefault(host, asyncio.Lock())
+        async with lock:
+            wait = self._last_request.get(host, 0.0) + self._crawl.delay_s - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._last_request[host] = time.monotonic()
+        item = SourceItem(url, url, url, "")
+        try:
+            async with asyncio.timeout(self._settings.url_deadline_s):
+                return await fetch_url(
+                    item, self._settings.max_file_bytes, self._http, any_type=any_type, seen=seen
+                )
+        except TimeoutError:
+            raise UnreadableDocument(
+                f"did not arrive whole within {self._settings.url_deadline_s:g} s"
+            ) from None
+
+    # -- robots.txt ------------------------------------------------------------------------
+
+    async def _allowed(self, url: str) -> bool:
+        if not self._crawl.robots:
+            return True
+        rules = await self._rules(url)
+        if rules is None:
+            return True
+        return bool(rules.can_fetch(url, self._settings.user_agent))  # type: ignore[attr-defined]
+
+    async def _rules(self, url: str) -> object | None:
+        """The origin's robots.txt, read once; none (or unreadable) allows everything."""
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if origin not in self._robots:
+            from protego import Protego
+
+            try:
+                data, _, _ = await self._get(origin + "/robots.txt", any_type=True)
+                self._robots[origin] = Protego.parse(data.decode("utf-8", "replace"))
+            except UnreadableDocument:
+                self._robots[origin] = None
+        return self._robots[origin]
+
+    # -- sitemaps --------------------------------------------------------------------------
+
+    async def _sitemap_pages(self, found: Discovery) -> list[str]:
+        """Page URLs of the sitemaps (given, else those robots.txt names), index files read
+        through, each file at most once and `max_sitemaps` in all."""
+        pending = list(self._sitemaps)
+        if not pending and self._crawl.robots:
+            for start in self._start:
+                rules = await self._rules(start)
+                pending += list(rules.sitemaps) if rules is not None else []  # type: ignore[attr-defined]
+        read: set[str] = set()
+        pages: list[str] = []
+        while pending and len(read) < self._crawl.max_sitemaps:
+            url = pending.pop(0)
+            if url in read:
+                continue
+            read.add(url)
+            try:
+                data, _, _ = await self._get(url, any_type=True)
+                kind, locations = parse_sitemap(
+                    data, self._crawl.max_sitemap_urls, self._settings.max_file_bytes
+                )
+            except UnreadableDocument as exc:
+                found.skipped.append(Skipped(url, f"sitemap: {exc}"))
+                continue
+            if kind == "index":
+                pending += [loc for loc in locations if is_url(loc)]
+            else:
+                pages += [normalised(loc) for loc in locations if is_url(loc)]
+        return pages
+
+
+def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list[str]]:
+    """("index" | "urlset", the <loc> URLs), from XML or gzipped XML; an entity-expanding or
+    oversized file is refused (defusedxml; inflation capped at `max_bytes`)."""
+    from defusedxml import ElementTree
+    from defusedxml.common import DefusedXmlException
+
+    if data.startswith(_GZIP_MAGIC):
+        inflater = zlib.decompressobj(GZIP_WINDOW)
+        data = inflater.decompress(data, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise UnreadableDocument(f"inflates past {max_bytes:,} bytes")
+    try:
+        root = ElementTree.fromstring(data)
+    except (DefusedXmlException, ElementTree.ParseError) as exc:
+        raise UnreadableDocument(f"not a sitemap ({type(exc).__name__})") from None
+    kind = root.tag.rsplit("}", 1)[-1]
+    if kind not in ("sitemapindex", "urlset"):
+        raise UnreadableDocument(f"not a sitemap (root element <{kind}>)")
+    locations = [
+        (element.text or "").strip()
+        for element in root.iter()
+        if element.tag.rsplit("}", 1)[-1] == "loc"
+    ]
+    return ("index" if kind == "sitemapindex" else "urlset"), locations[:max_urls]
+
+
+def _links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:
+    """A page's canonical URL and the http(s) links it holds, normalised, at most `limit`."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(data, "html.parser")
+    canonical = None
+    for tag in soup.find_all("link", href=True):
+        rel = tag.get("rel")
+        if "canonical" in (rel if isinstance(rel, list) else [str(rel)]):
+            canonical = normalised(urljoin(base, str(tag["href"])))
+            break
+    links = []
+    for tag in soup.find_all("a", href=True, limit=limit):
+        target = urljoin(base, str(tag["href"]))
+        if is_url(target):
+            links.append(normalised(target))
+    return canonical, links

@@ -1,0 +1,104 @@
+"""A small docs website on loopback, with what real sites have: robots.txt with a disallowed
+folder and a Sitemap line, a sitemap index whose child is gzipped, redirects, the same page
+under several URLs, a canonical tag, a link loop, broken links and links out of the docs. Every
+request is counted by path, so tests can tell what a crawl fetched."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+HTML = "text/html; charset=utf-8"
+
+
+def page(title: str, body: str, *links: str, canonical: str | None = None) -> str:
+    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
+    head = f'<link rel="canonical" href="{canonical}">' if canonical else ""
+    return (
+        f"<html><head><title>{title}</title>{head}</head><body><h1>{title}</h1>"
+        f"<p>{body}</p><p>{anchors}</p></body></html>"
+    )
+
+
+@dataclass
+class DocsSite:
+    pages: dict[str, str] = field(default_factory=dict)
+    requests: Counter[str] = field(default_factory=Counter)
+    base: str = ""  # set once served
+
+    def __post_init__(self) -> None:
+        self.pages.update(
+            {
+                "/docs/": page(
+                    "Docs home",
+                    "Welcome to the product docs.",
+                    "install.html",
+                    "/docs/guide/?utm_source=nav",
+                    "/docs/old-install",
+                    "/docs/private/secret.html",
+                    "/docs/missing.html",
+                    "/blog/launch.html",
+                    "#top",
+                ),
+                "/docs/install.html": page(
+                    "Install", "Run the installer, then sign in.", "/docs/", "guide/index.html"
+                ),
+                "/docs/guide/": page(
+                    "Guide",
+                    "Configure the workspace and invite your team.",
+                    "/docs/install.html",
+                    "/docs/guide/advanced.html",
+                    "/docs/print/guide.html",
+                ),
+                "/docs/guide/advanced.html": page(
+                    "Advanced", "Tune the cache size for large teams.", "/docs/guide/"
+                ),
+                "/docs/print/guide.html": page(
+                    "Guide (print)",
+                    "Configure the workspace and invite your team.",
+                    canonical="/docs/guide/",
+                ),
+                "/docs/private/secret.html": page("Secret", "Not for robots."),
+                "/docs/orphan.html": page("Orphan", "Only the sitemap links to this page."),
+                "/blog/launch.html": page("Launch", "We launched."),
+            }
+        )
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self._handle)
+        return app
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        self.requests[path] = self.requests[path] + 1
+        if path == "/robots.txt":
+            return web.Response(
+                text=f"User-agent: *\nDisallow: /docs/private/\nSitemap: {self.base}/sitemap.xml\n",
+                content_type="text/plain",
+            )
+        if path == "/sitemap.xml":
+            return web.Response(
+                text=(
+                    '<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/'
+                    f'schemas/sitemap/0.9"><sitemap><loc>{self.base}/sitemap-docs.xml.gz</loc>'
+                    "</sitemap></sitemapindex>"
+                ),
+                content_type="application/xml",
+            )
+        if path == "/sitemap-docs.xml.gz":
+            urls = "".join(
+                f"<url><loc>{self.base}{p}</loc></url>" for p in ("/docs/", "/docs/orphan.html")
+            )
+            xml = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+            return web.Response(body=gzip.compress(xml.encode()), content_type="application/gzip")
+        if path == "/docs/old-install":
+            raise web.HTTPMovedPermanently("/docs/install.html")
+        if path == "/docs/guide/index.html":
+            raise web.HTTPFound("/docs/guide/")
+        if path in self.pages:
+            return web.Response(text=self.pages[path], content_type="text/html", charset="utf-8")
+        raise web.HTTPNotFound()

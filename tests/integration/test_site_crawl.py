@@ -1,0 +1,166 @@
+"""`bot ingest URL --crawl` against a docs site on loopback: sitemap index (gzipped child),
+robots.txt, redirects, duplicates, a canonical tag, a loop, broken links and links out of the
+docs; then the pages indexed, and a page gone from the site pruned."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from typer.testing import CliRunner
+
+from bot.cli import app
+from core.config import IngestSettings, Settings
+from core.domain.documents import Outcome
+from core.errors import UnreadableDocument
+from core.ingest.pipeline import Ingestor
+from core.ingest.site import SiteConnector, normalised, parse_sitemap
+from tests.fakes.docs_site import DocsSite
+
+
+@dataclass
+class Served:
+    site: DocsSite
+    url: str
+    http: httpx.AsyncClient
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    site = DocsSite()
+    server = TestServer(site.app(), host="127.0.0.1")
+    await server.start_server()
+    site.base = str(server.make_url("")).rstrip("/")
+    async with httpx.AsyncClient(headers={"User-Agent": "docbot-ingest/0.1"}) as http:
+        yield Served(site, site.base, http)
+    await server.close()
+
+
+def crawler(served: Served, settings: IngestSettings, **crawl: object) -> SiteConnector:
+    tuned = settings.model_copy(
+        update={"crawl": settings.crawl.model_copy(update={"delay_s": 0, **crawl})}
+    )
+    return SiteConnector([served.url + "/docs/"], tuned, served.http)
+
+
+async def test_a_crawl_finds_every_page_once_within_the_docs(
+    served: Served, settings: Settings
+) -> None:
+    found = await crawler(served, settings.ingest).discover()
+    base = served.url
+    assert [item.doc_id for item in found.items] == [
+        f"{base}/docs/",
+        f"{base}/docs/guide/",  # also as /docs/guide/index.html (a redirect), ?utm_source=...
+        f"{base}/docs/guide/advanced.html",
+        f"{base}/docs/install.html",  # also as /docs/old-install (a permanent redirect)
+        f"{base}/docs/orphan.html",  # linked from nowhere: found in the gzipped sitemap
+    ]  # /docs/print/guide.html names /docs/guide/ as its canonical URL: the same page
+    skipped = {s.display: s.reason for s in found.skipped}
+    assert skipped[f"{base}/docs/private/secret.html"] == "disallowed by robots.txt"
+    assert skipped[f"{base}/docs/missing.html"].startswith("HTTP 404")
+    assert found.scopes == [f"{base}/docs/"]
+    assert served.site.requests["/blog/launch.html"] == 0  # out of the docs: never fetched
+    assert served.site.requests["/docs/private/secret.html"] == 0
+    assert served.site.requests["/robots.txt"] == 1  # read once per crawl
+    assert all(n <= 1 for p, n in served.site.requests.items() if p.startswith("/docs/"))
+
+
+async def test_the_bounds_hold(served: Served, settings: Settings) -> None:
+    found = await crawler(served, settings.ingest, max_pages=2).discover()
+    assert len(found.items) == 2
+    assert any("page limit reached" in s.reason for s in found.skipped)
+    shallow = await crawler(served, settings.ingest, max_depth=0).discover()
+    assert {item.doc_id.removeprefix(served.url) for item in shallow.items} == {
+        "/docs/",
+        "/docs/orphan.html",  # the sitemap's pages start at depth 0 too
+    }
+
+
+async def test_crawled_pages_are_indexed_and_a_page_gone_is_pruned(
+    served: Served, settings: Settings, ingestor: Ingestor, index
+) -> None:
+    first = await ingestor.ingest_from(crawler(served, settings.ingest), source="site")
+    assert first.counts[Outcome.ADDED] == 5
+    hits = await index.search("tune the cache size for large teams", k=1)
+    assert hits[0].chunk.url.startswith(served.url + "/docs/guide/advanced.html")
+    again = await ingestor.ingest_from(crawler(served, settings.ingest), source="site")
+    assert again.counts[Outcome.UNCHANGED] == 5
+    del served.site.pages["/docs/orphan.html"]
+    pruned = await ingestor.ingest_from(crawler(served, settings.ingest), source="site", prune=True)
+    assert pruned.counts[Outcome.DELETED] == 1
+    assert served.url + "/docs/orphan.html" not in await index.documents()
+
+
+def test_hostile_sitemaps_are_refused_with_a_reason() -> None:
+    bomb = (
+        b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>'
+        b"<urlset><url><loc>&lol2;</loc></url></urlset>"
+    )
+    with pytest.raises(UnreadableDocument, match="not a sitemap"):
+        parse_sitemap(bomb, 100, 1_000_000)
+    with pytest.raises(UnreadableDocument, match="not a sitemap"):
+        parse_sitemap(b"<html>nope</html>", 100, 1_000_000)
+    import gzip
+
+    huge = gzip.compress(b"<urlset>" + b" " * 2_000_000 + b"</urlset>")
+    with pytest.raises(UnreadableDocument, match="inflates past"):
+        parse_sitemap(huge, 100, 1_000_000)
+    kind, urls = parse_sitemap(
+        b"<urlset>" + b"<url><loc>https://x/a</loc></url>" * 10 + b"</urlset>", 3, 1_000_000
+    )
+    assert (kind, len(urls)) == ("urlset", 3)
+
+
+@pytest.mark.parametrize(
+    ("url", "same_as"),
+    [
+        ("https://Docs.Example.com/a/index.html#top", "https://docs.example.com/a/"),
+        ("https://docs.example.com/a?utm_source=x&v=2", "https://docs.example.com/a?v=2"),
+    ],
+)
+def test_one_spelling_per_page(url: str, same_as: str) -> None:
+    assert normalised(url) == same_as
+
+
+@pytest.fixture
+def site_in_a_thread() -> Iterator[DocsSite]:
+    """The site served from a thread of its own: for the command, which runs its own loop."""
+    site = DocsSite()
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(site.app())
+    loop.run_until_complete(runner.setup())
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(tcp.start())
+    host, port = runner.addresses[0][:2]
+    site.base = f"http://{host}:{port}"
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+def test_the_command_crawls_a_site(
+    site_in_a_thread: DocsSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BOT_INGEST__CRAWL__DELAY_S", "0")
+    start = site_in_a_thread.base + "/docs/"
+    result = CliRunner().invoke(app, ["ingest", start, "--crawl", "--source", "site", "-v"])
+    assert result.exit_code == 0, result.output
+    assert "5 added" in result.output
+    assert "disallowed by robots.txt" in result.output
+    refused = CliRunner().invoke(app, ["ingest", start, "--sitemap", start + "sitemap.xml"])
+    assert refused.exit_code == 1
+    assert "--sitemap and --prefix go with --crawl" in refused.output

@@ -106,6 +106,7 @@ class SiteConnector:
         found.missing.extend(Skipped(u, "not an http(s) URL") for u in bad)
         if bad:
             return found
+        self._queued, self._bodies = set(), {}  # each discovery a crawl of its own
         seen = self._queued
         pages: set[str] = set()  # every page kept, by the URL it names itself with
         queue: asyncio.Queue[_Visit | None] = asyncio.Queue()

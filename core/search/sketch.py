@@ -1,15 +1,32 @@
-"""The sketch of a question whose text the answer log does not keep (privacy mode)."""
+"""The answer log's row for one answer, as both backends write it: `log_row`, plus in privacy
+mode the sketch of the question's embedding (the only place the log needs the embedder)."""
 
 from __future__ import annotations
 
-from core.domain.insights import question_sketch
+from core.domain.conversation import Answer
+from core.domain.insights import log_row, question_sketch
 from core.ports import Embedder
 
 
-async def sketch_of(
-    question: str, store_questions: bool, embedder: Embedder | None
-) -> tuple[float, ...]:
-    """Empty when the text itself is kept (the report embeds it) or there is no embedder."""
-    if store_questions or embedder is None:
-        return ()
-    return question_sketch((await embedder.embed_query(question)).tolist())
+async def answer_row(
+    conversation_key: str,
+    question: str,
+    answer: Answer,
+    *,
+    posted: bool,
+    channel: str | None,
+    store_questions: bool,
+    embedder: Embedder | None,
+) -> dict[str, object]:
+    sketch: tuple[float, ...] = ()
+    if not store_questions and embedder is not None:  # else the report embeds the text itself
+        sketch = question_sketch((await embedder.embed_query(question)).tolist())
+    return log_row(
+        conversation_key,
+        question,
+        answer,
+        posted=posted,
+        store_questions=store_questions,
+        sketch=sketch,
+        channel=channel,
+    )

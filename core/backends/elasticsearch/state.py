@@ -42,10 +42,10 @@ from core.domain.feedback import (
     recorded_answer,
     votes_by_learned_document,
 )
-from core.domain.insights import LoggedAnswer, log_row, logged_answer
+from core.domain.insights import LoggedAnswer, logged_answer
 from core.errors import SearchIndexError
 from core.ports import Embedder
-from core.search.sketch import sketch_of
+from core.search.sketch import answer_row
 
 # Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
 # random, growing moment and retry, so writers racing on one thread spread out and all land.
@@ -282,14 +282,14 @@ class ElasticsearchPlatformState(Store):
         channel: str | None = None,
     ) -> str:
         answer_id = uuid.uuid4().hex
-        row = log_row(
+        row = await answer_row(
             conversation_key,
             question,
             answer,
             posted=posted,
-            store_questions=self._store_questions,
-            sketch=await sketch_of(question, self._store_questions, self._embedder),
             channel=channel,
+            store_questions=self._store_questions,
+            embedder=self._embedder,
         )
         document = {
             **row,

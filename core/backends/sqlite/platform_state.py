@@ -24,9 +24,9 @@ from core.domain.feedback import (
     recorded_answer,
     votes_by_learned_document,
 )
-from core.domain.insights import LoggedAnswer, log_row, logged_answer
+from core.domain.insights import LoggedAnswer, logged_answer
 from core.ports import Embedder
-from core.search.sketch import sketch_of
+from core.search.sketch import answer_row
 from core.sqlite import connect_store, transaction
 
 _SCHEMA = (
@@ -131,14 +131,14 @@ class SqlitePlatformState:
         channel: str | None = None,
     ) -> str:
         answer_id = uuid.uuid4().hex
-        row = log_row(
+        row = await answer_row(
             conversation_key,
             question,
             answer,
             posted=posted,
-            store_questions=self._store_questions,
-            sketch=await sketch_of(question, self._store_questions, self._embedder),
             channel=channel,
+            store_questions=self._store_questions,
+            embedder=self._embedder,
         )
         for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column])

@@ -166,7 +166,7 @@ class SiteConnector:
         links: list[str] = []
         name = final
         if fmt is DocumentFormat.HTML:
-            canonical, links = _links(data, final, self._crawl.max_links_per_page)
+            canonical, links = await self._read_links(data, final)
             if canonical and self._in_scope(canonical):
                 name = canonical
         if name in pages:
@@ -181,6 +181,17 @@ class SiteConnector:
         if visit.depth >= self._crawl.max_depth:
             return []
         return [link for link in links if self._in_scope(link)]
+
+    async def _read_links(self, data: bytes, url: str) -> tuple[str | None, list[str]]:
+        """Off the event loop and within `ingest.parse_timeout_s`: a page too slow to read
+        for links is still indexed (the pipeline parses it under its own limits), but its links
+        are not followed."""
+        try:
+            async with asyncio.timeout(self._settings.parse_timeout_s):
+                return await asyncio.to_thread(_links, data, url, self._crawl.max_links_per_page)
+        except TimeoutError:
+            log.warning("crawl_links_not_read", url=url, seconds=self._settings.parse_timeout_s)
+            return None, []
 
     def _seen(self, url: str) -> bool:
         return normalised(url) in self._queued

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import structlog
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from typer.testing import CliRunner
@@ -164,3 +165,17 @@ def test_the_command_crawls_a_site(
     refused = CliRunner().invoke(app, ["ingest", start, "--sitemap", start + "sitemap.xml"])
     assert refused.exit_code == 1
     assert "--sitemap and --prefix go with --crawl" in refused.output
+
+
+async def test_a_page_too_slow_to_read_for_links_is_kept_without_its_links(
+    served: Served, settings: Settings
+) -> None:
+    anchors = "".join(f'<a href="/docs/p{n}.html">{n}</a>' for n in range(200_000))
+    served.site.pages["/docs/"] = f"<html><body><h1>Home</h1><p>Hi.</p>{anchors}</body></html>"
+    hurried = settings.ingest.model_copy(update={"parse_timeout_s": 0.01})
+    with structlog.testing.capture_logs() as logs:
+        found = await crawler(served, hurried, max_depth=1).discover()
+    ids = {item.doc_id.removeprefix(served.url) for item in found.items}
+    assert "/docs/" in ids  # indexed all the same
+    assert not any(i.startswith("/docs/p") for i in ids)
+    assert [e["event"] for e in logs if e["event"] == "crawl_links_not_read"]

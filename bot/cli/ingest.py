@@ -102,11 +102,17 @@ async def _ingest(
         label = source or s.ingest.default_source
         with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
             if site is not None:
-                from core.ingest.site import SiteConnector
+                from core.ingest.site import SiteConnector, memory_name
 
                 sitemaps, prefixes = site
                 crawler = SiteConnector(
-                    targets, s.ingest, http, sitemaps=sitemaps, prefixes=prefixes
+                    targets,
+                    s.ingest,
+                    http,
+                    sitemaps=sitemaps,
+                    prefixes=prefixes,
+                    memory=s.storage.data_dir / "crawls" / memory_name(targets, prefixes),
+                    known=await rt.backend.index.documents(),
                 )
                 return await ingestor.ingest_from(
                     crawler, source=label, prune=prune, progress=progress, targets=targets

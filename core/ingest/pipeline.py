@@ -38,7 +38,7 @@ from core.ingest.chunker import split_text
 from core.ingest.connectors import Connector, PathsConnector
 from core.ingest.formats import parse_document
 from core.ingest.sections import ParsedDocument, ParseLimits
-from core.ingest.sources import Skipped, SourceItem, is_url
+from core.ingest.sources import NotModified, Skipped, SourceItem, is_url
 from core.ports import Embedder, IngestProgress, SearchIndex
 
 # Bump when parsing or chunking changes in a way that must re-chunk every document.
@@ -183,7 +183,13 @@ class Ingestor:
     ) -> AsyncIterator[PreparedDocument]:
         for item in items:
             try:
-                data, fmt = await connector.fetch(item)
+                try:
+                    data, fmt = await connector.fetch(item)
+                except NotModified:  # the source says the indexed copy is current
+                    if item.doc_id in existing:
+                        _count(report, progress, item.display, Outcome.UNCHANGED)
+                        continue
+                    raise UnreadableDocument("not modified, yet not in the index") from None
                 checksum = document_checksum(
                     data, url=item.url, source=source, settings=self._settings
                 )

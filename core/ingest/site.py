@@ -19,10 +19,14 @@ The pages' bodies are kept from the crawl until the pipeline fetches them (at mo
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 import httpx
@@ -34,6 +38,8 @@ from core.ingest.formats import DocumentFormat
 from core.ingest.sources import (
     AlreadySeen,
     Discovery,
+    Fetched,
+    NotModified,
     Skipped,
     SourceItem,
     fetch_url,
@@ -52,6 +58,25 @@ LIMIT_REACHED = "page limit reached (ingest.crawl.max_pages)"
 class _Visit:
     url: str
     depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Remembered:
+    """What a crawl keeps of a page for the next one: the name it was indexed under, its
+    validators (for a conditional request) and its links (followed without downloading it)."""
+
+    name: str
+    etag: str | None
+    last_modified: str | None
+    links: list[str]
+
+    def conditional(self) -> dict[str, str] | None:
+        headers = {}
+        if self.etag:
+            headers["If-None-Match"] = self.etag
+        if self.last_modified:
+            headers["If-Modified-Since"] = self.last_modified
+        return headers or None
 
 
 def normalised(url: str) -> str:
@@ -83,7 +108,12 @@ class SiteConnector:
         *,
         sitemaps: Iterable[str] = (),
         prefixes: Iterable[str] = (),
+        memory: Path | None = None,
+        known: Iterable[str] = (),
     ) -> None:
+        """`memory`: a file where the crawl keeps each page's validators and links, so the next
+        one asks "changed since?" and downloads only what changed; `known`: the doc ids the
+        index holds (a page not among them is always downloaded whole)."""
         self._start = [normalised(u) for u in start_urls]
         self._sitemaps = [u for u in sitemaps]
         self._prefixes = [normalised(p) for p in prefixes] or sorted(
@@ -96,6 +126,10 @@ class SiteConnector:
         self._robots: dict[str, object] = {}  # origin -> Protego, or None for "allow all"
         self._last_request: dict[str, float] = {}
         self._queued: set[str] = set()  # every URL queued, normalised
+        self._memory_path = memory
+        self._memory: dict[str, _Remembered] = _load(memory)
+        self._known = set(known)
+        self._not_modified: set[str] = set()
         self._host_locks: dict[str, asyncio.Lock] = {}
 
     # -- the connector ---------------------------------------------------------------------
@@ -131,9 +165,13 @@ class SiteConnector:
             queue.put_nowait(None)
         await asyncio.gather(*workers)
         found.items.sort(key=lambda item: item.doc_id)
+        if self._memory_path is not None:
+            _save(self._memory_path, {u: p for u, p in self._memory.items() if u in seen})
         return found
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
+        if item.doc_id in self._not_modified:
+            raise NotModified(item.doc_id)
         kept = self._bodies.pop(item.doc_id, None)
         if kept is None:
             raise UnreadableDocument("not fetched by the crawl")
@@ -151,31 +189,59 @@ class SiteConnector:
         if len(pages) >= self._crawl.max_pages:
             found.skipped.append(Skipped(visit.url, LIMIT_REACHED))
             return []
+        remembered = self._memory.get(visit.url)
+        conditional = (
+            remembered.conditional() if remembered and remembered.name in self._known else None
+        )
         try:
-            data, fmt, final = await self._get(visit.url, any_type=False, seen=self._seen)
+            fetched = await self._get(
+                visit.url, any_type=False, seen=self._seen, conditional=conditional
+            )
+        except NotModified:
+            assert remembered is not None
+            return self._keep(visit, found, pages, remembered, None)
         except AlreadySeen:
             return []  # a redirect to a page of the crawl: read there
         except UnreadableDocument as exc:
             found.skipped.append(Skipped(visit.url, str(exc)))
             return []
-        assert fmt is not None
-        final = normalised(final)
+        assert fetched.fmt is not None
+        final = normalised(fetched.url)
         if not self._in_scope(final):
             found.skipped.append(Skipped(visit.url, f"redirected out of the crawl to {final}"))
             return []
         links: list[str] = []
         name = final
-        if fmt is DocumentFormat.HTML:
-            canonical, links = await self._read_links(data, final)
+        if fetched.fmt is DocumentFormat.HTML:
+            canonical, links = await self._read_links(fetched.data, final)
             if canonical and self._in_scope(canonical):
                 name = canonical
+        page = _Remembered(name, fetched.etag, fetched.last_modified, links)
+        return self._keep(visit, found, pages, page, (fetched.data, fetched.fmt))
+
+    def _keep(
+        self,
+        visit: _Visit,
+        found: Discovery,
+        pages: set[str],
+        page: _Remembered,
+        body: tuple[bytes, DocumentFormat] | None,
+    ) -> list[str]:
+        """The page in the crawl (once, under its own name; `body` None: not modified since the
+        copy indexed) and the links to follow from it."""
+        name = page.name
+        self._memory[visit.url] = page  # duplicates too: next time they are asked, not fetched
         if name in pages:
             return []  # the same page under another URL
         if len(pages) >= self._crawl.max_pages:  # others filled the crawl while this one read
             found.skipped.append(Skipped(visit.url, LIMIT_REACHED))
             return []
         pages.add(name)
-        self._bodies[name] = (data, fmt)
+        if body is None:
+            self._not_modified.add(name)
+        else:
+            self._bodies[name] = body
+        links = page.links
         title = title_from_name(urlsplit(name).path)
         found.items.append(SourceItem(name, name, name, title))
         if visit.depth >= self._crawl.max_depth:
@@ -200,8 +266,13 @@ class SiteConnector:
         return any(url.startswith(prefix) for prefix in self._prefixes)
 
     async def _get(
-        self, url: str, *, any_type: bool, seen: Callable[[str], bool] | None = None
-    ) -> tuple[bytes, DocumentFormat | None, str]:
+        self,
+        url: str,
+        *,
+        any_type: bool,
+        seen: Callable[[str], bool] | None = None,
+        conditional: dict[str, str] | None = None,
+    ) -> Fetched:
         """One request, politely: after `delay_s` since the last one to this host."""
         host = urlsplit(url).netloc
         lock = self._host_locks.setdefault(host, asyncio.Lock())
@@ -214,7 +285,12 @@ class SiteConnector:
         try:
             async with asyncio.timeout(self._settings.url_deadline_s):
                 return await fetch_url(
-                    item, self._settings.max_file_bytes, self._http, any_type=any_type, seen=seen
+                    item,
+                    self._settings.max_file_bytes,
+                    self._http,
+                    any_type=any_type,
+                    seen=seen,
+                    conditional=conditional,
                 )
         except TimeoutError:
             raise UnreadableDocument(
@@ -239,8 +315,8 @@ class SiteConnector:
             from protego import Protego
 
             try:
-                data, _, _ = await self._get(origin + "/robots.txt", any_type=True)
-                self._robots[origin] = Protego.parse(data.decode("utf-8", "replace"))
+                robots = await self._get(origin + "/robots.txt", any_type=True)
+                self._robots[origin] = Protego.parse(robots.data.decode("utf-8", "replace"))
             except UnreadableDocument:
                 self._robots[origin] = None
         return self._robots[origin]
@@ -263,7 +339,7 @@ class SiteConnector:
                 continue
             read.add(url)
             try:
-                data, _, _ = await self._get(url, any_type=True)
+                data = (await self._get(url, any_type=True)).data
                 kind, locations = parse_sitemap(
                     data, self._crawl.max_sitemap_urls, self._settings.max_file_bytes
                 )
@@ -320,3 +396,29 @@ def _links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:
         if is_url(target):
             links.append(normalised(target))
     return canonical, links
+
+
+def memory_name(start_urls: Iterable[str], prefixes: Iterable[str]) -> str:
+    """The memory file of one crawl (the same start URLs and prefixes: the same crawl)."""
+    key = "\n".join(sorted(normalised(u) for u in [*start_urls, *prefixes]))
+    return hashlib.sha256(key.encode()).hexdigest()[:16] + ".json"
+
+
+def _load(path: Path | None) -> dict[str, _Remembered]:
+    """A crawl's memory; a missing or unreadable file is an empty one (everything is then
+    downloaded whole, as on a first crawl)."""
+    if path is None:
+        return {}
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        return {url: _Remembered(**page) for url, page in kept.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _save(path: Path, memory: dict[str, _Remembered]) -> None:
+    """Written whole, then renamed into place: a crash leaves the previous memory intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({u: asdict(p) for u, p in memory.items()}), encoding="utf-8")
+    os.replace(temporary, path)

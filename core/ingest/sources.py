@@ -46,6 +46,7 @@ CONTENT_TYPES: dict[str, DocumentFormat] = {
 
 # Redirects followed per URL before it is skipped (browsers and httpx stop at 20 too).
 MAX_REDIRECTS = 20
+HTTP_NOT_MODIFIED = 304
 _FOLDER_LINK = "symlink to a folder (not followed)"
 _FILE_KINDS = {
     stat.S_IFIFO: "named pipe",
@@ -280,13 +281,26 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 async def _fetch(
     item: SourceItem, max_bytes: int, client: httpx.AsyncClient
 ) -> tuple[bytes, DocumentFormat]:
-    data, fmt, _ = await fetch_url(item, max_bytes, client)
-    assert fmt is not None  # without any_type, a body of no known format was refused
-    return data, fmt
+    fetched = await fetch_url(item, max_bytes, client)
+    assert fetched.fmt is not None  # without any_type, a body of no known format was refused
+    return fetched.data, fetched.fmt
 
 
 class AlreadySeen(Exception):
     """A redirect led to a URL the caller has (a crawl's page under another URL)."""
+
+
+class NotModified(Exception):  # an outcome, not a failure
+    """A conditional request's answer (HTTP 304): the copy the caller has is current."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    data: bytes
+    fmt: DocumentFormat | None
+    url: str  # where it came from, after redirects
+    etag: str | None  # the validators a conditional request sends back next time
+    last_modified: str | None
 
 
 async def fetch_url(
@@ -296,16 +310,24 @@ async def fetch_url(
     *,
     any_type: bool = False,
     seen: Callable[[str], bool] | None = None,
-) -> tuple[bytes, DocumentFormat | None, str]:
+    conditional: dict[str, str] | None = None,
+) -> Fetched:
     """The body, its format and the URL it came from after redirects (each checked by
     `_redirect_refused`). `any_type`: a body of an unsupported type (a sitemap's XML) comes back
     with no format instead of being refused. `seen`: a redirect to a URL it says yes to raises
-    `AlreadySeen` instead of being followed (nothing fetched twice)."""
+    `AlreadySeen` instead of being followed (nothing fetched twice). `conditional`: the
+    If-None-Match / If-Modified-Since headers of a copy the caller has; a 304 raises
+    `NotModified`."""
     url = httpx.URL(item.url)
     try:
         for _ in range(MAX_REDIRECTS + 1):
             auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
-            async with client.stream("GET", url, auth=auth, follow_redirects=False) as response:
+            headers = conditional or {}
+            async with client.stream(
+                "GET", url, auth=auth, follow_redirects=False, headers=headers
+            ) as response:
+                if response.status_code == HTTP_NOT_MODIFIED and conditional:
+                    raise NotModified(str(url))
                 if response.is_redirect:
                     target = url.join(response.headers["location"])
                     if (refused := _redirect_refused(httpx.URL(item.url), target)) is not None:
@@ -315,8 +337,14 @@ async def fetch_url(
                     url = target
                     continue
                 data, fmt = await _body(response, max_bytes, url, any_type)
-                return data, fmt, str(url)
-    except (UnreadableDocument, AlreadySeen):
+                return Fetched(
+                    data,
+                    fmt,
+                    str(url),
+                    response.headers.get("etag"),
+                    response.headers.get("last-modified"),
+                )
+    except (UnreadableDocument, AlreadySeen, NotModified):
         raise
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # ValueError: a bad Location
         reason = f"{exc.__class__.__name__}: {exc}"

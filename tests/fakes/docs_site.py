@@ -1,11 +1,13 @@
 """A small docs website on loopback, with what real sites have: robots.txt with a disallowed
 folder and a Sitemap line, a sitemap index whose child is gzipped, redirects, the same page
 under several URLs, a canonical tag, a link loop, broken links and links out of the docs. Every
-request is counted by path, so tests can tell what a crawl fetched."""
+request is counted by path, so tests can tell what a crawl fetched; pages carry an ETag and answer
+a matching If-None-Match with 304."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -27,6 +29,7 @@ def page(title: str, body: str, *links: str, canonical: str | None = None) -> st
 class DocsSite:
     pages: dict[str, str] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
+    downloads: Counter[str] = field(default_factory=Counter)  # pages sent whole (200)
     base: str = ""  # set once served
 
     def __post_init__(self) -> None:
@@ -100,5 +103,14 @@ class DocsSite:
         if path == "/docs/guide/index.html":
             raise web.HTTPFound("/docs/guide/")
         if path in self.pages:
-            return web.Response(text=self.pages[path], content_type="text/html", charset="utf-8")
+            etag = '"' + hashlib.sha256(self.pages[path].encode()).hexdigest()[:16] + '"'
+            if request.headers.get("If-None-Match") == etag:
+                return web.Response(status=304, headers={"ETag": etag})
+            self.downloads[path] = self.downloads[path] + 1
+            return web.Response(
+                text=self.pages[path],
+                content_type="text/html",
+                charset="utf-8",
+                headers={"ETag": etag},
+            )
         raise web.HTTPNotFound()

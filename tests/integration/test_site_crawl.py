@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +21,9 @@ from bot.cli import app
 from core.config import IngestSettings, Settings
 from core.domain.documents import Outcome
 from core.errors import UnreadableDocument
-from core.ingest.pipeline import Ingestor
+from core.ingest.pipeline import Ingestor, IngestReport
 from core.ingest.site import SiteConnector, normalised, parse_sitemap
-from tests.fakes.docs_site import DocsSite
+from tests.fakes.docs_site import DocsSite, page
 
 
 @dataclass
@@ -44,11 +44,17 @@ async def served() -> AsyncIterator[Served]:
     await server.close()
 
 
-def crawler(served: Served, settings: IngestSettings, **crawl: object) -> SiteConnector:
+def crawler(
+    served: Served,
+    settings: IngestSettings,
+    memory: Path | None = None,
+    known: Iterable[str] = (),
+    **crawl: object,
+) -> SiteConnector:
     tuned = settings.model_copy(
         update={"crawl": settings.crawl.model_copy(update={"delay_s": 0, **crawl})}
     )
-    return SiteConnector([served.url + "/docs/"], tuned, served.http)
+    return SiteConnector([served.url + "/docs/"], tuned, served.http, memory=memory, known=known)
 
 
 async def test_a_crawl_finds_every_page_once_within_the_docs(
@@ -162,6 +168,12 @@ def test_the_command_crawls_a_site(
     assert result.exit_code == 0, result.output
     assert "5 added" in result.output
     assert "disallowed by robots.txt" in result.output
+    site_in_a_thread.downloads.clear()
+    again = CliRunner().invoke(app, ["ingest", start, "--crawl", "--source", "site"])
+    assert again.exit_code == 0, again.output
+    assert "5 unchanged" in again.output
+    assert sum(site_in_a_thread.downloads.values()) == 0  # the crawl's memory in the data dir
+    assert list((tmp_path / "crawls").glob("*.json"))
     refused = CliRunner().invoke(app, ["ingest", start, "--sitemap", start + "sitemap.xml"])
     assert refused.exit_code == 1
     assert "--sitemap and --prefix go with --crawl" in refused.output
@@ -179,3 +191,38 @@ async def test_a_page_too_slow_to_read_for_links_is_kept_without_its_links(
     assert "/docs/" in ids  # indexed all the same
     assert not any(i.startswith("/docs/p") for i in ids)
     assert [e["event"] for e in logs if e["event"] == "crawl_links_not_read"]
+
+
+async def test_a_re_crawl_downloads_only_the_pages_that_changed(
+    served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+) -> None:
+    memory = tmp_path / "crawl-memory.json"
+
+    async def sync() -> IngestReport:
+        known = await index.documents()
+        site = crawler(served, settings.ingest, memory=memory, known=known)
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    first = await sync()
+    assert first.counts[Outcome.ADDED] == 5
+    pages = set(served.site.downloads)
+    full_crawl = sum(served.site.downloads.values())  # the 5 pages and a print copy of one
+    served.site.downloads.clear()
+
+    unchanged = await sync()
+    assert unchanged.counts[Outcome.UNCHANGED] == 5
+    assert sum(served.site.downloads.values()) == 0  # every page answered 304, links remembered
+
+    served.site.pages["/docs/install.html"] = page("Install", "Run the new installer.", "/docs/")
+    served.site.pages["/docs/guide/advanced.html"] = page("Advanced", "Tune the cache well.")
+    changed = await sync()
+    assert set(served.site.downloads) == {"/docs/install.html", "/docs/guide/advanced.html"}
+    assert changed.counts[Outcome.UPDATED] == 2
+    assert changed.counts[Outcome.UNCHANGED] == 3
+    assert pages >= set(served.site.downloads)
+
+    memory.write_text("{not json", encoding="utf-8")  # a damaged memory: a full crawl, no error
+    served.site.downloads.clear()
+    again = await sync()
+    assert again.counts[Outcome.UNCHANGED] == 5
+    assert sum(served.site.downloads.values()) == full_crawl

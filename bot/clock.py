@@ -15,7 +15,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
@@ -27,6 +27,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from core.answer.engine import AnswerEngine
 from core.config import InsightSettings, KeywordSettings
+from core.errors import RunLockHeld
 from core.insights.stale import Notifier, recheck, stale_answers
 from core.learning.pruning import KeywordPruner
 from core.ports import AnswerRecords, ConversationStore, SearchIndex
@@ -174,6 +175,28 @@ class RecheckJob:
             log.exception("recheck_failed")
 
 
+class SyncJob:
+    """A named source synced on its own schedule (`sources.NAME.schedule`); a sync another
+    process is running is left to it."""
+
+    def __init__(self, source: str, schedule: str, sync: Callable[[], Awaitable[object]]) -> None:
+        self.job_id = f"sync-{source}"
+        self.name = f"sync {source}"
+        self.trigger = CronTrigger.from_crontab(schedule, timezone=UTC)
+        self._source = source
+        self._sync = sync
+
+    async def run(self) -> None:
+        try:
+            await self._sync()
+        except RunLockHeld:
+            log.info("sync_skipped", source=self._source, reason="another sync of it is running")
+        except Exception:
+            log.exception("sync_failed", source=self._source)
+        else:
+            log.info("source_synced", source=self._source)
+
+
 def build_scheduler(
     settings: KeywordSettings,
     job: PruneJob,
@@ -212,6 +235,7 @@ async def run_clock(
         schedule=settings.prune_schedule,
         timezone=settings.timezone,
         next_run=str(scheduled.next_run_time) if scheduled else None,
+        jobs=[other.job_id for other in others],
     )
     try:
         await stop.wait()

@@ -111,6 +111,31 @@ class CrawlSettings(_Section):
     robots: bool = True  # honour robots.txt
 
 
+class SourceSettings(_Section):
+    """One named source of `sources:`: what `bot sync NAME` ingests (its documents labelled
+    NAME, pruned when gone), on `schedule` by `bot clock`."""
+
+    type: Literal["site", "files"]
+    location: list[str] = Field(min_length=1)  # start URLs (site), or files and folders
+    sitemaps: list[str] = Field(default_factory=list)  # site: read these (default: robots.txt's)
+    prefixes: list[str] = Field(default_factory=list)  # site: links followed under these
+    base_url: str | None = None  # files: where they are published, for citation links
+    schedule: str | None = None  # cron (UTC) for `bot clock`; none: only `bot sync`
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        return None if value is None else checked_cron(value)
+
+    @model_validator(mode="after")
+    def _site_urls(self) -> SourceSettings:
+        if self.type == "site":
+            for url in [*self.location, *self.sitemaps, *self.prefixes]:
+                if not url.startswith(("http://", "https://")):
+                    raise ValueError(f"{url!r}: a site source's URLs are http(s) URLs")
+        return self
+
+
 class IngestSettings(_Section):
     base_url: str | None = None
     chunk_chars: int = Field(1_000, ge=100, le=100_000)
@@ -204,6 +229,7 @@ class OpenAICompatibleSettings(_Section):
 _ESCALATION_TARGET = re.compile(r"[UWS][A-Z0-9]{2,30}|(?:user|role):\d{1,25}")
 _CHANNEL_PREFIX = re.compile(r"[a-z]+(/[^/\s]+)*")
 _CRON_FIELDS = 5
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def most_specific(entries: Mapping[str, _V], key: str) -> list[_V]:
@@ -483,6 +509,16 @@ class Settings(_Section):
     channels: ChannelSettings = ChannelSettings()
     keywords: KeywordSettings = KeywordSettings()
     insights: InsightSettings = InsightSettings()
+    sources: dict[str, SourceSettings] = Field(default_factory=dict)
+
+    @field_validator("sources")
+    @classmethod
+    def _source_names(cls, value: dict[str, SourceSettings]) -> dict[str, SourceSettings]:
+        for name in value:
+            if not _SOURCE_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: a source name is 1-64 letters, digits, '.', '_', '-'")
+        return value
+
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
     logging: LoggingSettings = LoggingSettings()

@@ -6,7 +6,7 @@ CPU at import, which `bot --help`, `bot ingest` or `bot doctor` must not pay for
 sake (tests/integration/test_hostile_cli.py checks it)."""
 
 # isort: skip_file
-from bot.cli import ingest, search, converse, serve, index, keywords, report, doctor, eval  # noqa: F401
+from bot.cli import ingest, search, converse, serve, index, keywords, report, sources, doctor, eval  # noqa: F401
 from bot.cli.app import app, main
 
 __all__ = ["app", "main"]

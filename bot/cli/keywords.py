@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -88,15 +89,39 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJo
     """The clock's jobs, on one opened backend: the keyword prune, the log's expiry and, with
     `insights.notify_stale`, the re-check of answers whose sources changed (with the platform
     clients that post the updates)."""
-    from bot.clock import ExpireJob, RecheckJob
+    import httpx
+
+    from bot.clock import ExpireJob, RecheckJob, SyncJob
     from bot.wiring import notifiers
+    from core.ingest.pipeline import Ingestor
+    from core.ingest.sync import sync_source
 
     s = state.settings
-    async with _opened() as (rt, platform, pruner), notifiers(s) as available:
+    headers = {"User-Agent": s.ingest.user_agent}
+    async with (
+        _opened() as (rt, platform, pruner),
+        notifiers(s) as available,
+        httpx.AsyncClient(headers=headers, timeout=s.ingest.url_timeout_s) as http,
+    ):
         jobs: list[ScheduledJob] = [ExpireJob(platform, rt.backend.conversations, s.insights)]
         if s.insights.notify_stale:
             engine = rt.engine()
             jobs.append(RecheckJob(platform, rt.backend.index, engine, available, s.insights))
+        ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
+        for name, source in sorted(s.sources.items()):
+            if source.schedule:
+                sync = functools.partial(
+                    sync_source,
+                    name,
+                    source,
+                    ingestor,
+                    rt.backend.index,
+                    rt.backend.locks,
+                    http,
+                    s.ingest,
+                    s.storage.data_dir,
+                )
+                jobs.append(SyncJob(name, source.schedule, sync))
         yield pruner, jobs
 
 

@@ -1,0 +1,97 @@
+"""`bot sync` and `bot sources list`: the named sources of `sources:` in config.yaml."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bot.cli.app import app, err, out, refuse, state
+
+sources_app = typer.Typer(help="The named sources of config.yaml's `sources:`.")
+app.add_typer(sources_app, name="sources")
+
+
+@app.command()
+def sync(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Sources to sync (default: every one).")
+    ] = None,
+) -> None:
+    """Ingest each named source (its documents labelled with its name, pruned of what went),
+    one at a time; exits 1 when one failed or none is configured."""
+    configured = state.settings.sources
+    if not configured:
+        refuse("no sources in config.yaml (`sources:`); `bot ingest` takes files and URLs directly")
+    unknown = [n for n in names or [] if n not in configured]
+    if unknown:
+        refuse(f"unknown source {', '.join(unknown)}; configured: {', '.join(sorted(configured))}")
+    failed = asyncio.run(_sync(names or sorted(configured)))
+    if failed:
+        refuse(f"sync failed for {', '.join(failed)} (bot sources list shows why)")
+
+
+async def _sync(names: list[str]) -> list[str]:
+    import httpx
+
+    from bot.runtime import opened
+    from core.errors import BotError
+    from core.ingest.pipeline import Ingestor
+    from core.ingest.sync import sync_source
+
+    s = state.settings
+    failed = []
+    headers = {"User-Agent": s.ingest.user_agent}
+    timeout = httpx.Timeout(s.ingest.url_timeout_s)
+    async with opened(s) as rt, httpx.AsyncClient(headers=headers, timeout=timeout) as http:
+        ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
+        for name in names:
+            try:
+                report = await sync_source(
+                    name,
+                    s.sources[name],
+                    ingestor,
+                    rt.backend.index,
+                    rt.backend.locks,
+                    http,
+                    s.ingest,
+                    s.storage.data_dir,
+                )
+            except BotError as exc:
+                err.print(f"{name}: {exc}")
+                failed.append(name)
+                continue
+            counts = ", ".join(f"{n} {o.value}" for o, n in report.counts.items() if n)
+            out.print(f"{name}: {counts or 'nothing found'}")
+    return failed
+
+
+@sources_app.command("list")
+def sources_list() -> None:
+    """Each source with its type, location, schedule and how its last sync went."""
+    from core.ingest.sync import sync_statuses
+
+    s = state.settings
+    statuses = sync_statuses(s.storage.data_dir)
+    table = Table("source", "type", "location", "schedule", "last sync", "result")
+    for name, source in sorted(s.sources.items()):
+        status = statuses.get(name)
+        when = (
+            datetime.fromtimestamp(status.finished_at, UTC).strftime("%Y-%m-%d %H:%M")
+            if status
+            else "never"
+        )
+        if status is None:
+            result = ""
+        elif status.error:
+            result = f"failed: {status.error}"
+        else:
+            counts = ", ".join(f"{n} {o}" for o, n in status.counts.items())
+            result = counts + (f"; {len(status.skipped)} skipped" if status.skipped else "")
+        table.add_row(
+            name, source.type, ", ".join(source.location), source.schedule or "-", when, result
+        )
+    out.print(table)

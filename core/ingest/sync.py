@@ -1,0 +1,110 @@
+"""Named sources kept in sync: `bot sync NAME` and `bot clock` ingest each through its
+connector, labelled with its name and pruned of what went, one sync per source at a time across
+processes (a run lock per source), and remember how the last one went for `bot sources list`.
+
+The status is a small JSON file in the data dir (`sources-status.json`), written whole and
+renamed into place, so a crash never leaves half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+from core.config import IngestSettings, SourceSettings
+from core.ingest.connectors import Connector, PathsConnector
+from core.ingest.pipeline import Ingestor, IngestReport
+from core.ingest.site import SiteConnector, memory_name
+from core.ports import RunLocks, SearchIndex
+from core.run_locks import run_lock
+
+STATUS_FILE = "sources-status.json"
+SKIPS_KEPT = 20  # skip reasons kept per source in the status
+
+
+@dataclass(slots=True)
+class SyncStatus:
+    finished_at: float = 0.0
+    seconds: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # "what: why", the first few
+    error: str | None = None  # why the last sync failed as a whole
+
+
+def connector_for(
+    name: str,
+    source: SourceSettings,
+    settings: IngestSettings,
+    http: httpx.AsyncClient,
+    data_dir: Path,
+    known: set[str],
+) -> Connector:
+    if source.type == "site":
+        return SiteConnector(
+            source.location,
+            settings,
+            http,
+            sitemaps=source.sitemaps,
+            prefixes=source.prefixes,
+            memory=data_dir / "crawls" / f"{name}-{memory_name(source.location, source.prefixes)}",
+            known=known,
+        )
+    return PathsConnector(source.location, settings, http, source.base_url)
+
+
+async def sync_source(
+    name: str,
+    source: SourceSettings,
+    ingestor: Ingestor,
+    index: SearchIndex,
+    locks: RunLocks,
+    http: httpx.AsyncClient,
+    settings: IngestSettings,
+    data_dir: Path,
+) -> IngestReport:
+    """One sync of one source, under its run lock; its status recorded whatever happens."""
+    started = time.perf_counter()
+    try:
+        async with run_lock(locks, f"sync-{name}", settings.lock_ttl_s):
+            known = set(await index.documents())
+            connector = connector_for(name, source, settings, http, data_dir, known)
+            report = await ingestor.ingest_from(
+                connector, source=name, prune=True, targets=source.location
+            )
+    except Exception as exc:
+        record_status(data_dir, name, SyncStatus(time.time(), _since(started), error=str(exc)))
+        raise
+    skipped = [f"{s.display}: {s.reason}" for s in report.skipped[:SKIPS_KEPT]]
+    counts = {outcome.value: n for outcome, n in report.counts.items() if n}
+    record_status(data_dir, name, SyncStatus(time.time(), _since(started), counts, skipped))
+    return report
+
+
+def sync_statuses(data_dir: Path) -> dict[str, SyncStatus]:
+    """The last sync of each source; an unreadable file is as if none had run."""
+    try:
+        kept = json.loads((data_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        return {name: SyncStatus(**status) for name, status in kept.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def record_status(data_dir: Path, name: str, status: SyncStatus) -> None:
+    statuses = sync_statuses(data_dir)
+    statuses[name] = status
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / STATUS_FILE
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(
+        json.dumps({n: asdict(s) for n, s in statuses.items()}, indent=1), encoding="utf-8"
+    )
+    os.replace(temporary, path)
+
+
+def _since(started: float) -> float:
+    return round(time.perf_counter() - started, 3)

@@ -1,0 +1,80 @@
+"""Named sources (`sources:` in config.yaml): `bot sync` ingests each through its connector,
+labelled with its name and pruned of what went; `bot sources list` shows how the last sync of
+each went; `bot clock` runs each on its schedule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import structlog
+from typer.testing import CliRunner
+
+from bot.cli import app
+from bot.clock import SyncJob
+from core.errors import RunLockHeld
+from tests.fakes.docs_site import DocsSite
+from tests.integration.test_site_crawl import site_in_a_thread  # noqa: F401 (a fixture)
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def configured(
+    site_in_a_thread: DocsSite,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    (folder / "restart.md").write_text("# Restart\n\nRestart the worker with `make restart`.")
+    (folder / "rollback.md").write_text("# Rollback\n\nRoll back with `make rollback`.")
+    sources = {
+        "handbook": {"type": "site", "location": [site_in_a_thread.base + "/docs/"]},
+        "runbooks": {"type": "files", "location": [str(folder)], "schedule": "0 4 * * *"},
+    }
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    monkeypatch.setenv("BOT_INGEST__CRAWL__DELAY_S", "0")
+    return folder
+
+
+def test_sync_ingests_every_source_and_the_list_says_how_it_went(configured: Path) -> None:
+    first = runner.invoke(app, ["sync"])
+    assert first.exit_code == 0, first.output
+    assert "handbook: 5 added" in first.output
+    assert "runbooks: 2 added" in first.output
+    listed = " ".join(runner.invoke(app, ["sources", "list"]).output.replace("│", " ").split())
+    assert "handbook site" in listed
+    assert "0 4 * * *" in listed
+    assert "never" not in listed
+
+    (configured / "rollback.md").unlink()
+    again = runner.invoke(app, ["sync", "runbooks"])
+    assert again.exit_code == 0, again.output
+    assert "runbooks: 1 unchanged, 1 deleted" in again.output
+    assert "handbook" not in again.output  # only the one named
+
+
+def test_unknown_or_missing_sources_are_one_clear_line(
+    configured: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unknown = runner.invoke(app, ["sync", "wiki"])
+    assert unknown.exit_code == 1
+    assert "unknown source wiki; configured: handbook, runbooks" in unknown.output
+    monkeypatch.setenv("BOT_SOURCES", "{}")
+    none = runner.invoke(app, ["sync"])
+    assert none.exit_code == 1
+    assert "no sources in config.yaml" in none.output
+
+
+async def test_a_scheduled_sync_leaves_a_running_one_alone() -> None:
+    async def held() -> None:
+        raise RunLockHeld("another sync-runbooks is running")
+
+    job = SyncJob("runbooks", "0 4 * * *", held)
+    with structlog.testing.capture_logs() as logs:
+        await job.run()
+    assert [e["event"] for e in logs] == ["sync_skipped"]
+    assert job.job_id == "sync-runbooks"

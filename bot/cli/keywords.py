@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 from collections.abc import AsyncIterator
@@ -94,13 +95,15 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJo
     from bot.clock import ExpireJob, RecheckJob, SyncJob
     from bot.wiring import notifiers
     from core.ingest.pipeline import Ingestor
-    from core.ingest.sync import sync_source
+    from core.ingest.sync import SourceSyncer
 
     s = state.settings
     headers = {"User-Agent": s.ingest.user_agent}
     async with (
         _opened() as (rt, platform, pruner),
-        notifiers(s) as available,
+        # The platforms' clients only when updates are posted: a Discord login is no part of
+        # pruning keywords or expiring the log.
+        notifiers(s) if s.insights.notify_stale else contextlib.nullcontext({}) as available,
         httpx.AsyncClient(headers=headers, timeout=s.ingest.url_timeout_s) as http,
     ):
         jobs: list[ScheduledJob] = [ExpireJob(platform, rt.backend.conversations, s.insights)]
@@ -108,19 +111,12 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJo
             engine = rt.engine()
             jobs.append(RecheckJob(platform, rt.backend.index, engine, available, s.insights))
         ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
+        syncer = SourceSyncer(
+            ingestor, rt.backend.index, rt.backend.locks, http, s.ingest, s.storage.data_dir
+        )
         for name, source in sorted(s.sources.items()):
             if source.schedule:
-                sync = functools.partial(
-                    sync_source,
-                    name,
-                    source,
-                    ingestor,
-                    rt.backend.index,
-                    rt.backend.locks,
-                    http,
-                    s.ingest,
-                    s.storage.data_dir,
-                )
+                sync = functools.partial(syncer.sync, name, source)
                 jobs.append(SyncJob(name, source.schedule, sync))
         yield pruner, jobs
 

@@ -40,7 +40,7 @@ async def _sync(names: list[str]) -> list[str]:
     from bot.runtime import opened
     from core.errors import BotError
     from core.ingest.pipeline import Ingestor
-    from core.ingest.sync import sync_source
+    from core.ingest.sync import SourceSyncer
 
     s = state.settings
     failed = []
@@ -48,18 +48,12 @@ async def _sync(names: list[str]) -> list[str]:
     timeout = httpx.Timeout(s.ingest.url_timeout_s)
     async with opened(s) as rt, httpx.AsyncClient(headers=headers, timeout=timeout) as http:
         ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
+        syncer = SourceSyncer(
+            ingestor, rt.backend.index, rt.backend.locks, http, s.ingest, s.storage.data_dir
+        )
         for name in names:
             try:
-                report = await sync_source(
-                    name,
-                    s.sources[name],
-                    ingestor,
-                    rt.backend.index,
-                    rt.backend.locks,
-                    http,
-                    s.ingest,
-                    s.storage.data_dir,
-                )
+                report = await syncer.sync(name, s.sources[name])
             except BotError as exc:
                 err.print(f"{name}: {exc}")
                 failed.append(name)

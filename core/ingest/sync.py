@@ -57,32 +57,39 @@ def connector_for(
     return PathsConnector(source.location, settings, http, source.base_url)
 
 
-async def sync_source(
-    name: str,
-    source: SourceSettings,
-    ingestor: Ingestor,
-    index: SearchIndex,
-    locks: RunLocks,
-    http: httpx.AsyncClient,
-    settings: IngestSettings,
-    data_dir: Path,
-) -> IngestReport:
-    """One sync of one source, under its run lock; its status recorded whatever happens."""
-    started = time.perf_counter()
-    try:
-        async with run_lock(locks, f"sync-{name}", settings.lock_ttl_s):
-            known = set(await index.documents())
-            connector = connector_for(name, source, settings, http, data_dir, known)
-            report = await ingestor.ingest_from(
-                connector, source=name, prune=True, targets=source.location
-            )
-    except Exception as exc:
-        record_status(data_dir, name, SyncStatus(time.time(), _since(started), error=str(exc)))
-        raise
-    skipped = [f"{s.display}: {s.reason}" for s in report.skipped[:SKIPS_KEPT]]
-    counts = {outcome.value: n for outcome, n in report.counts.items() if n}
-    record_status(data_dir, name, SyncStatus(time.time(), _since(started), counts, skipped))
-    return report
+@dataclass(frozen=True, slots=True)
+class SourceSyncer:
+    """What every sync of a process shares: the pipeline, the index and its run locks, the
+    HTTP client, the ingest settings and the data dir (crawl memories, the status file)."""
+
+    ingestor: Ingestor
+    index: SearchIndex
+    locks: RunLocks
+    http: httpx.AsyncClient
+    settings: IngestSettings
+    data_dir: Path
+
+    async def sync(self, name: str, source: SourceSettings) -> IngestReport:
+        """One sync of one source, under its run lock; its status recorded whatever happens."""
+        started = time.perf_counter()
+        try:
+            async with run_lock(self.locks, f"sync-{name}", self.settings.lock_ttl_s):
+                known = set(await self.index.documents())
+                connector = connector_for(
+                    name, source, self.settings, self.http, self.data_dir, known
+                )
+                report = await self.ingestor.ingest_from(
+                    connector, source=name, prune=True, targets=source.location
+                )
+        except Exception as exc:
+            status = SyncStatus(time.time(), _since(started), error=str(exc))
+            record_status(self.data_dir, name, status)
+            raise
+        skipped = [f"{s.display}: {s.reason}" for s in report.skipped[:SKIPS_KEPT]]
+        counts = {outcome.value: n for outcome, n in report.counts.items() if n}
+        status = SyncStatus(time.time(), _since(started), counts, skipped)
+        record_status(self.data_dir, name, status)
+        return report
 
 
 def sync_statuses(data_dir: Path) -> dict[str, SyncStatus]:

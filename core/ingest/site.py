@@ -52,6 +52,9 @@ GZIP_WINDOW = 16 + zlib.MAX_WBITS  # zlib's flag for a gzip header
 _GZIP_MAGIC = b"\x1f\x8b"
 _DROPPED_QUERY = ("utm_", "ref", "fbclid", "gclid")  # tracking parameters: not a new page
 LIMIT_REACHED = "page limit reached (ingest.crawl.max_pages)"
+# URLs queued per page kept, at most: room for broken, disallowed and duplicate links, without
+# letting a page of 100,000 links grow the queue without bound.
+QUEUED_PER_PAGE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,7 @@ class SiteConnector:
             while (visit := await queue.get()) is not None:
                 try:
                     for link in await self._visit(visit, found, pages):
-                        if link not in seen and len(seen) < self._crawl.max_pages * 4:
+                        if link not in seen and len(seen) < self._crawl.max_pages * QUEUED_PER_PAGE:
                             seen.add(link)
                             queue.put_nowait(_Visit(link, visit.depth + 1))
                 finally:

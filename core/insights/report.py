@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from core.config import InsightSettings
 from core.domain.documents import DocumentRecord
-from core.domain.insights import LoggedAnswer
+from core.domain.insights import NO_MODEL, LoggedAnswer
 from core.domain.learned import LEARNED_PREFIX, LearnedDocument
 from core.ports import Embedder, SearchIndex
 
@@ -120,7 +120,7 @@ async def build_report(
     statuses = Counter(e.status for e in chosen)
     quotes = [c for e in posted for c in e.citations if not c.web]
     seconds = sorted(e.total_seconds for e in chosen)
-    tokens = [e.input_tokens + e.output_tokens for e in chosen if e.model != "none"]
+    tokens = [e.input_tokens + e.output_tokens for e in chosen if e.model != NO_MODEL]
     documents = await index.documents()
     report = Report(
         since=_day(since),

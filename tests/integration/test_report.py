@@ -55,16 +55,21 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NO_CHROMIUM = "no chromium: `apt-get install chromium` (scripts/test installs it where it can)"
 
 
+def agreement_with_topics(groups: list[list[int]], rows: list[tuple[str, str]]) -> float:
+    """Adjusted Rand index of the gaps found against the labelled topics."""
+    found = [0] * len(rows)
+    for label, members in enumerate(groups):
+        for member in members:
+            found[member] = label
+    return float(adjusted_rand_score([topic for _, topic in rows], found))
+
+
 async def test_paraphrases_of_one_need_fall_in_one_gap(minilm: MiniLMEmbedder) -> None:
     rows = gap_questions()
     assert len(rows) >= 150
     assert len({topic for _, topic in rows}) >= 10
     groups = await cluster_questions([q for q, _ in rows], minilm, distance=0.8)
-    found = [0] * len(rows)
-    for label, members in enumerate(groups):
-        for member in members:
-            found[member] = label
-    agreement = adjusted_rand_score([topic for _, topic in rows], found)
+    agreement = agreement_with_topics(groups, rows)
     print(f"adjusted Rand index {agreement:.3f} over {len(rows)} questions, {len(groups)} gaps")
     assert agreement >= 0.85  # 0.884 with the default gap_distance
 
@@ -75,11 +80,7 @@ async def test_sketches_of_the_questions_group_them_nearly_as_well(minilm: MiniL
     rows = gap_questions()
     vectors = minilm.embed_sync([q for q, _ in rows])
     groups = cluster_vectors([question_sketch(v.tolist()) for v in vectors], distance=0.8)
-    found = [0] * len(rows)
-    for label, members in enumerate(groups):
-        for member in members:
-            found[member] = label
-    agreement = adjusted_rand_score([topic for _, topic in rows], found)
+    agreement = agreement_with_topics(groups, rows)
     print(f"sketches: adjusted Rand index {agreement:.3f}, {len(groups)} gaps")
     assert agreement >= 0.8  # 0.85
 

@@ -226,7 +226,7 @@ def eval_questions(
     ] = Path("tests/data/chat_messages.jsonl"),
     held_out: Annotated[
         str, typer.Option(help="The labelled set kept out of training, to measure on.")
-    ] = "held-out-6",
+    ] = "held-out-7",
     write: Annotated[
         Path | None,
         typer.Option(

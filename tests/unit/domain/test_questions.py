@@ -34,6 +34,8 @@ def test_the_labelled_set_is_big_and_balanced() -> None:
         "held-out-4",
         "held-out-5",
         "held-out-6",
+        "tuning-2",
+        "held-out-7",
     }
     assert 0.4 < sum(r["answer"] for r in ROWS) / len(ROWS) < 0.6
 
@@ -48,6 +50,8 @@ def test_the_labelled_set_is_big_and_balanced() -> None:
         ("held-out-4", 0.55, 0.95),  # written before the classifier existed (0.575 / 1.00)
         ("held-out-5", 0.60, 0.95),  # written before the classifier was trained (0.614 / 1.00)
         ("held-out-6", 0.55, 0.95),  # written after it, never trained on (0.565 / 1.00)
+        ("tuning-2", 0.60, 0.95),  # chatter and status checks for the classifier (0.672 / 0.975)
+        ("held-out-7", 0.60, 0.95),  # written before the model trained with tuning-2 (0.694 / 1.00)
     ],
 )
 def test_precision_and_recall(name: str, min_precision: float, min_recall: float) -> None:

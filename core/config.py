@@ -111,15 +111,32 @@ class CrawlSettings(_Section):
     robots: bool = True  # honour robots.txt
 
 
+class GitSettings(_Section):
+    """Git sources: how long one git command may take, and how deep a clone goes."""
+
+    timeout_s: float = Field(600.0, gt=0)  # one clone or fetch; a slower one fails the sync
+    depth: int = Field(1, ge=1, le=1_000_000)  # commits fetched (1: a shallow clone)
+
+
 class SourceSettings(_Section):
     """One named source of `sources:`: what `bot sync NAME` ingests (its documents labelled
     NAME, pruned when gone), on `schedule` by `bot clock`."""
 
-    type: Literal["site", "files"]
-    location: list[str] = Field(min_length=1)  # start URLs (site), or files and folders
+    type: Literal["site", "files", "git"]
+    # start URLs (site), files and folders (files), or one repository URL or local path (git)
+    location: list[str] = Field(min_length=1)
     sitemaps: list[str] = Field(default_factory=list)  # site: read these (default: robots.txt's)
     prefixes: list[str] = Field(default_factory=list)  # site: links followed under these
+    # files, git: paths (relative to the folder or repository root) taken and left out, as
+    # .gitignore patterns; no include: every file of a supported type
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
     base_url: str | None = None  # files: where they are published, for citation links
+    branch: str | None = None  # git: the branch synced (default: the remote's default branch)
+    # git: a file's web view, with {branch}, {path} and {stem} (the path without its extension,
+    # as wikis name pages); default: GitHub's or GitLab's pattern for their remotes
+    web_url: str | None = None
+    token_env: str | None = None  # git over HTTPS: the environment variable holding the token
     schedule: str | None = None  # cron (UTC) for `bot clock`; none: only `bot sync`
 
     @field_validator("schedule")
@@ -128,11 +145,16 @@ class SourceSettings(_Section):
         return None if value is None else checked_cron(value)
 
     @model_validator(mode="after")
-    def _site_urls(self) -> SourceSettings:
+    def _fits_its_type(self) -> SourceSettings:
         if self.type == "site":
             for url in [*self.location, *self.sitemaps, *self.prefixes]:
                 if not url.startswith(("http://", "https://")):
                     raise ValueError(f"{url!r}: a site source's URLs are http(s) URLs")
+        if self.type == "git" and len(self.location) != 1:
+            raise ValueError("a git source has one location: a repository URL or local path")
+        places = ("{path}", "{stem}", "{page}")
+        if self.web_url is not None and not any(p in self.web_url for p in places):
+            raise ValueError("web_url needs {path}, {stem} or {page}: where the file goes")
         return self
 
 
@@ -152,6 +174,7 @@ class IngestSettings(_Section):
     max_html_attributes: int = Field(1_000, ge=10, le=1_000_000)
     lock_ttl_s: float = Field(6 * 3_600, gt=0)
     crawl: CrawlSettings = CrawlSettings()
+    git: GitSettings = GitSettings()
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:

@@ -68,6 +68,11 @@ class UnreadableDocument(BotError, ValueError):
     """The content can't be parsed into text; the message is the per-file skip reason."""
 
 
+class SourceUnavailable(BotError, RuntimeError):
+    """A source could not be read as a whole (a clone or fetch failed, an API refused): the
+    sync fails with this one line and the index keeps what it had."""
+
+
 class RemoteFailure(BotError):
     """The service did not give a usable answer in any attempt; `str()` completes a sentence
     such as "the model server ..."."""

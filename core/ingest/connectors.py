@@ -15,6 +15,7 @@ import httpx
 
 from core.config import IngestSettings
 from core.ingest.formats import DocumentFormat
+from core.ingest.globs import PathFilter
 from core.ingest.sources import Discovery, SourceItem, discover, read_item
 
 
@@ -23,7 +24,12 @@ class Connector(Protocol):
         """Every item of the source now, what was skipped (with why), and the scopes."""
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
-        """The item's bytes and format; raises `UnreadableDocument` with the reason."""
+        """The item's bytes and format; raises `UnreadableDocument` with the reason, or
+        `NotModified` when the indexed copy is current."""
+
+    async def completed(self) -> None:
+        """The run indexed what it discovered: a connector may now remember what it synced
+        (never earlier, so that a crash re-reads what it missed)."""
 
 
 class PathsConnector:
@@ -35,14 +41,17 @@ class PathsConnector:
         settings: IngestSettings,
         http: httpx.AsyncClient | None,
         base_url: str | None = None,
+        paths: PathFilter | None = None,
     ) -> None:
+        """`paths`: which files of a folder are taken (a source's include and exclude)."""
         self._targets = targets
+        self._paths = paths or PathFilter([], [])
         self._settings = settings
         self._http = http
         self._base_url = base_url or settings.base_url
 
     async def discover(self) -> Discovery:
-        return discover(self._targets, self._base_url)
+        return discover(self._targets, self._base_url, self._paths.takes)
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         return await read_item(
@@ -51,3 +60,6 @@ class PathsConnector:
             client=self._http,
             deadline_s=self._settings.url_deadline_s,
         )
+
+    async def completed(self) -> None:
+        """Files and URLs are compared by checksum each run: nothing to remember."""

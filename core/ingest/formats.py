@@ -1,4 +1,5 @@
-"""Parsing Markdown, HTML, PDF and plain text into titled sections that each carry an anchor.
+"""Parsing Markdown, HTML, reStructuredText, AsciiDoc, PDF and plain text into titled
+sections that each carry an anchor.
 
 A section is the text under one heading; its anchor is what the published page uses for that
 heading, so `URL#anchor` lands the reader on the passage a citation quotes:
@@ -19,7 +20,9 @@ from enum import StrEnum
 from markdown_it import MarkdownIt
 
 from core.errors import UnreadableDocument
+from core.ingest.asciidoc import parse_asciidoc
 from core.ingest.html import parse_html
+from core.ingest.rst import parse_rst
 from core.ingest.sections import AnchorSlugger, ParsedDocument, ParseLimits, Section, tidy_text
 
 
@@ -28,6 +31,8 @@ class DocumentFormat(StrEnum):
     HTML = "html"
     PDF = "pdf"
     TEXT = "text"
+    RST = "rst"
+    ASCIIDOC = "asciidoc"
 
 
 # A parser's own error message is quoted in the skip reason up to this length.
@@ -181,6 +186,10 @@ def _parse(
         doc = parse_markdown(text, fallback_title)
     elif fmt is DocumentFormat.HTML:
         doc = parse_html(text, fallback_title, limits)
+    elif fmt is DocumentFormat.RST:
+        doc = parse_rst(text, fallback_title, limits)
+    elif fmt is DocumentFormat.ASCIIDOC:
+        doc = parse_asciidoc(text, fallback_title)
     else:
         doc = parse_text(text, fallback_title)
     if not any(s.text.strip() for s in doc.sections):

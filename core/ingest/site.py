@@ -131,6 +131,7 @@ class SiteConnector:
         self._queued: set[str] = set()  # every URL queued, normalised
         self._memory_path = memory
         self._memory: dict[str, _Remembered] = _load(memory)
+        self._crawled: dict[str, _Remembered] = {}
         self._known = set(known)
         self._not_modified: set[str] = set()
         self._host_locks: dict[str, asyncio.Lock] = {}
@@ -168,9 +169,14 @@ class SiteConnector:
             queue.put_nowait(None)
         await asyncio.gather(*workers)
         found.items.sort(key=lambda item: item.doc_id)
-        if self._memory_path is not None:
-            _save(self._memory_path, {u: p for u, p in self._memory.items() if u in seen})
+        self._crawled = {u: p for u, p in self._memory.items() if u in seen}
         return found
+
+    async def completed(self) -> None:
+        """Every page of the crawl is indexed: remember their validators for the next one (not
+        before: a crash mid-sync would leave pages remembered as current yet never indexed)."""
+        if self._memory_path is not None:
+            _save(self._memory_path, self._crawled)
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         if item.doc_id in self._not_modified:

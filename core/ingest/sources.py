@@ -31,7 +31,10 @@ EXTENSIONS: dict[str, DocumentFormat] = {
     ".htm": DocumentFormat.HTML,
     ".txt": DocumentFormat.TEXT,
     ".text": DocumentFormat.TEXT,
-    ".rst": DocumentFormat.TEXT,
+    ".rst": DocumentFormat.RST,
+    ".adoc": DocumentFormat.ASCIIDOC,
+    ".asciidoc": DocumentFormat.ASCIIDOC,
+    ".asc": DocumentFormat.ASCIIDOC,
     ".pdf": DocumentFormat.PDF,
 }
 CONTENT_TYPES: dict[str, DocumentFormat] = {
@@ -40,6 +43,7 @@ CONTENT_TYPES: dict[str, DocumentFormat] = {
     "text/markdown": DocumentFormat.MARKDOWN,
     "text/x-markdown": DocumentFormat.MARKDOWN,
     "text/plain": DocumentFormat.TEXT,
+    "text/x-rst": DocumentFormat.RST,
     "application/pdf": DocumentFormat.PDF,
 }
 
@@ -157,7 +161,9 @@ def _add(found: Discovery, item: SourceItem | Skipped) -> None:
         found.skipped.append(item)
 
 
-def _walk(found: Discovery, folder: Path, base_url: str | None) -> None:
+def _walk(
+    found: Discovery, folder: Path, base_url: str | None, takes: Callable[[str], bool]
+) -> None:
     def unlistable(exc: OSError) -> None:
         found.skipped.append(
             Skipped(printable(str(exc.filename)), f"can't list: {exc.strerror or exc}")
@@ -166,14 +172,18 @@ def _walk(found: Discovery, folder: Path, base_url: str | None) -> None:
     for parent, dirs, files in os.walk(folder, onerror=unlistable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            if not name.startswith("."):
-                _add(found, _file_item(Path(parent) / name, folder, base_url))
+            path = Path(parent) / name
+            if not name.startswith(".") and takes(path.relative_to(folder).as_posix()):
+                _add(found, _file_item(path, folder, base_url))
         for name in dirs:  # os.walk lists a symlink to a folder here but does not enter it
             if (link := Path(parent) / name).is_symlink():
                 found.skipped.append(Skipped(printable(str(link)), _FOLDER_LINK))
 
 
-def discover(targets: list[str], base_url: str | None) -> Discovery:
+def discover(
+    targets: list[str], base_url: str | None, takes: Callable[[str], bool] = lambda _: True
+) -> Discovery:
+    """What `targets` name; in a folder, only the files whose path from it `takes` accepts."""
     found = Discovery(items=[], skipped=[], scopes=[])
     for target in targets:
         if is_url(target):
@@ -193,7 +203,7 @@ def discover(targets: list[str], base_url: str | None) -> Discovery:
             continue
         if is_dir:
             found.scopes.append(path.resolve().as_uri() + "/")
-            _walk(found, path, base_url)
+            _walk(found, path, base_url, takes)
         elif is_file or path.is_symlink() or os.path.lexists(path):
             item = _file_item(path, path.parent, base_url)
             if isinstance(item, SourceItem):

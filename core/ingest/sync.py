@@ -17,7 +17,10 @@ from pathlib import Path
 import httpx
 
 from core.config import IngestSettings, SourceSettings
+from core.errors import SourceUnavailable
 from core.ingest.connectors import Connector, PathsConnector
+from core.ingest.git import GitConnector
+from core.ingest.globs import PathFilter
 from core.ingest.pipeline import Ingestor, IngestReport
 from core.ingest.site import SiteConnector, memory_name
 from core.ports import RunLocks, SearchIndex
@@ -54,7 +57,28 @@ def connector_for(
             memory=data_dir / "crawls" / f"{name}-{memory_name(source.location, source.prefixes)}",
             known=known,
         )
-    return PathsConnector(source.location, settings, http, source.base_url)
+    if source.type == "git":
+        return GitConnector(
+            source.location[0],
+            settings,
+            checkout=data_dir / "git" / name,
+            include=source.include,
+            exclude=source.exclude,
+            branch=source.branch,
+            web_url=source.web_url,
+            token=_token(source.token_env),
+            known=known,
+        )
+    paths = PathFilter(source.include, source.exclude)
+    return PathsConnector(source.location, settings, http, source.base_url, paths)
+
+
+def _token(variable: str | None) -> str | None:
+    if variable is None:
+        return None
+    if not (token := os.environ.get(variable, "").strip()):
+        raise SourceUnavailable(f"the token variable {variable} (token_env) is not set")
+    return token
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,3 +78,32 @@ async def test_a_scheduled_sync_leaves_a_running_one_alone() -> None:
         await job.run()
     assert [e["event"] for e in logs] == ["sync_skipped"]
     assert job.job_id == "sync-runbooks"
+
+
+def test_a_files_source_takes_only_what_its_patterns_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "wiki"
+    (folder / "drafts").mkdir(parents=True)
+    (folder / "ops").mkdir()
+    (folder / "ops" / "deploy.md").write_text("# Deploy\n\nDeploy with `make deploy`.")
+    (folder / "ops" / "notes.txt").write_text("Scratch notes.")
+    (folder / "drafts" / "idea.md").write_text("# Idea\n\nNot ready.")
+    sources = {
+        "wiki": {
+            "type": "files",
+            "location": [str(folder)],
+            "include": ["*.md"],
+            "exclude": ["drafts/"],
+        }
+    }
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    first = runner.invoke(app, ["sync"])
+    assert first.exit_code == 0, first.output
+    assert "wiki: 1 added" in first.output  # deploy.md; not notes.txt, not the draft
+
+    (folder / "ops" / "deploy.md").rename(folder / "drafts" / "deploy.md")
+    moved = runner.invoke(app, ["sync"])
+    assert moved.exit_code == 0, moved.output
+    assert "wiki: 1 deleted" in moved.output  # moved out of what the patterns take

@@ -219,3 +219,138 @@ def test_unclosed_markup_is_kept_as_text_and_closed_markup_still_parses() -> Non
     doc = parse_html(page, "t", LIMITS)
     assert [(s.heading, s.anchor) for s in doc.sections] == [("Real", "x")]
     assert doc.sections[0].text == 'kept text <i>cdata</i>\n5 <a and <b c="d'
+
+
+RST = """User guide
+==========
+
+Welcome to the guide.
+
+Rotating keys
+-------------
+
+Rotate with ``keys rotate``; see `the policy <https://example.com/policy>`_.
+
+.. raw:: html
+
+   <script>alert("raw")</script>
+
+.. include:: /etc/passwd
+
+.. csv-table:: Hosts
+   :file: /etc/hosts
+
+Rotating keys
+-------------
+
+A second section of the same name.
+"""
+
+
+def test_restructuredtext_sections_carry_docutils_ids_and_nothing_is_included() -> None:
+    doc = parse_document(RST.encode(), DocumentFormat.RST, "fallback", LIMITS)
+    assert doc.title == "User guide"
+    sections = [(s.heading, s.anchor) for s in doc.sections]
+    assert sections == [
+        ("", None),
+        ("Rotating keys", "rotating-keys"),
+        ("Rotating keys", "rotating-keys-1"),
+    ]
+    text = " ".join(s.text for s in doc.sections)
+    assert "Rotate with keys rotate; see the policy." in text
+    assert "alert" not in text  # raw HTML is off
+    assert "root:" not in text
+    assert "localhost" not in text
+
+
+ASCIIDOC = """// a comment before the title
+= Operations Handbook
+Jane Doe <jane@example.com>
+:toc:
+:idprefix: sec-
+:idseparator: -
+
+Read this before your first on-call shift.
+
+[[restarts]]
+== Restarting the workers
+
+Drain the queue, then run `systemctl restart worker` on each host (see <<paging,paging>>).
+
+----
+== not a heading inside a listing
+----
+
+////
+a comment block
+////
+
+include::/etc/passwd[]
+sys::[echo pwned]
+image::diagram.png[The queue]
+
+=== Under *load* ===
+
+Scale out with link:https://example.com/scale[the scaling guide] first.
+
+[#paging]
+== Paging policy
+
+++++
+<script>alert("pass")</script>
+++++
+
+Page for customer-facing outages; `max_file_bytes` stays as written.
+
+== Restarting the workers
+
+Twice.
+"""
+
+
+def test_asciidoc_sections_get_asciidoctor_ids_and_no_directive_runs() -> None:
+    doc = parse_document(ASCIIDOC.encode(), DocumentFormat.ASCIIDOC, "fallback", LIMITS)
+    assert doc.title == "Operations Handbook"
+    assert [(s.heading, s.anchor) for s in doc.sections] == [
+        ("", None),
+        ("Restarting the workers", "restarts"),
+        ("Restarting the workers › Under load", "sec-under-load"),
+        ("Paging policy", "paging"),
+        ("Restarting the workers", "sec-restarting-the-workers"),
+    ]
+    text = "\n".join(s.text for s in doc.sections)
+    assert "systemctl restart worker on each host (see paging)" in text
+    assert "== not a heading inside a listing" in text  # a listing's text, kept as text
+    assert "Scale out with the scaling guide first." in text
+    assert "max_file_bytes stays as written" in text
+    for never in ("comment", "root:", "pwned", "alert", "diagram.png", "Jane Doe"):
+        assert never not in text
+
+
+def test_asciidoc_default_ids_follow_asciidoctor() -> None:
+    doc = parse_document(
+        b"= T\n\n== Getting started: the basics\n\nA.\n\n== Getting started: the basics\n\nB.\n",
+        DocumentFormat.ASCIIDOC,
+        "fallback",
+        LIMITS,
+    )
+    assert [s.anchor for s in doc.sections] == [
+        "_getting_started_the_basics",
+        "_getting_started_the_basics_2",
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "x " + "https:" * 200_000,
+        "== t" + " =" * 200_000,
+        "== t" + " " * 200_000 + "[[x]]",
+        "<<a" * 200_000,
+        "[a]" * 300_000,
+        "a:b[c]" * 200_000,
+    ],
+)
+def test_asciidoc_lines_parse_in_linear_time(line: str) -> None:
+    seconds, _ = _timed_parse(line.encode(), DocumentFormat.ASCIIDOC)
+    assert seconds < LINEAR_PARSE_CPU_S  # a regex search per `https:` took minutes

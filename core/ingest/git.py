@@ -1,0 +1,303 @@
+"""Git repositories as a source (GitHub, GitLab, any remote, or a local path), through the
+`git` command: every host and credential helper works, and nothing of the repository runs.
+
+A shallow clone lives in the data dir and is fetched and reset on each sync. The commit a
+sync finished on is remembered beside it, so the next sync reads only the files `git diff`
+names between that commit and the new one; everything else is reported unchanged without being
+read. The memory is written only when the sync completed, so a crash re-reads what it missed.
+
+Each file links to its web view at the branch (GitHub's and GitLab's patterns for their remotes,
+a wiki's page URL for its `.wiki.git`, or `web_url`), with the heading's anchor. Symlinks and
+submodules are skipped (a link may point anywhere on this machine), and so are Git LFS pointers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote, urlsplit
+
+from core.config import IngestSettings
+from core.domain.urls import redact_url, redact_urls_in
+from core.errors import SourceUnavailable, UnreadableDocument
+from core.ingest.formats import DocumentFormat
+from core.ingest.globs import PathFilter
+from core.ingest.sources import (
+    EXTENSIONS,
+    Discovery,
+    NotModified,
+    Skipped,
+    SourceItem,
+    read_item,
+    title_from_name,
+)
+
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+_BLOB = "blob"
+_SYMLINK_MODE = "120000"
+# The web view of a file on the hosts whose URL patterns are public; {repo} is owner/name.
+WEB_VIEWS = {
+    "github.com": "https://github.com/{repo}/blob/{branch}/{path}",
+    "gitlab.com": "https://gitlab.com/{repo}/-/blob/{branch}/{path}",
+}
+WIKI_VIEWS = {
+    "github.com": "https://github.com/{repo}/wiki/{page}",
+    "gitlab.com": "https://gitlab.com/{repo}/-/wikis/{stem}",
+}
+# What git prints on a failure is quoted in the error up to this many characters.
+_DETAIL_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    mode: str
+    kind: str
+    size: int | None
+    path: str
+
+
+def remote_of(location: str) -> str:
+    """What `git clone` is given: URLs and scp-like `git@host:path` as written, a local path
+    as a file:// URL (a shallow clone of a plain path is refused by git)."""
+    if "://" in location or (":" in location and not Path(location).exists()):
+        return location
+    return Path(location).expanduser().resolve().as_uri()
+
+
+def default_web_view(remote: str) -> str | None:
+    """The web view pattern of a GitHub or GitLab remote (https or scp-like); None elsewhere."""
+    if "://" in remote:
+        parts = urlsplit(remote)
+        host, path = (parts.hostname or "").lower(), parts.path
+    elif "@" in remote and ":" in remote:
+        host, _, path = remote.partition("@")[2].partition(":")
+        host = host.lower()
+    else:
+        return None
+    repo = path.strip("/").removesuffix(".git")
+    if repo.endswith(".wiki") and host in WIKI_VIEWS:
+        return WIKI_VIEWS[host].replace("{repo}", repo.removesuffix(".wiki"))
+    if host in WEB_VIEWS and repo.count("/") >= 1:
+        return WEB_VIEWS[host].replace("{repo}", repo)
+    return None
+
+
+def web_link(pattern: str, branch: str, path: str) -> str:
+    posix = PurePosixPath(path)
+    return pattern.format(
+        branch=quote(branch, safe="/"),
+        path=quote(path, safe="/"),
+        stem=quote(str(posix.with_suffix("")), safe="/"),
+        page=quote(posix.stem, safe=""),
+    )
+
+
+class GitConnector:
+    def __init__(
+        self,
+        location: str,
+        settings: IngestSettings,
+        *,
+        checkout: Path,
+        include: list[str],
+        exclude: list[str],
+        branch: str | None,
+        web_url: str | None,
+        token: str | None,
+        known: set[str],
+    ) -> None:
+        """`checkout`: the clone's folder in the data dir (its memory file sits beside it);
+        `known`: the doc ids the index holds, the only ones a diff may call unchanged."""
+        self._remote = remote_of(location)
+        self._shown = redact_url(self._remote)
+        self._settings = settings
+        self._checkout = checkout
+        self._memory = checkout.with_name(checkout.name + ".synced.json")
+        self._filter = PathFilter(include, exclude)
+        self._explicit = bool(include)
+        self._branch = branch
+        self._web_url = web_url or default_web_view(self._remote)
+        self._token = token
+        self._known = known
+        self._changed: set[str] | None = None  # None: read every file
+        self._commit = ""
+
+    async def discover(self) -> Discovery:
+        await self._update()
+        branch = (await self._git("symbolic-ref", "--short", "HEAD")).strip()
+        self._commit = (await self._git("rev-parse", "HEAD")).strip()
+        self._changed = await self._changed_since(self._synced(branch))
+        scope = f"git:{self._shown}#{branch}/"
+        found = Discovery(items=[], skipped=[], scopes=[scope])
+        for entry in await self._tree():
+            self._add(found, entry, scope, branch)
+        found.items.sort(key=lambda item: item.doc_id)
+        self._branch = branch
+        return found
+
+    async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
+        unchanged = self._changed is not None and item.display not in self._changed
+        if unchanged and item.doc_id in self._known:
+            raise NotModified(item.doc_id)
+        data, fmt = await read_item(
+            item,
+            max_bytes=self._settings.max_file_bytes,
+            client=None,
+            deadline_s=self._settings.url_deadline_s,
+        )
+        if data.startswith(LFS_POINTER):
+            raise UnreadableDocument("a Git LFS pointer (the file itself is not in the clone)")
+        return data, fmt
+
+    async def completed(self) -> None:
+        """The sync indexed this commit: the next one diffs against it."""
+        record = {"remote": self._shown, "branch": self._branch, "commit": self._commit}
+        temporary = self._memory.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(temporary, self._memory)
+
+    # -- the clone -------------------------------------------------------------------------
+
+    async def _update(self) -> None:
+        """Clone, or fetch and reset the clone that is there; a clone of another remote (the
+        location changed) or a damaged one is replaced."""
+        depth = str(self._settings.git.depth)
+        if (self._checkout / ".git").is_dir():
+            try:
+                origin = (await self._git("remote", "get-url", "origin")).strip()
+            except SourceUnavailable:
+                origin = ""
+            if origin == self._remote:
+                ref = self._branch or "HEAD"
+                await self._git("fetch", "--quiet", "--no-tags", "--depth", depth, "origin", ref)
+                await self._git("reset", "--quiet", "--hard", "FETCH_HEAD")
+                return
+        shutil.rmtree(self._checkout, ignore_errors=True)
+        self._checkout.parent.mkdir(parents=True, exist_ok=True)
+        branch = ["--branch", self._branch] if self._branch else []
+        await self._git(
+            "clone", "--quiet", "--no-tags", "--single-branch", "--depth", depth, *branch,
+            "--", self._remote, str(self._checkout), cwd=self._checkout.parent,
+        )  # fmt: skip
+
+    def _synced(self, branch: str) -> str | None:
+        try:
+            record = json.loads(self._memory.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict):
+            return None
+        same = record.get("remote") == self._shown and record.get("branch") == branch
+        commit = record.get("commit")
+        return commit if same and isinstance(commit, str) and commit else None
+
+    async def _changed_since(self, synced: str | None) -> set[str] | None:
+        """The paths added or modified since `synced`; None (read everything) when there is no
+        synced commit or the clone no longer has it."""
+        if synced is None:
+            return None
+        try:
+            out = await self._git(
+                "diff", "--name-only", "--no-renames", "--diff-filter=d", "-z", synced, "HEAD"
+            )
+        except SourceUnavailable:
+            return None
+        return {path for path in out.split("\0") if path}
+
+    async def _tree(self) -> list[_Entry]:
+        out = await self._git("ls-tree", "-r", "-l", "-z", "--full-tree", "HEAD")
+        entries = []
+        for line in out.split("\0"):
+            if not line:
+                continue
+            meta, _, path = line.partition("\t")
+            mode, kind, _sha, size = meta.split(maxsplit=3)
+            entries.append(_Entry(mode, kind, int(size) if size.strip().isdigit() else None, path))
+        return entries
+
+    def _add(self, found: Discovery, entry: _Entry, scope: str, branch: str) -> None:
+        if not self._filter.takes(entry.path):
+            return
+        fmt = EXTENSIONS.get(PurePosixPath(entry.path).suffix.lower())
+        if entry.kind != _BLOB or entry.mode == _SYMLINK_MODE or fmt is None:
+            if self._explicit:  # named by the include patterns: say why it is not read
+                why = (
+                    "a submodule (not followed)"
+                    if entry.kind != _BLOB
+                    else "a symlink (not followed)"
+                    if entry.mode == _SYMLINK_MODE
+                    else f"unsupported file type '{PurePosixPath(entry.path).suffix or entry.path}'"
+                )
+                found.skipped.append(Skipped(entry.path, why))
+            return
+        limit = self._settings.max_file_bytes
+        if entry.size is not None and entry.size > limit:
+            found.skipped.append(
+                Skipped(entry.path, f"over the limit of {limit:,} bytes (ingest.max_file_bytes)")
+            )
+            return
+        link = (
+            web_link(self._web_url, branch, entry.path)
+            if self._web_url
+            else (self._checkout / entry.path).as_uri()
+        )
+        found.items.append(
+            SourceItem(
+                doc_id=scope + entry.path,
+                url=link,
+                display=entry.path,
+                fallback_title=title_from_name(PurePosixPath(entry.path).name),
+                path=self._checkout / entry.path,
+                fmt=fmt,
+            )
+        )
+
+    async def _git(self, *args: str, cwd: Path | None = None) -> str:
+        """One git command, bounded by `ingest.git.timeout_s`; a failure is one line with
+        git's own reason (credentials removed)."""
+        env = {
+            **os.environ,
+            "GIT_TERMINAL_PROMPT": "0",  # never wait for a password on stdin
+            "GIT_ASKPASS": "",
+            "LC_ALL": "C",
+        }
+        if self._token:
+            basic = base64.b64encode(f"x-access-token:{self._token}".encode()).decode()
+            env |= {
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+            }
+        where = cwd or self._checkout
+        command = ["git", "-c", "core.symlinks=false", "-c", "protocol.ext.allow=never", *args]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                cwd=where,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            raise SourceUnavailable("git sources need the git command (not installed)") from None
+        timeout = self._settings.git.timeout_s
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise SourceUnavailable(
+                f"git {args[0]} of {self._shown} took longer than {timeout:g} s "
+                "(ingest.git.timeout_s)"
+            ) from None
+        if process.returncode != 0:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            detail = redact_urls_in(lines[-1] if lines else f"exit code {process.returncode}")
+            raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
+        return out.decode("utf-8", "surrogateescape")

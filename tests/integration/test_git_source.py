@@ -1,0 +1,314 @@
+"""Git sources on repositories the tests make: a shallow clone in the data dir, Markdown,
+reStructuredText and AsciiDoc with links to the web view at the heading, include/exclude
+patterns, and a second sync that reads only what `git diff` names (renames, deletions and a
+file moved out of the include pattern pruned)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import core.ingest.git as git_module
+from bot.cli import app
+from core.config import SourceSettings
+from core.domain.documents import Outcome
+from core.errors import SourceUnavailable
+from core.ingest.git import default_web_view, web_link
+from core.ingest.pipeline import Ingestor
+from core.ingest.sync import SourceSyncer, sync_statuses
+
+WEB = "https://git.example.com/acme/handbook/blob/{branch}/{path}"
+runner = CliRunner()
+
+INSTALL_MD = """# Install
+
+Download the installer from the releases page.
+
+## Configure the proxy
+
+Set `HTTPS_PROXY` before running the installer behind a corporate proxy.
+"""
+GUIDE_RST = """User guide
+==========
+
+Welcome.
+
+Rotating keys
+-------------
+
+Rotate the signing keys every ninety days with ``keys rotate``.
+"""
+OPS_ADOC = """= Operations
+:toc:
+
+[[restarts]]
+== Restarting the workers
+
+Drain the queue, then restart each worker with `systemctl restart worker`.
+
+== Paging policy
+
+Page the on-call engineer only for customer-facing outages.
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Test",
+        "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test",
+        "GIT_COMMITTER_EMAIL": "test@example.com",
+    }
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    )
+    return done.stdout
+
+
+def write(repo: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "handbook"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch", "main")
+    write(
+        repo,
+        {
+            "README.md": "# Handbook\n\nThe team's handbook.\n",
+            "docs/install.md": INSTALL_MD,
+            "docs/guide.rst": GUIDE_RST,
+            "docs/ops.adoc": OPS_ADOC,
+            "docs/faq.md": "# FAQ\n\nAsk in #help.\n",
+            "docs/drafts/wip.md": "# Work in progress\n\nNot ready.\n",
+            "docs/app.py": "print('not a document')\n",
+            "docs/big.md": "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 9\n",
+        },
+    )
+    (repo / "docs" / "passwd.md").symlink_to("/etc/passwd")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "first")
+    return repo
+
+
+def source(repo: Path, **options: object) -> SourceSettings:
+    return SourceSettings.model_validate(
+        {
+            "type": "git",
+            "location": [str(repo)],
+            "include": ["docs/**"],
+            "exclude": ["docs/drafts/"],
+            "web_url": WEB,
+            **options,
+        }
+    )
+
+
+@pytest.fixture
+def syncer(ingestor: Ingestor, index, backend, settings, tmp_path: Path) -> SourceSyncer:  # type: ignore[no-untyped-def]
+    import httpx
+
+    return SourceSyncer(
+        ingestor, index, backend.locks, httpx.AsyncClient(), settings.ingest, tmp_path / "data"
+    )
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files each sync actually read from the clone (the real reader, counted)."""
+    seen: list[str] = []
+    real = git_module.read_item
+
+    async def counted(item, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(item.display)
+        return await real(item, **kwargs)
+
+    monkeypatch.setattr(git_module, "read_item", counted)
+    return seen
+
+
+async def urls(index, query: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return [hit.chunk.url for hit in await index.search(query, k=3)]
+
+
+async def test_a_repository_is_cloned_shallow_and_each_format_links_to_its_heading(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str], tmp_path: Path
+) -> None:
+    git(repo, "commit", "--quiet", "--allow-empty", "-m", "second")  # history to leave behind
+    report = await syncer.sync("handbook", source(repo))
+    assert report.counts[Outcome.ADDED] == 4  # install.md, guide.rst, ops.adoc, faq.md
+    skipped = {s.display: s.reason for s in report.skipped}
+    assert skipped == {
+        "docs/app.py": "unsupported file type '.py'",
+        "docs/big.md": "a Git LFS pointer (the file itself is not in the clone)",
+        "docs/passwd.md": "a symlink (not followed)",
+    }
+    assert "docs/drafts/wip.md" not in reads
+    assert "README.md" not in reads
+    clone = tmp_path / "data" / "git" / "handbook"
+    assert (clone / ".git" / "shallow").is_file()
+    assert git(clone, "rev-list", "--count", "HEAD").strip() == "1"
+
+    base = "https://git.example.com/acme/handbook/blob/main/docs"
+    assert f"{base}/install.md#configure-the-proxy" in await urls(index, "corporate proxy")
+    assert f"{base}/guide.rst#rotating-keys" in await urls(index, "rotate signing keys")
+    assert f"{base}/ops.adoc#restarts" in await urls(index, "restart each worker")
+    assert f"{base}/ops.adoc#_paging_policy" in await urls(index, "page the on-call engineer")
+
+
+async def test_a_second_sync_reads_only_what_the_diff_names(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str]
+) -> None:
+    await syncer.sync("handbook", source(repo))
+    reads.clear()
+
+    unchanged = await syncer.sync("handbook", source(repo))
+    assert reads == ["docs/big.md"]  # skipped last time (an LFS pointer): tried again, alone
+    assert unchanged.counts[Outcome.UNCHANGED] == 4
+    reads.clear()
+
+    write(repo, {"docs/guide.rst": GUIDE_RST.replace("ninety", "thirty")})
+    git(repo, "mv", "docs/ops.adoc", "docs/operations.adoc")
+    git(repo, "rm", "--quiet", "docs/install.md")
+    git(repo, "mv", "docs/faq.md", "archive-faq.md")  # out of the include pattern
+    git(repo, "commit", "--quiet", "-am", "edit, rename, delete, move out")
+    changed = await syncer.sync("handbook", source(repo))
+    assert sorted(reads) == ["docs/big.md", "docs/guide.rst", "docs/operations.adoc"]
+    assert changed.counts[Outcome.UPDATED] == 1
+    assert changed.counts[Outcome.ADDED] == 1
+    assert changed.counts[Outcome.DELETED] == 3  # ops.adoc, install.md, faq.md
+    assert not changed.counts[Outcome.UNCHANGED]
+    documents = {d.rsplit("/", 1)[-1] for d in await index.documents()}
+    assert documents == {"guide.rst", "operations.adoc"}
+    hits = await index.search("rotate the signing keys", k=1)
+    assert "thirty days" in hits[0].chunk.text
+
+
+async def test_a_sync_that_fails_midway_is_read_again_next_time(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await syncer.sync("handbook", source(repo))
+    write(repo, {"docs/faq.md": "# FAQ\n\nAsk in #support now.\n"})
+    git(repo, "commit", "--quiet", "-am", "faq moved channel")
+
+    async def down(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the embedder went away")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(syncer.ingestor, "write", down)
+        with pytest.raises(RuntimeError):
+            await syncer.sync("handbook", source(repo))
+    reads.clear()
+    report = await syncer.sync("handbook", source(repo))
+    # the synced commit was not moved on by the failed run
+    assert sorted(reads) == ["docs/big.md", "docs/faq.md"]
+    assert report.counts[Outcome.UPDATED] == 1
+
+
+async def test_another_branch_and_a_changed_location(
+    repo: Path, syncer: SourceSyncer, index, tmp_path: Path
+) -> None:
+    git(repo, "checkout", "--quiet", "-b", "next")
+    write(repo, {"docs/next.md": "# Next\n\nOnly on the next branch.\n"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "next")
+    git(repo, "checkout", "--quiet", "main")
+    report = await syncer.sync("handbook", source(repo, branch="next"))
+    assert report.counts[Outcome.ADDED] == 5
+    links = await urls(index, "only on the next branch")
+    assert "https://git.example.com/acme/handbook/blob/next/docs/next.md#next" in links
+
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "--quiet", "--initial-branch", "main")
+    write(other, {"docs/solo.md": "# Solo\n\nThe only page.\n"})
+    git(other, "add", "-A")
+    git(other, "commit", "--quiet", "-m", "solo")
+    moved = await syncer.sync("handbook", source(other))  # the clone is replaced, old pruned
+    assert moved.counts[Outcome.ADDED] == 1
+    assert moved.counts[Outcome.DELETED] == 0  # another remote: another scope
+    assert any(d.endswith("/docs/solo.md") for d in await index.documents())
+
+
+async def test_an_unreachable_repository_fails_the_sync_in_one_line(
+    syncer: SourceSyncer, tmp_path: Path
+) -> None:
+    missing = SourceSettings(type="git", location=[str(tmp_path / "nowhere")])
+    with pytest.raises(SourceUnavailable) as failure:
+        await syncer.sync("handbook", missing)
+    message = str(failure.value)
+    assert message.startswith("git clone of file://")
+    assert "\n" not in message
+    assert sync_statuses(tmp_path / "data")["handbook"].error == message
+
+
+def test_the_token_comes_from_the_environment_and_never_shows(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bot sync` over a remote that refuses: the token is sent as a header from the
+    environment, and neither the output nor the status file carry it."""
+    sources = {
+        "handbook": {
+            "type": "git",
+            "location": ["http://127.0.0.1:9/acme/handbook.git"],
+            "token_env": "HANDBOOK_TOKEN",
+        }
+    }
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    unset = runner.invoke(app, ["sync"])
+    assert unset.exit_code == 1
+    assert "handbook: the token variable HANDBOOK_TOKEN (token_env) is not set" in unset.output
+    monkeypatch.setenv("HANDBOOK_TOKEN", "s3cret-token")
+    refused = runner.invoke(app, ["sync"])
+    assert refused.exit_code == 1
+    assert "handbook: git clone of http://127.0.0.1:9/acme/handbook.git:" in refused.output
+    assert "Traceback" not in refused.output
+    assert "s3cret" not in refused.output
+    assert "s3cret" not in (tmp_path / "data" / "sources-status.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("remote", "pattern"),
+    [
+        ("https://github.com/acme/docs.git", "https://github.com/acme/docs/blob/{branch}/{path}"),
+        ("git@github.com:acme/docs.git", "https://github.com/acme/docs/blob/{branch}/{path}"),
+        (
+            "https://gitlab.com/acme/group/docs",
+            "https://gitlab.com/acme/group/docs/-/blob/{branch}/{path}",
+        ),
+        ("https://github.com/acme/docs.wiki.git", "https://github.com/acme/docs/wiki/{page}"),
+        ("https://gitlab.com/acme/docs.wiki.git", "https://gitlab.com/acme/docs/-/wikis/{stem}"),
+        ("https://git.internal.example/acme/docs.git", None),
+        ("file:///srv/docs", None),
+    ],
+)
+def test_the_web_view_of_known_hosts(remote: str, pattern: str | None) -> None:
+    assert default_web_view(remote) == pattern
+
+
+def test_web_links_quote_the_path_and_name_wiki_pages() -> None:
+    assert (
+        web_link("https://github.com/a/b/blob/{branch}/{path}", "release/2.0", "docs/a b.md")
+        == "https://github.com/a/b/blob/release/2.0/docs/a%20b.md"
+    )
+    assert web_link("https://github.com/a/b/wiki/{page}", "master", "Home-Page.md") == (
+        "https://github.com/a/b/wiki/Home-Page"
+    )
+
+
+def test_a_git_source_is_one_repository_and_a_web_url_names_the_file() -> None:
+    with pytest.raises(ValueError, match="one location"):
+        SourceSettings(type="git", location=["a", "b"])
+    with pytest.raises(ValueError, match="web_url needs"):
+        SourceSettings(type="git", location=["a"], web_url="https://example.com/")

@@ -118,12 +118,22 @@ class GitSettings(_Section):
     depth: int = Field(1, ge=1, le=1_000_000)  # commits fetched (1: a shallow clone)
 
 
+class ConfluenceSettings(_Section):
+    """Confluence sources: how pages are listed and how long a throttled sync waits."""
+
+    page_size: int = Field(100, ge=1, le=250)  # results asked for per listing request
+    retries: int = Field(5, ge=0, le=20)  # a 429 or 5xx is retried this many times
+    max_wait_s: float = Field(60.0, gt=0)  # longest wait between two tries (Retry-After capped)
+    max_listing_pages: int = Field(10_000, ge=1)  # listing requests per space, a runaway's bound
+
+
 class SourceSettings(_Section):
     """One named source of `sources:`: what `bot sync NAME` ingests (its documents labelled
     NAME, pruned when gone), on `schedule` by `bot clock`."""
 
-    type: Literal["site", "files", "git"]
-    # start URLs (site), files and folders (files), or one repository URL or local path (git)
+    type: Literal["site", "files", "git", "confluence"]
+    # start URLs (site), files and folders (files), one repository URL or local path (git), or
+    # the site's base URL (confluence: https://acme.atlassian.net/wiki, https://wiki.acme.com)
     location: list[str] = Field(min_length=1)
     sitemaps: list[str] = Field(default_factory=list)  # site: read these (default: robots.txt's)
     prefixes: list[str] = Field(default_factory=list)  # site: links followed under these
@@ -136,7 +146,12 @@ class SourceSettings(_Section):
     # git: a file's web view, with {branch}, {path} and {stem} (the path without its extension,
     # as wikis name pages); default: GitHub's or GitLab's pattern for their remotes
     web_url: str | None = None
-    token_env: str | None = None  # git over HTTPS: the environment variable holding the token
+    spaces: list[str] = Field(default_factory=list)  # confluence: the space keys synced
+    flavour: Literal["cloud", "datacenter"] | None = None  # confluence; default: by the host
+    username: str | None = None  # confluence cloud: the account's email, for its API token
+    # git over HTTPS, confluence: the environment variable holding the token (Cloud API token,
+    # Data Center personal access token)
+    token_env: str | None = None
     schedule: str | None = None  # cron (UTC) for `bot clock`; none: only `bot sync`
 
     @field_validator("schedule")
@@ -152,6 +167,11 @@ class SourceSettings(_Section):
                     raise ValueError(f"{url!r}: a site source's URLs are http(s) URLs")
         if self.type == "git" and len(self.location) != 1:
             raise ValueError("a git source has one location: a repository URL or local path")
+        if self.type == "confluence":
+            if len(self.location) != 1 or not self.location[0].startswith(("http://", "https://")):
+                raise ValueError("a confluence source has one location: the site's base URL")
+            if not self.spaces:
+                raise ValueError("a confluence source names its spaces (spaces: [KEY, ...])")
         places = ("{path}", "{stem}", "{page}")
         if self.web_url is not None and not any(p in self.web_url for p in places):
             raise ValueError("web_url needs {path}, {stem} or {page}: where the file goes")
@@ -175,6 +195,7 @@ class IngestSettings(_Section):
     lock_ttl_s: float = Field(6 * 3_600, gt=0)
     crawl: CrawlSettings = CrawlSettings()
     git: GitSettings = GitSettings()
+    confluence: ConfluenceSettings = ConfluenceSettings()
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:

@@ -1,17 +1,20 @@
-"""POSTing JSON to a remote API with retries: one set of rules for every HTTP service we call
-over httpx (OpenAI-compatible model servers, the web search provider).
+"""Calling a remote JSON API with retries: one set of rules for every HTTP service we call
+over httpx (OpenAI-compatible model servers, the web search provider, Confluence).
 
 Retried: timeouts, connection errors and the statuses that mean "try again later" (408, 409,
-429, 5xx, 529), with exponential backoff and jitter. When the attempts run out, `RemoteFailure`
-says why in words the caller completes with its service's name.
+429, 5xx, 529), with exponential backoff and jitter, or after the server's own `Retry-After`
+(seconds or an HTTP date; capped by the policy's longest wait). When the attempts run out,
+`RemoteFailure` says why in words the caller completes with its service's name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -43,9 +46,23 @@ class RetryPolicy:
 
 
 class _Retryable(Exception):
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, retry_after: float | None = None) -> None:
         super().__init__(f"HTTP {status}")
         self.status = status
+        self.retry_after = retry_after
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A `Retry-After` header in seconds: delta-seconds or an HTTP date; None if neither."""
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -54,18 +71,19 @@ def _retryable(exc: BaseException) -> bool:
     )
 
 
-async def _post_once(
+async def _send_once(
     http: httpx.AsyncClient,
+    method: str,
     url: str,
-    body: dict[str, Any],
     headers: dict[str, str],
     extra: dict[str, Any],
 ) -> httpx.Response:
     """One attempt, its body read to at most MAX_RESPONSE_BYTES (httpx's timeout bounds each
     read, so the caller bounds the whole attempt: a server may drip a byte at a time)."""
-    async with http.stream("POST", url, json=body, headers=headers, **extra) as response:
+    async with http.stream(method, url, headers=headers, **extra) as response:
         if response.status_code in RETRY_STATUSES:
-            raise _Retryable(response.status_code)
+            later = retry_after_s(response.headers.get("retry-after"))
+            raise _Retryable(response.status_code, later)
         content = bytearray()
         async for chunk in response.aiter_bytes():
             content += chunk
@@ -87,11 +105,19 @@ def _retrying(policy: RetryPolicy, on_retry: RetryNote | None) -> AsyncRetrying:
                 f"{policy.retries} in {state.next_action.sleep:.1f}s"
             )
 
+    backoff = wait_exponential_jitter(
+        multiplier=policy.initial_s, max=policy.max_s, jitter=policy.initial_s
+    )
+
+    def wait(state: RetryCallState) -> float:
+        failed = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failed, _Retryable) and failed.retry_after is not None:
+            return min(failed.retry_after, policy.max_s)
+        return backoff(state)
+
     return AsyncRetrying(
         stop=stop_after_attempt(policy.retries + 1),
-        wait=wait_exponential_jitter(
-            multiplier=policy.initial_s, max=policy.max_s, jitter=policy.initial_s
-        ),
+        wait=wait,
         retry=retry_if_exception(_retryable),
         before_sleep=before_sleep,
         reraise=True,
@@ -117,14 +143,41 @@ async def post_json(
     on_retry: RetryNote | None = None,
 ) -> httpx.Response:
     """The first response whose status is not worth retrying (it may still be an error)."""
+    return await _request(http, "POST", url, {"json": body}, headers, policy, timeout_s, on_retry)
+
+
+async def get_json(
+    http: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: dict[str, str],
+    policy: RetryPolicy,
+    timeout_s: float | None = None,
+    on_retry: RetryNote | None = None,
+) -> httpx.Response:
+    """As `post_json`, for a GET (a page of an API's listing)."""
+    return await _request(http, "GET", url, {}, headers, policy, timeout_s, on_retry)
+
+
+async def _request(
+    http: httpx.AsyncClient,
+    method: str,
+    url: str,
+    extra: dict[str, Any],
+    headers: dict[str, str],
+    policy: RetryPolicy,
+    timeout_s: float | None,
+    on_retry: RetryNote | None,
+) -> httpx.Response:
     # No timeout given: the client's own applies, to each read and to the whole attempt.
-    extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+    if timeout_s is not None:
+        extra = {**extra, "timeout": timeout_s}
     attempt_s = http.timeout.read if timeout_s is None else timeout_s
     with _as_remote_failure(timeout_s):
         async for attempt in _retrying(policy, on_retry):
             with attempt:
                 async with asyncio.timeout(attempt_s):
-                    response = await _post_once(http, url, body, headers, extra)
+                    response = await _send_once(http, method, url, headers, extra)
     return response
 
 

@@ -16,7 +16,7 @@ import httpx
 from core.config import IngestSettings
 from core.ingest.formats import DocumentFormat
 from core.ingest.globs import PathFilter
-from core.ingest.sources import Discovery, SourceItem, discover, read_item
+from core.ingest.sources import Discovery, Skipped, SourceItem, discover, read_item
 
 
 class Connector(Protocol):
@@ -26,6 +26,9 @@ class Connector(Protocol):
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         """The item's bytes and format; raises `UnreadableDocument` with the reason, or
         `NotModified` when the indexed copy is current."""
+
+    def also_skipped(self) -> list[Skipped]:
+        """Parts of the fetched items that are not indexed (a page's attachments), with why."""
 
     async def completed(self) -> None:
         """The run indexed what it discovered: a connector may now remember what it synced
@@ -60,6 +63,9 @@ class PathsConnector:
             client=self._http,
             deadline_s=self._settings.url_deadline_s,
         )
+
+    def also_skipped(self) -> list[Skipped]:
+        return []
 
     async def completed(self) -> None:
         """Files and URLs are compared by checksum each run: nothing to remember."""

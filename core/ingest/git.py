@@ -154,6 +154,9 @@ class GitConnector:
             raise UnreadableDocument("a Git LFS pointer (the file itself is not in the clone)")
         return data, fmt
 
+    def also_skipped(self) -> list[Skipped]:
+        return []
+
     async def completed(self) -> None:
         """The sync indexed this commit: the next one diffs against it."""
         record = {"remote": self._shown, "branch": self._branch, "commit": self._commit}

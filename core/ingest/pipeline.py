@@ -159,6 +159,8 @@ class Ingestor:
             progress.start(len(found.items))
         prepared = self._prepare(connector, found.items, existing, source, report, progress)
         await self.write(prepared, existing, report, progress)
+        report.skipped.extend(parts := connector.also_skipped())
+        report.counts[Outcome.SKIPPED] += len(parts)
         if prune:
             seen = {item.doc_id for item in found.items}
             for doc_id in sorted(existing):

@@ -172,6 +172,9 @@ class SiteConnector:
         self._crawled = {u: p for u, p in self._memory.items() if u in seen}
         return found
 
+    def also_skipped(self) -> list[Skipped]:
+        return []
+
     async def completed(self) -> None:
         """Every page of the crawl is indexed: remember their validators for the next one (not
         before: a crash mid-sync would leave pages remembered as current yet never indexed)."""

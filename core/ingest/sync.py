@@ -8,6 +8,7 @@ renamed into place, so a crash never leaves half of it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -18,6 +19,7 @@ import httpx
 
 from core.config import IngestSettings, SourceSettings
 from core.errors import SourceUnavailable
+from core.ingest.confluence import ConfluenceConnector, flavour_of
 from core.ingest.connectors import Connector, PathsConnector
 from core.ingest.git import GitConnector
 from core.ingest.globs import PathFilter
@@ -69,8 +71,35 @@ def connector_for(
             token=_token(source.token_env),
             known=known,
         )
+    if source.type == "confluence":
+        base = source.location[0]
+        flavour = source.flavour or flavour_of(base)
+        return ConfluenceConnector(
+            base,
+            source.spaces,
+            settings,
+            http,
+            flavour=flavour,
+            headers=_confluence_auth(flavour, source),
+            memory=data_dir / "confluence" / f"{name}.json",
+            known=known,
+        )
     paths = PathFilter(source.include, source.exclude)
     return PathsConnector(source.location, settings, http, source.base_url, paths)
+
+
+def _confluence_auth(flavour: str, source: SourceSettings) -> dict[str, str]:
+    """Cloud: Basic with the account's email and its API token; Data Center: the personal
+    access token as a Bearer token; no token_env: anonymous (a public site)."""
+    token = _token(source.token_env)
+    if token is None:
+        return {}
+    if flavour == "datacenter":
+        return {"Authorization": f"Bearer {token}"}
+    if not source.username:
+        raise SourceUnavailable("a Confluence Cloud token needs username: the account's email")
+    basic = base64.b64encode(f"{source.username}:{token}".encode()).decode()
+    return {"Authorization": f"Basic {basic}"}
 
 
 def _token(variable: str | None) -> str | None:

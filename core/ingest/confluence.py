@@ -1,0 +1,297 @@
+"""Confluence spaces as a source: Cloud (REST v2, cursor pages) or Data Center (REST
+`/rest/api/content`, offset pages), the pages of the configured spaces.
+
+A sync lists each space's pages with their version numbers only (no bodies), then asks for the
+body of a page only when its version moved since the last completed sync or the index lacks it:
+an unchanged space costs its listing and nothing more. Bodies come in the storage format
+(XHTML with `ac:`/`ri:` elements): headings get the ids Confluence gives them, so a citation
+lands on its heading; macro parameters are dropped, and attachments are reported as skipped
+(only page text is indexed). 429s and 5xx are retried after `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlencode, urljoin, urlsplit
+
+import httpx
+
+from core.config import IngestSettings
+from core.domain.urls import redact_url
+from core.errors import RemoteFailure, SourceUnavailable, UnreadableDocument
+from core.http_retry import RetryPolicy, get_json
+from core.ingest.formats import DocumentFormat
+from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem
+
+Flavour = Literal["cloud", "datacenter"]
+_UNAUTHORISED = frozenset({401, 403})
+_NOT_FOUND = 404
+_WHITESPACE = re.compile(r"\s+")
+_ATTACHMENT = "an attachment (only page text is indexed)"
+_CLIENT_ERRORS = 400  # from here on, an HTTP status is a failure
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    page_id: str
+    space: str
+    title: str
+    version: int
+    link: str
+
+
+def flavour_of(base_url: str) -> Flavour:
+    """Cloud sites live on atlassian.net; anything else is a Data Center (or Server) install."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return "cloud" if host.endswith(".atlassian.net") else "datacenter"
+
+
+def heading_anchor(flavour: Flavour, page_title: str, heading: str) -> str:
+    """The id Confluence renders a heading with: Cloud joins the heading's words with hyphens;
+    Data Center prefixes the page title and drops the spaces (`PageTitle-HeadingText`)."""
+    if flavour == "cloud":
+        return "-".join(heading.split())
+    return _WHITESPACE.sub("", page_title) + "-" + _WHITESPACE.sub("", heading)
+
+
+def storage_to_html(storage: str, flavour: Flavour, title: str) -> tuple[str, list[str]]:
+    """A page's storage format as HTML the HTML reader takes (headings with Confluence's ids,
+    macro parameters gone), and the file names of the attachments it shows or links."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(storage, "html.parser")
+    attachments = sorted(
+        {str(a.get("ri:filename")) for a in soup.find_all("ri:attachment") if a.get("ri:filename")}
+    )
+    for parameter in soup.find_all("ac:parameter"):
+        parameter.decompose()
+    seen: dict[str, int] = {}
+    for heading in soup.find_all(["h1", "h2", "h3", "h4", "h5", "h6"]):
+        anchor = heading_anchor(flavour, title, heading.get_text(" ", strip=True))
+        seen[anchor] = seen.get(anchor, 0) + 1
+        heading["id"] = anchor if seen[anchor] == 1 else f"{anchor}.{seen[anchor] - 1}"
+    escaped = title.replace("&", "&amp;").replace("<", "&lt;")
+    return f"<html><head><title>{escaped}</title></head><body>{soup}</body></html>", attachments
+
+
+class ConfluenceConnector:
+    def __init__(
+        self,
+        base_url: str,
+        spaces: list[str],
+        settings: IngestSettings,
+        http: httpx.AsyncClient,
+        *,
+        flavour: Flavour,
+        headers: dict[str, str],
+        memory: Path,
+        known: set[str],
+    ) -> None:
+        """`headers`: the credentials (Basic email:token on Cloud, Bearer PAT on Data Center);
+        `memory`: where the versions of the last completed sync are kept."""
+        self._base = base_url.rstrip("/")
+        self._spaces = spaces
+        self._settings = settings
+        self._http = http
+        self._flavour = flavour
+        self._headers = {"Accept": "application/json", **headers}
+        self._memory_path = memory
+        self._known = known
+        self._policy = RetryPolicy(
+            retries=settings.confluence.retries, initial_s=1.0, max_s=settings.confluence.max_wait_s
+        )
+        self._versions: dict[str, int] = _load(memory)
+        self._listed: dict[str, _Page] = {}
+        self._attachments: dict[str, list[str]] = {}
+
+    async def discover(self) -> Discovery:
+        shown = redact_url(self._base)
+        found = Discovery(items=[], skipped=[], scopes=[])
+        listing = self._cloud_pages if self._flavour == "cloud" else self._datacenter_pages
+        for key, space_id in (await self._space_ids()).items():
+            scope = f"confluence:{shown}/{key}/"
+            found.scopes.append(scope)
+            for page in await listing(key, space_id):
+                doc_id = scope + page.page_id
+                self._listed[doc_id] = page
+                found.items.append(
+                    SourceItem(doc_id, page.link, f"{key}: {page.title}", page.title)
+                )
+        found.items.sort(key=lambda item: item.doc_id)
+        return found
+
+    async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
+        page = self._listed[item.doc_id]
+        if self._versions.get(item.doc_id) == page.version and item.doc_id in self._known:
+            raise NotModified(item.doc_id)
+        if self._flavour == "cloud":
+            url = f"{self._base}/api/v2/pages/{page.page_id}?body-format=storage"
+        else:
+            url = f"{self._base}/rest/api/content/{page.page_id}?expand=body.storage,version"
+        response = await self._response(url)
+        if response.status_code == _NOT_FOUND:
+            raise UnreadableDocument("deleted since it was listed")
+        body = self._json(response, url)
+        storage = _text_at(body, "body", "storage", "value")
+        if len(storage.encode("utf-8")) > self._settings.max_file_bytes:
+            raise UnreadableDocument(
+                f"over the limit of {self._settings.max_file_bytes:,} bytes (ingest.max_file_bytes)"
+            )
+        html, attachments = await asyncio.to_thread(
+            storage_to_html, storage, self._flavour, page.title
+        )
+        self._attachments[item.doc_id] = attachments
+        return html.encode("utf-8"), DocumentFormat.HTML
+
+    def also_skipped(self) -> list[Skipped]:
+        """The attachments of the pages read this sync: shown, never indexed."""
+        return [
+            Skipped(f"{self._listed[doc_id].title} / {name}", _ATTACHMENT)
+            for doc_id, names in sorted(self._attachments.items())
+            for name in names
+        ]
+
+    async def completed(self) -> None:
+        versions = {doc_id: page.version for doc_id, page in self._listed.items()}
+        self._memory_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self._memory_path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(versions), encoding="utf-8")
+        os.replace(temporary, self._memory_path)
+
+    # -- listings --------------------------------------------------------------------------
+
+    async def _space_ids(self) -> dict[str, str]:
+        """Each configured space key with its id (Cloud's v2 API lists pages by space id); a key
+        the site does not have fails the sync, since pruning would empty that space."""
+        if self._flavour == "datacenter":
+            return {key: key for key in self._spaces}
+        query = urlencode({"keys": ",".join(self._spaces), "limit": self._page_size})
+        ids = {
+            str(space.get("key")): str(space.get("id"))
+            async for space in self._results(f"{self._base}/api/v2/spaces?{query}")
+        }
+        if missing := [key for key in self._spaces if key not in ids]:
+            raise SourceUnavailable(f"Confluence has no space {', '.join(missing)} (or no access)")
+        return {key: ids[key] for key in self._spaces}
+
+    async def _cloud_pages(self, key: str, space_id: str) -> list[_Page]:
+        query = urlencode({"status": "current", "limit": self._page_size})
+        url = f"{self._base}/api/v2/spaces/{space_id}/pages?{query}"
+        return [self._page(key, result) async for result in self._results(url)]
+
+    async def _datacenter_pages(self, key: str, _space_id: str) -> list[_Page]:
+        query = urlencode(
+            {
+                "spaceKey": key,
+                "type": "page",
+                "status": "current",
+                "expand": "version",
+                "limit": self._page_size,
+            }
+        )
+        url = f"{self._base}/rest/api/content?{query}"
+        return [self._page(key, result) async for result in self._results(url)]
+
+    def _page(self, key: str, result: dict[str, Any]) -> _Page:
+        page_id = str(result.get("id", ""))
+        title = str(result.get("title") or page_id)
+        version = result.get("version")
+        number = version.get("number") if isinstance(version, dict) else None
+        webui = _text_at(result, "_links", "webui")
+        # Only a path on this site is taken as the page's link; anything else (an absolute URL
+        # elsewhere, a javascript: link) is replaced by the page's id link.
+        if webui.startswith("/") and not webui.startswith("//"):
+            link = self._base + webui
+        elif self._flavour == "cloud":
+            link = f"{self._base}/spaces/{key}/pages/{page_id}"
+        else:
+            link = f"{self._base}/pages/viewpage.action?pageId={page_id}"
+        return _Page(page_id, key, title, number if isinstance(number, int) else -1, link)
+
+    async def _results(self, url: str) -> AsyncIterator[dict[str, Any]]:
+        """Every result of a listing, following `_links.next` (Cloud: a cursor, relative to
+        the site's root; Data Center: an offset, relative to the base URL)."""
+        pages = 0
+        next_url: str | None = url
+        while next_url is not None:
+            pages += 1
+            if pages > self._settings.confluence.max_listing_pages:
+                raise SourceUnavailable(
+                    f"Confluence listing longer than {pages - 1} pages "
+                    "(ingest.confluence.max_listing_pages)"
+                )
+            body = self._json(await self._response(next_url), next_url)
+            for result in body.get("results") or []:
+                if isinstance(result, dict):
+                    yield result
+            following = _text_at(body, "_links", "next")
+            next_url = self._next(following) if following else None
+
+    def _next(self, link: str) -> str:
+        if link.startswith("/") and not link.startswith("//"):
+            root = self._base if self._flavour == "datacenter" else _origin(self._base)
+            if self._flavour == "datacenter" and link.startswith(urlsplit(self._base).path + "/"):
+                root = _origin(self._base)  # a context path already in the link
+            return root + link
+        joined = urljoin(self._base + "/", link)
+        if _origin(joined) != _origin(self._base):
+            raise SourceUnavailable("Confluence pointed its next page at another site")
+        return joined
+
+    @property
+    def _page_size(self) -> int:
+        return self._settings.confluence.page_size
+
+    async def _response(self, url: str) -> httpx.Response:
+        """The answer to one GET, after retries; refused credentials fail the sync."""
+        try:
+            response = await get_json(self._http, url, headers=self._headers, policy=self._policy)
+        except RemoteFailure as exc:
+            raise SourceUnavailable(f"Confluence {exc}") from None
+        if response.status_code in _UNAUTHORISED:
+            raise SourceUnavailable(
+                f"Confluence refused the credentials (HTTP {response.status_code}): "
+                "check token_env (and username on Cloud)"
+            )
+        return response
+
+    def _json(self, response: httpx.Response, url: str) -> dict[str, Any]:
+        if response.status_code >= _CLIENT_ERRORS:
+            shown = redact_url(url)
+            raise SourceUnavailable(f"Confluence answered HTTP {response.status_code} for {shown}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise SourceUnavailable("Confluence answered with something other than JSON") from None
+        if not isinstance(body, dict):
+            raise SourceUnavailable("Confluence answered with an unexpected JSON shape")
+        return body
+
+
+def _text_at(body: dict[str, Any], *keys: str) -> str:
+    value: Any = body
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _load(path: Path) -> dict[str, int]:
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(kept, dict):
+        return {}
+    return {str(k): v for k, v in kept.items() if isinstance(v, int)}

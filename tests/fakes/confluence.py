@@ -1,0 +1,219 @@
+"""A local Confluence that serves the documented response shapes of both APIs a sync uses:
+Cloud's REST v2 (`/wiki/api/v2/spaces`, `/spaces/{id}/pages`, `/pages/{id}`, cursor pagination
+in `_links.next` relative to the site's root) and Data Center's REST (`/rest/api/content` with
+`spaceKey`, `expand`, `start`/`limit` offsets in `_links.next` relative to the base URL).
+
+It counts what it is asked (listings and page bodies apart), can answer the next requests with
+429 and a `Retry-After`, checks the credentials, and lets a test edit, delete or add pages
+between syncs."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+CLOUD_MAX_LIMIT = 250
+DATACENTER_MAX_LIMIT = 100
+# The emulator serves listings in pages this small, so that every sync follows several cursors.
+SERVED_PAGE_SIZE = 40
+
+
+@dataclass
+class FakePage:
+    page_id: str
+    space: str
+    title: str
+    body: str
+    version: int = 1
+
+
+@dataclass
+class FakeConfluence:
+    flavour: Literal["cloud", "datacenter"]
+    authorization: str
+    pages: dict[str, FakePage] = field(default_factory=dict)
+    space_ids: dict[str, str] = field(default_factory=dict)
+    requests: Counter[str] = field(default_factory=Counter)
+    throttle: int = 0  # the next this many requests are answered 429
+    retry_after: str = "0"
+    base: str = ""  # the server's root URL, set once it listens
+
+    @classmethod
+    def seeded(
+        cls, flavour: Literal["cloud", "datacenter"], authorization: str, spaces: dict[str, int]
+    ) -> FakeConfluence:
+        fake = cls(flavour, authorization)
+        next_id = 1000
+        for n, (key, count) in enumerate(spaces.items()):
+            fake.space_ids[key] = str(90_000 + n)
+            for i in range(count):
+                next_id += 1
+                fake.pages[str(next_id)] = FakePage(
+                    str(next_id), key, f"{key} page {i}", storage_body(key, i)
+                )
+        return fake
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._gate])
+        app.router.add_get("/wiki/api/v2/spaces", self._cloud_spaces)
+        app.router.add_get("/wiki/api/v2/spaces/{space_id}/pages", self._cloud_pages)
+        app.router.add_get("/wiki/api/v2/pages/{page_id}", self._cloud_page)
+        app.router.add_get("/rest/api/content", self._dc_content)
+        app.router.add_get("/rest/api/content/{page_id}", self._dc_page)
+        return app
+
+    @web.middleware
+    async def _gate(self, request: web.Request, handler):  # type: ignore[no-untyped-def]
+        if self.throttle > 0:
+            self.throttle -= 1
+            self.requests["429"] += 1
+            return web.json_response(
+                {"statusCode": 429, "message": "Rate limited"},
+                status=429,
+                headers={"Retry-After": self.retry_after},
+            )
+        if request.headers.get("Authorization") != self.authorization:
+            self.requests["401"] += 1
+            return web.json_response({"statusCode": 401, "message": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    async def _cloud_spaces(self, request: web.Request) -> web.Response:
+        self.requests["spaces"] += 1
+        keys = request.query.get("keys", "").split(",")
+        results = [
+            {"id": self.space_ids[k], "key": k, "name": f"Space {k}", "type": "global"}
+            for k in keys
+            if k in self.space_ids
+        ]
+        return web.json_response({"results": results, "_links": {"base": self.base + "/wiki"}})
+
+    async def _cloud_pages(self, request: web.Request) -> web.Response:
+        self.requests["listing"] += 1
+        space = next(k for k, v in self.space_ids.items() if v == request.match_info["space_id"])
+        limit = min(int(request.query.get("limit", "25")), CLOUD_MAX_LIMIT, SERVED_PAGE_SIZE)
+        start = _decode_cursor(request.query.get("cursor"))
+        chunk, more = self._slice(space, start, limit)
+        links: dict[str, str] = {"base": self.base + "/wiki"}
+        if more:
+            query = urlencode({"limit": limit, "cursor": _encode_cursor(start + limit)})
+            links["next"] = f"/wiki/api/v2/spaces/{self.space_ids[space]}/pages?{query}"
+        results = [self._cloud_result(page, body=False) for page in chunk]
+        return web.json_response({"results": results, "_links": links})
+
+    async def _cloud_page(self, request: web.Request) -> web.Response:
+        self.requests["page"] += 1
+        page = self.pages.get(request.match_info["page_id"])
+        if page is None:
+            return web.json_response({"errors": [{"status": 404}]}, status=404)
+        return web.json_response(self._cloud_result(page, body=True))
+
+    async def _dc_content(self, request: web.Request) -> web.Response:
+        self.requests["listing"] += 1
+        space = request.query["spaceKey"]
+        limit = min(int(request.query.get("limit", "25")), DATACENTER_MAX_LIMIT, SERVED_PAGE_SIZE)
+        start = int(request.query.get("start", "0"))
+        chunk, more = self._slice(space, start, limit)
+        links: dict[str, str] = {"base": self.base, "context": ""}
+        if more:
+            query = urlencode(
+                {**request.query, "start": start + limit, "limit": limit}  # as Confluence does
+            )
+            links["next"] = f"/rest/api/content?{query}"
+        results = [self._dc_result(page, body=False) for page in chunk]
+        listing = {"results": results, "start": start, "limit": limit, "size": len(chunk)}
+        return web.json_response({**listing, "_links": links})
+
+    async def _dc_page(self, request: web.Request) -> web.Response:
+        self.requests["page"] += 1
+        page = self.pages.get(request.match_info["page_id"])
+        if page is None:
+            return web.json_response({"statusCode": 404, "message": "No content"}, status=404)
+        return web.json_response(self._dc_result(page, body=True))
+
+    # -- shapes ----------------------------------------------------------------------------
+
+    def _slice(self, space: str, start: int, limit: int) -> tuple[list[FakePage], bool]:
+        pages = [p for p in self.pages.values() if p.space == space]
+        return pages[start : start + limit], start + limit < len(pages)
+
+    def _cloud_result(self, page: FakePage, *, body: bool) -> dict[str, object]:
+        return {
+            "id": page.page_id,
+            "status": "current",
+            "title": page.title,
+            "spaceId": self.space_ids[page.space],
+            "parentType": "page",
+            "authorId": "5b10ac8d82e05b22cc7d4ef5",
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            "version": {
+                "createdAt": "2026-11-01T00:00:00.000Z",
+                "message": "",
+                "number": page.version,
+                "minorEdit": False,
+                "authorId": "5b10ac8d82e05b22cc7d4ef5",
+            },
+            "body": (
+                {"storage": {"representation": "storage", "value": page.body}} if body else {}
+            ),
+            "_links": {
+                "webui": f"/spaces/{page.space}/pages/{page.page_id}/{_pretty(page.title)}",
+                "editui": f"/pages/resumedraft.action?draftId={page.page_id}",
+                "tinyui": f"/x/{page.page_id}",
+            },
+        }
+
+    def _dc_result(self, page: FakePage, *, body: bool) -> dict[str, object]:
+        result: dict[str, object] = {
+            "id": page.page_id,
+            "type": "page",
+            "status": "current",
+            "title": page.title,
+            "version": {"number": page.version, "when": "2026-11-01T00:00:00.000Z"},
+            "_links": {
+                "webui": f"/display/{page.space}/{_pretty(page.title)}",
+                "tinyui": f"/x/{page.page_id}",
+                "self": f"{self.base}/rest/api/content/{page.page_id}",
+            },
+            "_expandable": {"ancestors": "", "space": f"/rest/api/space/{page.space}"},
+        }
+        if body:
+            result["body"] = {"storage": {"value": page.body, "representation": "storage"}}
+        return result
+
+
+def storage_body(space: str, n: int) -> str:
+    """A page in the storage format: headings, a code macro with parameters, an attached image
+    and a link to an attachment."""
+    return (
+        f"<p>Overview of {space} topic {n}.</p>"
+        f"<h2>Setting up topic {n}</h2>"
+        f"<p>Run the setup for {space}-{n} with the standard profile.</p>"
+        '<ac:structured-macro ac:name="code"><ac:parameter ac:name="language">bash'
+        f"</ac:parameter><ac:plain-text-body><![CDATA[make setup-{n}]]></ac:plain-text-body>"
+        "</ac:structured-macro>"
+        f'<ac:image><ri:attachment ri:filename="diagram-{n}.png" /></ac:image>'
+        f"<h2>Troubleshooting topic {n}</h2>"
+        f"<p>When {space}-{n} fails, restart the agent.</p>"
+    )
+
+
+def _pretty(title: str) -> str:
+    return title.replace(" ", "+")
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
+
+
+def _decode_cursor(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    return int(json.loads(base64.urlsafe_b64decode(cursor.encode()))["o"])

@@ -1,0 +1,156 @@
+"""Confluence sources against the local emulator of both APIs (Cloud REST v2 and Data Center
+REST): three spaces, 500 pages, listings over many cursors, one page deleted and one edited
+between syncs, rate limits, credentials from the environment."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from aiohttp.test_utils import TestServer
+
+from core.config import SourceSettings
+from core.domain.documents import Outcome
+from core.errors import SourceUnavailable
+from core.ingest.confluence import heading_anchor, storage_to_html
+from core.ingest.pipeline import Ingestor
+from core.ingest.sync import SourceSyncer
+from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeConfluence
+
+SPACES = {"ENG": 200, "OPS": 150, "HR": 150}
+TOKEN = "conf-token-123"
+EMAIL = "bot@acme.example"
+
+
+def authorization(flavour: str) -> str:
+    if flavour == "datacenter":
+        return f"Bearer {TOKEN}"
+    return "Basic " + base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()
+
+
+@pytest.fixture(params=["cloud", "datacenter"])
+async def confluence(request: pytest.FixtureRequest) -> AsyncIterator[FakeConfluence]:
+    fake = FakeConfluence.seeded(request.param, authorization(request.param), SPACES)
+    server = TestServer(fake.app(), host="127.0.0.1")
+    await server.start_server()
+    fake.base = str(server.make_url("")).rstrip("/")
+    yield fake
+    await server.close()
+
+
+def source(fake: FakeConfluence, **options: object) -> SourceSettings:
+    base = fake.base + "/wiki" if fake.flavour == "cloud" else fake.base
+    return SourceSettings.model_validate(
+        {
+            "type": "confluence",
+            "location": [base],
+            "spaces": list(SPACES),
+            "flavour": fake.flavour,
+            "username": EMAIL,
+            "token_env": "CONFLUENCE_TOKEN",
+            **options,
+        }
+    )
+
+
+@pytest.fixture
+async def syncer(  # type: ignore[no-untyped-def]
+    ingestor: Ingestor, index, backend, settings, tmp_path: Path, monkeypatch
+) -> AsyncIterator[SourceSyncer]:
+    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
+    fast = settings.ingest.model_copy(
+        update={"confluence": settings.ingest.confluence.model_copy(update={"max_wait_s": 0.05})}
+    )
+    async with httpx.AsyncClient() as http:
+        yield SourceSyncer(ingestor, index, backend.locks, http, fast, tmp_path / "data")
+
+
+def listings(fake: FakeConfluence) -> int:
+    """Listing requests a full walk of the spaces takes, at the emulator's page size."""
+    return sum(-(-count // SERVED_PAGE_SIZE) for count in SPACES.values())
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_three_spaces_of_500_pages_then_only_the_edited_page_is_read(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    first = await syncer.sync("wiki", source(confluence))
+    assert first.counts[Outcome.ADDED] == 500
+    assert confluence.requests["page"] == 500
+    assert confluence.requests["listing"] == listings(confluence)  # every cursor followed once
+    attachments = [s for s in first.skipped if s.reason.startswith("an attachment")]
+    assert len(attachments) == 500
+    assert "ENG page 0 / diagram-0.png" in {s.display for s in attachments}
+
+    edited = next(p for p in confluence.pages.values() if p.title == "OPS page 7")
+    edited.body = edited.body.replace("restart the agent", "page the platform team")
+    edited.version += 1
+    deleted = next(p for p in confluence.pages.values() if p.title == "HR page 3")
+    del confluence.pages[deleted.page_id]
+    confluence.requests.clear()
+
+    second = await syncer.sync("wiki", source(confluence))
+    assert confluence.requests["page"] == 1  # the edited page's body, nothing else
+    assert confluence.requests["listing"] == listings(confluence)
+    assert second.counts[Outcome.UPDATED] == 1
+    assert second.counts[Outcome.DELETED] == 1
+    assert second.counts[Outcome.UNCHANGED] == 498
+    hits = await index.search("OPS-7 fails page the platform team", k=1)
+    assert "page the platform team" in hits[0].chunk.text
+    setup = await index.search("make setup-7 standard profile OPS-7", k=1)
+    assert "make setup-7" in setup[0].chunk.text  # the code macro's body is text
+    assert "bash" not in setup[0].chunk.text  # its language parameter is not
+    anchor = heading_anchor(confluence.flavour, "OPS page 7", "Troubleshooting topic 7")
+    assert hits[0].chunk.url.endswith("#" + anchor)
+    assert hits[0].chunk.url.startswith(confluence.base)
+    assert not any(d.endswith("/" + deleted.page_id) for d in await index.documents())
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_rate_limited_sync_waits_and_finishes(
+    confluence: FakeConfluence, syncer: SourceSyncer
+) -> None:
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:30]}
+    confluence.throttle = 3
+    confluence.retry_after = "0"
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert confluence.requests["429"] == 3
+    assert report.counts[Outcome.ADDED] == 30
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_refused_credentials_and_unknown_spaces_fail_in_one_line(
+    confluence: FakeConfluence, syncer: SourceSyncer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONFLUENCE_TOKEN", "wrong")
+    with pytest.raises(SourceUnavailable, match=r"refused the credentials \(HTTP 401\)"):
+        await syncer.sync("wiki", source(confluence))
+    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
+    if confluence.flavour == "cloud":
+        with pytest.raises(SourceUnavailable, match="no space NOPE"):
+            await syncer.sync("wiki", source(confluence, spaces=["ENG", "NOPE"]))
+    confluence.throttle = 100  # never lets up: the retries run out
+    with pytest.raises(SourceUnavailable, match="Confluence answered HTTP 429"):
+        await syncer.sync("wiki", source(confluence))
+
+
+def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_parameters() -> None:
+    storage = (
+        "<h1>Deploy steps</h1><p>Intro.</p>"
+        '<ac:structured-macro ac:name="code"><ac:parameter ac:name="language">bash'
+        "</ac:parameter><ac:plain-text-body><![CDATA[make deploy]]></ac:plain-text-body>"
+        '</ac:structured-macro><ac:link><ri:attachment ri:filename="runbook.pdf"/></ac:link>'
+        "<h2>Deploy steps</h2><p>Again.</p>"
+    )
+    html, attachments = storage_to_html(storage, "cloud", "Release <guide>")
+    assert 'id="Deploy-steps"' in html
+    assert 'id="Deploy-steps.1"' in html
+    assert "bash" not in html  # the language parameter is gone
+    assert "make deploy" in html
+    assert "<title>Release &lt;guide></title>" in html
+    assert attachments == ["runbook.pdf"]
+    anchor = heading_anchor("datacenter", "Release guide", "Deploy steps")
+    assert anchor == "Releaseguide-Deploysteps"

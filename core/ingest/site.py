@@ -25,7 +25,7 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
@@ -72,6 +72,7 @@ class _Remembered:
     etag: str | None
     last_modified: str | None
     links: list[str]
+    lastmod: str | None = None  # the sitemap's <lastmod> for it when it was last read
 
     def conditional(self) -> dict[str, str] | None:
         headers = {}
@@ -80,6 +81,12 @@ class _Remembered:
         if self.last_modified:
             headers["If-Modified-Since"] = self.last_modified
         return headers or None
+
+
+@dataclass(frozen=True, slots=True)
+class SitemapEntry:
+    loc: str
+    lastmod: str | None
 
 
 def normalised(url: str) -> str:
@@ -134,6 +141,7 @@ class SiteConnector:
         self._crawled: dict[str, _Remembered] = {}
         self._known = set(known)
         self._not_modified: set[str] = set()
+        self._lastmods: dict[str, str] = {}  # page URL -> its sitemap <lastmod>, this crawl
         self._host_locks: dict[str, asyncio.Lock] = {}
 
     # -- the connector ---------------------------------------------------------------------
@@ -202,16 +210,18 @@ class SiteConnector:
             found.skipped.append(Skipped(visit.url, LIMIT_REACHED))
             return []
         remembered = self._memory.get(visit.url)
-        conditional = (
-            remembered.conditional() if remembered and remembered.name in self._known else None
-        )
+        indexed = remembered is not None and remembered.name in self._known
+        listed = self._lastmods.get(visit.url)
+        if remembered is not None and indexed and listed and remembered.lastmod == listed:
+            return self._keep(visit, found, pages, remembered, None)  # the sitemap says as is
+        conditional = remembered.conditional() if remembered is not None and indexed else None
         try:
             fetched = await self._get(
                 visit.url, any_type=False, seen=self._seen, conditional=conditional
             )
         except NotModified:
             assert remembered is not None
-            return self._keep(visit, found, pages, remembered, None)
+            return self._keep(visit, found, pages, replace(remembered, lastmod=listed), None)
         except AlreadySeen:
             return []  # a redirect to a page of the crawl: read there
         except UnreadableDocument as exc:
@@ -228,7 +238,7 @@ class SiteConnector:
             canonical, links = await self._read_links(fetched.data, final)
             if canonical and self._in_scope(canonical):
                 name = canonical
-        page = _Remembered(name, fetched.etag, fetched.last_modified, links)
+        page = _Remembered(name, fetched.etag, fetched.last_modified, links, listed)
         return self._keep(visit, found, pages, page, (fetched.data, fetched.fmt))
 
     def _keep(
@@ -352,22 +362,27 @@ class SiteConnector:
             read.add(url)
             try:
                 data = (await self._get(url, any_type=True)).data
-                kind, locations = parse_sitemap(
+                kind, entries = parse_sitemap(
                     data, self._crawl.max_sitemap_urls, self._settings.max_file_bytes
                 )
             except UnreadableDocument as exc:
                 found.skipped.append(Skipped(url, f"sitemap: {exc}"))
                 continue
+            located = [e for e in entries if is_url(e.loc)]
             if kind == "index":
-                pending += [loc for loc in locations if is_url(loc)]
-            else:
-                pages += [normalised(loc) for loc in locations if is_url(loc)]
+                pending += [e.loc for e in located]
+                continue
+            for entry in located:
+                pages.append(page_url := normalised(entry.loc))
+                if entry.lastmod:
+                    self._lastmods[page_url] = entry.lastmod
         return pages
 
 
-def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list[str]]:
-    """("index" | "urlset", the <loc> URLs), from XML or gzipped XML; an entity-expanding or
-    oversized file is refused (defusedxml; inflation capped at `max_bytes`)."""
+def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list[SitemapEntry]]:
+    """("index" | "urlset", each <loc> with its <lastmod>), from XML or gzipped XML; an
+    entity-expanding or oversized file is refused (defusedxml; inflation capped at
+    `max_bytes`)."""
     from defusedxml import ElementTree
     from defusedxml.common import DefusedXmlException
 
@@ -383,12 +398,18 @@ def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list
     kind = root.tag.rsplit("}", 1)[-1]
     if kind not in ("sitemapindex", "urlset"):
         raise UnreadableDocument(f"not a sitemap (root element <{kind}>)")
-    locations = [
-        (element.text or "").strip()
-        for element in root.iter()
-        if element.tag.rsplit("}", 1)[-1] == "loc"
-    ]
-    return ("index" if kind == "sitemapindex" else "urlset"), locations[:max_urls]
+    entries: list[SitemapEntry] = []
+    for element in root:
+        if len(entries) >= max_urls:
+            break
+        fields = {
+            child.tag.rsplit("}", 1)[-1]: (child.text or "").strip()
+            for child in element
+            if isinstance(child.tag, str)
+        }
+        if fields.get("loc"):
+            entries.append(SitemapEntry(fields["loc"], fields.get("lastmod") or None))
+    return ("index" if kind == "sitemapindex" else "urlset"), entries
 
 
 def _links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:

@@ -30,6 +30,10 @@ class DocsSite:
     pages: dict[str, str] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     downloads: Counter[str] = field(default_factory=Counter)  # pages sent whole (200)
+    # The sitemap's <lastmod> of the pages it lists (a page without one: no <lastmod>).
+    lastmods: dict[str, str] = field(
+        default_factory=lambda: {"/docs/": "2026-11-01", "/docs/orphan.html": "2026-11-01"}
+    )
     base: str = ""  # set once served
 
     def __post_init__(self) -> None:
@@ -94,7 +98,10 @@ class DocsSite:
             )
         if path == "/sitemap-docs.xml.gz":
             urls = "".join(
-                f"<url><loc>{self.base}{p}</loc></url>" for p in ("/docs/", "/docs/orphan.html")
+                f"<url><loc>{self.base}{p}</loc>"
+                + (f"<lastmod>{self.lastmods[p]}</lastmod>" if p in self.lastmods else "")
+                + "</url>"
+                for p in ("/docs/", "/docs/orphan.html")
             )
             xml = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
             return web.Response(body=gzip.compress(xml.encode()), content_type="application/gzip")

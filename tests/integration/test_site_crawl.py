@@ -105,6 +105,31 @@ async def test_crawled_pages_are_indexed_and_a_page_gone_is_pruned(
     assert served.url + "/docs/orphan.html" not in await index.documents()
 
 
+async def test_pages_the_sitemap_dates_as_unchanged_are_not_even_asked(
+    served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+) -> None:
+    memory = tmp_path / "crawl-memory.json"
+
+    async def sync() -> IngestReport:
+        site = crawler(served, settings.ingest, memory=memory, known=await index.documents())
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    await sync()
+    served.site.requests.clear()
+    unchanged = await sync()
+    assert unchanged.counts[Outcome.UNCHANGED] == 5
+    assert served.site.requests["/docs/"] == 0  # <lastmod> as when read: no request at all
+    assert served.site.requests["/docs/orphan.html"] == 0
+    assert served.site.requests["/docs/install.html"] == 1  # not in the sitemap: asked (304)
+
+    served.site.pages["/docs/orphan.html"] = page("Orphan", "Now linked from the guide.")
+    served.site.lastmods["/docs/orphan.html"] = "2026-11-24"
+    served.site.downloads.clear()
+    changed = await sync()
+    assert set(served.site.downloads) == {"/docs/orphan.html"}
+    assert changed.counts[Outcome.UPDATED] == 1
+
+
 def test_hostile_sitemaps_are_refused_with_a_reason() -> None:
     bomb = (
         b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>'
@@ -123,6 +148,17 @@ def test_hostile_sitemaps_are_refused_with_a_reason() -> None:
         b"<urlset>" + b"<url><loc>https://x/a</loc></url>" * 10 + b"</urlset>", 3, 1_000_000
     )
     assert (kind, len(urls)) == ("urlset", 3)
+    _, dated = parse_sitemap(
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://x/a</loc>'
+        b"<lastmod>2026-11-01T10:00:00+00:00</lastmod></url><url><loc>https://x/b</loc></url>"
+        b"</urlset>",
+        10,
+        1_000_000,
+    )
+    assert [(e.loc, e.lastmod) for e in dated] == [
+        ("https://x/a", "2026-11-01T10:00:00+00:00"),
+        ("https://x/b", None),
+    ]
 
 
 @pytest.mark.parametrize(

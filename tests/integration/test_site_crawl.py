@@ -4,8 +4,6 @@ docs; then the pages indexed, and a page gone from the site pruned."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 import structlog
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 from typer.testing import CliRunner
 
@@ -24,6 +21,7 @@ from core.errors import UnreadableDocument
 from core.ingest.pipeline import Ingestor, IngestReport
 from core.ingest.site import SiteConnector, normalised, parse_sitemap
 from tests.fakes.docs_site import DocsSite, page
+from tests.fakes.threaded import served_in_a_thread
 
 
 @dataclass
@@ -176,22 +174,9 @@ def test_one_spelling_per_page(url: str, same_as: str) -> None:
 def site_in_a_thread() -> Iterator[DocsSite]:
     """The site served from a thread of its own: for the command, which runs its own loop."""
     site = DocsSite()
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(site.app())
-    loop.run_until_complete(runner.setup())
-    tcp = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(tcp.start())
-    host, port = runner.addresses[0][:2]
-    site.base = f"http://{host}:{port}"
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
+    with served_in_a_thread(site.app()) as base:
+        site.base = base
         yield site
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
 
 
 def test_the_command_crawls_a_site(

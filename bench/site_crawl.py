@@ -194,7 +194,8 @@ async def main() -> None:
         f"{args.pages} pages: cold {result['cold_pages_per_s_median']:.1f} pages/s, warm "
         f"{result['warm_pages_per_s_median']:.1f} pages/s; unchanged re-sync "
         f"{result['unchanged_s_median']:.2f} s with "
-        f"{result['unchanged_request_total_median']:.0f} requests (medians of {args.runs}) -> {path}"
+        f"{result['unchanged_request_total_median']:.0f} requests "
+        f"(medians of {args.runs}) -> {path}"
     )
 
 

@@ -24,6 +24,7 @@ from core.ports import (
 )
 from core.search.embedder import CachedEmbedder, MiniLMEmbedder
 from core.search.embedding_cache import EmbeddingCache
+from core.search.threads import limit_blas_threads
 
 # The SDKs (anthropic, elasticsearch, slack, discord) cost seconds of CPU to import: each is
 # imported by the builder that needs it, so `bot --help` or `bot ingest` never pays for them.
@@ -71,6 +72,7 @@ async def open_backend(
     """The configured backend, checked and ready: a bad cluster address, wrong credentials or
     a version mismatch fail here, at start, with a clear message. `path` forces SQLite."""
     if settings.search.backend == "sqlite" or path is not None:
+        limit_blas_threads(settings.search.blas_threads)
         return SqliteBackend(settings, embedder, path)
     from core.backends.elasticsearch import ElasticsearchBackend
 

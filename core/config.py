@@ -59,6 +59,7 @@ class SearchSettings(_Section):
     snippet_chars: int = Field(240, ge=20, le=5_000)
     busy_timeout_ms: int = Field(10_000, ge=0)
     max_query_chars: int = Field(2_000, ge=10, le=100_000)
+    blas_threads: int = Field(0, ge=0, le=256)  # the vector scan's BLAS threads; 0: its default
 
 
 class ElasticsearchSettings(_Section):

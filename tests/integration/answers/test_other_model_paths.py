@@ -94,7 +94,11 @@ async def test_model_without_tool_calls_gets_search_then_answer(
     assert answer.citations[0].quote == copied[0]  # the passage's own sentence is the quote
     # The top passages it does not cite are quoted after it, as with no model.
     assert "_Also in the top search results, quoted as written:_" in answer.text
-    assert len({c.doc_id for c in answer.citations}) == settings.answers.extractive_passages
+    no_model = await engine(settings, index).answer(
+        question("how do I re-ingest changed documents?")
+    )
+    assert no_model.mode is AnswerMode.EXTRACTIVE
+    assert {c.doc_id for c in answer.citations} == {c.doc_id for c in no_model.citations}
     assert all(c.verified for c in answer.citations)
 
 

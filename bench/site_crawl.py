@@ -38,7 +38,7 @@ from bot.wiring import build_embedder, open_backend
 from core.domain.documents import Outcome
 from core.ingest.pipeline import Ingestor
 from core.ingest.site import SiteConnector
-from tests.fakes.threaded import served_in_a_thread
+from tests.fakes.threaded import catch_all, served_in_a_thread
 
 SITEMAP_FILES = 2  # child sitemaps of the index, gzipped
 NAV_LINKS = 3  # each page links to the next few
@@ -70,9 +70,7 @@ class LargeSite:
         )
 
     def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", self._handle)
-        return app
+        return catch_all(self._handle)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from tests.fakes.threaded import catch_all
+
 HTML = "text/html; charset=utf-8"
 
 
@@ -75,9 +77,7 @@ class DocsSite:
         )
 
     def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", self._handle)
-        return app
+        return catch_all(self._handle)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path

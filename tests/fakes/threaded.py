@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 from aiohttp import web
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _STOP_WAIT_S = 10  # seconds to start or stop the server
 
 
@@ -35,3 +36,10 @@ def served_in_a_thread(app: web.Application) -> Iterator[str]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=_STOP_WAIT_S)
         loop.close()
+
+
+def catch_all(handler: Handler) -> web.Application:
+    """An app whose one handler answers every GET (a fake site routes by path itself)."""
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    return app

@@ -3,7 +3,8 @@
 Three settings, interleaved pass by pass in one process over the same index and queries:
 - `default`: BLAS and ONNX Runtime with their own thread counts (one per core);
 - `blas1`: BLAS capped at one thread (threadpoolctl: `search.blas_threads: 1`);
-- `blas1+onnx1`: and the query's embedding on one ONNX thread too (`embeddings.threads: 1`).
+- `blas1+onnx1`: and the query's embedding on one ONNX thread too (`embeddings.query_threads:
+  1`): the shipped defaults.
 
 "Loaded" runs the same passes while two processes spin on the CPU (this machine has two cores).
 The index is the latency bench's (SciFact copied to --chunks passages, kept under .bot/bench/).
@@ -52,7 +53,8 @@ def one_thread_embedder(settings: Settings) -> CachedEmbedder:
     model = MiniLMEmbedder(
         batch_size=settings.embeddings.batch_size,
         max_tokens=settings.embeddings.max_tokens,
-        threads=1,
+        threads=settings.embeddings.threads,
+        query_threads=1,
     )
     cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
     return CachedEmbedder(model, cache, query_cache_size=0)

@@ -41,7 +41,12 @@ if TYPE_CHECKING:
 def build_embedder(settings: Settings) -> CachedEmbedder:
     e = settings.embeddings
     _usable_folders(settings)
-    model = MiniLMEmbedder(batch_size=e.batch_size, max_tokens=e.max_tokens, threads=e.threads)
+    model = MiniLMEmbedder(
+        batch_size=e.batch_size,
+        max_tokens=e.max_tokens,
+        threads=e.threads,
+        query_threads=e.query_threads,
+    )
     cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
     return CachedEmbedder(model, cache, e.query_cache_size)
 

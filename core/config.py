@@ -59,7 +59,7 @@ class SearchSettings(_Section):
     snippet_chars: int = Field(240, ge=20, le=5_000)
     busy_timeout_ms: int = Field(10_000, ge=0)
     max_query_chars: int = Field(2_000, ge=10, le=100_000)
-    blas_threads: int = Field(0, ge=0, le=256)  # the vector scan's BLAS threads; 0: its default
+    blas_threads: int = Field(1, ge=0, le=256)  # the vector scan's BLAS threads; 0: its default
 
 
 class ElasticsearchSettings(_Section):
@@ -93,6 +93,7 @@ class EmbeddingSettings(_Section):
     batch_size: int = Field(32, ge=1, le=1_024)
     max_tokens: int = Field(256, ge=8, le=512)
     threads: int = Field(0, ge=0, le=256)
+    query_threads: int = Field(1, ge=0, le=256)  # ONNX threads for a query's embedding
     cache_path: Path | None = None
     query_cache_size: int = Field(1_024, ge=0)
 

@@ -75,11 +75,13 @@ def verify_sha256(path: Path, expected: str) -> None:
 class _LoadedModel:
     tokenizer: Any
     session: Any
+    query_session: Any  # the same model on fewer threads, for one short text at a time
     inputs: frozenset[str]
 
     @classmethod
-    def open(cls, files: ModelFiles, max_tokens: int, threads: int) -> _LoadedModel:
-        import onnxruntime as ort
+    def open(
+        cls, files: ModelFiles, max_tokens: int, threads: int, query_threads: int
+    ) -> _LoadedModel:
         from tokenizers import Tokenizer
 
         verify_sha256(files.model, MINILM_MODEL_SHA256)
@@ -87,20 +89,26 @@ class _LoadedModel:
         tokenizer = Tokenizer.from_file(str(files.tokenizer))
         tokenizer.enable_truncation(max_length=max_tokens)
         tokenizer.no_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Spinning worker threads would keep the cores busy after each call and slow the vector
-        # scan and SQLite work that follow in other threads.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            session = ort.InferenceSession(
-                str(files.model), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise EmbedderError(f"can't load {files.model}: {exc}") from exc
-        return cls(tokenizer, session, frozenset(i.name for i in session.get_inputs()))
+        session = _session(files, threads)
+        query_session = session if query_threads == threads else _session(files, query_threads)
+        inputs = frozenset(i.name for i in session.get_inputs())
+        return cls(tokenizer, session, query_session, inputs)
+
+
+def _session(files: ModelFiles, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Spinning worker threads would keep the cores busy after each call and slow the vector
+    # scan and SQLite work that follow in other threads.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(str(files.model), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        raise EmbedderError(f"can't load {files.model}: {exc}") from exc
 
 
 class MiniLMEmbedder:
@@ -119,11 +127,16 @@ class MiniLMEmbedder:
         batch_size: int,
         max_tokens: int,
         threads: int,
+        query_threads: int | None = None,
     ) -> None:
+        """`threads`: ONNX Runtime's threads for documents (0: one per core); `query_threads`:
+        for a query (one short text, where more threads mostly wait on each other and on a busy
+        host; None: as `threads`)."""
         self._files = files
         self._batch_size = batch_size
         self._max_tokens = max_tokens
         self._threads = threads
+        self._query_threads = threads if query_threads is None else query_threads
         self._lock = threading.Lock()
         self._model: _LoadedModel | None = None
 
@@ -135,7 +148,10 @@ class MiniLMEmbedder:
         with self._lock:
             if self._model is None:
                 self._model = _LoadedModel.open(
-                    self._files or ModelFiles.installed(), self._max_tokens, self._threads
+                    self._files or ModelFiles.installed(),
+                    self._max_tokens,
+                    self._threads,
+                    self._query_threads,
                 )
             return self._model
 
@@ -151,14 +167,15 @@ class MiniLMEmbedder:
         """Embed in batches of similar length, so little compute goes to padding."""
         out = np.zeros((len(texts), MINILM_DIMENSIONS), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        session = self._loaded().session
         for start in range(0, len(order), self._batch_size):
             idx = order[start : start + self._batch_size]
-            out[idx] = self._run([texts[i] for i in idx])
+            out[idx] = self._run([texts[i] for i in idx], session)
             if progress is not None:
                 progress(len(idx))
         return out
 
-    def _run(self, batch: list[str]) -> Vectors:
+    def _run(self, batch: list[str], session: Any) -> Vectors:
         model = self._loaded()
         encodings = model.tokenizer.encode_batch(batch)
         width = max(len(e.ids) for e in encodings)
@@ -170,7 +187,7 @@ class MiniLMEmbedder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in model.inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = model.session.run(None, feeds)[0]
+        hidden = session.run(None, feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -182,7 +199,7 @@ class MiniLMEmbedder:
         return await asyncio.to_thread(self.embed_sync, list(texts), progress)
 
     async def embed_query(self, text: str) -> Vectors:
-        vectors = await asyncio.to_thread(self.embed_sync, [text])
+        vectors = await asyncio.to_thread(self._run, [text], self._loaded().query_session)
         return np.asarray(vectors[0], dtype=np.float32)
 
 

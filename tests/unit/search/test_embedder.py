@@ -87,3 +87,17 @@ def test_the_model_loads_on_first_use_and_a_broken_one_fails_there(tmp_path: Pat
     embedder = MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)  # no error yet
     with pytest.raises(EmbedderError, match="can't read model file"):
         embedder.embed_sync(["anything"])
+
+
+async def test_a_query_on_its_own_threads_gets_the_documents_vector() -> None:
+    """`embeddings.query_threads`: queries run on a session of their own (fewer threads); the
+    vector must be the one a document of the same text gets, or search would drift."""
+    split = MiniLMEmbedder(batch_size=8, max_tokens=256, threads=2, query_threads=1)
+    model = split._loaded()
+    assert model.query_session is not model.session
+    text = "How do I re-ingest changed documents?"
+    query = await split.embed_query(text)
+    document = (await split.embed_documents([text]))[0]
+    assert np.allclose(query, document, atol=1e-5)
+    same = MiniLMEmbedder(batch_size=8, max_tokens=256, threads=1, query_threads=1)
+    assert same._loaded().query_session is same._loaded().session  # one session when equal

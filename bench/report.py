@@ -8,7 +8,7 @@ process's maximum resident set (its own rusage, from wait4); the seeding runs in
 its own first, so no measured run starts as a fork of a big parent. With `--screenshot FILE`
 the page of the last run is also photographed by headless Chromium (the README's picture).
 
-    python -m bench.report [--answers 10000] [--runs 3] [--screenshot docs/report.png]
+    python -m bench.report [--answers 10000] [--runs 3] [--screenshot assets/report.png]
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class FakeConfluence:
     throttle: int = 0  # the next this many requests are answered 429
     retry_after: str = "0"
     base: str = ""  # the server's root URL, set once it listens
+    next_link: str | None = None  # a listing's `_links.next` as a hostile server would set it
 
     @classmethod
     def seeded(
@@ -105,6 +106,8 @@ class FakeConfluence:
         if more:
             query = urlencode({"limit": limit, "cursor": _encode_cursor(start + limit)})
             links["next"] = f"/wiki/api/v2/spaces/{self.space_ids[space]}/pages?{query}"
+        if self.next_link:
+            links["next"] = self.next_link
         results = [self._cloud_result(page, body=False) for page in chunk]
         return web.json_response({"results": results, "_links": links})
 
@@ -127,6 +130,8 @@ class FakeConfluence:
                 {**request.query, "start": start + limit, "limit": limit}  # as Confluence does
             )
             links["next"] = f"/rest/api/content?{query}"
+        if self.next_link:
+            links["next"] = self.next_link
         results = [self._dc_result(page, body=False) for page in chunk]
         listing = {"results": results, "start": start, "limit": limit, "size": len(chunk)}
         return web.json_response({**listing, "_links": links})

@@ -5,6 +5,7 @@ between syncs, rate limits, credentials from the environment."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -154,3 +155,42 @@ def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_param
     assert attachments == ["runbook.pdf"]
     anchor = heading_anchor("datacenter", "Release guide", "Deploy steps")
     assert anchor == "Releaseguide-Deploysteps"
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_hostile_confluence_cannot_point_links_or_listings_elsewhere(
+    confluence: FakeConfluence, syncer: SourceSyncer, index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links a reader follows stay on the site; a body over the size limit is skipped with its
+    reason; a listing's next page on another site fails the sync in one line."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:3]}
+    first, second, third = confluence.pages.values()
+    second.body = "<p>" + "x" * 2_000 + "</p>"
+    attribute = "_cloud_result" if confluence.flavour == "cloud" else "_dc_result"
+    original = getattr(confluence, attribute)
+
+    def hostile(page, *, body):  # type: ignore[no-untyped-def]
+        result = original(page, body=body)
+        if page is first:
+            result["_links"]["webui"] = "javascript:alert(1)"
+        if page is third:
+            result["_links"]["webui"] = "//evil.example/phish"
+        return result
+
+    monkeypatch.setattr(confluence, attribute, hostile)
+    small = syncer.settings.model_copy(update={"max_file_bytes": 1_000})
+    report = await dataclasses.replace(syncer, settings=small).sync(
+        "wiki", source(confluence, spaces=["ENG"])
+    )
+    skipped = {s.display: s.reason for s in report.skipped}
+    assert skipped[f"ENG: {second.title}"].startswith("over the limit of 1,000 bytes")
+    links = {d.url for d in (await index.documents()).values()}
+    assert len(links) == 2
+    for link in links:
+        assert link.startswith(confluence.base + "/")
+        assert "javascript" not in link
+        assert "evil" not in link
+
+    confluence.next_link = "https://evil.example/wiki/api/v2/spaces/1/pages?cursor=x"
+    with pytest.raises(SourceUnavailable, match="next page at another site"):
+        await syncer.sync("wiki", source(confluence, spaces=["ENG"]))

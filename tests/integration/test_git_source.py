@@ -5,6 +5,7 @@ file moved out of the include pattern pruned)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -312,3 +313,17 @@ def test_a_git_source_is_one_repository_and_a_web_url_names_the_file() -> None:
         SourceSettings(type="git", location=["a", "b"])
     with pytest.raises(ValueError, match="web_url needs"):
         SourceSettings(type="git", location=["a"], web_url="https://example.com/")
+
+
+async def test_a_file_over_the_size_limit_is_skipped_before_it_is_read(
+    repo: Path, syncer: SourceSyncer, reads: list[str]
+) -> None:
+    write(repo, {"docs/huge.md": "# Huge\n\n" + "word " * 2_000})
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "a big page")
+    small = syncer.settings.model_copy(update={"max_file_bytes": 5_000})
+    report = await dataclasses.replace(syncer, settings=small).sync("handbook", source(repo))
+    skipped = {s.display: s.reason for s in report.skipped}
+    assert skipped["docs/huge.md"] == "over the limit of 5,000 bytes (ingest.max_file_bytes)"
+    assert "docs/huge.md" not in reads  # its size came from git ls-tree: never opened
+    assert report.counts[Outcome.ADDED] == 4

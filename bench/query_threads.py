@@ -29,9 +29,6 @@ from threadpoolctl import threadpool_limits
 from bench.common import REPO, bench_settings, percentile, write_result
 from bench.search_latency import build, queries, query_embedder
 from core.backends.sqlite.index import SqliteIndex
-from core.config import Settings
-from core.search.embedder import CachedEmbedder, MiniLMEmbedder
-from core.search.embedding_cache import EmbeddingCache
 
 BUSY_PROCESSES = 2
 SETTLE_S = 2.0  # for the busy processes to take the cores before a loaded pass
@@ -47,17 +44,6 @@ def competing_load(processes: int) -> Iterator[None]:
         for process in busy:
             process.kill()
             process.wait()
-
-
-def one_thread_embedder(settings: Settings) -> CachedEmbedder:
-    model = MiniLMEmbedder(
-        batch_size=settings.embeddings.batch_size,
-        max_tokens=settings.embeddings.max_tokens,
-        threads=settings.embeddings.threads,
-        query_threads=1,
-    )
-    cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
-    return CachedEmbedder(model, cache, query_cache_size=0)
 
 
 async def one_pass(index: SqliteIndex, texts: list[str], k: int, blas: int | None) -> list[float]:
@@ -84,7 +70,7 @@ async def main() -> None:
     default_index = SqliteIndex(path, default_embedder, settings.search)
     if (await default_index.stats()).chunks < args.chunks:
         await build(default_index, default_embedder, args.chunks, settings)
-    one_thread_index = SqliteIndex(path, one_thread_embedder(settings), settings.search)
+    one_thread_index = SqliteIndex(path, query_embedder(settings, 1), settings.search)
     variants: dict[str, tuple[SqliteIndex, int | None]] = {
         "default": (default_index, None),
         "blas1": (default_index, 1),

@@ -136,12 +136,14 @@ async def timed_searches(
     return modes
 
 
-def query_embedder(settings: Settings) -> CachedEmbedder:
-    """The real model over the shared cache, with no query cache: every search embeds."""
+def query_embedder(settings: Settings, query_threads: int | None = None) -> CachedEmbedder:
+    """The real model over the shared cache, with no query cache: every search embeds.
+    `query_threads` None: queries on as many ONNX threads as documents (the library's own)."""
     model = MiniLMEmbedder(
         batch_size=settings.embeddings.batch_size,
         max_tokens=settings.embeddings.max_tokens,
         threads=settings.embeddings.threads,
+        query_threads=query_threads,
     )
     cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
     return CachedEmbedder(model, cache, query_cache_size=0)

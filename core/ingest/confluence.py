@@ -12,8 +12,6 @@ lands on its heading; macro parameters are dropped, and attachments are reported
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,7 +26,8 @@ from core.domain.urls import redact_url
 from core.errors import RemoteFailure, SourceUnavailable, UnreadableDocument
 from core.http_retry import RetryPolicy, get_json
 from core.ingest.formats import DocumentFormat
-from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem
+from core.ingest.memory import load_json, save_json
+from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem, too_big
 
 Flavour = Literal["cloud", "datacenter"]
 _UNAUTHORISED = frozenset({401, 403})
@@ -77,7 +76,7 @@ def storage_to_html(storage: str, flavour: Flavour, title: str) -> tuple[str, li
         anchor = heading_anchor(flavour, title, heading.get_text(" ", strip=True))
         seen[anchor] = seen.get(anchor, 0) + 1
         heading["id"] = anchor if seen[anchor] == 1 else f"{anchor}.{seen[anchor] - 1}"
-    escaped = title.replace("&", "&amp;").replace("<", "&lt;")
+    escaped = title.replace("&", "&amp;").replace("<", "&lt;")  # all a <title>'s text needs
     return f"<html><head><title>{escaped}</title></head><body>{soup}</body></html>", attachments
 
 
@@ -141,14 +140,12 @@ class ConfluenceConnector:
         body = self._json(response, url)
         storage = _text_at(body, "body", "storage", "value")
         if len(storage.encode("utf-8")) > self._settings.max_file_bytes:
-            raise UnreadableDocument(
-                f"over the limit of {self._settings.max_file_bytes:,} bytes (ingest.max_file_bytes)"
-            )
-        html, attachments = await asyncio.to_thread(
+            raise too_big(self._settings.max_file_bytes)
+        page_html, attachments = await asyncio.to_thread(
             storage_to_html, storage, self._flavour, page.title
         )
         self._attachments[item.doc_id] = attachments
-        return html.encode("utf-8"), DocumentFormat.HTML
+        return page_html.encode("utf-8"), DocumentFormat.HTML
 
     def also_skipped(self) -> list[Skipped]:
         """The attachments of the pages read this sync: shown, never indexed."""
@@ -159,11 +156,7 @@ class ConfluenceConnector:
         ]
 
     async def completed(self) -> None:
-        versions = {doc_id: page.version for doc_id, page in self._listed.items()}
-        self._memory_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self._memory_path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(versions), encoding="utf-8")
-        os.replace(temporary, self._memory_path)
+        save_json(self._memory_path, {d: page.version for d, page in self._listed.items()})
 
     # -- listings --------------------------------------------------------------------------
 
@@ -288,10 +281,7 @@ def _origin(url: str) -> str:
 
 
 def _load(path: Path) -> dict[str, int]:
-    try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    kept = load_json(path)
     if not isinstance(kept, dict):
         return {}
     return {str(k): v for k, v in kept.items() if isinstance(v, int)}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from core.domain.urls import redact_url, redact_urls_in
 from core.errors import SourceUnavailable, UnreadableDocument
 from core.ingest.formats import DocumentFormat
 from core.ingest.globs import PathFilter
+from core.ingest.memory import load_json, save_json
 from core.ingest.sources import (
     EXTENSIONS,
     Discovery,
@@ -35,6 +35,7 @@ from core.ingest.sources import (
     SourceItem,
     read_item,
     title_from_name,
+    too_big,
 )
 
 LFS_POINTER = b"version https://git-lfs.github.com/spec/"
@@ -59,6 +60,15 @@ class _Entry:
     kind: str
     size: int | None
     path: str
+
+
+def _not_read(entry: _Entry) -> str | None:
+    """Why an entry of the tree is never read, whatever its name: it points elsewhere."""
+    if entry.kind != _BLOB:
+        return "a submodule (not followed)"
+    if entry.mode == _SYMLINK_MODE:
+        return "a symlink (not followed)"
+    return None
 
 
 def remote_of(location: str) -> str:
@@ -125,7 +135,8 @@ class GitConnector:
         self._token = token
         self._known = known
         self._changed: set[str] | None = None  # None: read every file
-        self._commit = ""
+        self._commit = ""  # what this sync reads: the commit and the branch it is on
+        self._synced_branch = ""
 
     async def discover(self) -> Discovery:
         await self._update()
@@ -137,7 +148,7 @@ class GitConnector:
         for entry in await self._tree():
             self._add(found, entry, scope, branch)
         found.items.sort(key=lambda item: item.doc_id)
-        self._branch = branch
+        self._synced_branch = branch
         return found
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
@@ -159,10 +170,8 @@ class GitConnector:
 
     async def completed(self) -> None:
         """The sync indexed this commit: the next one diffs against it."""
-        record = {"remote": self._shown, "branch": self._branch, "commit": self._commit}
-        temporary = self._memory.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(temporary, self._memory)
+        record = {"remote": self._shown, "branch": self._synced_branch, "commit": self._commit}
+        save_json(self._memory, record)
 
     # -- the clone -------------------------------------------------------------------------
 
@@ -189,10 +198,7 @@ class GitConnector:
         )  # fmt: skip
 
     def _synced(self, branch: str) -> str | None:
-        try:
-            record = json.loads(self._memory.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        record = load_json(self._memory)
         if not isinstance(record, dict):
             return None
         same = record.get("remote") == self._shown and record.get("branch") == branch
@@ -226,23 +232,18 @@ class GitConnector:
     def _add(self, found: Discovery, entry: _Entry, scope: str, branch: str) -> None:
         if not self._filter.takes(entry.path):
             return
-        fmt = EXTENSIONS.get(PurePosixPath(entry.path).suffix.lower())
-        if entry.kind != _BLOB or entry.mode == _SYMLINK_MODE or fmt is None:
+        suffix = PurePosixPath(entry.path).suffix
+        fmt = EXTENSIONS.get(suffix.lower())
+        why = _not_read(entry)
+        if why is None and fmt is None:
+            why = f"unsupported file type '{suffix or entry.path}'"
+        if why is not None:
             if self._explicit:  # named by the include patterns: say why it is not read
-                why = (
-                    "a submodule (not followed)"
-                    if entry.kind != _BLOB
-                    else "a symlink (not followed)"
-                    if entry.mode == _SYMLINK_MODE
-                    else f"unsupported file type '{PurePosixPath(entry.path).suffix or entry.path}'"
-                )
                 found.skipped.append(Skipped(entry.path, why))
             return
         limit = self._settings.max_file_bytes
         if entry.size is not None and entry.size > limit:
-            found.skipped.append(
-                Skipped(entry.path, f"over the limit of {limit:,} bytes (ingest.max_file_bytes)")
-            )
+            found.skipped.append(Skipped(entry.path, str(too_big(limit))))
             return
         link = (
             web_link(self._web_url, branch, entry.path)

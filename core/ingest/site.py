@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
-import os
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -35,6 +33,7 @@ import structlog
 from core.config import IngestSettings
 from core.errors import UnreadableDocument
 from core.ingest.formats import DocumentFormat
+from core.ingest.memory import load_json, save_json
 from core.ingest.sources import (
     AlreadySeen,
     Discovery,
@@ -187,7 +186,7 @@ class SiteConnector:
         """Every page of the crawl is indexed: remember their validators for the next one (not
         before: a crash mid-sync would leave pages remembered as current yet never indexed)."""
         if self._memory_path is not None:
-            _save(self._memory_path, self._crawled)
+            save_json(self._memory_path, {u: asdict(p) for u, p in self._crawled.items()})
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         if item.doc_id in self._not_modified:
@@ -442,16 +441,8 @@ def _load(path: Path | None) -> dict[str, _Remembered]:
     downloaded whole, as on a first crawl)."""
     if path is None:
         return {}
+    kept = load_json(path)
     try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
         return {url: _Remembered(**page) for url, page in kept.items()}
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (TypeError, AttributeError):  # not a memory of this shape (None included)
         return {}
-
-
-def _save(path: Path, memory: dict[str, _Remembered]) -> None:
-    """Written whole, then renamed into place: a crash leaves the previous memory intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps({u: asdict(p) for u, p in memory.items()}), encoding="utf-8")
-    os.replace(temporary, path)

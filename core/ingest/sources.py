@@ -231,7 +231,7 @@ async def read_item(
         ) from None
 
 
-def _too_big(max_bytes: int) -> UnreadableDocument:
+def too_big(max_bytes: int) -> UnreadableDocument:
     return UnreadableDocument(f"over the limit of {max_bytes:,} bytes (ingest.max_file_bytes)")
 
 
@@ -252,7 +252,7 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
             raise UnreadableDocument("symlink loop") from None
         raise UnreadableDocument(f"can't read: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
-        raise _too_big(max_bytes)
+        raise too_big(max_bytes)
     return data
 
 
@@ -371,12 +371,12 @@ async def _body(
         raise UnreadableDocument(f"HTTP {response.status_code} from {redact_url(str(url))}")
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise _too_big(max_bytes)
+        raise too_big(max_bytes)
     body = bytearray()
     async for block in response.aiter_bytes():
         body.extend(block)
         if len(body) > max_bytes:
-            raise _too_big(max_bytes)
+            raise too_big(max_bytes)
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     fmt = CONTENT_TYPES.get(content_type) or EXTENSIONS.get(Path(url.path).suffix.lower())
     if fmt is None and not any_type:

@@ -2,14 +2,12 @@
 connector, labelled with its name and pruned of what went, one sync per source at a time across
 processes (a run lock per source), and remember how the last one went for `bot sources list`.
 
-The status is a small JSON file in the data dir (`sources-status.json`), written whole and
-renamed into place, so a crash never leaves half of it.
+The status is a small JSON file in the data dir (`sources-status.json`, see `memory`).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,6 +21,7 @@ from core.ingest.confluence import ConfluenceConnector, flavour_of
 from core.ingest.connectors import Connector, PathsConnector
 from core.ingest.git import GitConnector
 from core.ingest.globs import PathFilter
+from core.ingest.memory import load_json, save_json
 from core.ingest.pipeline import Ingestor, IngestReport
 from core.ingest.site import SiteConnector, memory_name
 from core.ports import RunLocks, SearchIndex
@@ -147,23 +146,17 @@ class SourceSyncer:
 
 def sync_statuses(data_dir: Path) -> dict[str, SyncStatus]:
     """The last sync of each source; an unreadable file is as if none had run."""
+    kept = load_json(data_dir / STATUS_FILE)
     try:
-        kept = json.loads((data_dir / STATUS_FILE).read_text(encoding="utf-8"))
         return {name: SyncStatus(**status) for name, status in kept.items()}
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (TypeError, AttributeError):  # not a status file of this shape (None included)
         return {}
 
 
 def record_status(data_dir: Path, name: str, status: SyncStatus) -> None:
     statuses = sync_statuses(data_dir)
     statuses[name] = status
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / STATUS_FILE
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(
-        json.dumps({n: asdict(s) for n, s in statuses.items()}, indent=1), encoding="utf-8"
-    )
-    os.replace(temporary, path)
+    save_json(data_dir / STATUS_FILE, {n: asdict(s) for n, s in statuses.items()}, indent=1)
 
 
 def _since(started: float) -> float:

@@ -167,16 +167,18 @@ class MiniLMEmbedder:
         """Embed in batches of similar length, so little compute goes to padding."""
         out = np.zeros((len(texts), MINILM_DIMENSIONS), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        session = self._loaded().session
         for start in range(0, len(order), self._batch_size):
             idx = order[start : start + self._batch_size]
-            out[idx] = self._run([texts[i] for i in idx], session)
+            out[idx] = self._run([texts[i] for i in idx])
             if progress is not None:
                 progress(len(idx))
         return out
 
-    def _run(self, batch: list[str], session: Any) -> Vectors:
+    def _run(self, batch: list[str], *, query: bool = False) -> Vectors:
+        """One batch through the model (loaded here, in the worker thread, on first use);
+        `query`: on the query session."""
         model = self._loaded()
+        session = model.query_session if query else model.session
         encodings = model.tokenizer.encode_batch(batch)
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(batch), width), dtype=np.int64)
@@ -199,7 +201,7 @@ class MiniLMEmbedder:
         return await asyncio.to_thread(self.embed_sync, list(texts), progress)
 
     async def embed_query(self, text: str) -> Vectors:
-        vectors = await asyncio.to_thread(self._run, [text], self._loaded().query_session)
+        vectors = await asyncio.to_thread(self._run, [text], query=True)
         return np.asarray(vectors[0], dtype=np.float32)
 
 

@@ -9,9 +9,9 @@ OpenBLAS, MKL and BLIS alike); 0 leaves the library's default."""
 
 from __future__ import annotations
 
-from threadpoolctl import threadpool_limits
-
 
 def limit_blas_threads(threads: int) -> None:
     if threads > 0:
+        from threadpoolctl import threadpool_limits  # 12 ms to import: only when it is used
+
         threadpool_limits(limits=threads, user_api="blas")

@@ -1,9 +1,11 @@
-"""The hybrid search both backends run: one checked request (query length, k, the query's
-vector when a vector side runs), both sides fused by our RRF, and fused keys mapped to hits.
-A backend brings only its two ranked sides and its chunk lookup."""
+"""The hybrid search both backends run: one checked request (query length, k), the query's
+embedding started at once so the lexical side runs while the model does, both sides fused by
+our RRF, and fused keys mapped to hits. A backend brings only its two ranked sides and its
+chunk lookup."""
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,26 +23,27 @@ class SearchRequest:
     k: int
     mode: SearchMode
     filters: SearchFilters
-    vector: Vectors | None  # None when no vector side runs (BM25 only)
     limit: int  # candidates per side
 
+    @property
+    def wants_vector(self) -> bool:
+        return self.mode is not SearchMode.BM25
 
-async def search_request(
+
+def search_request(
     query: str,
     *,
     k: int,
     mode: SearchMode,
     filters: SearchFilters | None,
     settings: SearchSettings,
-    embedder: Embedder,
 ) -> SearchRequest | None:
     """The request as every backend runs it; None for a query with nothing to search."""
     query = checked_query(query, k, settings.max_query_chars)
     if not query.strip():
         return None
-    vector = await embedder.embed_query(query) if mode is not SearchMode.BM25 else None
     limit = max(settings.candidates, k)
-    return SearchRequest(query, k, mode, filters or SearchFilters(), vector, limit)
+    return SearchRequest(query, k, mode, filters or SearchFilters(), limit)
 
 
 def fuse(
@@ -90,17 +93,30 @@ class HybridIndex(ABC):
         mode: SearchMode = SearchMode.HYBRID,
         filters: SearchFilters | None = None,
     ) -> list[SearchHit]:
-        """Top-k chunks for `query`, with both sides' ranks and scores kept on each hit."""
-        request = await search_request(
-            query,
-            k=k,
-            mode=mode,
-            filters=filters,
-            settings=self._query_settings,
-            embedder=self._query_embedder,
+        """Top-k chunks for `query`, with both sides' ranks and scores kept on each hit.
+
+        The query's embedding (milliseconds of model time in a worker thread) is started before
+        the backend runs, so a backend can rank the lexical side meanwhile instead of after."""
+        request = search_request(
+            query, k=k, mode=mode, filters=filters, settings=self._query_settings
         )
-        return [] if request is None else await self._run(request)
+        if request is None:
+            return []
+        if not request.wants_vector:
+            return await self._run(request, None)
+        vector = asyncio.ensure_future(self._query_embedder.embed_query(request.query))
+        try:
+            return await self._run(request, vector)
+        finally:
+            if not vector.done():  # the backend failed before it needed the vector
+                vector.cancel()
+            elif not vector.cancelled():
+                vector.exception()  # retrieved: an unused failure is not logged as lost
 
     @abstractmethod
-    async def _run(self, request: SearchRequest) -> list[SearchHit]:
-        """Both sides of a checked request, fused into hits."""
+    async def _run(
+        self, request: SearchRequest, vector: asyncio.Future[Vectors] | None
+    ) -> list[SearchHit]:
+        """Both sides of a checked request, fused into hits. `vector` is the query's embedding
+        under way (None when no vector side runs): await it only once the vector side needs it;
+        awaiting it again gives the same vector."""

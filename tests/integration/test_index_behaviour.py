@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -91,6 +94,47 @@ async def test_modes_use_one_side_only(index: Index, embedder) -> None:
     vector = await index.search("when do we get billed", k=2, mode=SearchMode.VECTOR)
     assert vector[0].chunk.doc_id == "doc:billing"
     assert all(h.bm25_rank is None for h in vector)
+
+
+async def test_lexical_side_runs_while_the_query_embeds(
+    index: Index, embedder: CachedEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The query's embedding is milliseconds of model time: the lexical side must not wait for
+    it. The embedding here finishes only once the lexical side has asked its question; were the
+    sides run one after the other, the search would never finish."""
+    await _fill(index, embedder)
+    loop = asyncio.get_running_loop()
+    lexical_ran = asyncio.Event()
+
+    def signal() -> None:
+        loop.call_soon_threadsafe(lexical_ran.set)
+
+    class WaitsForLexical:
+        async def embed_query(self, text: str) -> Any:
+            await lexical_ran.wait()
+            return await embedder.embed_query(text)
+
+    if isinstance(index, SqliteIndex):
+        bm25_side = index._bm25_side
+
+        def lexical(*args: Any) -> Any:
+            signal()
+            return bm25_side(*args)
+
+        monkeypatch.setattr(index, "_bm25_side", lexical)
+    else:
+        side = index._side
+
+        async def lexical(**body: Any) -> Any:
+            if "query" in body:
+                signal()
+            return await side(**body)
+
+        monkeypatch.setattr(index, "_side", lexical)
+    monkeypatch.setattr(index, "_query_embedder", WaitsForLexical())
+    hits = await asyncio.wait_for(index.search("slash command in Discord", k=3), timeout=30)
+    assert hits[0].chunk.doc_id == "doc:discord"
+    assert hits[0].vector_rank == 1
 
 
 async def test_filters_apply_on_both_sides(index: Index, embedder) -> None:

@@ -341,32 +341,40 @@ class ElasticsearchIndex(HybridIndex):
         )
         return [(h["_id"], float(h["_score"]), h["_source"]) for h in response["hits"]["hits"]]
 
-    async def _run(self, r: SearchRequest) -> list[SearchHit]:
+    async def _run(
+        self, r: SearchRequest, vector: asyncio.Future[Vectors] | None
+    ) -> list[SearchHit]:
         with explained(self.settings):
-            if r.vector is not None and r.mode is SearchMode.HYBRID and self._use_server_rrf():
-                served = await self._server_fused(r.query, r.vector, r.filters, r.k, r.limit)
+            if vector is not None and r.mode is SearchMode.HYBRID and self._use_server_rrf():
+                served = await self._server_fused(r.query, await vector, r.filters, r.k, r.limit)
                 if served is not None:
                     return served
-            return await self._client_fused(r)
+            return await self._client_fused(r, vector)
 
     def _use_server_rrf(self) -> bool:
         s = self._search
         return self._server_rrf and s.bm25_weight == s.vector_weight
 
-    async def _client_fused(self, r: SearchRequest) -> list[SearchHit]:
+    async def _client_fused(
+        self, r: SearchRequest, vector: asyncio.Future[Vectors] | None
+    ) -> list[SearchHit]:
+        """Both sides at once: the BM25 request goes out while the query is still embedding."""
+
         async def none() -> list[tuple[str, float, dict[str, Any]]]:
             return []
+
+        async def knn_side(
+            vector: asyncio.Future[Vectors],
+        ) -> list[tuple[str, float, dict[str, Any]]]:
+            knn = knn_query(await vector, r.filters, r.limit, self.settings)
+            return await self._side(knn=knn, size=r.limit)
 
         bm25_side = (
             self._side(query=bm25_query(r.query, r.filters, self._search), size=r.limit)
             if r.mode is not SearchMode.VECTOR
             else none()
         )
-        vector_side = (
-            self._side(knn=knn_query(r.vector, r.filters, r.limit, self.settings), size=r.limit)
-            if r.vector is not None
-            else none()
-        )
+        vector_side = knn_side(vector) if vector is not None else none()
         bm25, knn = await asyncio.gather(bm25_side, vector_side)
         fused = fuse(
             [Ranked(i, score) for i, score, _ in bm25],

@@ -347,14 +347,23 @@ class SqliteIndex(HybridIndex):
         )
         return {r[0]: _chunk(r) for r in rows}
 
-    async def _run(self, request: SearchRequest) -> list[SearchHit]:
-        return await asyncio.to_thread(self._search, request)
-
-    def _search(self, r: SearchRequest) -> list[SearchHit]:
+    async def _run(
+        self, r: SearchRequest, vector: asyncio.Future[Vectors] | None
+    ) -> list[SearchHit]:
         bm25 = (
-            self._bm25_side(r.query, r.filters, r.limit) if r.mode is not SearchMode.VECTOR else []
+            await asyncio.to_thread(self._bm25_side, r.query, r.filters, r.limit)
+            if r.mode is not SearchMode.VECTOR
+            else []
         )
-        vector = self._vector_side(r.vector, r.filters, r.limit) if r.vector is not None else []
+        query_vector = await vector if vector is not None else None
+        return await asyncio.to_thread(self._fused, r, bm25, query_vector)
+
+    def _fused(
+        self, r: SearchRequest, bm25: list[Ranked], query_vector: Vectors | None
+    ) -> list[SearchHit]:
+        vector = (
+            self._vector_side(query_vector, r.filters, r.limit) if query_vector is not None else []
+        )
         fused = fuse(bm25, vector, r, self._settings)
         chunks = self._chunks_by_id([int(f.key) for f in fused])
         return fused_hits(fused, {str(i): chunk for i, chunk in chunks.items()})

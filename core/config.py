@@ -46,6 +46,23 @@ class Bm25Weights(_Section):
     keywords: float = Field(2.0, ge=0)
 
 
+class ApproximateVectorSettings(_Section):
+    """The SQLite index's vector side above `min_chunks`: an HNSW graph (usearch) whose
+    candidates are re-scored exactly. Below it, an exact scan (milliseconds, never a miss)."""
+
+    enabled: bool = True
+    min_chunks: int = Field(20_000, ge=1)
+    quantization: Literal["i8", "f16", "f32"] = "i8"
+    connectivity: int = Field(16, ge=4, le=128)
+    expansion_add: int = Field(128, ge=8, le=4_096)
+    expansion_search: int = Field(200, ge=8, le=4_096)
+    rescore: int = Field(200, ge=1, le=10_000)
+    filtered_rescore_factor: int = Field(4, ge=1, le=100)
+    save_after_changes: int = Field(10_000, ge=1)
+    build_threads: int = Field(1, ge=0, le=256)
+    build_batch: int = Field(10_000, ge=100, le=1_000_000)
+
+
 class SearchSettings(_Section):
     backend: Literal["sqlite", "elasticsearch"] = "sqlite"
     sqlite_path: Path | None = None
@@ -60,6 +77,7 @@ class SearchSettings(_Section):
     busy_timeout_ms: int = Field(10_000, ge=0)
     max_query_chars: int = Field(2_000, ge=10, le=100_000)
     blas_threads: int = Field(1, ge=0, le=256)  # the vector scan's BLAS threads; 0: its default
+    approximate: ApproximateVectorSettings = ApproximateVectorSettings()
 
 
 class ElasticsearchSettings(_Section):

@@ -75,6 +75,10 @@ class SearchIndex(Protocol):
 
     async def stats(self) -> IndexStats: ...
 
+    async def refresh(self) -> None:
+        """Called once a run of writes (an ingest, a sync) is over: bring whatever the backend
+        derives from its writes up to date, so that searching does not pay for it later."""
+
     @property
     def location(self) -> str:
         """Where the chunks live, for messages to the person running the bot (a file, an index

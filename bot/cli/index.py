@@ -52,3 +52,27 @@ async def _reindex(delete_old: bool) -> ReindexReport:
                 return await rt.backend.reindex(delete_old=delete_old, on_progress=progress.update)
         finally:  # also after a failure or Ctrl-C: a retry must not wait for the expiry
             await locks.release(REINDEX_LOCK, holder)
+
+
+@index_app.command("rebuild-vectors")
+def index_rebuild_vectors() -> None:
+    """Build the SQLite index's approximate vector graph again from the stored vectors."""
+    count, graph = asyncio.run(_rebuild_vectors())
+    out.print(f"The vector graph holds {count} vectors: {graph}", soft_wrap=True)
+
+
+async def _rebuild_vectors() -> tuple[int, str]:
+    from bot.progress import RichCountProgress
+    from bot.runtime import opened
+    from core.backends.sqlite.index import SqliteIndex
+    from core.errors import SearchIndexError
+
+    async with opened(state.settings) as rt:
+        index = rt.backend.index
+        if not isinstance(index, SqliteIndex):
+            raise SearchIndexError(
+                "rebuild-vectors is for the sqlite backend; Elasticsearch keeps its own graphs"
+            )
+        with RichCountProgress(err, "Building the vector graph") as progress:
+            count = await index.rebuild_vectors(progress.update)
+        return count, index.vector_side()

@@ -171,6 +171,7 @@ class Ingestor:
                 if in_scope and doc_id not in seen:
                     await self._index.delete_document(doc_id)
                     report.counts[Outcome.DELETED] += 1
+        await self._index.refresh()
         await connector.completed()
         report.seconds = time.perf_counter() - started
         return report

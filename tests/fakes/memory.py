@@ -86,6 +86,9 @@ class InMemoryIndex:
     async def stats(self) -> IndexStats:
         return IndexStats(documents=len({c.doc_id for c in self.chunks}), chunks=len(self.chunks))
 
+    async def refresh(self) -> None:
+        """Nothing derived to bring up to date."""
+
     @property
     def location(self) -> str:
         return "memory"

@@ -357,3 +357,21 @@ def test_doctor_shows_a_channels_resolved_policy(
     bad = runner.invoke(app, ["doctor", "--channel", "#general"])
     assert bad.exit_code == 1
     assert "is not a channel key" in bad.output
+
+
+def test_ingest_saves_the_vector_graph_and_rebuild_vectors_remakes_it(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_SEARCH__APPROXIMATE__MIN_CHUNKS", "1")
+    graph = tmp_path / "data" / "index.sqlite.vectors"
+    assert runner.invoke(app, ["ingest", str(REPO / "docs")]).exit_code == 0
+    assert graph.is_file()  # saved by the ingest: the bot's first search loads, not builds
+    before = runner.invoke(app, ["search", "how do I re-ingest changed documents?", "--json"])
+    graph.unlink()
+    result = runner.invoke(app, ["index", "rebuild-vectors"])
+    assert result.exit_code == 0, result.output
+    assert "The vector graph holds" in result.output
+    assert "approximate (" in result.output
+    assert graph.is_file()
+    after = runner.invoke(app, ["search", "how do I re-ingest changed documents?", "--json"])
+    assert json.loads(after.output) == json.loads(before.output)

@@ -401,5 +401,9 @@ class ElasticsearchIndex(HybridIndex):
             return None
         return [SearchHit(chunk=chunk_from_source(src), score=score) for _, score, src in hits]
 
+    async def refresh(self) -> None:
+        """Nothing to bring up to date: the cluster maintains its own HNSW graphs as it
+        indexes, and `elasticsearch.write_refresh` decides when writes become searchable."""
+
     async def close(self) -> None:
         await self.client.close()

@@ -3,10 +3,9 @@
 Why this shape:
 - WAL mode lets any number of readers search while one writer ingests; each document is written
   in one `BEGIN IMMEDIATE` transaction, so readers see a document either whole or not at all.
-- Vectors are searched exactly (brute force) from an in-memory matrix loaded from the file: for
-  the sizes one machine serves (tens of thousands of chunks) a matrix product takes milliseconds,
-  needs no extension and never misses a neighbour. The matrix is reloaded only when the
-  `generation` counter, bumped by every write, has moved.
+- The vector side (`vectors.py`) scans an in-memory matrix exactly while the index is small and
+  asks an approximate graph, re-scored exactly, once it is large; either is brought up to date
+  only when the `generation` counter, bumped by every write, has moved.
 - All SQLite and numpy work runs in worker threads (`asyncio.to_thread`) so a search never blocks
   the event loop that acknowledges platform events.
 """
@@ -17,17 +16,16 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from core.backends.sqlite.query_terms import fts_or_expression, query_terms, within_postings_budget
 from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, statements
+from core.backends.sqlite.vectors import IDS_PER_QUERY, SqliteVectors, filter_clauses
 from core.config import SearchSettings
 from core.domain.documents import (
     Chunk,
@@ -47,20 +45,7 @@ from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits
 from core.sqlite import connect_store, transaction
 
 _KEYWORD_SEPARATOR = "\n"
-_IDS_PER_QUERY = 500  # ids bound per statement: well under SQLite's variable limit
 _MAX_QUERY_TERMS = 64
-
-
-@dataclass(slots=True)
-class _VectorTable:
-    """The in-memory copy of every chunk's vector, with the columns filters need."""
-
-    generation: int
-    ids: npt.NDArray[np.int64]
-    matrix: npt.NDArray[np.float32]
-    doc_ids: npt.NDArray[np.object_]
-    sources: npt.NDArray[np.object_]
-    learned: npt.NDArray[np.bool_]
 
 
 class SqliteIndex(HybridIndex):
@@ -71,14 +56,15 @@ class SqliteIndex(HybridIndex):
         self._settings = settings
         self._local = threading.local()
         self._write_lock = threading.Lock()
-        self._vector_lock = threading.Lock()
-        self._vectors: _VectorTable | None = None
         self._df_lock = threading.Lock()
         self._df_cache: tuple[int, dict[str, int]] = (-1, {})
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._init_schema()
+        self._vectors = SqliteVectors(
+            path, embedder.dimensions, embedder.model_id, settings, self._reader, self._write_lock
+        )
 
     @property
     def embedder(self) -> Embedder:
@@ -230,56 +216,6 @@ class SqliteIndex(HybridIndex):
     async def stats(self) -> IndexStats:
         return await asyncio.to_thread(self._stats)
 
-    def _vector_table(self) -> _VectorTable:
-        db = self._reader()
-        with self._vector_lock:
-            db.execute("BEGIN")
-            try:
-                generation = int(
-                    db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
-                )
-                if self._vectors is None or self._vectors.generation != generation:
-                    self._vectors = self._load_vectors(db, generation)
-            finally:
-                db.execute("COMMIT")
-            return self._vectors
-
-    def _load_vectors(self, db: sqlite3.Connection, generation: int) -> _VectorTable:
-        rows = db.execute(
-            "SELECT id, doc_id, source, learned, embedding FROM chunks ORDER BY id"
-        ).fetchall()
-        dims = self._embedder.dimensions
-        matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32)
-        return _VectorTable(
-            generation=generation,
-            ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-            matrix=matrix.reshape(len(rows), dims),
-            doc_ids=np.array([r[1] for r in rows], dtype=object),
-            sources=np.array([r[2] for r in rows], dtype=object),
-            learned=np.fromiter((bool(r[3]) for r in rows), dtype=np.bool_, count=len(rows)),
-        )
-
-    def _vector_side(
-        self, query_vector: Vectors, filters: SearchFilters, limit: int
-    ) -> list[Ranked]:
-        table = self._vector_table()
-        if not len(table.ids):
-            return []
-        scores = table.matrix @ query_vector
-        if not filters.is_empty():
-            mask = np.ones(len(table.ids), dtype=np.bool_)
-            if filters.sources:
-                mask &= np.isin(table.sources, filters.sources)
-            if filters.doc_ids:
-                mask &= np.isin(table.doc_ids, filters.doc_ids)
-            if filters.learned is not None:
-                mask &= table.learned == filters.learned
-            scores = np.where(mask, scores, -np.inf)
-        limit = min(limit, len(scores))
-        top = np.argpartition(-scores, limit - 1)[:limit]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [Ranked(str(table.ids[i]), float(scores[i])) for i in top if scores[i] > -np.inf]
-
     def _document_frequencies(self, db: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
         """How many chunks contain each term, cached until the next write."""
         generation = int(
@@ -327,8 +263,8 @@ class SqliteIndex(HybridIndex):
 
     def _passages(self, chunk_ids: list[str]) -> dict[str, Chunk]:
         found: dict[str, Chunk] = {}
-        for start in range(0, len(chunk_ids), _IDS_PER_QUERY):
-            batch = chunk_ids[start : start + _IDS_PER_QUERY]
+        for start in range(0, len(chunk_ids), IDS_PER_QUERY):
+            batch = chunk_ids[start : start + IDS_PER_QUERY]
             marks = ",".join("?" * len(batch))
             rows = self._reader().execute(
                 f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE chunk_id IN ({marks})",  # noqa: S608
@@ -362,11 +298,25 @@ class SqliteIndex(HybridIndex):
         self, r: SearchRequest, bm25: list[Ranked], query_vector: Vectors | None
     ) -> list[SearchHit]:
         vector = (
-            self._vector_side(query_vector, r.filters, r.limit) if query_vector is not None else []
+            self._vectors.ranked(query_vector, r.filters, r.limit)
+            if query_vector is not None
+            else []
         )
         fused = fuse(bm25, vector, r, self._settings)
         chunks = self._chunks_by_id([int(f.key) for f in fused])
         return fused_hits(fused, {str(i): chunk for i, chunk in chunks.items()})
+
+    async def refresh(self) -> None:
+        """After a run of writes: the approximate vector graph saved up to date (or dropped
+        below its size threshold), so the next search does not replay the run."""
+        await asyncio.to_thread(self._vectors.refresh)
+
+    async def rebuild_vectors(self, on_progress: Callable[[int, int], None]) -> int:
+        """The vector graph built again from every stored vector (`bot index reindex`)."""
+        return await asyncio.to_thread(self._vectors.rebuild, on_progress)
+
+    def vector_side(self) -> str:
+        return self._vectors.describe()
 
     async def close(self) -> None:
         with self._connections_lock:
@@ -376,17 +326,8 @@ class SqliteIndex(HybridIndex):
 
 
 def _filter_sql(filters: SearchFilters) -> tuple[str, list[object]]:
-    clauses: list[str] = []
-    params: list[object] = []
-    if filters.sources:
-        clauses.append(f"source IN ({','.join('?' * len(filters.sources))})")
-        params.extend(filters.sources)
-    if filters.doc_ids:
-        clauses.append(f"doc_id IN ({','.join('?' * len(filters.doc_ids))})")
-        params.extend(filters.doc_ids)
-    if filters.learned is not None:
-        clauses.append("learned = ?")
-        params.append(int(filters.learned))
+    """The filters as a condition on the FTS table's rowid (a subquery on `chunks`)."""
+    clauses, params = filter_clauses(filters)
     if not clauses:
         return "", params
     subquery = f"SELECT id FROM chunks WHERE {' AND '.join(clauses)}"  # noqa: S608 (fixed clauses)

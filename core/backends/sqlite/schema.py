@@ -1,5 +1,7 @@
 """The embedded index's tables: chunks with an FTS5 mirror over title, heading, text and
-keywords, documents with their checksums, vectors, and a generation counter readers watch."""
+keywords, documents with their checksums, vectors, a generation counter readers watch, and the
+log of chunks whose vectors changed, which keeps the approximate vector graph current
+(`vectors.py`)."""
 
 from __future__ import annotations
 
@@ -46,6 +48,19 @@ END;
 CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, title, heading, text, keywords)
     VALUES ('delete', old.id, old.title, old.heading, old.text, old.keywords);
+END;
+CREATE TABLE IF NOT EXISTS vector_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS chunks_vector_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO vector_log (id) VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_vector_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO vector_log (id) VALUES (old.id);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_vector_au AFTER UPDATE OF embedding ON chunks BEGIN
+    INSERT INTO vector_log (id) VALUES (new.id);
 END;
 CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
     INSERT INTO chunks_fts (chunks_fts, rowid, title, heading, text, keywords)

@@ -13,6 +13,7 @@ Recall@100 compares the vector side's top 100 (the graph, re-scored exactly, as 
 it) with an exact scan of every stored vector, streamed from the file in batches.
 
     python -m bench.search_scale [--sizes 10000,50000,200000,1000000] [--runs 5] [--queries 200]
+                                 [--build-only]
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ async def main() -> None:
     parser.add_argument("--sizes", default="10000,50000,200000,1000000")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--build-only", action="store_true", help="build what is missing; stop")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -182,6 +184,9 @@ async def main() -> None:
     for chunks in (int(s) for s in args.sizes.split(",")):
         print(f"{chunks} passages: building or checking the index...", flush=True)
         build_times = await _built(chunks, settings)
+        if args.build_only:
+            print(f"{chunks} passages: {build_times}", flush=True)
+            continue
         recall = await _recall(chunks, settings, queries(RECALL_QUERIES))
         searched = _searched(chunks, args.runs, args.queries)
         row = {
@@ -199,6 +204,8 @@ async def main() -> None:
             f"disk {row['disk_mb']} MB, recall@100 {row[f'recall@{RECALL_AT}']}",
             flush=True,
         )
+    if args.build_only:
+        return
     report = {"runs": args.runs, "queries": args.queries, "sizes": rows}
     print(f"wrote {write_result('search-scale.json', report)}")
 

@@ -66,6 +66,8 @@ class ApproximateVectorSettings(_Section):
 class SearchSettings(_Section):
     backend: Literal["sqlite", "elasticsearch"] = "sqlite"
     sqlite_path: Path | None = None
+    fusion: Literal["rrf", "zscore", "minmax"] = "minmax"
+    vector_share: float = Field(0.5, ge=0, le=1)  # score fusion's weight of the vector side
     rrf_k: int = Field(60, ge=1, le=10_000)
     candidates: int = Field(100, ge=1, le=10_000)
     top_k: int = Field(8, ge=1, le=1_000)

@@ -96,6 +96,8 @@ async def answers_run(
 
 def _ranking_settings(s: Settings, embedder: Embedder) -> dict[str, Any]:
     return {
+        "fusion": s.search.fusion,
+        "vector_share": s.search.vector_share,
         "rrf_k": s.search.rrf_k,
         "candidates": s.search.candidates,
         "bm25_weight": s.search.bm25_weight,

@@ -14,7 +14,7 @@ from core.config import SearchSettings
 from core.domain.documents import Chunk, SearchFilters, SearchHit, SearchMode, Vectors
 from core.ports import Embedder
 from core.search.checks import checked_query
-from core.search.fusion import Fused, Ranked, reciprocal_rank_fusion
+from core.search.fusion import Fused, Ranked, reciprocal_rank_fusion, score_fusion
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +49,17 @@ def search_request(
 def fuse(
     bm25: Sequence[Ranked], vector: Sequence[Ranked], request: SearchRequest, s: SearchSettings
 ) -> list[Fused]:
-    """The top k of both sides by RRF; a one-sided mode ranks by its side alone."""
-    hybrid = request.mode is SearchMode.HYBRID
-    return reciprocal_rank_fusion(
-        bm25,
-        vector,
-        k=s.rrf_k,
-        bm25_weight=s.bm25_weight if hybrid else 1.0,
-        vector_weight=s.vector_weight if hybrid else 1.0,
-    )[: request.k]
+    """The top k of both sides by the configured fusion; a one-sided mode ranks by its side
+    alone (RRF over one list keeps its order)."""
+    if request.mode is not SearchMode.HYBRID:
+        fused = reciprocal_rank_fusion(bm25, vector, k=s.rrf_k, bm25_weight=1, vector_weight=1)
+    elif s.fusion == "rrf":
+        fused = reciprocal_rank_fusion(
+            bm25, vector, k=s.rrf_k, bm25_weight=s.bm25_weight, vector_weight=s.vector_weight
+        )
+    else:
+        fused = score_fusion(bm25, vector, vector_share=s.vector_share, normalisation=s.fusion)
+    return fused[: request.k]
 
 
 def fused_hits(fused: Sequence[Fused], chunks: Mapping[str, Chunk]) -> list[SearchHit]:

@@ -61,8 +61,8 @@ async def test_anthropic_docs_quality_on_every_backend(
     finally:
         await reference.close()
     hybrid = embedded[SearchMode.HYBRID]
-    assert hybrid["ndcg@10"] >= 0.80
-    assert hybrid["mrr@10"] >= 0.87
+    assert hybrid["ndcg@10"] >= 0.82  # score fusion: 0.827 (RRF k=60: 0.809)
+    assert hybrid["mrr@10"] >= 0.90  # 0.916 (RRF: 0.891)
     assert hybrid["ndcg@10"] > embedded[SearchMode.BM25]["ndcg@10"]
     assert hybrid["ndcg@10"] > embedded[SearchMode.VECTOR]["ndcg@10"]
     if backend_settings.search.backend == "sqlite":

@@ -353,7 +353,7 @@ class ElasticsearchIndex(HybridIndex):
 
     def _use_server_rrf(self) -> bool:
         s = self._search
-        return self._server_rrf and s.bm25_weight == s.vector_weight
+        return self._server_rrf and s.fusion == "rrf" and s.bm25_weight == s.vector_weight
 
     async def _client_fused(
         self, r: SearchRequest, vector: asyncio.Future[Vectors] | None

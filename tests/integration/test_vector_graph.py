@@ -223,6 +223,10 @@ async def test_below_the_threshold_the_graph_and_its_log_are_dropped(
     assert index._reader().execute("SELECT count(*) FROM vector_log").fetchone()[0] == 0
     assert (await _vector_top(index, "q:5"))[0] == "text 5"
     assert index.vector_side() == "exact scan"
+    for n in range(20, 80):  # and back above it, without an ingest's refresh: the graph again
+        await _write_doc(index, table, n, [f"text {2 * n}", f"text {2 * n + 1}"])
+    assert (await _vector_top(index, "q:150"))[0] == "text 150"
+    assert index.vector_side().startswith("approximate (160 vectors")
 
 
 async def test_rebuild_builds_from_every_stored_vector(

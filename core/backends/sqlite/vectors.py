@@ -127,20 +127,29 @@ class SqliteVectors:
     # -- keeping up with the database -------------------------------------------------------
 
     def _current(self) -> None:
-        """The exact table or the graph as of the database's current generation."""
+        """The exact table or the graph as of the database's current generation.
+
+        The chunk count that picks between them comes from whichever is current (a caught-up
+        graph holds exactly the stored chunks), not from `count(*)`, which reads the whole
+        table: a third of a second at a million chunks, after every write."""
         db = self._reader()
         db.execute("BEGIN")  # one snapshot: generation, chunk count and log agree
         try:
             generation = _generation(db)
             if generation == self._generation:
                 return
-            chunks = int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            if self._approximate(chunks):
-                self._exact = None
+            if self._graph is not None:
                 self._graph = self._caught_up(db, self._graph)
-            else:
-                self._graph = None
+                chunks = len(self._graph.index)
+            elif self._exact is not None:
                 self._exact = _load_exact(db, self._dimensions)
+                chunks = len(self._exact.ids)
+            else:
+                chunks = _count(db)
+            if self._approximate(chunks) and self._graph is None:
+                self._exact, self._graph = None, self._caught_up(db, None)
+            elif not self._approximate(chunks) and self._exact is None:
+                self._graph, self._exact = None, _load_exact(db, self._dimensions)
             self._generation = generation
         finally:
             db.execute("COMMIT")
@@ -187,7 +196,7 @@ class SqliteVectors:
         return _Graph(index, int(meta.get("position", -1)))
 
     def _built(self, db: sqlite3.Connection, head: int, progress: Progress | None) -> _Graph:
-        total = int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        total = _count(db)
         log.info("building the vector graph of %d chunks at %s", total, self.graph_path)
         graph = _Graph(
             ApproximateIndex(self._dimensions, self._model_id, self._settings), head, total
@@ -233,8 +242,7 @@ class SqliteVectors:
             db = self._reader()
             db.execute("BEGIN")
             try:
-                chunks = int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-                graph = self._caught_up(db, self._graph) if self._approximate(chunks) else None
+                graph = self._caught_up(db, self._graph) if self._approximate(_count(db)) else None
                 self._generation = -1  # the next search re-reads the generation
             finally:
                 db.execute("COMMIT")
@@ -284,6 +292,10 @@ def filter_clauses(filters: SearchFilters) -> tuple[list[str], list[object]]:
         clauses.append("learned = ?")
         params.append(int(filters.learned))
     return clauses, params
+
+
+def _count(db: sqlite3.Connection) -> int:
+    return int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
 
 def _generation(db: sqlite3.Connection) -> int:

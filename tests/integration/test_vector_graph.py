@@ -92,6 +92,14 @@ async def _fill(index: SqliteIndex, table: dict[str, Vectors]) -> None:
         await _write_doc(index, table, n, [f"text {2 * n}", f"text {2 * n + 1}"], source)
 
 
+async def _filled(path: Path, table: dict[str, Vectors], settings: Settings) -> SqliteIndex:
+    """An index of every chunk, its graph saved as an ingest's end saves it."""
+    index = _open(path, table, settings)
+    await _fill(index, table)
+    await index.refresh()
+    return index
+
+
 async def _vector_top(index: SqliteIndex, query: str, **kw: object) -> list[str]:
     hits = await index.search(query, k=K, mode=SearchMode.VECTOR, **kw)  # type: ignore[arg-type]
     return [h.chunk.text for h in hits]
@@ -123,9 +131,7 @@ async def test_another_process_writes_are_followed_even_into_a_reused_row_id(
 ) -> None:
     path = tmp_path / "index.sqlite"
     searcher = _open(path, table, _settings(settings))
-    writer = _open(path, table, _settings(settings))
-    await _fill(writer, table)
-    await writer.refresh()
+    writer = await _filled(path, table, _settings(settings))
     assert (await _vector_top(searcher, "q:599"))[0] == "text 599"
     # The newest document is deleted and another written: SQLite gives its chunks the freed
     # row ids, which a graph keyed by row id must not mistake for the old vectors.
@@ -146,9 +152,7 @@ async def test_a_saved_graph_is_loaded_not_rebuilt_and_a_trimmed_log_reloads_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     path = tmp_path / "index.sqlite"
-    writer = _open(path, table, _settings(settings, save_after_changes=1))
-    await _fill(writer, table)
-    await writer.refresh()
+    writer = await _filled(path, table, _settings(settings, save_after_changes=1))
     caplog.set_level(logging.INFO, logger="core.backends.sqlite.vectors")
     searcher = _open(path, table, _settings(settings))
     assert (await _vector_top(searcher, "q:3"))[0] == "text 3"
@@ -170,9 +174,7 @@ async def test_a_corrupt_or_foreign_graph_file_is_rebuilt(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     path = tmp_path / "index.sqlite"
-    writer = _open(path, table, _settings(settings))
-    await _fill(writer, table)
-    await writer.refresh()
+    await _filled(path, table, _settings(settings))
     caplog.set_level(logging.INFO, logger="core")
     # Built for f16 vectors: an i8 graph is not that file.
     other = _open(path, table, _settings(settings, quantization="f16"))
@@ -207,9 +209,7 @@ async def test_below_the_threshold_the_graph_and_its_log_are_dropped(
     tmp_path: Path, settings: Settings, table: dict[str, Vectors]
 ) -> None:
     path = tmp_path / "index.sqlite"
-    index = _open(path, table, _settings(settings))
-    await _fill(index, table)
-    await index.refresh()
+    index = await _filled(path, table, _settings(settings))
     graph_file = path.with_name("index.sqlite.vectors")
     assert graph_file.is_file()
     for n in range(60, DOCS):

@@ -185,13 +185,20 @@ async def test_another_major_version_is_refused_with_the_fix(
 
 @asynccontextmanager
 async def server_fusion_index(
-    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, licence: str
+    proxied: tuple[Settings, ProxyScript],
+    embedder: CachedEmbedder,
+    licence: str,
+    search_fusion: str = "rrf",
 ) -> AsyncIterator[tuple[ElasticsearchIndex, ProxyScript]]:
-    """One document, `fusion: server`, behind a proxy that claims `licence`."""
+    """One document, `fusion: server`, behind a proxy that claims `licence`; the server's
+    retriever fuses by RRF, so `search.fusion` is rrf unless a test says otherwise."""
     settings, script = proxied
     script.licence = licence
     es = settings.elasticsearch.model_copy(update={"fusion": "server"})
-    index = await open_index(settings.model_copy(update={"elasticsearch": es}), embedder)
+    search = settings.search.model_copy(update={"fusion": search_fusion})
+    index = await open_index(
+        settings.model_copy(update={"elasticsearch": es, "search": search}), embedder
+    )
     assert isinstance(index, ElasticsearchIndex)
     try:
         await _write(index, embedder, [_doc("guide", ["Install the Slack app from the manifest."])])
@@ -234,6 +241,20 @@ async def test_a_licensed_cluster_fuses_on_the_server(
         assert [h.chunk.doc_id for h in hits] == ["guide"]
         assert hits[0].bm25_rank is None  # the server reports only the fused score
         assert hits[0].score > 0
+
+
+async def test_score_fusion_stays_in_the_bot_even_on_a_licensed_cluster(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    """The server's retriever only knows RRF: with `search.fusion: minmax` the bot fuses."""
+    async with server_fusion_index(proxied, embedder, "enterprise", "minmax") as (index, script):
+        searches_before = script.seen.count("POST /" + index.names.chunks + "/_search")
+        hits = await index.search("slack manifest", k=3)
+        assert [h.chunk.doc_id for h in hits] == ["guide"]
+        assert (hits[0].bm25_rank, hits[0].vector_rank) == (1, 1)
+        assert hits[0].score == pytest.approx(1.0)  # first on both sides of a min-max mix
+        searches = script.seen.count("POST /" + index.names.chunks + "/_search") - searches_before
+        assert searches == 2  # the two sides, no retriever
 
 
 async def test_bulk_partial_failures_are_reported_per_document(

@@ -39,6 +39,8 @@ class Check:
 
 
 async def diagnose(backend: Backend) -> list[Check]:
+    from core.backends.sqlite.index import SqliteIndex
+
     checks = [Check(c.name, c.ok, c.detail) for c in await backend.health()]
     index, embedder = backend.index, backend.embedder
     try:
@@ -56,6 +58,8 @@ async def diagnose(backend: Backend) -> list[Check]:
         )
     )
     checks.append(Check("embedder", True, f"{embedder.model_id}, {embedder.dimensions} dimensions"))
+    if isinstance(index, SqliteIndex):
+        checks.append(Check("vectors", True, index.vector_plan(stats.chunks), info=True))
     return checks
 
 

@@ -73,6 +73,8 @@ class ApproximateIndex:
     ) -> dict[str, Any] | None:
         """What was saved with the graph at `path`, if it was built for these vectors and
         settings; None otherwise (absent, unreadable, or built for something else)."""
+        if not path.is_file():  # a sidecar without its graph speaks for nothing
+            return None
         try:
             sidecar = json.loads(_sidecar(path).read_text(encoding="utf-8"))
         except FileNotFoundError:

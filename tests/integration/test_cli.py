@@ -368,10 +368,12 @@ def test_ingest_saves_the_vector_graph_and_rebuild_vectors_remakes_it(
     assert graph.is_file()  # saved by the ingest: the bot's first search loads, not builds
     before = runner.invoke(app, ["search", "how do I re-ingest changed documents?", "--json"])
     graph.unlink()
+    assert "not saved yet" in runner.invoke(app, ["doctor"]).output
     result = runner.invoke(app, ["index", "rebuild-vectors"])
     assert result.exit_code == 0, result.output
     assert "The vector graph holds" in result.output
     assert "approximate (" in result.output
     assert graph.is_file()
+    assert "graph of i8 vectors" in runner.invoke(app, ["doctor"]).output
     after = runner.invoke(app, ["search", "how do I re-ingest changed documents?", "--json"])
     assert json.loads(after.output) == json.loads(before.output)

@@ -154,6 +154,7 @@ async def test_a_saved_graph_is_loaded_not_rebuilt_and_a_trimmed_log_reloads_it(
     path = tmp_path / "index.sqlite"
     writer = await _filled(path, table, _settings(settings, save_after_changes=1))
     caplog.set_level(logging.INFO, logger="core.backends.sqlite.vectors")
+    caplog.clear()  # the writer's own build, logged if another test left INFO on
     searcher = _open(path, table, _settings(settings))
     assert (await _vector_top(searcher, "q:3"))[0] == "text 3"
     assert "building the vector graph" not in caplog.text

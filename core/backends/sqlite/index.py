@@ -318,6 +318,9 @@ class SqliteIndex(HybridIndex):
     def vector_side(self) -> str:
         return self._vectors.describe()
 
+    def vector_plan(self, chunks: int) -> str:
+        return self._vectors.plan(chunks)
+
     async def close(self) -> None:
         with self._connections_lock:
             for db in self._connections:

@@ -269,6 +269,20 @@ class SqliteVectors:
             self._graph, self._exact, self._generation = graph, None, -1
             return len(graph.index)
 
+    def plan(self, chunks: int) -> str:
+        """Which vector side an index of `chunks` chunks searches with, read from the settings
+        and the saved file alone (nothing is loaded), for `bot doctor`."""
+        if not self._approximate(chunks):
+            why = "off" if not self._settings.enabled else f"below {self._settings.min_chunks}"
+            return f"exact scan (search.approximate {why})"
+        if self._saved_position() is None:
+            return (
+                f"graph of int8 vectors, not saved yet at {self.graph_path}: the next ingest or "
+                "search builds it (`bot index rebuild-vectors` now)"
+            )
+        mb = self.graph_path.stat().st_size / 1e6
+        return f"graph of {self._settings.quantization} vectors in {self.graph_path} ({mb:.0f} MB)"
+
     def describe(self) -> str:
         """Which vector side searches now, for `bot doctor` and `bot index` messages."""
         with self._lock:

@@ -53,10 +53,10 @@ class ApproximateVectorSettings(_Section):
     enabled: bool = True
     min_chunks: int = Field(20_000, ge=1)
     quantization: Literal["i8", "f16", "f32"] = "i8"
-    connectivity: int = Field(16, ge=4, le=128)
+    connectivity: int = Field(32, ge=4, le=128)
     expansion_add: int = Field(128, ge=8, le=4_096)
-    expansion_search: int = Field(200, ge=8, le=4_096)
-    rescore: int = Field(200, ge=1, le=10_000)
+    expansion_search: int = Field(400, ge=8, le=4_096)
+    rescore: int = Field(400, ge=1, le=10_000)
     filtered_rescore_factor: int = Field(4, ge=1, le=100)
     save_after_changes: int = Field(10_000, ge=1)
     build_threads: int = Field(1, ge=0, le=256)

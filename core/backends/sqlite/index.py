@@ -318,6 +318,11 @@ class SqliteIndex(HybridIndex):
     def vector_side(self) -> str:
         return self._vectors.describe()
 
+    @property
+    def graph_path(self) -> Path:
+        """The approximate vector graph's file, beside the database."""
+        return self._vectors.graph_path
+
     def vector_plan(self, chunks: int) -> str:
         return self._vectors.plan(chunks)
 

@@ -277,8 +277,9 @@ class SqliteVectors:
             return f"exact scan (search.approximate {why})"
         if self._saved_position() is None:
             return (
-                f"graph of int8 vectors, not saved yet at {self.graph_path}: the next ingest or "
-                "search builds it (`bot index rebuild-vectors` now)"
+                f"graph of {self._settings.quantization} vectors, not saved yet at "
+                f"{self.graph_path}: the next ingest or search builds it "
+                "(`bot index rebuild-vectors` now)"
             )
         mb = self.graph_path.stat().st_size / 1e6
         return f"graph of {self._settings.quantization} vectors in {self.graph_path} ({mb:.0f} MB)"

@@ -240,3 +240,19 @@ async def test_rebuild_builds_from_every_stored_vector(
     assert await index.rebuild_vectors(lambda done, total: seen.append((done, total))) == 600
     assert seen[-1] == (600, 600)
     assert (await _vector_top(_open(path, table, _settings(settings)), "q:1"))[0] == "text 1"
+
+
+async def test_a_graph_that_cannot_be_saved_fails_no_ingest_and_keeps_the_log(
+    tmp_path: Path,
+    settings: Settings,
+    table: dict[str, Vectors],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    path = tmp_path / "index.sqlite"
+    path.with_name("index.sqlite.vectors").mkdir()  # where the file should go: not writable as one
+    caplog.set_level(logging.WARNING, logger="core")
+    index = await _filled(path, table, _settings(settings))  # refresh() raised nothing
+    assert "can't save the vector graph" in caplog.text
+    assert index._reader().execute("SELECT count(*) FROM vector_log").fetchone()[0] == 600
+    assert (await _vector_top(index, "q:42"))[0] == "text 42"  # the graph, in memory
+    assert index.vector_side().startswith("approximate (600 vectors")

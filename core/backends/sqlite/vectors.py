@@ -216,13 +216,21 @@ class SqliteVectors:
             graph.index.upsert(ids, matrix)
 
     def _save(self, graph: _Graph) -> None:
-        """Save the graph and trim the log up to it, unless a newer graph is saved already."""
+        """Save the graph and trim the log up to it, unless a newer graph is saved already.
+
+        A graph that cannot be saved (a full disk, a read-only folder) fails nothing: it is
+        derived data, this process keeps it in memory, the log is kept for the others, and the
+        next save tries again."""
         with self._write_lock, _immediate(self._reader()) as db:
             saved = self._saved_position()
             if saved is not None and saved >= graph.position:
                 graph.unsaved = 0
                 return
-            graph.index.save(self.graph_path, {"position": graph.position})
+            try:
+                graph.index.save(self.graph_path, {"position": graph.position})
+            except (OSError, RuntimeError) as exc:  # usearch reports I/O errors as RuntimeError
+                log.warning("can't save the vector graph at %s: %s", self.graph_path, exc)
+                return
             db.execute("DELETE FROM vector_log WHERE seq <= ?", (graph.position,))
             graph.unsaved = 0
 

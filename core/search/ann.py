@@ -105,12 +105,10 @@ class ApproximateIndex:
     def __len__(self) -> int:
         return len(self._graph)
 
-    def upsert(self, keys: npt.NDArray[np.int64], vectors: Vectors) -> None:
-        """Add these keys, replacing any the graph holds (usearch refuses duplicates)."""
-        if not len(keys):
-            return
-        self.remove(keys)
-        self._graph.add(keys.astype(np.uint64), vectors, threads=self._settings.build_threads)
+    def add(self, keys: npt.NDArray[np.int64], vectors: Vectors) -> None:
+        """Add keys the graph does not hold (usearch refuses duplicates: remove first)."""
+        if len(keys):
+            self._graph.add(keys.astype(np.uint64), vectors, threads=self._settings.build_threads)
 
     def remove(self, keys: npt.NDArray[np.int64]) -> None:
         if len(keys) and len(self._graph):

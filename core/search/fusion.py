@@ -65,18 +65,22 @@ def score_fusion(
     """score(d) = (1 - share) * bm25_norm(d) + share * vector_norm(d), each side normalised
     over its own list; a side that did not return d counts its list's lowest value."""
     normalise = _NORMALISE[normalisation]
-    bm25_norm = dict(zip((r.key for r in bm25), normalise([r.score for r in bm25]), strict=True))
-    vector_norm = dict(
-        zip((r.key for r in vector), normalise([r.score for r in vector]), strict=True)
-    )
-    bm25_floor = min(bm25_norm.values(), default=0.0)
-    vector_floor = min(vector_norm.values(), default=0.0)
+    bm25_norm, bm25_floor = _normalised(bm25, normalise)
+    vector_norm, vector_floor = _normalised(vector, normalise)
     fused = _both_sides(bm25, vector)
     for entry in fused:
         entry.score = (1 - vector_share) * bm25_norm.get(entry.key, bm25_floor) + (
             vector_share * vector_norm.get(entry.key, vector_floor)
         )
     return _ordered(fused)
+
+
+def _normalised(
+    side: Sequence[Ranked], normalise: Callable[[list[float]], list[float]]
+) -> tuple[dict[str, float], float]:
+    """Each key's normalised score on this side, and the side's lowest (0 for an empty side)."""
+    scores = dict(zip((r.key for r in side), normalise([r.score for r in side]), strict=True))
+    return scores, min(scores.values(), default=0.0)
 
 
 def _both_sides(bm25: Sequence[Ranked], vector: Sequence[Ranked]) -> list[Fused]:

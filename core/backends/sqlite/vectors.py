@@ -100,29 +100,25 @@ class SqliteVectors:
             return _scan(exact, query, filters, limit)
         if candidates is None or not len(candidates):
             return []
-        ranked = self._rescored(candidates, query, filters, limit)
+        ranked = _top(self._rows(filters, candidates.tolist()), query, limit)
         if len(ranked) < limit and not filters.is_empty():
             # The filter kept too few of the graph's candidates: scan what it allows.
-            ranked = _top(self._rows(filters, ids=None), query, limit)
+            ranked = _top(self._rows(filters, None), query, limit)
         return ranked
 
-    def _rescored(
-        self, candidates: npt.NDArray[np.int64], query: Vectors, filters: SearchFilters, limit: int
-    ) -> list[Ranked]:
-        rows: list[tuple[int, bytes]] = []
-        for start in range(0, len(candidates), IDS_PER_QUERY):
-            rows += self._rows(filters, ids=candidates[start : start + IDS_PER_QUERY].tolist())
-        return _top(rows, query, limit)
-
     def _rows(self, filters: SearchFilters, ids: list[int] | None) -> list[tuple[int, bytes]]:
+        """(id, vector) of the chunks that pass `filters`, among `ids` when given (read in
+        batches of bound ids)."""
         where, params = filter_clauses(filters)
-        if ids is not None:
-            where.append(f"id IN ({','.join('?' * len(ids))})")
-            params.extend(ids)
         sql = "SELECT id, embedding FROM chunks"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        return self._reader().execute(sql, params).fetchall()
+        if ids is None:
+            return self._reader().execute(_where(sql, where), params).fetchall()
+        rows: list[tuple[int, bytes]] = []
+        for start in range(0, len(ids), IDS_PER_QUERY):
+            batch = ids[start : start + IDS_PER_QUERY]
+            clauses = [*where, f"id IN ({','.join('?' * len(batch))})"]
+            rows += self._reader().execute(_where(sql, clauses), [*params, *batch]).fetchall()
+        return rows
 
     # -- keeping up with the database -------------------------------------------------------
 
@@ -176,12 +172,9 @@ class SqliteVectors:
                 (graph.position, head),
             )
         ]
-        if changed:
-            ids = np.array(changed, dtype=np.int64)
-            graph.index.remove(ids)
-            for start_at in range(0, len(changed), IDS_PER_QUERY):
-                batch = changed[start_at : start_at + IDS_PER_QUERY]
-                self._add(graph, self._rows(SearchFilters(), ids=batch))
+        if changed:  # each changed id: out, then back in with its current vector if it has one
+            graph.index.remove(np.array(changed, dtype=np.int64))
+            self._add(graph, self._rows(SearchFilters(), changed))
             graph.unsaved += len(changed)
         graph.position = head
         return graph
@@ -213,7 +206,7 @@ class SqliteVectors:
     def _add(self, graph: _Graph, rows: list[tuple[int, bytes]]) -> None:
         if rows:
             ids, matrix = _matrix(rows, self._dimensions)
-            graph.index.upsert(ids, matrix)
+            graph.index.add(ids, matrix)
 
     def _save(self, graph: _Graph) -> None:
         """Save the graph and trim the log up to it, unless a newer graph is saved already.
@@ -293,7 +286,7 @@ class SqliteVectors:
         return f"graph of {self._settings.quantization} vectors in {self.graph_path} ({mb:.0f} MB)"
 
     def describe(self) -> str:
-        """Which vector side searches now, for `bot doctor` and `bot index` messages."""
+        """Which vector side this process searches with now, for `bot index` messages."""
         with self._lock:
             if self._graph is not None:
                 mb = self._graph.index.memory_bytes / 1e6
@@ -315,6 +308,10 @@ def filter_clauses(filters: SearchFilters) -> tuple[list[str], list[object]]:
         clauses.append("learned = ?")
         params.append(int(filters.learned))
     return clauses, params
+
+
+def _where(sql: str, clauses: list[str]) -> str:
+    return f"{sql} WHERE {' AND '.join(clauses)}" if clauses else sql
 
 
 def _count(db: sqlite3.Connection) -> int:

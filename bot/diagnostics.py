@@ -93,6 +93,7 @@ def channel_policy(settings: Settings, key: str) -> Check:
     detail = (
         f"trigger {p.trigger}; questions_only {str(p.questions_only).lower()} ({detector}); "
         f"answer_only_when_grounded {str(p.answer_only_when_grounded).lower()}; "
+        f"min_relevance {p.min_relevance:g}; "
         f"sources {sources}; web_search {'on' if p.web_search else 'off'}; "
         f"private {str(p.private).lower()}; reactions {str(p.reactions).lower()}; "
         f"escalate_to {escalation} (from {came_from})"

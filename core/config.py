@@ -346,6 +346,9 @@ class ChannelPolicy(_Section):
     trigger: Literal["mention", "auto", "off"] | None = None
     questions_only: bool | None = None
     answer_only_when_grounded: bool | None = None
+    # An unasked question (an `auto` channel, a forum post) goes to the model only when some
+    # passage is at least this close to it (cosine of the query and passage embeddings); 0: off.
+    min_relevance: float | None = Field(None, ge=0, le=1)
     sources: list[str] | None = None
     web_search: bool | None = None
     private: bool | None = None
@@ -377,6 +380,7 @@ class ResolvedPolicy:
     escalate_to: tuple[str, ...] = ()  # who "Still need help?" mentions
     private: bool = False  # answers only the asker sees, with a button to share them
     reactions: bool = True  # the platform's reaction trigger asks about a message
+    min_relevance: float = 0.0  # unasked questions: the closest passage's cosine at least this
 
 
 class ChannelSettings(_Section):
@@ -384,6 +388,7 @@ class ChannelSettings(_Section):
         trigger="mention",
         questions_only=True,
         answer_only_when_grounded=True,
+        min_relevance=0.3,
         sources=[],
         private=False,
         reactions=True,
@@ -617,6 +622,7 @@ class Settings(_Section):
             escalate_to=tuple(merged["escalate_to"] or ()),
             private=bool(merged["private"]),
             reactions=bool(merged["reactions"]),
+            min_relevance=float(merged["min_relevance"] or 0.0),
         )
 
     @property

@@ -496,7 +496,7 @@ class DocsBot(discord.Client):
             return  # someone else's thread, a voice chat...: not where a thread can open
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
-        await self._answer_about(message, guild, policy, str(message.author.id), grounded_only=True)
+        await self._answer_about(message, guild, policy, str(message.author.id), unasked=True)
 
     async def _answer_forum_post(self, message: discord.Message, guild: int) -> None:
         """A new post in a forum whose policy is `auto`: answered in the post's own thread
@@ -526,6 +526,7 @@ class DocsBot(discord.Client):
                 text,
                 ChannelKind.THREAD,
                 channel_key=channel_key,
+                unasked=True,
             )
         )
         if policy.answer_only_when_grounded and not answer.grounded:
@@ -550,16 +551,16 @@ class DocsBot(discord.Client):
         policy: ResolvedPolicy,
         asker: str,
         *,
-        grounded_only: bool,
+        unasked: bool,
     ) -> bool:
-        """`message`'s text answered in a thread opened from it (an unasked question, a
+        """`message`'s text answered in a thread opened from it (an `unasked` question, or a
         message someone asked about with the context menu or a reaction). False when nothing
-        was posted (not grounded enough for `grounded_only`)."""
+        was posted (an unasked answer not grounded enough to post)."""
         key = f"discord/{guild}/{message.channel.id}/{message.id}"
         answer = await self.engine.answer(
-            Question("discord", key, asker, message.content, ChannelKind.CHANNEL)
+            Question("discord", key, asker, message.content, ChannelKind.CHANNEL, unasked=unasked)
         )
-        if grounded_only and policy.answer_only_when_grounded and not answer.grounded:
+        if unasked and policy.answer_only_when_grounded and not answer.grounded:
             log.info("abstained", platform="discord", status=answer.status.value)
             metrics.HELD_BACK.labels("discord").inc()
             await self._record(key, message.content, answer, posted=False)
@@ -578,7 +579,7 @@ class DocsBot(discord.Client):
         channel = f"discord/{guild}/{message.channel.id}"
         answer_id = await self._record(thread_key, message.content, answer, channel=channel)
         await self._send_answer(thread, answer_id, answer, escalate=bool(policy.escalate_to))
-        if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not grounded_only:
+        if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not unasked:
             await self._escalate(thread, policy.escalate_to, answer_id or key)
         return True
 
@@ -599,7 +600,7 @@ class DocsBot(discord.Client):
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
             await self._answer_about(
-                message, guild, policy, str(interaction.user.id), grounded_only=False
+                message, guild, policy, str(interaction.user.id), unasked=False
             )
             await interaction.followup.send(ANSWERED_IN_THREAD, ephemeral=True)
         except Exception:
@@ -622,7 +623,7 @@ class DocsBot(discord.Client):
             message = await channel.fetch_message(payload.message_id)
             if message.content.strip() and not message.author.bot:
                 await self._answer_about(
-                    message, payload.guild_id, policy, str(payload.user_id), grounded_only=False
+                    message, payload.guild_id, policy, str(payload.user_id), unasked=False
                 )
         except Exception:
             log.exception("reaction_not_answered", platform="discord")

@@ -222,7 +222,9 @@ class SlackBot:
         key = _key(team, channel, ts)
         try:
             answer = await self._engine.answer(
-                Question("slack", key, event.get("user", ""), text, ChannelKind.THREAD)
+                Question(
+                    "slack", key, event.get("user", ""), text, ChannelKind.THREAD, unasked=True
+                )
             )
             if policy.answer_only_when_grounded and not answer.grounded:
                 log.info("abstained", platform="slack", status=answer.status.value)

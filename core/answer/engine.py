@@ -57,6 +57,10 @@ EMPTY_INDEX = (
     "The knowledge base is empty: nothing has been ingested into {location} yet. "
     "Run `bot ingest PATH` (a folder, a file or a URL) to add documents, then ask again."
 )
+# An unasked question no passage comes close to: in an `auto` channel it is held back, not posted.
+NOT_CLOSE_ENOUGH = (
+    "Nothing in the knowledge base is close enough to this question to answer it unasked."
+)
 EMPTY_INDEX_IN_CHAT = (
     "The knowledge base is empty: no documents have been added yet. Ask the bot's owners to "
     "ingest the team's docs (`bot ingest`), then ask again."
@@ -237,6 +241,11 @@ class AnswerEngine:
     ) -> Answer:
         policy = self._policies(asked.scope) if self._policies else None
         search = self._scoped(policy.sources if policy else ())
+        if asked.unasked and policy and policy.min_relevance:
+            closest = await self._closest(search, question, trace)
+            if closest is not None and closest < policy.min_relevance:
+                log.info("below_relevance_floor", closest=round(closest, 3))
+                return Answer(NOT_CLOSE_ENOUGH, AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE)
         if self._model is None:
             return await self._extractive(search, question, registry, trace, NO_MODEL)
         allowed = policy.web_search if policy else None
@@ -280,6 +289,21 @@ class AnswerEngine:
             return await self._extractive(search, question, registry, trace, reason)
         finally:
             await runner.finish()
+
+    @staticmethod
+    async def _closest(search: SearchFn, question: str, trace: Trace) -> float | None:
+        """How close the nearest passage is (cosine), so that a question nobody asked the bot
+        and the docs plainly don't cover costs no model call and posts nothing. None when no
+        hit carries a vector score (a server-fused Elasticsearch search): the answer's own
+        grounding check still holds then. No hit at all is as far as it gets."""
+        hits = await _timed(search, question, trace)
+        scores = [h.vector_score for h in hits if h.vector_score is not None]
+        if hits and not scores:
+            trace.notes.append("no vector scores: the relevance floor was not applied")
+            return None
+        closest = max(scores, default=-1.0)
+        trace.notes.append(f"closest passage: cosine {closest:.3f}")
+        return closest
 
     async def _extractive(
         self, search: SearchFn, question: str, registry: SourceRegistry, trace: Trace, reason: str

@@ -51,6 +51,9 @@ class Question:
     # platform/workspace/channel where it was asked, for per-channel settings; empty when the
     # conversation key already starts with it (a Discord thread's key names only the thread).
     channel_key: str = ""
+    # Nobody asked the bot (an `auto` channel, a forum post): the channel's `min_relevance`
+    # decides whether the model is asked at all.
+    unasked: bool = False
 
     @property
     def scope(self) -> str:

@@ -343,7 +343,12 @@ def test_doctor_shows_a_channels_resolved_policy(
 ) -> None:
     policies = {
         "slack/T1": {"sources": ["handbook"]},
-        "slack/T1/C9": {"trigger": "auto", "private": True, "escalate_to": ["S0SUPPORT"]},
+        "slack/T1/C9": {
+            "trigger": "auto",
+            "private": True,
+            "escalate_to": ["S0SUPPORT"],
+            "min_relevance": 0.45,
+        },
     }
     monkeypatch.setenv("BOT_CHANNELS__POLICIES", json.dumps(policies))
     result = runner.invoke(app, ["doctor", "--channel", "slack/T1/C9"])
@@ -351,6 +356,7 @@ def test_doctor_shows_a_channels_resolved_policy(
     assert "trigger auto" in flat
     assert "questions_only true (rules + classifier)" in flat
     assert "sources handbook" in flat
+    assert "min_relevance 0.45" in flat
     assert "private true" in flat
     assert "escalate_to S0SUPPORT" in flat
     assert "(from slack/T1, slack/T1/C9)" in flat

@@ -20,6 +20,15 @@ def test_the_default_is_mention_only_everywhere() -> None:
     assert policy.answer_only_when_grounded
     assert policy.sources == ()
     assert policy.matched == ()
+    assert policy.min_relevance == pytest.approx(0.3)
+
+
+def test_a_channel_may_turn_the_relevance_floor_off_but_not_out_of_range() -> None:
+    settings = _settings(**{"slack/T1/C9": ChannelPolicy(min_relevance=0)})
+    assert settings.policy("slack/T1/C9").min_relevance == 0
+    assert settings.policy("slack/T1/C8").min_relevance == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        ChannelPolicy(min_relevance=1.5)
 
 
 def test_the_most_specific_entry_wins_key_by_key() -> None:

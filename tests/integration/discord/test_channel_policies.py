@@ -20,6 +20,7 @@ from tests.fakes.discord_api import message as discord_message
 from tests.integration.discord.conftest import ask_payload, click_payload
 
 QUESTION = "How do I re-ingest changed documents?"
+OFF_TOPIC = "How is the holiday allowance calculated for part-timers?"  # not in the bundled docs
 HERE = f"discord/{GUILD_ID}/{CHANNEL_ID}"
 _ids = itertools.count(2_000_000)
 
@@ -66,7 +67,9 @@ async def test_auto_leaves_chatter_alone(discord_factory) -> None:
 
 async def test_auto_posts_nothing_without_a_grounded_answer(discord_factory) -> None:
     api, model = not_found_model()
-    harness, stop = await discord_factory(model, policies={HERE: ChannelPolicy(trigger="auto")})
+    # No relevance floor: the model itself finds nothing and says so.
+    auto = ChannelPolicy(trigger="auto", min_relevance=0)
+    harness, stop = await discord_factory(model, policies={HERE: auto})
     try:
         with structlog.testing.capture_logs() as logs:
             harness.gateway_message(channel_message("How do I calibrate the flux capacitor?"))
@@ -77,6 +80,25 @@ async def test_auto_posts_nothing_without_a_grounded_answer(discord_factory) -> 
         assert any(e["event"] == "abstained" and e["status"] == "not_found" for e in logs)
         [held] = await harness.state.answer_log(0)  # the report counts what was held back
         assert (held.status, held.posted, held.platform) == ("not_found", False, "discord")
+    finally:
+        await stop()
+
+
+async def test_an_unasked_question_far_from_every_passage_costs_no_model_call(
+    discord_factory,
+) -> None:
+    api, model = not_found_model()
+    policies = {HERE: ChannelPolicy(trigger="auto"), FORUM: ChannelPolicy(trigger="auto")}
+    harness, stop = await discord_factory(model, policies=policies)  # the default floor
+    try:
+        with structlog.testing.capture_logs() as logs:
+            harness.gateway_message(channel_message(OFF_TOPIC))
+            harness.gateway_message(forum_post(harness, "890", "Holidays", OFF_TOPIC))
+            await harness.until(lambda: sum(e["event"] == "abstained" for e in logs) == 2)
+        assert api.requests == []
+        assert harness.emulator.threads == []
+        assert harness.emulator.called("POST", "/messages") == []
+        assert sum(e["event"] == "below_relevance_floor" for e in logs) == 2
     finally:
         await stop()
 

@@ -18,6 +18,7 @@ from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
 from tests.integration.slack.test_slack_app import mention, message_event
 
 QUESTION = "How do I re-ingest changed documents?"
+OFF_TOPIC = "How is the holiday allowance calculated for part-timers?"  # not in the bundled docs
 
 
 def policy(**fields: Any) -> dict[str, str]:
@@ -76,7 +77,8 @@ async def test_questions_only_off_answers_any_message(slack_factory) -> None:
 
 async def test_auto_posts_nothing_without_a_grounded_answer(slack_factory) -> None:
     api, model = not_found_model()
-    harness, stop = await slack_factory(model, **policy(trigger="auto"))
+    # No relevance floor: the model itself finds nothing and says so.
+    harness, stop = await slack_factory(model, **policy(trigger="auto", min_relevance=0))
     try:
         with structlog.testing.capture_logs() as logs:
             await harness.event(
@@ -90,6 +92,27 @@ async def test_auto_posts_nothing_without_a_grounded_answer(slack_factory) -> No
         assert any(e["event"] == "abstained" and e["status"] == "not_found" for e in logs)
         [held] = await harness.state.answer_log(0)  # the report counts what was held back
         assert (held.status, held.posted, held.channel) == ("not_found", False, "slack/T1/C1")
+    finally:
+        await stop()
+
+
+async def test_an_unasked_question_far_from_every_passage_costs_no_model_call(
+    slack_factory,
+) -> None:
+    api, model = not_found_model()
+    harness, stop = await slack_factory(model, **policy(trigger="auto"))  # the default floor
+    try:
+        with structlog.testing.capture_logs() as logs:
+            await harness.event(message_event("1700000000.000550", OFF_TOPIC), "Ev1")
+            await harness.until(lambda: any(e["event"] == "abstained" for e in logs))
+        assert api.requests == []
+        assert posted(harness) == []
+        assert any(e["event"] == "below_relevance_floor" for e in logs)
+        [held] = await harness.state.answer_log(0)
+        assert (held.status, held.posted) == ("not_found", False)
+        # Asked by name, the same question goes to the model: the floor is for unasked ones.
+        await harness.event(mention("1700000000.000560", OFF_TOPIC), "Ev2")
+        await harness.until(lambda: len(api.requests) == 2)
     finally:
         await stop()
 

@@ -4,6 +4,8 @@ fallbacks (search-then-answer, extractive). No model files, no database, no netw
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,10 +16,11 @@ from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL
 from core.answer.web_research import WebLearning
 from core.backends.sqlite.keyword_store import SqliteKeywordStore
-from core.config import Settings
+from core.config import ResolvedPolicy, Settings
 from core.config_loader import load_settings
 from core.domain.agent import ToolResults
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
+from core.domain.documents import SearchFilters, SearchHit, SearchMode
 from core.errors import ModelUnavailable
 from core.learning.knowledge import LearnedKnowledge
 from tests.conftest import REPO
@@ -58,6 +61,7 @@ def engine(
     model: ScriptedChatModel | None,
     *,
     web: WebLearning | None = None,
+    policies: Callable[[str], ResolvedPolicy] | None = None,
     **answers: object,
 ) -> AnswerEngine:
     answer_settings = settings.answers.model_copy(update=answers)
@@ -70,6 +74,7 @@ def engine(
         fallback=SearchThenAnswer(model, answer_settings) if model else None,
         knowledge=web.knowledge if web else None,
         web=web,
+        policies=policies,
     )
 
 
@@ -245,3 +250,85 @@ async def test_search_then_answer_decodes_the_models_entities_once(settings) -> 
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
     assert answer.citations
     assert "Write &amp; in HTML" in answer.text
+
+
+class CosineIndex(InMemoryIndex):
+    """The in-memory index with a vector side: every hit `cosine` close to the query."""
+
+    def __init__(self, cosine: float) -> None:
+        super().__init__([passage("prune", PRUNE)])
+        self.cosine = cosine
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: SearchMode = SearchMode.HYBRID,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
+        hits = await super().search(query, k=k, mode=mode, filters=filters)
+        return [replace(h, vector_score=self.cosine) for h in hits]
+
+
+def unasked(text: str = "What does prune remove?") -> Question:
+    return Question("slack", "slack/T1/C1/1.0", "u1", text, ChannelKind.THREAD, unasked=True)
+
+
+def answering_model() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        [search_turn("prune"), respond_turn("Prune drops unused keywords [1].", (1, PRUNE))]
+    )
+
+
+async def test_an_unasked_question_far_from_every_passage_never_reaches_the_model(
+    settings,
+) -> None:
+    index, model = CosineIndex(0.12), answering_model()
+    bot = engine(settings, index, model, policies=settings.policy)
+    answer = await bot.answer(unasked())
+    assert model.requests == []
+    assert answer.status is AnswerStatus.NOT_FOUND
+    assert not answer.grounded
+    assert index.queries == ["What does prune remove?"]  # one search, with the question
+    assert "closest passage: cosine 0.120" in answer.trace.notes
+
+
+async def test_the_relevance_floor_lets_close_questions_through_and_asked_ones_always(
+    settings,
+) -> None:
+    close, model = CosineIndex(0.55), answering_model()
+    answer = await engine(settings, close, model, policies=settings.policy).answer(unasked())
+    assert answer.status is AnswerStatus.ANSWERED
+    assert len(model.requests) == 2
+
+    far, model = CosineIndex(0.12), answering_model()
+    asked = replace(unasked(), unasked=False)
+    answer = await engine(settings, far, model, policies=settings.policy).answer(asked)
+    assert answer.status is AnswerStatus.ANSWERED  # a mention is answered, however far
+
+
+async def test_a_floor_of_zero_or_no_vector_scores_leaves_the_decision_to_the_answer(
+    settings,
+) -> None:
+    off = load_settings(REPO / "config.yaml", environ={"BOT_CHANNELS__DEFAULT__MIN_RELEVANCE": "0"})
+    far, model = CosineIndex(0.12), answering_model()
+    answer = await engine(off, far, model, policies=off.policy).answer(unasked())
+    assert answer.status is AnswerStatus.ANSWERED
+    # A search without a vector side (a server-fused one) gives the floor nothing to go on.
+    model = answering_model()
+    plain = InMemoryIndex([passage("prune", PRUNE)])
+    answer = await engine(settings, plain, model, policies=settings.policy).answer(unasked())
+    assert answer.status is AnswerStatus.ANSWERED
+    assert "no vector scores: the relevance floor was not applied" in answer.trace.notes
+
+
+async def test_an_unasked_question_nothing_matches_is_not_found_without_a_model_call(
+    settings,
+) -> None:
+    index, model = CosineIndex(0.9), answering_model()
+    answer = await engine(settings, index, model, policies=settings.policy).answer(
+        unasked("zebra quokka")
+    )
+    assert model.requests == []
+    assert answer.status is AnswerStatus.NOT_FOUND

@@ -292,17 +292,14 @@ class AnswerEngine:
 
     @staticmethod
     async def _closest(search: SearchFn, question: str, trace: Trace) -> float | None:
-        """How close the nearest passage is (cosine), so that a question nobody asked the bot
-        and the docs plainly don't cover costs no model call and posts nothing. None when no
-        hit carries a vector score (a server-fused Elasticsearch search): the answer's own
-        grounding check still holds then. No hit at all is as far as it gets."""
-        hits = await _timed(search, question, trace)
-        scores = [h.vector_score for h in hits if h.vector_score is not None]
-        if hits and not scores:
-            trace.notes.append("no vector scores: the relevance floor was not applied")
-            return None
-        closest = max(scores, default=-1.0)
-        trace.notes.append(f"closest passage: cosine {closest:.3f}")
+        """How close the nearest passage is, so that a question nobody asked the bot and the
+        docs plainly don't cover costs no model call and posts nothing."""
+        closest = closest_cosine(await _timed(search, question, trace))
+        trace.notes.append(
+            "no vector scores: the relevance floor was not applied"
+            if closest is None
+            else f"closest passage: cosine {closest:.3f}"
+        )
         return closest
 
     async def _extractive(
@@ -315,6 +312,17 @@ class AnswerEngine:
             quote_chars=self._settings.quote_chars,
             reason=reason,
         )
+
+
+def closest_cosine(hits: list[SearchHit]) -> float | None:
+    """The highest cosine among the hits (the relevance floor's measure; `bench.relevance_floor`
+    calibrates it with this same function). None when hits came back but none carries a vector
+    score (a server-fused Elasticsearch search): the answer's own grounding check decides then.
+    No hit at all is as far as it gets: -1."""
+    scores = [h.vector_score for h in hits if h.vector_score is not None]
+    if hits and not scores:
+        return None
+    return max(scores, default=-1.0)
 
 
 async def _timed(search: SearchFn, query: str, trace: Trace) -> list[SearchHit]:

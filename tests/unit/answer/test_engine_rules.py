@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from core.config import ResolvedPolicy, Settings
 from core.config_loader import load_settings
 from core.domain.agent import ToolResults
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
-from core.domain.documents import SearchFilters, SearchHit, SearchMode
+from core.domain.documents import SearchHit
 from core.errors import ModelUnavailable
 from core.learning.knowledge import LearnedKnowledge
 from tests.conftest import REPO
@@ -259,16 +260,10 @@ class CosineIndex(InMemoryIndex):
         super().__init__([passage("prune", PRUNE)])
         self.cosine = cosine
 
-    async def search(
-        self,
-        query: str,
-        *,
-        k: int,
-        mode: SearchMode = SearchMode.HYBRID,
-        filters: SearchFilters | None = None,
-    ) -> list[SearchHit]:
-        hits = await super().search(query, k=k, mode=mode, filters=filters)
-        return [replace(h, vector_score=self.cosine) for h in hits]
+    async def search(self, query: str, **options: Any) -> list[SearchHit]:
+        return [
+            replace(h, vector_score=self.cosine) for h in await super().search(query, **options)
+        ]
 
 
 def unasked(text: str = "What does prune remove?") -> Question:

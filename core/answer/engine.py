@@ -241,13 +241,13 @@ class AnswerEngine:
     ) -> Answer:
         policy = self._policies(asked.scope) if self._policies else None
         search = self._scoped(policy.sources if policy else ())
+        searched: list[SearchHit] | None = None  # the question's own search, when made
         if asked.unasked and policy and policy.min_relevance:
-            closest = await self._closest(search, question, trace)
-            if closest is not None and closest < policy.min_relevance:
-                log.info("below_relevance_floor", closest=round(closest, 3))
+            searched = await _timed(search, question, trace)
+            if not _close_enough(searched, policy.min_relevance, trace):
                 return Answer(NOT_CLOSE_ENOUGH, AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE)
         if self._model is None:
-            return await self._extractive(search, question, registry, trace, NO_MODEL)
+            return await self._extractive(search, question, registry, trace, NO_MODEL, searched)
         allowed = policy.web_search if policy else None
         research = self._web.research(question, asked.scope, allowed) if self._web else None
         runner = ToolRunner(search, registry, trace, self._settings.tool_timeout_s, research)
@@ -290,28 +290,39 @@ class AnswerEngine:
         finally:
             await runner.finish()
 
-    @staticmethod
-    async def _closest(search: SearchFn, question: str, trace: Trace) -> float | None:
-        """How close the nearest passage is, so that a question nobody asked the bot and the
-        docs plainly don't cover costs no model call and posts nothing."""
-        closest = closest_cosine(await _timed(search, question, trace))
-        trace.notes.append(
-            "no vector scores: the relevance floor was not applied"
-            if closest is None
-            else f"closest passage: cosine {closest:.3f}"
-        )
-        return closest
-
     async def _extractive(
-        self, search: SearchFn, question: str, registry: SourceRegistry, trace: Trace, reason: str
+        self,
+        search: SearchFn,
+        question: str,
+        registry: SourceRegistry,
+        trace: Trace,
+        reason: str,
+        searched: list[SearchHit] | None = None,
     ) -> Answer:
-        numbered = registry.add(await _timed(search, question, trace))
+        """`searched`: the question's search when it was already made (for the floor)."""
+        if searched is None:
+            searched = await _timed(search, question, trace)
+        numbered = registry.add(searched)
         return extractive_answer(
             numbered,
             passages=self._settings.extractive_passages,
             quote_chars=self._settings.quote_chars,
             reason=reason,
         )
+
+
+def _close_enough(hits: list[SearchHit], floor: float, trace: Trace) -> bool:
+    """Whether an unasked question is close enough to some passage to be worth a model call:
+    a question the docs plainly don't cover then costs nothing and posts nothing."""
+    closest = closest_cosine(hits)
+    if closest is None:
+        trace.notes.append("no vector scores: the relevance floor was not applied")
+        return True
+    trace.notes.append(f"closest passage: cosine {closest:.3f}")
+    if closest < floor:
+        log.info("below_relevance_floor", closest=round(closest, 3))
+        return False
+    return True
 
 
 def closest_cosine(hits: list[SearchHit]) -> float | None:

@@ -327,3 +327,11 @@ async def test_an_unasked_question_nothing_matches_is_not_found_without_a_model_
     )
     assert model.requests == []
     assert answer.status is AnswerStatus.NOT_FOUND
+
+
+async def test_with_no_model_the_floors_search_is_the_one_quoted(settings) -> None:
+    index = CosineIndex(0.55)
+    answer = await engine(settings, index, None, policies=settings.policy).answer(unasked())
+    assert answer.mode is AnswerMode.EXTRACTIVE
+    assert answer.grounded
+    assert index.queries == ["What does prune remove?"]  # searched once, not again to quote

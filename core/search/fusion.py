@@ -64,9 +64,8 @@ def score_fusion(
 ) -> list[Fused]:
     """score(d) = (1 - share) * bm25_norm(d) + share * vector_norm(d), each side normalised
     over its own list; a side that did not return d counts its list's lowest value."""
-    normalise = _NORMALISE[normalisation]
-    bm25_norm, bm25_floor = _normalised(bm25, normalise)
-    vector_norm, vector_floor = _normalised(vector, normalise)
+    bm25_norm, bm25_floor = normalised(bm25, normalisation)
+    vector_norm, vector_floor = normalised(vector, normalisation)
     fused = _both_sides(bm25, vector)
     for entry in fused:
         entry.score = (1 - vector_share) * bm25_norm.get(entry.key, bm25_floor) + (
@@ -75,11 +74,12 @@ def score_fusion(
     return _ordered(fused)
 
 
-def _normalised(
-    side: Sequence[Ranked], normalise: Callable[[list[float]], list[float]]
+def normalised(
+    side: Sequence[Ranked], normalisation: Normalisation
 ) -> tuple[dict[str, float], float]:
     """Each key's normalised score on this side, and the side's lowest (0 for an empty side)."""
-    scores = dict(zip((r.key for r in side), normalise([r.score for r in side]), strict=True))
+    values = _NORMALISE[normalisation]([r.score for r in side])
+    scores = dict(zip((r.key for r in side), values, strict=True))
     return scores, min(scores.values(), default=0.0)
 
 

@@ -3,7 +3,7 @@
 An unasked question (an `auto` channel, a forum post) reaches the model only when its closest
 passage has at least this cosine. A floor too high silently drops questions the docs answer; too
 low, and off-topic questions cost a model call (and, with no model, get quoted passages posted).
-The measure is the engine's own (`closest_cosine` over the bot's search at its `top_k`).
+The measure is the engine's own (`closest_passage`: the vector side's best cosine).
 
 - **In domain** (must be kept): each evaluation set's questions against its own corpus, every
   one of which the corpus answers (SciFact test claims; Anthropic docs QA questions).
@@ -31,8 +31,9 @@ from typing import Any
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, write_result
 from bot.wiring import build_embedder
-from core.answer.engine import closest_cosine
+from core.answer.engine import closest_passage
 from core.backends.sqlite.index import SqliteIndex
+from core.domain.documents import SearchFilters
 from core.evaluation.retrieval import load_dataset
 from core.evaluation.runs import index_dataset
 from core.ingest.pipeline import Ingestor
@@ -46,9 +47,9 @@ CACHE = REPO / ".bot" / "embedding-cache.sqlite"
 FLOORS = (0.2, 0.25, 0.3, 0.35, 0.4)
 
 
-async def closest(index: SearchIndex, texts: Iterable[str], top_k: int) -> list[float]:
+async def closest(index: SearchIndex, texts: Iterable[str]) -> list[float]:
     """Each question's closest passage, as the engine measures it before an unasked answer."""
-    found = [closest_cosine(await index.search(text, k=top_k)) for text in texts]
+    found = [await closest_passage(index, text, SearchFilters()) for text in texts]
     return [-1.0 if c is None else c for c in found]
 
 
@@ -100,7 +101,6 @@ async def measure(
     its claims are still asked, off domain)."""
     settings = bench_settings(root, BOT_EMBEDDINGS__CACHE_PATH=str(cache))
     embedder = build_embedder(settings)
-    top_k = settings.search.top_k
     asked = questions()
     scores: dict[str, list[float]] = {}
     for corpus in (*corpora, BUNDLED):
@@ -109,7 +109,7 @@ async def measure(
             for name, texts in asked.items():
                 if corpus == BUNDLED and name == "chat":
                     texts = texts[: json.loads(GROUNDED.read_text(encoding="utf-8"))["judged"]]
-                scores[f"{name} → {corpus}"] = await closest(index, texts, top_k)
+                scores[f"{name} → {corpus}"] = await closest(index, texts)
         finally:
             await index.close()
     in_domain = [f"{c} → {c}" for c in corpora]
@@ -122,7 +122,6 @@ async def measure(
         bundled["grounded" if text in grounded else "not covered"].append(score)
     everything_kept = min(min(scores[k]) for k in in_domain)
     return {
-        "top_k": top_k,
         "distributions": {k: summary(v) for k, v in scores.items()},
         "floors": [
             {

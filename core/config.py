@@ -383,17 +383,20 @@ class ResolvedPolicy:
     min_relevance: float = 0.0  # unasked questions: the closest passage's cosine at least this
 
 
+BUILT_IN_CHANNEL_POLICY = ChannelPolicy(
+    trigger="mention",
+    questions_only=True,
+    answer_only_when_grounded=True,
+    min_relevance=0.3,
+    sources=[],
+    private=False,
+    reactions=True,
+    escalate_to=[],
+)
+
+
 class ChannelSettings(_Section):
-    default: ChannelPolicy = ChannelPolicy(
-        trigger="mention",
-        questions_only=True,
-        answer_only_when_grounded=True,
-        min_relevance=0.3,
-        sources=[],
-        private=False,
-        reactions=True,
-        escalate_to=[],
-    )
+    default: ChannelPolicy = BUILT_IN_CHANNEL_POLICY
     policies: dict[str, ChannelPolicy] = Field(default_factory=dict)
     # questions_only: after the rules, the packaged classifier over the message's embedding
     # tells docs questions from status checks and favours; false leaves the rules alone.
@@ -601,7 +604,10 @@ class Settings(_Section):
         key by key by each matching `channels.policies` entry, most specific last. Web search
         also follows the older `web_search.enabled` / `web_search.channels`, unless a policy
         says `web_search` itself."""
-        merged = self.channels.default.model_dump()
+        # The built-in default first: a `channels.default` written out without a key (an older
+        # config.yaml, one env override) keeps that key's default rather than turning it off.
+        merged = BUILT_IN_CHANNEL_POLICY.model_dump()
+        merged.update(self.channels.default.model_dump(exclude_none=True))
         matched = []
         for prefix, policy in sorted(
             self.channels.policies.items(), key=lambda item: item[0].count("/")

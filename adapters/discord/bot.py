@@ -34,7 +34,7 @@ from adapters.answer_labels import (
 )
 from adapters.discord.render import answer_embeds
 from core import metrics
-from core.answer.engine import AnswerEngine
+from core.answer.engine import AnswerEngine, held_back
 from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
 from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
@@ -501,8 +501,8 @@ class DocsBot(discord.Client):
     async def _answer_forum_post(self, message: discord.Message, guild: int) -> None:
         """A new post in a forum whose policy is `auto`: answered in the post's own thread
         (its title and text are the question), with "It's solved" under the answer. Every post
-        asks something, so the question detector is not consulted; `answer_only_when_grounded`
-        still holds."""
+        asks something, so the question detector is not consulted; the relevance floor and
+        `answer_only_when_grounded` still hold, unless the post mentions the bot."""
         post: dict[str, Any] = dict(await self.http.get_channel(message.channel.id))
         parent = post.get("parent_id")
         if not parent:
@@ -518,6 +518,7 @@ class DocsBot(discord.Client):
             return
         key = _thread_key(message.channel.id)
         text = "\n".join(part for part in (post.get("name", ""), message.content) if part)
+        asked = bool(self.user and self.user in message.mentions)  # then answered, always
         answer = await self.engine.answer(
             Question(
                 "discord",
@@ -526,10 +527,10 @@ class DocsBot(discord.Client):
                 text,
                 ChannelKind.THREAD,
                 channel_key=channel_key,
-                unasked=True,
+                unasked=not asked,
             )
         )
-        if policy.answer_only_when_grounded and not answer.grounded:
+        if not asked and held_back(answer, policy):
             log.info("abstained", platform="discord", status=answer.status.value)
             metrics.HELD_BACK.labels("discord").inc()
             await self._record(key, text, answer, posted=False, channel=channel_key)
@@ -560,7 +561,7 @@ class DocsBot(discord.Client):
         answer = await self.engine.answer(
             Question("discord", key, asker, message.content, ChannelKind.CHANNEL, unasked=unasked)
         )
-        if unasked and policy.answer_only_when_grounded and not answer.grounded:
+        if unasked and held_back(answer, policy):
             log.info("abstained", platform="discord", status=answer.status.value)
             metrics.HELD_BACK.labels("discord").inc()
             await self._record(key, message.content, answer, posted=False)

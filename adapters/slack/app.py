@@ -42,7 +42,7 @@ from adapters.slack.render import (
     reason_modal,
 )
 from core import metrics
-from core.answer.engine import AnswerEngine
+from core.answer.engine import AnswerEngine, held_back
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
 from core.domain.feedback import FEEDBACK_REASONS
@@ -226,7 +226,7 @@ class SlackBot:
                     "slack", key, event.get("user", ""), text, ChannelKind.THREAD, unasked=True
                 )
             )
-            if policy.answer_only_when_grounded and not answer.grounded:
+            if held_back(answer, policy):
                 log.info("abstained", platform="slack", status=answer.status.value)
                 metrics.HELD_BACK.labels("slack").inc()
                 await self._record(key, text, answer, posted=False)

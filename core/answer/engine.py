@@ -36,7 +36,7 @@ from core.domain.conversation import (
     Trace,
     Turn,
 )
-from core.domain.documents import SearchFilters, SearchHit
+from core.domain.documents import SearchFilters, SearchHit, SearchMode
 from core.errors import ModelUnavailable, NoResponse, SearchIndexError, ToolsUnsupported
 from core.learning.knowledge import LearnedKnowledge
 from core.ports import ChatModel, ConversationStore, SearchIndex
@@ -186,7 +186,7 @@ class AnswerEngine:
             answer = Answer(INDEX_UNAVAILABLE, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE)
         trace.total_seconds = time.perf_counter() - started
         answer.trace = trace
-        if answer.status is not AnswerStatus.ERROR:
+        if answer.status is not AnswerStatus.ERROR and not answer.withheld:
             try:
                 await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
             except SearchIndexError as exc:  # the answer stands; only the follow-up context is lost
@@ -241,13 +241,16 @@ class AnswerEngine:
     ) -> Answer:
         policy = self._policies(asked.scope) if self._policies else None
         search = self._scoped(policy.sources if policy else ())
-        searched: list[SearchHit] | None = None  # the question's own search, when made
         if asked.unasked and policy and policy.min_relevance:
-            searched = await _timed(search, question, trace)
-            if not _close_enough(searched, policy.min_relevance, trace):
-                return Answer(NOT_CLOSE_ENOUGH, AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE)
+            closest = await closest_passage(
+                self._index, question, SearchFilters(sources=policy.sources)
+            )
+            if not _close_enough(closest, policy.min_relevance, trace):
+                return Answer(
+                    NOT_CLOSE_ENOUGH, AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE, withheld=True
+                )
         if self._model is None:
-            return await self._extractive(search, question, registry, trace, NO_MODEL, searched)
+            return await self._extractive(search, question, registry, trace, NO_MODEL)
         allowed = policy.web_search if policy else None
         research = self._web.research(question, asked.scope, allowed) if self._web else None
         runner = ToolRunner(search, registry, trace, self._settings.tool_timeout_s, research)
@@ -291,18 +294,9 @@ class AnswerEngine:
             await runner.finish()
 
     async def _extractive(
-        self,
-        search: SearchFn,
-        question: str,
-        registry: SourceRegistry,
-        trace: Trace,
-        reason: str,
-        searched: list[SearchHit] | None = None,
+        self, search: SearchFn, question: str, registry: SourceRegistry, trace: Trace, reason: str
     ) -> Answer:
-        """`searched`: the question's search when it was already made (for the floor)."""
-        if searched is None:
-            searched = await _timed(search, question, trace)
-        numbered = registry.add(searched)
+        numbered = registry.add(await _timed(search, question, trace))
         return extractive_answer(
             numbered,
             passages=self._settings.extractive_passages,
@@ -311,12 +305,11 @@ class AnswerEngine:
         )
 
 
-def _close_enough(hits: list[SearchHit], floor: float, trace: Trace) -> bool:
+def _close_enough(closest: float | None, floor: float, trace: Trace) -> bool:
     """Whether an unasked question is close enough to some passage to be worth a model call:
     a question the docs plainly don't cover then costs nothing and posts nothing."""
-    closest = closest_cosine(hits)
     if closest is None:
-        trace.notes.append("no vector scores: the relevance floor was not applied")
+        trace.notes.append("no vector side: the relevance floor was not applied")
         return True
     trace.notes.append(f"closest passage: cosine {closest:.3f}")
     if closest < floor:
@@ -325,15 +318,24 @@ def _close_enough(hits: list[SearchHit], floor: float, trace: Trace) -> bool:
     return True
 
 
-def closest_cosine(hits: list[SearchHit]) -> float | None:
-    """The highest cosine among the hits (the relevance floor's measure; `bench.relevance_floor`
-    calibrates it with this same function). None when hits came back but none carries a vector
-    score (a server-fused Elasticsearch search): the answer's own grounding check decides then.
-    No hit at all is as far as it gets: -1."""
-    scores = [h.vector_score for h in hits if h.vector_score is not None]
-    if hits and not scores:
-        return None
-    return max(scores, default=-1.0)
+async def closest_passage(
+    index: SearchIndex, question: str, filters: SearchFilters
+) -> float | None:
+    """The cosine of the passage closest to `question` (the relevance floor's measure;
+    `bench.relevance_floor` calibrates the floor with this same function). Asked of the vector
+    side alone, so that neither the fusion's weights nor a server-side fusion hide it. -1 when
+    nothing is found (an empty index, a scope with no passages); None when the backend gives
+    no cosine, and then the answer's own grounding check decides."""
+    hits = await index.search(question, k=1, mode=SearchMode.VECTOR, filters=filters)
+    if not hits:
+        return -1.0
+    return hits[0].vector_score
+
+
+def held_back(answer: Answer, policy: ResolvedPolicy) -> bool:
+    """Whether the answer to a question nobody asked the bot stays unposted: always below the
+    relevance floor; when it is not grounded, if the channel asks for grounded answers only."""
+    return answer.withheld or (policy.answer_only_when_grounded and not answer.grounded)
 
 
 async def _timed(search: SearchFn, query: str, trace: Trace) -> list[SearchHit]:

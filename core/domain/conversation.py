@@ -132,6 +132,9 @@ class Answer:
     # Passages the answer was written from but does not cite (search-then-answer): listed as
     # "Sources consulted", without quotes, so the reader can always check them.
     consulted: list[Citation] = field(default_factory=list)
+    # An unasked question no passage came close to (its channel's `min_relevance`): never
+    # posted, whatever the channel's other settings, and not kept as a conversation turn.
+    withheld: bool = False
 
     @property
     def grounded(self) -> bool:

@@ -23,6 +23,17 @@ def test_the_default_is_mention_only_everywhere() -> None:
     assert policy.min_relevance == pytest.approx(0.3)
 
 
+def test_a_default_written_without_a_key_keeps_that_keys_built_in_value() -> None:
+    # An older config.yaml's `channels.default`, or a single env override of one key.
+    older = Settings(channels=ChannelSettings(default=ChannelPolicy(trigger="auto")))
+    policy = older.policy("slack/T1/C1")
+    assert policy.trigger == "auto"
+    assert policy.min_relevance == pytest.approx(0.3)
+    assert policy.questions_only
+    assert policy.answer_only_when_grounded
+    assert policy.reactions
+
+
 def test_a_channel_may_turn_the_relevance_floor_off_but_not_out_of_range() -> None:
     settings = _settings(**{"slack/T1/C9": ChannelPolicy(min_relevance=0)})
     assert settings.policy("slack/T1/C9").min_relevance == 0

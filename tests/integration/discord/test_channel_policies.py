@@ -15,7 +15,7 @@ from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.config import ChannelPolicy
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
-from tests.fakes.discord_api import CHANNEL_ID, FORUM_ID, GUILD_ID, user
+from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, FORUM_ID, GUILD_ID, user
 from tests.fakes.discord_api import message as discord_message
 from tests.integration.discord.conftest import ask_payload, click_payload
 
@@ -88,8 +88,9 @@ async def test_an_unasked_question_far_from_every_passage_costs_no_model_call(
     discord_factory,
 ) -> None:
     api, model = not_found_model()
-    policies = {HERE: ChannelPolicy(trigger="auto"), FORUM: ChannelPolicy(trigger="auto")}
-    harness, stop = await discord_factory(model, policies=policies)  # the default floor
+    # The default floor; it holds back even where ungrounded answers may be posted.
+    auto = ChannelPolicy(trigger="auto", answer_only_when_grounded=False)
+    harness, stop = await discord_factory(model, policies={HERE: auto, FORUM: auto})
     try:
         with structlog.testing.capture_logs() as logs:
             harness.gateway_message(channel_message(OFF_TOPIC))
@@ -99,6 +100,12 @@ async def test_an_unasked_question_far_from_every_passage_costs_no_model_call(
         assert harness.emulator.threads == []
         assert harness.emulator.called("POST", "/messages") == []
         assert sum(e["event"] == "below_relevance_floor" for e in logs) == 2
+        # A forum post that mentions the bot asks it: answered, floor or not.
+        asked = forum_post(harness, "891", "Holidays", f"<@{BOT_ID}> {OFF_TOPIC}")
+        asked["mentions"] = [user(BOT_ID, "docbot", bot=True)]
+        harness.gateway_message(asked)
+        await harness.until(lambda: bool(thread_posts(harness, "891")))
+        assert len(api.requests) == 2
     finally:
         await stop()
 

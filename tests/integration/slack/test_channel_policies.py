@@ -9,6 +9,7 @@ import re
 import urllib.parse
 from typing import Any
 
+import pytest
 import structlog
 
 from adapters.slack.render import ESCALATE, SHARE_ANSWER
@@ -96,11 +97,14 @@ async def test_auto_posts_nothing_without_a_grounded_answer(slack_factory) -> No
         await stop()
 
 
+@pytest.mark.parametrize("grounded_only", [True, False])
 async def test_an_unasked_question_far_from_every_passage_costs_no_model_call(
-    slack_factory,
+    slack_factory, grounded_only: bool
 ) -> None:
     api, model = not_found_model()
-    harness, stop = await slack_factory(model, **policy(trigger="auto"))  # the default floor
+    # The default floor; it holds back even where ungrounded answers may be posted.
+    auto = policy(trigger="auto", answer_only_when_grounded=grounded_only)
+    harness, stop = await slack_factory(model, **auto)
     try:
         with structlog.testing.capture_logs() as logs:
             await harness.event(message_event("1700000000.000550", OFF_TOPIC), "Ev1")
@@ -110,9 +114,12 @@ async def test_an_unasked_question_far_from_every_passage_costs_no_model_call(
         assert any(e["event"] == "below_relevance_floor" for e in logs)
         [held] = await harness.state.answer_log(0)
         assert (held.status, held.posted) == ("not_found", False)
-        # Asked by name, the same question goes to the model: the floor is for unasked ones.
-        await harness.event(mention("1700000000.000560", OFF_TOPIC), "Ev2")
+        # Asked by name in that message's thread, it goes to the model (the floor is for
+        # unasked questions), with no trace of the held-back reply in the conversation.
+        await harness.event(mention("1700000000.000560", OFF_TOPIC, "1700000000.000550"), "Ev2")
         await harness.until(lambda: len(api.requests) == 2)
+        assert "close enough" not in json.dumps(api.requests[0]["messages"])
+        assert len(api.requests[0]["messages"]) == 1
     finally:
         await stop()
 

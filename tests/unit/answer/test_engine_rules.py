@@ -21,7 +21,7 @@ from core.config import ResolvedPolicy, Settings
 from core.config_loader import load_settings
 from core.domain.agent import ToolResults
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
-from core.domain.documents import SearchHit
+from core.domain.documents import SearchFilters, SearchHit, SearchMode
 from core.errors import ModelUnavailable
 from core.learning.knowledge import LearnedKnowledge
 from tests.conftest import REPO
@@ -254,16 +254,21 @@ async def test_search_then_answer_decodes_the_models_entities_once(settings) -> 
 
 
 class CosineIndex(InMemoryIndex):
-    """The in-memory index with a vector side: every hit `cosine` close to the query."""
+    """The in-memory index with a vector side `cosine` close to every query. Its hybrid hits
+    carry no cosine, as when the fusion ranks BM25-only passages first or a server fuses: the
+    floor must ask the vector side itself."""
 
     def __init__(self, cosine: float) -> None:
         super().__init__([passage("prune", PRUNE)])
         self.cosine = cosine
+        self.vector_searches: list[SearchFilters | None] = []
 
     async def search(self, query: str, **options: Any) -> list[SearchHit]:
-        return [
-            replace(h, vector_score=self.cosine) for h in await super().search(query, **options)
-        ]
+        hits = await super().search(query, **options)
+        if options.get("mode") is not SearchMode.VECTOR:
+            return hits
+        self.vector_searches.append(options.get("filters"))
+        return [replace(h, vector_score=self.cosine) for h in hits]
 
 
 def unasked(text: str = "What does prune remove?") -> Question:
@@ -315,7 +320,7 @@ async def test_a_floor_of_zero_or_no_vector_scores_leaves_the_decision_to_the_an
     plain = InMemoryIndex([passage("prune", PRUNE)])
     answer = await engine(settings, plain, model, policies=settings.policy).answer(unasked())
     assert answer.status is AnswerStatus.ANSWERED
-    assert "no vector scores: the relevance floor was not applied" in answer.trace.notes
+    assert "no vector side: the relevance floor was not applied" in answer.trace.notes
 
 
 async def test_an_unasked_question_nothing_matches_is_not_found_without_a_model_call(
@@ -329,9 +334,13 @@ async def test_an_unasked_question_nothing_matches_is_not_found_without_a_model_
     assert answer.status is AnswerStatus.NOT_FOUND
 
 
-async def test_with_no_model_the_floors_search_is_the_one_quoted(settings) -> None:
-    index = CosineIndex(0.55)
-    answer = await engine(settings, index, None, policies=settings.policy).answer(unasked())
-    assert answer.mode is AnswerMode.EXTRACTIVE
-    assert answer.grounded
-    assert index.queries == ["What does prune remove?"]  # searched once, not again to quote
+async def test_the_floor_asks_the_vector_side_within_the_channels_sources(settings) -> None:
+    scoped = load_settings(
+        REPO / "config.yaml",
+        environ={"BOT_CHANNELS__POLICIES": '{"slack/T1/C1": {"sources": ["docs"]}}'},
+    )
+    index, model = CosineIndex(0.12), answering_model()
+    answer = await engine(scoped, index, model, policies=scoped.policy).answer(unasked())
+    assert answer.withheld
+    assert model.requests == []
+    assert index.vector_searches == [SearchFilters(sources=("docs",))]

@@ -355,6 +355,14 @@ class ChannelPolicy(_Section):
     reactions: bool | None = None
     escalate_to: list[str] | None = None
 
+    @field_validator("min_relevance", mode="before")
+    @classmethod
+    def _a_cosine_not_a_switch(cls, value: object) -> object:
+        """`true` would read as 1.0 and silently hold back every unasked question."""
+        if isinstance(value, bool):
+            raise ValueError("a cosine from 0 to 1 (0 turns the floor off), not true/false")
+        return value
+
     @field_validator("escalate_to")
     @classmethod
     def _escalation_ids(cls, value: list[str] | None) -> list[str] | None:

@@ -40,6 +40,8 @@ def test_a_channel_may_turn_the_relevance_floor_off_but_not_out_of_range() -> No
     assert settings.policy("slack/T1/C8").min_relevance == pytest.approx(0.3)
     with pytest.raises(ValueError, match="less than or equal to 1"):
         ChannelPolicy(min_relevance=1.5)
+    with pytest.raises(ValueError, match="not true/false"):
+        ChannelPolicy(min_relevance=True)  # what `=true` in the environment parses to
 
 
 def test_the_most_specific_entry_wins_key_by_key() -> None:

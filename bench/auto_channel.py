@@ -27,7 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, latency_summary, write_result
+from bench.common import (
+    BUNDLED_DOCS_QUESTIONS,
+    bundled_docs_labels,
+    chat_messages,
+    latency_summary,
+    write_result,
+)
 from bench.slack_load import scripted_model
 from bot.logs import configure_logging
 from core.answer.claude import ClaudeModel
@@ -36,24 +42,21 @@ from core.search.embedder import MiniLMEmbedder
 from tests.integration.answers.helpers import build_kb
 from tests.integration.slack.conftest import make_harness_factory
 
-MESSAGES = REPO / "tests" / "data" / "chat_messages.jsonl"
-GROUNDED = REPO / "tests" / "data" / "bundled_docs_questions.json"
-
 
 def grounded_questions(drawn: int) -> set[str]:
     """The questions the bundled docs answer, among the first `drawn`; only a judged prefix
     can be measured."""
-    labels = json.loads(GROUNDED.read_text(encoding="utf-8"))
-    if drawn > labels["judged"]:
+    judged, grounded = bundled_docs_labels()
+    if drawn > judged:
         raise SystemExit(
-            f"{drawn} questions drawn, but only the first {labels['judged']} are judged "
-            f"in {GROUNDED}"
+            f"{drawn} questions drawn, but only the first {judged} are judged "
+            f"in {BUNDLED_DOCS_QUESTIONS}"
         )
-    return set(labels["grounded"])
+    return grounded
 
 
 def _messages(total: int, question_share: float) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in MESSAGES.read_text(encoding="utf-8").splitlines()]
+    rows = chat_messages()
     questions = itertools.cycle([r for r in rows if r["answer"]])
     chatter = itertools.cycle([r for r in rows if not r["answer"]])
     every = round(1 / question_share)

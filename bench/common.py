@@ -18,6 +18,23 @@ SHARED_EVAL = REPO.parent / "shared" / "eval"
 RESULTS = REPO / "bench" / "results"
 
 
+CHAT_MESSAGES = REPO / "tests" / "data" / "chat_messages.jsonl"
+BUNDLED_DOCS_QUESTIONS = REPO / "tests" / "data" / "bundled_docs_questions.json"
+
+
+def chat_messages() -> list[dict[str, Any]]:
+    """The labelled chat messages (`text`, `answer`: a question for the docs, `set`)."""
+    lines = CHAT_MESSAGES.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def bundled_docs_labels() -> tuple[int, set[str]]:
+    """How many of the chat questions, in file order, were judged against the bundled docs,
+    and which of those the docs answer."""
+    labels = json.loads(BUNDLED_DOCS_QUESTIONS.read_text(encoding="utf-8"))
+    return int(labels["judged"]), set(labels["grounded"])
+
+
 def bench_settings(data_dir: Path, **env: str) -> Settings:
     return load_settings(
         REPO / "config.yaml", environ={"BOT_STORAGE__DATA_DIR": str(data_dir), **env}

@@ -23,13 +23,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, SHARED_EVAL, bench_settings, write_result
+from bench.common import (
+    REPO,
+    SHARED_EVAL,
+    bench_settings,
+    bundled_docs_labels,
+    chat_messages,
+    write_result,
+)
 from bot.wiring import build_embedder
 from core.answer.engine import closest_passage
 from core.backends.sqlite.index import SqliteIndex
@@ -41,8 +47,6 @@ from core.ports import Embedder, SearchIndex
 
 DATASETS = ("scifact", "anthropic_docs_qa")
 BUNDLED = "bundled-docs"
-CHAT = REPO / "tests" / "data" / "chat_messages.jsonl"
-GROUNDED = REPO / "tests" / "data" / "bundled_docs_questions.json"
 CACHE = REPO / ".bot" / "embedding-cache.sqlite"
 FLOORS = (0.2, 0.25, 0.3, 0.35, 0.4)
 
@@ -85,7 +89,7 @@ def summary(scores: list[float]) -> dict[str, float]:
 
 
 def questions() -> dict[str, list[str]]:
-    rows = [json.loads(line) for line in CHAT.read_text(encoding="utf-8").splitlines()]
+    rows = chat_messages()
     sets = {name: list(load_dataset(SHARED_EVAL / name).queries.values()) for name in DATASETS}
     sets["chat"] = [r["text"] for r in rows if r["answer"]]
     return sets
@@ -102,19 +106,19 @@ async def measure(
     settings = bench_settings(root, BOT_EMBEDDINGS__CACHE_PATH=str(cache))
     embedder = build_embedder(settings)
     asked = questions()
+    judged, grounded = bundled_docs_labels()
     scores: dict[str, list[float]] = {}
     for corpus in (*corpora, BUNDLED):
         index = await open_index(corpus, root, embedder)
         try:
             for name, texts in asked.items():
                 if corpus == BUNDLED and name == "chat":
-                    texts = texts[: json.loads(GROUNDED.read_text(encoding="utf-8"))["judged"]]
+                    texts = texts[:judged]
                 scores[f"{name} → {corpus}"] = await closest(index, texts)
         finally:
             await index.close()
     in_domain = [f"{c} → {c}" for c in corpora]
     off_domain = [k for k in scores if k not in in_domain and not k.endswith(BUNDLED)]
-    grounded = set(json.loads(GROUNDED.read_text(encoding="utf-8"))["grounded"])
     bundled_scores = scores[f"chat → {BUNDLED}"]
     judged = zip(asked["chat"][: len(bundled_scores)], bundled_scores, strict=True)
     bundled: dict[str, list[float]] = {"grounded": [], "not covered": []}

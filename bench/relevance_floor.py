@@ -57,9 +57,10 @@ async def closest(index: SearchIndex, texts: Iterable[str]) -> list[float]:
     return [-1.0 if c is None else c for c in found]
 
 
-async def open_index(name: str, root: Path, embedder: Embedder) -> SqliteIndex:
-    """The corpus's index under `root`, built through the product's pipeline the first time."""
-    settings = bench_settings(root / name)
+async def open_index(name: str, root: Path, embedder: Embedder, **env: str) -> SqliteIndex:
+    """The corpus's index under `root`, built through the product's pipeline the first time
+    (`env`: settings overrides, as in the environment, e.g. another passage size)."""
+    settings = bench_settings(root / name, **env)
     index = SqliteIndex(settings.index_path, embedder, settings.search)
     if not (await index.stats()).chunks:
         print(f"indexing {name} into {root / name} (once)...", flush=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, write_result
@@ -39,14 +40,17 @@ def sets() -> dict[str, tuple[str, Dataset]]:
     }
 
 
-async def measure(size: str, data: dict[str, tuple[str, Dataset]]) -> dict[str, Any]:
+async def measure(
+    size: str, data: dict[str, tuple[str, Dataset]], root: Path = ROOT, cache: Path = CACHE
+) -> dict[str, Any]:
+    """Each set's figures per search mode at one `chars:overlap` size."""
     chars, overlap = size.split(":")
     env = {"BOT_INGEST__CHUNK_CHARS": chars, "BOT_INGEST__CHUNK_OVERLAP_CHARS": overlap}
-    settings = bench_settings(ROOT / size, BOT_EMBEDDINGS__CACHE_PATH=str(CACHE), **env)
+    settings = bench_settings(root / size, BOT_EMBEDDINGS__CACHE_PATH=str(cache), **env)
     embedder = build_embedder(settings)
     figures: dict[str, Any] = {}
     for label, (name, dataset) in data.items():
-        index = await open_index(name, ROOT / size, embedder, **env)
+        index = await open_index(name, root / size, embedder, **env)
         try:
             modes = await evaluate(index, dataset, list(SearchMode))
             figures[label] = {

@@ -8,26 +8,67 @@ error, so a token can't end up committed next to the settings.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    HttpUrl,
     SecretStr,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from core.domain.urls import is_local_url
 
 _DAY_S = 86_400
 _V = TypeVar("_V")
+_HTTP_URL = TypeAdapter(HttpUrl)
+HTTP_URL_ERROR = "http_url"  # the error type of a refused URL: its value is shown redacted
+
+
+def is_http_url(text: str) -> bool:
+    """An http(s) URL with a host, written out whole: `https:/host` and `http:host` parse
+    (browsers guess), but a link built from them as written is broken."""
+    try:
+        _HTTP_URL.validate_python(text)
+        return bool(urlsplit(text).netloc)
+    except (ValidationError, ValueError):
+        return False
+
+
+def http_url(value: str) -> str:
+    """A link or API root the bot builds on, checked when the settings load (and by `bot
+    ingest --base-url`): without it, `handbook.example.com` goes into every citation link and
+    `localhost:11434/v1` fails only at the first question. The text is kept as written
+    (pydantic's URL type would add a `/` after a bare host, and base URLs get paths joined)."""
+    text = value.strip()
+    if not is_http_url(text):
+        raise PydanticCustomError(
+            HTTP_URL_ERROR,
+            "not an http(s) URL: write it whole, scheme and host, such as "
+            "https://docs.example.com/ or http://localhost:11434/v1",
+        )
+    return text
+
+
+# Every URL setting the bot builds links or requests on.
+HttpUrlText = Annotated[str, AfterValidator(http_url)]
+# `~/docbot-data` means the home directory, as in a shell, never a folder named `~` here.
+UserPath = Annotated[Path, AfterValidator(Path.expanduser)]
 
 
 class _Section(BaseModel):
@@ -36,7 +77,7 @@ class _Section(BaseModel):
 
 
 class StorageSettings(_Section):
-    data_dir: Path = Path(".bot")
+    data_dir: UserPath = Path(".bot")
 
 
 class Bm25Weights(_Section):
@@ -65,7 +106,7 @@ class ApproximateVectorSettings(_Section):
 
 class SearchSettings(_Section):
     backend: Literal["sqlite", "elasticsearch"] = "sqlite"
-    sqlite_path: Path | None = None
+    sqlite_path: UserPath | None = None
     fusion: Literal["rrf", "zscore", "minmax"] = "minmax"
     vector_share: float = Field(0.5, ge=0, le=1)  # score fusion's weight of the vector side
     rrf_k: int = Field(60, ge=1, le=10_000)
@@ -86,7 +127,7 @@ class ElasticsearchSettings(_Section):
     url: str | None = None
     cloud_id: str | None = None
     username: str | None = None
-    ca_certs: Path | None = None
+    ca_certs: UserPath | None = None
     verify_certs: bool = True
     ssl_assert_fingerprint: str | None = None
     request_timeout_s: float = Field(10.0, gt=0)
@@ -114,7 +155,7 @@ class EmbeddingSettings(_Section):
     max_tokens: int = Field(256, ge=8, le=512)
     threads: int = Field(0, ge=0, le=256)
     query_threads: int = Field(1, ge=0, le=256)  # ONNX threads for a query's embedding
-    cache_path: Path | None = None
+    cache_path: UserPath | None = None
     query_cache_size: int = Field(1_024, ge=0)
 
 
@@ -163,11 +204,11 @@ class SourceSettings(_Section):
     # .gitignore patterns; no include: every file of a supported type
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
-    base_url: str | None = None  # files: where they are published, for citation links
+    base_url: HttpUrlText | None = None  # files: where they are published, for citation links
     branch: str | None = None  # git: the branch synced (default: the remote's default branch)
     # git: a file's web view, with {branch}, {path} and {stem} (the path without its extension,
     # as wikis name pages); default: GitHub's or GitLab's pattern for their remotes
-    web_url: str | None = None
+    web_url: HttpUrlText | None = None
     spaces: list[str] = Field(default_factory=list)  # confluence: the space keys synced
     flavour: Literal["cloud", "datacenter"] | None = None  # confluence; default: by the host
     username: str | None = None  # confluence cloud: the account's email, for its API token
@@ -181,16 +222,25 @@ class SourceSettings(_Section):
     def _valid_cron(cls, value: str | None) -> str | None:
         return None if value is None else checked_cron(value)
 
+    @field_validator("location")
+    @classmethod
+    def _home_expanded(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """A files source's `~/runbooks` is the home directory's, as in a shell (git expands
+        its local paths itself)."""
+        if info.data.get("type") == "files":
+            return [os.path.expanduser(place) for place in value]
+        return value
+
     @model_validator(mode="after")
     def _fits_its_type(self) -> SourceSettings:
         if self.type == "site":
             for url in [*self.location, *self.sitemaps, *self.prefixes]:
-                if not url.startswith(("http://", "https://")):
+                if not is_http_url(url):
                     raise ValueError(f"{url!r}: a site source's URLs are http(s) URLs")
         if self.type == "git" and len(self.location) != 1:
             raise ValueError("a git source has one location: a repository URL or local path")
         if self.type == "confluence":
-            if len(self.location) != 1 or not self.location[0].startswith(("http://", "https://")):
+            if len(self.location) != 1 or not is_http_url(self.location[0]):
                 raise ValueError("a confluence source has one location: the site's base URL")
             if not self.spaces:
                 raise ValueError("a confluence source names its spaces (spaces: [KEY, ...])")
@@ -201,7 +251,7 @@ class SourceSettings(_Section):
 
 
 class IngestSettings(_Section):
-    base_url: str | None = None
+    base_url: HttpUrlText | None = None
     chunk_chars: int = Field(1_000, ge=100, le=100_000)
     chunk_overlap_chars: int = Field(150, ge=0, le=10_000)
     embed_group_chunks: int = Field(256, ge=1, le=100_000)
@@ -267,13 +317,13 @@ class AnswerSettings(_Section):
 
 class AnthropicSettings(_Section):
     model: str = Field("claude-sonnet-4-6", min_length=1)
-    base_url: str | None = None
+    base_url: HttpUrlText | None = None
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
 
 
 class OpenAICompatibleSettings(_Section):
-    base_url: str | None = None
+    base_url: HttpUrlText | None = None
     model: str | None = None
     timeout_s: float = Field(60.0, gt=0)
     local_timeout_s: float = Field(300.0, gt=0)
@@ -292,8 +342,25 @@ class OpenAICompatibleSettings(_Section):
     retry_max_s: float = Field(8.0, ge=0)
 
 
-_ESCALATION_TARGET = re.compile(r"[UWS][A-Z0-9]{2,30}|(?:user|role):\d{1,25}")
-_CHANNEL_PREFIX = re.compile(r"[a-z]+(/[^/\s]+)*")
+_SNOWFLAKE = r"\d{1,25}"  # a Discord id
+_ESCALATION_TARGET = re.compile(rf"[UWS][A-Z0-9]{{2,30}}|(?:user|role):{_SNOWFLAKE}")
+# The keys the adapters look a channel's policy up by: `slack/TEAM/CHANNEL` (a DM's channel is
+# a D... id) and `discord/GUILD/CHANNEL` or `discord/dm/CHANNEL`; an entry is one of them or a
+# whole-segment prefix of one. Ids as the platforms write them: a name (`slack/general`) or a
+# misspelt platform would never match, and the policy would silently never apply.
+_SLACK_TEAM = r"[TE][A-Z0-9]{1,30}"
+_SLACK_CHANNEL = r"[CDG][A-Z0-9]{1,30}"
+_SLACK_THREAD = r"\d+\.\d+"
+_DISCORD_PREFIX = rf"discord(/({_SNOWFLAKE}|dm)(/{_SNOWFLAKE})?)?"
+_CHANNEL_PREFIX = re.compile(rf"slack(/{_SLACK_TEAM}(/{_SLACK_CHANNEL})?)?|{_DISCORD_PREFIX}")
+# Web search is also looked up by conversation, so a Slack thread (its ts) may have its own.
+_CONVERSATION_PREFIX = re.compile(
+    rf"slack(/{_SLACK_TEAM}(/{_SLACK_CHANNEL}(/{_SLACK_THREAD})?)?)?|{_DISCORD_PREFIX}"
+)
+_CHANNEL_FORMS = (
+    "slack, slack/TEAM_ID, slack/TEAM_ID/CHANNEL_ID, discord, discord/GUILD_ID, "
+    "discord/GUILD_ID/CHANNEL_ID, discord/dm or discord/dm/CHANNEL_ID"
+)
 _CRON_FIELDS = 5
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -309,12 +376,14 @@ def most_specific(entries: Mapping[str, _V], key: str) -> list[_V]:
     return [value for _, value in sorted(matching, key=lambda m: m[0])]
 
 
-def _check_prefixes(value: Mapping[str, _V]) -> Mapping[str, _V]:
+def _check_prefixes(
+    value: Mapping[str, _V], shape: re.Pattern[str] = _CHANNEL_PREFIX, forms: str = _CHANNEL_FORMS
+) -> Mapping[str, _V]:
     for prefix in value:
-        if not _CHANNEL_PREFIX.fullmatch(prefix):
+        if not shape.fullmatch(prefix):
             raise ValueError(
-                f"{prefix!r} is not a conversation-key prefix such as 'slack/T0123/C0456' "
-                "or 'discord/123456789'"
+                f"{prefix!r} is not a conversation-key prefix: use {forms}, with the ids "
+                "Slack and Discord show (not names), e.g. slack/T0123ABC/C0456DEF"
             )
     return value
 
@@ -323,7 +392,7 @@ class WebSearchSettings(_Section):
     enabled: bool = False
     channels: dict[str, bool] = Field(default_factory=dict)
     provider: Literal["perplexity"] = "perplexity"
-    base_url: str = "https://api.perplexity.ai"
+    base_url: HttpUrlText = "https://api.perplexity.ai"
     model: str = Field("sonar", min_length=1)
     timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(1, ge=0, le=10)
@@ -336,7 +405,8 @@ class WebSearchSettings(_Section):
     @field_validator("channels")
     @classmethod
     def _channel_prefixes(cls, value: dict[str, bool]) -> dict[str, bool]:
-        return dict(_check_prefixes(value))
+        forms = f"{_CHANNEL_FORMS} (a Slack thread: slack/TEAM_ID/CHANNEL_ID/THREAD_TS)"
+        return dict(_check_prefixes(value, _CONVERSATION_PREFIX, forms))
 
 
 class ChannelPolicy(_Section):
@@ -503,7 +573,7 @@ class KeywordSettings(_Section):
 
 class SlackSettings(_Section):
     port: int = Field(3000, ge=1, le=65_535)
-    base_url: str | None = None
+    base_url: HttpUrlText | None = None
     section_chars: int = Field(3_000, ge=100, le=3_000)
     message_chars: int = Field(12_000, ge=500, le=40_000)
     max_blocks: int = Field(50, ge=3, le=50)

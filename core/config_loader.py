@@ -4,18 +4,20 @@ key in the file is refused, so a token is never committed by mistake)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import (
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
-from core.config import Settings
+from core.config import HTTP_URL_ERROR, Settings
+from core.domain.urls import redact_url
 from core.errors import ConfigError
 
 ENV_PREFIX = "BOT_"
@@ -56,26 +58,95 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     env = os.environ if environ is None else environ
     explicit = path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
     file = explicit or Path(DEFAULT_CONFIG_FILE)
-    data: dict[str, Any] = {}
+    origins = _Origins()
     if file.exists():
-        data = _read_yaml(file)
+        origins.file, origins.file_data = file, _read_yaml(file)
     elif explicit is not None:
         raise ConfigError(f"config file not found: {file}")
-    if "secrets" in data:
+    if "secrets" in origins.file_data:
         raise ConfigError(f"{file}: 'secrets' can't be set in the file; use environment variables")
-    _reject_secret_keys(data, str(file))
+    _reject_secret_keys(origins.file_data, str(file))
+    data = copy.deepcopy(origins.file_data)
     for key, raw in env.items():
-        if key.startswith(ENV_PREFIX) and key != CONFIG_ENV:
-            _apply_override(data, key, raw)
+        parts = _setting_of(key)
+        if parts is not None:
+            _apply_override(data, key, parts, raw)
+            origins.env[tuple(parts)] = key
     es = data.setdefault("elasticsearch", {})
     for name, key in ENV_ALIASES.items():
         if env.get(name) and isinstance(es, dict) and es.get(key) is None:
             es[key] = env[name]
+            origins.env["elasticsearch", key] = name
     data["secrets"] = {attr: env[name] for name, attr in SECRET_ENV_VARS.items() if env.get(name)}
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, file)) from None
+        raise ConfigError(_describe(exc, origins)) from None
+
+
+@dataclass
+class _Origins:
+    """Where each value came from, so an error names the file or the variable to fix: a
+    stray variable is found by its name, not by the key it happened to spell."""
+
+    file: Path | None = None  # None: no file was read
+    file_data: dict[str, Any] = field(default_factory=dict)
+    env: dict[tuple[str, ...], str] = field(default_factory=dict)  # key path -> variable
+
+    def of(self, loc: tuple[str | int, ...]) -> list[str]:
+        path = tuple(str(part) for part in loc)
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.env:  # the variable replaced this value, or a section around it
+                return [self.env[path[:n]]]
+        named = [name for key, name in self.env.items() if key[: len(path)] == path]
+        if self.file is not None and _holds(self.file_data, path):
+            named.insert(0, str(self.file))
+        return named
+
+
+def _holds(data: Any, path: tuple[str, ...]) -> bool:
+    """Whether the file wrote the value at `path` (or the value it sits in)."""
+    node = data
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return not isinstance(node, (dict, list))  # a scalar: the rest is pydantic's detail
+    return True
+
+
+def _setting_of(env_key: str) -> list[str] | None:
+    """The key path a `BOT_` variable sets, or None when it is not a setting. Only
+    `BOT_SECTION__KEY` (and `BOT_SECTION`, a whole section as YAML/JSON) are settings: other
+    `BOT_*` variables (`BOT_TOKEN`, `BOT_DEBUG`) belong to someone else and are left alone,
+    unless they spell a real key with one underscore, a typo that would otherwise do nothing."""
+    if not env_key.startswith(ENV_PREFIX) or env_key == CONFIG_ENV:
+        return None
+    name = env_key[len(ENV_PREFIX) :].lower()
+    if ENV_NESTING in name:
+        parts = name.split(ENV_NESTING)
+    elif name in Settings.model_fields:
+        parts = [name]
+    else:
+        for section, declared in Settings.model_fields.items():
+            key = name.removeprefix(f"{section}_")
+            # a section's own key only: `sources` takes any name, so BOT_SOURCES_DIR is not one
+            known = getattr(declared.annotation, "model_fields", {})
+            if key != name and key in known and section != "secrets":
+                meant = f"{ENV_PREFIX}{section}{ENV_NESTING}{key}".upper()
+                raise ConfigError(
+                    f"environment variable {env_key} is not read: a setting is "
+                    f"{ENV_PREFIX}<SECTION>{ENV_NESTING}<KEY>, with two underscores ({meant}?)"
+                )
+        return None
+    if parts[0] == "secrets":
+        raise ConfigError(
+            f"environment variable {env_key}: secrets are read only from "
+            f"{', '.join(SECRET_ENV_VARS)}"
+        )
+    return parts
 
 
 def _read_yaml(file: Path) -> dict[str, Any]:
@@ -104,8 +175,7 @@ def _reject_secret_keys(data: Mapping[str, Any], where: str, prefix: str = "") -
             )
 
 
-def _apply_override(data: dict[str, Any], env_key: str, raw: str) -> None:
-    parts = [p.lower() for p in env_key[len(ENV_PREFIX) :].split(ENV_NESTING)]
+def _apply_override(data: dict[str, Any], env_key: str, parts: list[str], raw: str) -> None:
     if not all(parts):
         raise ConfigError(f"environment variable {env_key}: empty key segment")
     node = data
@@ -114,19 +184,83 @@ def _apply_override(data: dict[str, Any], env_key: str, raw: str) -> None:
         if not isinstance(child, dict):
             raise ConfigError(f"environment variable {env_key}: '{part}' is not a section")
         node = child
+    node[parts[-1]] = _env_value(raw, _declared_type(parts))
+
+
+def _env_value(raw: str, declared: Any) -> Any:
+    """A variable's text read as its setting's type: a text setting (a string, a path, one of
+    some words) takes the text as written, since YAML would turn `no` into false and
+    `Hold on: searching` into a mapping; numbers, switches, lists and sections are YAML (JSON
+    is YAML too). Empty, or `null` for a setting that may be unset, unsets it."""
+    text = raw.strip()
+    if not text:
+        return None
+    if declared is not None and _is_text(declared):
+        return None if _is_optional(declared) and text in _YAML_NULLS else text
     try:
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+        return yaml.safe_load(raw)
     except yaml.YAMLError:
-        node[parts[-1]] = raw
+        return raw
 
 
-def _describe(exc: ValidationError, file: Path) -> str:
-    lines = [f"invalid configuration ({file} and {ENV_PREFIX}* environment variables):"]
+_YAML_NULLS = frozenset({"null", "Null", "NULL", "~"})
+
+
+def _declared_type(parts: list[str]) -> Any:
+    """The type `Settings` declares at a key path, or None when the path names no setting."""
+    declared: Any = Settings
+    for part in parts:
+        declared = _without_none(declared)
+        if isinstance(declared, type) and issubclass(declared, BaseModel):
+            field_info = declared.model_fields.get(part)
+            if field_info is None:
+                return None
+            declared = field_info.annotation
+        elif get_origin(declared) is dict:  # `sources`, `channels.policies`: any name
+            declared = get_args(declared)[1]
+        else:
+            return None
+    return declared
+
+
+def _without_none(declared: Any) -> Any:
+    args = [a for a in get_args(declared) if a is not type(None)]
+    if get_origin(declared) in (Union, UnionType) and len(args) == 1:
+        return _without_none(args[0])
+    if get_origin(declared) is Annotated:
+        return _without_none(args[0])
+    return declared
+
+
+def _is_optional(declared: Any) -> bool:
+    return get_origin(declared) in (Union, UnionType) and type(None) in get_args(declared)
+
+
+def _is_text(declared: Any) -> bool:
+    inner = _without_none(declared)
+    if get_origin(inner) is Literal:
+        return all(isinstance(word, str) for word in get_args(inner))
+    return isinstance(inner, type) and issubclass(inner, (str, PurePath))
+
+
+def _describe(exc: ValidationError, origins: _Origins) -> str:
+    problems = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        sources = origins.of(err["loc"])
+        where = f", from {' and '.join(sources)}" if sources else ""
         if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key")
+            problems.append(f"{key}: unknown key{where}")
+            continue
+        value = err.get("input")
+        if isinstance(value, dict):
+            got = ""
+        elif err["type"] == HTTP_URL_ERROR and isinstance(value, str):
+            got = f" (got {redact_url(value)!r})"
         else:
-            got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
-            lines.append(f"  {key}: {err['msg']}{got}")
-    return "\n".join(lines)
+            got = f" (got {value!r})"
+        message = err["msg"].removeprefix("Value error, ")
+        problems.append(f"{key}: {message}{got}{where}")
+    if len(problems) == 1:
+        return f"invalid configuration: {problems[0]}"
+    return "\n  ".join(["invalid configuration:", *problems])

@@ -20,11 +20,26 @@ _SKIPS_SHOWN = 20
 T = TypeVar("T")
 
 
+def _checked_base_url(value: str | None) -> str | None:
+    """The check `ingest.base_url` gets when the settings load: a link without its scheme or
+    host would go into every citation of this ingest."""
+    from core.config import http_url
+
+    try:
+        return None if value is None else http_url(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 @app.command()
 def ingest(
     targets: Annotated[list[str], typer.Argument(help="Files, folders (recursive) or URLs.")],
     base_url: Annotated[
-        str | None, typer.Option(help="Published location of the files, for citation links.")
+        str | None,
+        typer.Option(
+            help="Published location of the files, for citation links.",
+            callback=_checked_base_url,
+        ),
     ] = None,
     source: Annotated[str | None, typer.Option(help="Label for this collection.")] = None,
     prune: Annotated[

@@ -50,7 +50,7 @@ def test_the_most_specific_entry_wins_key_by_key() -> None:
             policies={
                 "slack/T1": ChannelPolicy(sources=["handbook"], web_search=False),
                 "slack/T1/C9": ChannelPolicy(trigger="auto"),
-                "slack/T1/C9x": ChannelPolicy(trigger="off"),  # another channel: no match
+                "slack/T1/C9X": ChannelPolicy(trigger="off"),  # another channel: no match
             }
         )
     )
@@ -75,6 +75,63 @@ def test_web_search_keeps_its_old_keys_unless_a_policy_says() -> None:
 def test_a_bad_prefix_is_refused_at_load() -> None:
     with pytest.raises(ValueError, match="conversation-key prefix"):
         _settings(**{"#general": ChannelPolicy(trigger="auto")})
+
+
+# Each would be accepted, then never match a key the adapters look a channel up by.
+NEVER_MATCHING = [
+    "general",  # a channel's name
+    "slack/general",
+    "slack/T0123/general",
+    "slakc/T0123/C0DOCS",  # a misspelt platform
+    "Slack/T0123",
+    "teams/T0123",
+    "slack/t0123/c0docs",  # Slack ids are upper case, and keys are matched as written
+    "slack/T0123/C0DOCS/",
+    "discord/general",
+    "discord/111/general",
+    "discord/thread/5",  # a thread follows its channel's policy
+]
+
+
+@pytest.mark.parametrize("prefix", NEVER_MATCHING)
+def test_a_prefix_no_adapter_looks_up_is_refused_with_the_forms_it_may_take(prefix: str) -> None:
+    with pytest.raises(ValueError, match="conversation-key prefix") as caught:
+        _settings(**{prefix: ChannelPolicy(trigger="auto")})
+    assert repr(prefix) in str(caught.value)
+    assert "slack/TEAM_ID/CHANNEL_ID" in str(caught.value)
+    assert "discord/GUILD_ID/CHANNEL_ID" in str(caught.value)
+    with pytest.raises(ValueError, match="conversation-key prefix"):
+        WebSearchSettings(channels={prefix: True})
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "slack",
+        "slack/T0123",
+        "slack/T0123/C0DOCS",
+        "slack/T0123/G0PRIVATE",
+        "slack/T0123/D0DIRECT",
+        "discord",
+        "discord/111111111111111111",
+        "discord/111111111111111111/222222222222222222",
+        "discord/dm",
+        "discord/dm/333333333333333333",
+    ],
+)
+def test_every_key_shape_the_adapters_look_up_is_accepted(prefix: str) -> None:
+    settings = _settings(**{prefix: ChannelPolicy(trigger="auto")})
+    assert settings.policy(prefix).matched == (prefix,)
+    assert WebSearchSettings(channels={prefix: True}).channels == {prefix: True}
+
+
+def test_web_search_may_be_set_per_slack_thread_but_a_policy_may_not() -> None:
+    """Web search is looked up by conversation (a Slack thread's key ends in its ts); the
+    trigger and the rest, by channel."""
+    thread = "slack/T1/C7/1700000000.1"
+    assert WebSearchSettings(channels={thread: False}).channels == {thread: False}
+    with pytest.raises(ValueError, match="conversation-key prefix"):
+        _settings(**{thread: ChannelPolicy(trigger="auto")})
 
 
 @pytest.mark.parametrize(

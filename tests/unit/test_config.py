@@ -108,3 +108,157 @@ def test_a_model_server_nearby_gets_the_local_timeout(url: str | None, local: bo
     expected = openai.local_timeout_s if local else openai.timeout_s
     assert openai.request_timeout_s == expected
     assert openai.local_timeout_s > openai.timeout_s
+
+
+def test_stray_bot_variables_are_not_settings() -> None:
+    """`BOT_TOKEN`, `BOT_DEBUG`: someone else's variables, which must not stop every command."""
+    s = load_settings(environ={"BOT_TOKEN": "xyz", "BOT_DEBUG": "1", "BOT_USER": "ci"})
+    assert s == load_settings(environ={})
+
+
+def test_a_whole_section_may_come_from_one_variable() -> None:
+    sources = '{"runbooks": {"type": "files", "location": ["/srv/runbooks"]}}'
+    s = load_settings(environ={"BOT_SOURCES": sources})
+    assert s.sources["runbooks"].location == ["/srv/runbooks"]
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("BOT_SLACK__TOKN", r"slack\.tokn: unknown key"), ("BOT_FOO__BAR", r"foo: unknown key")],
+)
+def test_an_unknown_setting_in_the_environment_names_the_variable(name: str, shown: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{shown}, from {name}$"):
+        load_settings(environ={name: "1"})
+
+
+def test_a_real_key_written_with_one_underscore_is_refused() -> None:
+    """Read as "not a setting", it would do nothing, and nobody would know why."""
+    with pytest.raises(ConfigError, match=r"BOT_SEARCH_RRF_K is not read.*BOT_SEARCH__RRF_K\?"):
+        load_settings(environ={"BOT_SEARCH_RRF_K": "40"})
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "read"),
+    [
+        ("BOT_SLACK__PLACEHOLDER", "Hold on: searching the docs", "Hold on: searching the docs"),
+        ("BOT_SLACK__PLACEHOLDER", "no", "no"),
+        ("BOT_DISCORD__SOLVED_TAG", "Yes", "Yes"),
+        ("BOT_CHANNELS__DEFAULT__TRIGGER", "off", "off"),  # a Literal: YAML would say False
+        ("BOT_ELASTICSEARCH__SSL_ASSERT_FINGERPRINT", "12:34", "12:34"),  # YAML: 754
+        ("BOT_OPENAI__MODEL", " qwen2.5 ", "qwen2.5"),
+        ("BOT_OPENAI__MODEL", "null", None),  # an optional text setting: unset
+        ("BOT_OPENAI__MODEL", "", None),
+    ],
+)
+def test_a_text_setting_from_the_environment_is_the_text_as_written(
+    name: str, raw: str, read: object
+) -> None:
+    s = load_settings(environ={name: raw})
+    section, *keys = name.removeprefix("BOT_").lower().split("__")
+    value: object = getattr(s, section)
+    for key in keys:
+        value = getattr(value, key)
+    assert value == read
+
+
+def test_numbers_switches_and_lists_from_the_environment_are_still_parsed() -> None:
+    s = load_settings(
+        environ={
+            "BOT_SEARCH__RRF_K": "40",
+            "BOT_ELASTICSEARCH__VERIFY_CERTS": "false",
+            "BOT_SLACK__SUGGESTED_PROMPTS": '["Where is X?", "How: step by step"]',
+            "BOT_CHANNELS__DEFAULT__SOURCES": "[handbook]",
+            "BOT_WEB_SEARCH__CHANNELS": '{"slack/T1/C2": true}',
+        }
+    )
+    assert s.search.rrf_k == 40
+    assert s.elasticsearch.verify_certs is False
+    assert s.slack.suggested_prompts == ["Where is X?", "How: step by step"]
+    assert s.channels.default.sources == ["handbook"]
+    assert s.web_search.channels == {"slack/T1/C2": True}
+
+
+URL_SETTINGS = [
+    "ingest.base_url",
+    "openai.base_url",
+    "anthropic.base_url",
+    "web_search.base_url",
+    "slack.base_url",
+]
+
+
+@pytest.mark.parametrize("key", URL_SETTINGS)
+@pytest.mark.parametrize(
+    "url", ["handbook.example.com", "not a url", "https://", "localhost:11434/v1", "https:/x.io"]
+)
+def test_a_url_setting_is_checked_when_the_settings_load(key: str, url: str) -> None:
+    name = "BOT_" + key.upper().replace(".", "__")
+    with pytest.raises(ConfigError, match=rf"^invalid configuration: {key}: not an http\(s\) URL"):
+        load_settings(environ={name: url})
+
+
+def test_a_url_setting_in_a_file_is_checked_and_a_good_one_kept_as_written(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text("sources:\n  runbooks: {type: files, location: [/srv], base_url: wiki/rb}\n")
+    with pytest.raises(ConfigError, match=rf"sources\.runbooks\.base_url: not an http.*{file}"):
+        load_settings(file, environ={})
+    s = load_settings(environ={"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1"})
+    assert s.openai.base_url == "http://localhost:11434/v1"  # no `/` added, nothing normalised
+
+
+def test_a_refused_url_is_shown_without_its_password() -> None:
+    with pytest.raises(ConfigError, match=r"openai\.base_url") as caught:
+        load_settings(environ={"BOT_OPENAI__BASE_URL": "bob:hunter2@llm.example/v1"})
+    assert "hunter2" not in str(caught.value)
+
+
+def test_paths_start_from_the_home_directory_as_in_a_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    file = tmp_path / "config.yaml"
+    file.write_text(
+        "storage:\n  data_dir: ~/docbot-data\n"
+        "sources:\n  runbooks: {type: files, location: [~/runbooks]}\n"
+    )
+    s = load_settings(file, environ={"BOT_EMBEDDINGS__CACHE_PATH": "~/cache.sqlite"})
+    assert s.storage.data_dir == tmp_path / "docbot-data"
+    assert s.embedding_cache_path == tmp_path / "cache.sqlite"
+    assert s.sources["runbooks"].location == [str(tmp_path / "runbooks")]
+    from_env = load_settings(environ={"BOT_STORAGE__DATA_DIR": "~/x"})
+    assert from_env.storage.data_dir == tmp_path / "x"
+
+
+def test_an_error_names_where_the_bad_value_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no config.yaml here
+    with pytest.raises(ConfigError) as from_env:
+        load_settings(environ={"BOT_SEARCH__RRF_K": "0"})
+    assert str(from_env.value).endswith("(got 0), from BOT_SEARCH__RRF_K")
+    assert "config.yaml" not in str(from_env.value)
+
+    file = tmp_path / "mine.yaml"
+    file.write_text("ingest:\n  chunk_chars: 200\nsearch:\n  top_k: 0\n")
+    with pytest.raises(ConfigError) as both:
+        load_settings(file, environ={"BOT_INGEST__CHUNK_OVERLAP_CHARS": "300"})
+    header, *problems = str(both.value).splitlines()
+    assert header == "invalid configuration:"
+    assert sorted(line.strip() for line in problems) == [
+        "ingest: chunk_overlap_chars must be smaller than chunk_chars, "
+        f"from {file} and BOT_INGEST__CHUNK_OVERLAP_CHARS",
+        f"search.top_k: Input should be greater than or equal to 1 (got 0), from {file}",
+    ]
+
+
+def test_a_variable_that_only_starts_like_a_section_is_left_alone() -> None:
+    # `sources` takes any name, and `slack` has no `token`: neither is a misspelt key.
+    assert load_settings(environ={"BOT_SOURCES_DIR": "/x", "BOT_SLACK_TOKEN": "t"}).sources == {}
+
+
+def test_secrets_are_not_read_from_bot_variables() -> None:
+    """`BOT_SECRETS__...` used to be dropped without a word: the key would silently be unset."""
+    with pytest.raises(ConfigError, match="BOT_SECRETS__ANTHROPIC_API_KEY: secrets are read only"):
+        load_settings(environ={"BOT_SECRETS__ANTHROPIC_API_KEY": "sk-x"})

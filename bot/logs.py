@@ -15,6 +15,12 @@ from core.domain.urls import redact_urls_in
 
 # Libraries that log every request at INFO: one line per search would drown the bot's own logs.
 _CHATTY = ("elastic_transport.transport", "elasticsearch", "httpx", "httpx2")
+# Libraries whose INFO lines are their own bookkeeping (discord.py's "logging in using static
+# token", APScheduler's "Adding job tentatively" and a line per job run): only at DEBUG.
+_NOISY = ("apscheduler", "discord")
+# Libraries that warn about the damage in a file they read without naming the file (pypdf's
+# "EOF marker not found"): the ingest report names it, and why it was skipped. Only at DEBUG.
+_FILE_READERS = ("pypdf",)
 
 
 class _RedactUrlCredentials(logging.Filter):
@@ -44,15 +50,29 @@ def count_errors(_: Any, method: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record comes (see `logger_factory` below)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        """The stream is looked up per record, never kept."""
+
+
 def configure_logging(settings: LoggingSettings) -> None:
+    """Our events and every library's log records, in one format (JSON lines with
+    `format: json`), on stderr. Calling it again replaces the previous configuration."""
     level = getattr(logging, settings.level)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
-    logging.getLogger().setLevel(level)  # basicConfig sets it only the first time
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, _RedactUrlCredentials) for f in handler.filters):
-            handler.addFilter(_RedactUrlCredentials())
+    root = logging.getLogger()
+    root.setLevel(level)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    for names, floor in ((_NOISY, logging.WARNING), (_FILE_READERS, logging.ERROR)):
+        for name in names:
+            logging.getLogger(name).setLevel(level if level == logging.DEBUG else max(level, floor))
     renderer = (
         structlog.processors.JSONRenderer()
         if settings.format == "json"
@@ -62,6 +82,13 @@ def configure_logging(settings: LoggingSettings) -> None:
             colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
         )
     )
+    for old in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(old)
+    if not root.handlers:  # as basicConfig: a host that set up logging (pytest) keeps its own
+        root.addHandler(_library_handler(renderer))
+    for each in root.handlers:
+        if not any(isinstance(f, _RedactUrlCredentials) for f in each.filters):
+            each.addFilter(_RedactUrlCredentials())
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -79,3 +106,28 @@ def configure_logging(settings: LoggingSettings) -> None:
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def _library_handler(renderer: structlog.typing.Processor) -> logging.Handler:
+    """Libraries' log records, through the same steps as our events: the same format (a JSON
+    line with `format: json`), the context bound to our events (the document being parsed),
+    URLs redacted. Not counted as the bot's errors: a library's message is no event name to
+    label a metric with."""
+    handler = _StderrHandler()
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso"),
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                _redact_event,
+                renderer,
+            ],
+        )
+    )
+    return handler

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 from bot.cli.app import app, err, out, refuse, state
 
 _SKIPS_SHOWN = 20
+# The shell's code for a command ended by Ctrl-C (128 + SIGINT), what scripts test for.
+EXIT_INTERRUPTED = 130
 T = TypeVar("T")
 
 
@@ -73,22 +75,37 @@ def ingest(
     if (sitemap or prefix) and not crawl:
         refuse("--sitemap and --prefix go with --crawl")
     site = (sitemap or [], prefix or []) if crawl else None
-    report = _under_run_lock(_ingest(targets, base_url, source, prune, site))
-    _print_report(report, verbose, as_json)
+    report = _under_run_lock(
+        _ingest(targets, base_url, source, prune, site),
+        interrupted="interrupted; the documents written so far are kept: run the same command "
+        "again to resume (what is already indexed is skipped as unchanged)",
+    )
+    _print_report(report, verbose, as_json, summary=_did_work(report))
     problem = _ingest_problem(report)
     if problem is not None:
         refuse(problem)
 
 
-def _under_run_lock(work: Coroutine[object, object, T]) -> T:
+def _under_run_lock(work: Coroutine[object, object, T], *, interrupted: str) -> T:
     """Runs an ingest-locked command; another holder of the lock is a refusal (exit 1), the
     same as a run that did nothing: a script must see that its work was not done."""
     from core.errors import RunLockHeld
 
     try:
-        return asyncio.run(work)
+        return interruptible(work, interrupted)
     except RunLockHeld as exc:
         refuse(str(exc))
+
+
+def interruptible(work: Coroutine[object, object, T], interrupted: str) -> T:
+    """Runs `work`; Ctrl-C ends it with the line `interrupted` (what became of the work) and
+    the shell's exit code for it, not a silent exit. `asyncio.run` cancels the work first, so
+    its run lock is released and a document being written is finished or rolled back."""
+    try:
+        return asyncio.run(work)
+    except KeyboardInterrupt:
+        err.print(Text(interrupted, style="red"), soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 async def _ingest(
@@ -137,26 +154,36 @@ async def _ingest(
             )
 
 
-def _ingest_problem(report: IngestReport) -> str | None:
-    """The one line that makes an ingest fail, or None when it did what it was asked."""
+def _did_work(report: IngestReport) -> bool:
+    """Whether the run indexed or deleted anything (deleting, with --prune, or finding
+    everything unchanged is work done)."""
     from core.domain.documents import Outcome
 
+    return report.indexed > 0 or report.counts[Outcome.DELETED] > 0
+
+
+def _ingest_problem(report: IngestReport) -> str | None:
+    """The one line that makes an ingest fail, or None when it did what it was asked."""
+    from core.domain.urls import redact_urls_in
+
     if report.missing:
-        named = ", ".join(f"{m.display} ({m.reason})" for m in report.missing)
         rest = "; the other targets were ingested" if report.indexed else ""
-        return f"nothing to ingest at {named}{rest}"
-    # Deleting (--prune) or finding everything unchanged is work done, not a failure.
-    if report.indexed == 0 and report.counts[Outcome.DELETED] == 0:
+        return f"nothing to ingest at {report.missing_named()}{rest}"
+    if not _did_work(report):
         skipped = len(report.skipped) + len(report.failed)
         if skipped == 0:
-            return f"no supported files under {', '.join(report.targets)}"
+            return f"no supported files under {redact_urls_in(', '.join(report.targets))}"
         return f"nothing was indexed: all {skipped} file(s) were skipped (reasons above)"
     if report.failed:
         return f"{len(report.failed)} document(s) could not be written (reasons above)"
     return None
 
 
-def _print_report(report: IngestReport, verbose: bool, as_json: bool = False) -> None:
+def _print_report(
+    report: IngestReport, verbose: bool, as_json: bool = False, *, summary: bool = True
+) -> None:
+    """The counts (`summary`: not for a run that did nothing, which fails with one line saying
+    why) and the table of what was not indexed, with why."""
     from core.domain.documents import Outcome
 
     c = report.counts
@@ -173,11 +200,12 @@ def _print_report(report: IngestReport, verbose: bool, as_json: bool = False) ->
         totals = {"counts": counts, "chunks": report.chunks_written, "seconds": report.seconds}
         out.print_json(json.dumps({**totals, **rows}))
         return
-    summary = ", ".join(f"{c[o]} {o.value}" for o in Outcome if c[o] or o is Outcome.ADDED)
-    out.print(
-        f"Ingested in {report.seconds:.1f}s: {summary}; {report.chunks_written} chunks written.",
-        soft_wrap=True,
-    )
+    if summary:
+        tally = ", ".join(f"{c[o]} {o.value}" for o in Outcome if c[o] or o is Outcome.ADDED)
+        out.print(
+            f"Ingested in {report.seconds:.1f}s: {tally}; {report.chunks_written} chunks written.",
+            soft_wrap=True,
+        )
     problems = report.failed + report.skipped
     if not problems:
         return
@@ -198,13 +226,21 @@ def remove(
 ) -> None:
     """Remove documents from the index: a source label's, a URL's, or those ingested from a
     path (a file, or everything under a folder). Undoes a wrong `bot ingest`."""
-    removals = _under_run_lock(_remove(targets))
+    from core.domain.urls import redact_urls_in
+
+    removals = _under_run_lock(
+        _remove(targets),
+        interrupted="interrupted; the documents removed so far stay removed: run the same "
+        "command again to remove the rest",
+    )
     for r in removals:
-        out.print(
-            Text(f"{r.target} ({r.kind}): {r.documents} document(s), {r.chunks} chunk(s) removed"),
-            soft_wrap=True,
-        )
-    unmatched = [r.target for r in removals if r.documents == 0]
+        if r.documents:  # a target that matched nothing is named once, in the error below
+            shown = redact_urls_in(r.target)
+            out.print(
+                Text(f"{shown} ({r.kind}): {r.documents} document(s), {r.chunks} chunk(s) removed"),
+                soft_wrap=True,
+            )
+    unmatched = [redact_urls_in(r.target) for r in removals if r.documents == 0]
     if unmatched:
         refuse(
             f"nothing in the index matched {', '.join(unmatched)} "

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from bot.cli.app import app, err, out, refuse, state
 
@@ -29,7 +29,13 @@ def sync(
     unknown = [n for n in names or [] if n not in configured]
     if unknown:
         refuse(f"unknown source {', '.join(unknown)}; configured: {', '.join(sorted(configured))}")
-    failed = asyncio.run(_sync(names or sorted(configured)))
+    from bot.cli.ingest import interruptible
+
+    failed = interruptible(
+        _sync(names or sorted(configured)),
+        "interrupted; what was synced so far is kept: run the same command again to resume "
+        "(what is already indexed is skipped as unchanged)",
+    )
     if failed:
         refuse(f"sync failed for {', '.join(failed)} (bot sources list shows why)")
 
@@ -55,7 +61,7 @@ async def _sync(names: list[str]) -> list[str]:
             try:
                 report = await syncer.sync(name, s.sources[name])
             except BotError as exc:
-                err.print(f"{name}: {exc}")
+                err.print(Text(f"{name}: {exc}"), soft_wrap=True)
                 failed.append(name)
                 continue
             counts = ", ".join(f"{n} {o.value}" for o, n in report.counts.items() if n)

@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urldefrag
 
 import httpx
+import structlog
 
 from core.config import IngestSettings
 from core.domain.documents import (
@@ -56,6 +57,10 @@ class IngestReport:
     seconds: float = 0.0
     # What the run was asked to ingest, for the error when it held no supported file at all.
     targets: list[str] = field(default_factory=list)
+
+    def missing_named(self) -> str:
+        """The targets that named nothing, each with why: `./nope (no such file, folder or URL)`."""
+        return ", ".join(f"{m.display} ({m.reason})" for m in self.missing)
 
     @property
     def indexed(self) -> int:
@@ -201,13 +206,11 @@ class Ingestor:
                 if known is not None and known.checksum == checksum:
                     _count(report, progress, item.display, Outcome.UNCHANGED)
                     continue
-                parsed = await asyncio.to_thread(
-                    parse_document,
-                    data,
-                    fmt,
-                    item.fallback_title,
-                    self._parse_limits,
-                )
+                # A parser's own log lines (pypdf's "EOF marker not found") name no file.
+                with structlog.contextvars.bound_contextvars(document=item.display):
+                    parsed = await asyncio.to_thread(
+                        parse_document, data, fmt, item.fallback_title, self._parse_limits
+                    )
             except UnreadableDocument as exc:
                 report.skipped.append(Skipped(item.display, str(exc)))
                 _count(report, progress, item.display, Outcome.SKIPPED)
@@ -303,7 +306,10 @@ async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:
 
 def _matching(records: dict[str, DocumentRecord], target: str) -> tuple[str, list[str]]:
     if is_url(target) or target.startswith("file:"):  # file: links are cited without --base-url
-        url = redact_url(urldefrag(target).url)
+        try:
+            url = redact_url(urldefrag(target).url)
+        except ValueError:  # malformed (`http://[::1`): no document was ingested from it
+            return "URL", []
         return "URL", [
             r.doc_id
             for r in records.values()

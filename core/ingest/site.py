@@ -31,6 +31,7 @@ import httpx
 import structlog
 
 from core.config import IngestSettings
+from core.domain.urls import redact_url
 from core.errors import UnreadableDocument
 from core.ingest.formats import DocumentFormat
 from core.ingest.memory import load_json, save_json
@@ -44,6 +45,7 @@ from core.ingest.sources import (
     fetch_url,
     is_url,
     title_from_name,
+    url_problem,
 )
 
 log = structlog.get_logger(__name__)
@@ -90,8 +92,12 @@ class SitemapEntry:
 
 def normalised(url: str) -> str:
     """One spelling per page: no fragment, no tracking parameters, no `index.html`, a
-    lower-case scheme and host."""
-    parts = urlsplit(urldefrag(url).url)
+    lower-case scheme and host. A malformed URL (`http://[::1`) is left as it is, for
+    `url_problem` to report."""
+    try:
+        parts = urlsplit(urldefrag(url).url)
+    except ValueError:
+        return url
     query = "&".join(
         p for p in parts.query.split("&") if p and not p.lower().startswith(_DROPPED_QUERY)
     )
@@ -126,7 +132,7 @@ class SiteConnector:
         self._start = [normalised(u) for u in start_urls]
         self._sitemaps = [u for u in sitemaps]
         self._prefixes = [normalised(p) for p in prefixes] or sorted(
-            {default_prefix(u) for u in self._start}
+            {default_prefix(u) for u in self._start if _crawlable(u)}
         )
         self._settings = settings
         self._crawl = settings.crawl
@@ -142,16 +148,25 @@ class SiteConnector:
         self._not_modified: set[str] = set()
         self._lastmods: dict[str, str] = {}  # page URL -> its sitemap <lastmod>, this crawl
         self._host_locks: dict[str, asyncio.Lock] = {}
+        # Pages left to be read under another URL (a redirect to a URL of the crawl), and the
+        # URLs left out of it with why: a redirect that leads nowhere is then reported too.
+        self._redirects: dict[str, tuple[_Visit, str]] = {}
+        self._left_out: dict[str, str] = {}
 
     # -- the connector ---------------------------------------------------------------------
 
     async def discover(self) -> Discovery:
         found = Discovery(items=[], skipped=[], scopes=list(self._prefixes))
-        bad = [u for u in self._start + self._sitemaps if not is_url(u)]
-        found.missing.extend(Skipped(u, "not an http(s) URL") for u in bad)
-        if bad:
+        for url in self._start + self._sitemaps + self._prefixes:
+            if not is_url(url):
+                found.missing.append(Skipped(redact_url(url), "not an http(s) URL"))
+            elif (problem := url_problem(url)) is not None:
+                found.missing.append(Skipped(redact_url(url), problem))
+        if found.missing:  # nothing crawled: this crawl speaks for nothing (prunes nothing)
+            found.scopes = []
             return found
         self._queued, self._bodies = set(), {}  # each discovery a crawl of its own
+        self._redirects, self._left_out = {}, {}
         seen = self._queued
         pages: set[str] = set()  # every page kept, by the URL it names itself with
         queue: asyncio.Queue[_Visit | None] = asyncio.Queue()
@@ -175,6 +190,9 @@ class SiteConnector:
         for _ in workers:
             queue.put_nowait(None)
         await asyncio.gather(*workers)
+        self._report_dead_ends(found)
+        if found.missing:  # a start URL could not be read: this crawl speaks for nothing
+            found.scopes = []
         found.items.sort(key=lambda item: item.doc_id)
         self._crawled = {u: p for u, p in self._memory.items() if u in seen}
         return found
@@ -198,16 +216,43 @@ class SiteConnector:
 
     # -- pages -----------------------------------------------------------------------------
 
+    def _leave_out(self, visit: _Visit, found: Discovery, reason: str) -> list[str]:
+        """`visit` not in the crawl, with why. A start URL left out is the crawl's failure (a
+        target that named nothing), not a page's skip: nothing was crawled from it, so nothing
+        under the prefixes may be pruned as gone."""
+        self._left_out[visit.url] = reason
+        shown = Skipped(redact_url(visit.url), reason)
+        if visit.depth == 0 and visit.url in self._start:
+            found.missing.append(shown)
+        else:
+            found.skipped.append(shown)
+        return []
+
+    def _report_dead_ends(self, found: Discovery) -> None:
+        """Redirects the crawl left to be read under their target, where that never happened:
+        redirects in a loop through pages of the crawl (`/a` -> `/b` -> `/a`: each left to the
+        other) and, for a start URL, a redirect to a page left out."""
+        for source, (visit, target) in sorted(self._redirects.items()):
+            trail = [source]
+            while target in self._redirects and target not in trail:
+                trail.append(target)
+                target = self._redirects[target][1]
+            if target in trail:
+                loop = " -> ".join([*trail[trail.index(target) :], target])
+                self._leave_out(visit, found, f"redirects in a loop ({loop})")
+            elif visit.depth == 0 and visit.url in self._start and target in self._left_out:
+                self._leave_out(visit, found, f"redirects to {target}: {self._left_out[target]}")
+
     async def _visit(self, visit: _Visit, found: Discovery, pages: set[str]) -> list[str]:
         """Fetch one page, keep it (once, under its own name) and return its links to follow."""
         if not self._in_scope(visit.url):
+            if visit.url in self._start:
+                return self._leave_out(visit, found, "not under any of the crawl's prefixes")
             return []
         if not await self._allowed(visit.url):
-            found.skipped.append(Skipped(visit.url, "disallowed by robots.txt"))
-            return []
+            return self._leave_out(visit, found, "disallowed by robots.txt")
         if len(pages) >= self._crawl.max_pages:
-            found.skipped.append(Skipped(visit.url, LIMIT_REACHED))
-            return []
+            return self._leave_out(visit, found, LIMIT_REACHED)
         remembered = self._memory.get(visit.url)
         indexed = remembered is not None and remembered.name in self._known
         listed = self._lastmods.get(visit.url)
@@ -221,16 +266,15 @@ class SiteConnector:
         except NotModified:
             assert remembered is not None
             return self._keep(visit, found, pages, replace(remembered, lastmod=listed), None)
-        except AlreadySeen:
-            return []  # a redirect to a page of the crawl: read there
-        except UnreadableDocument as exc:
-            found.skipped.append(Skipped(visit.url, str(exc)))
+        except AlreadySeen as exc:  # a redirect to a page of the crawl: read there
+            self._redirects[visit.url] = (visit, normalised(str(exc)))
             return []
+        except UnreadableDocument as exc:
+            return self._leave_out(visit, found, str(exc))
         assert fetched.fmt is not None
         final = normalised(fetched.url)
         if not self._in_scope(final):
-            found.skipped.append(Skipped(visit.url, f"redirected out of the crawl to {final}"))
-            return []
+            return self._leave_out(visit, found, f"redirected out of the crawl to {final}")
         links: list[str] = []
         name = final
         if fetched.fmt is DocumentFormat.HTML:
@@ -255,8 +299,7 @@ class SiteConnector:
         if name in pages:
             return []  # the same page under another URL
         if len(pages) >= self._crawl.max_pages:  # others filled the crawl while this one read
-            found.skipped.append(Skipped(visit.url, LIMIT_REACHED))
-            return []
+            return self._leave_out(visit, found, LIMIT_REACHED)
         pages.add(name)
         if body is None:
             self._not_modified.add(name)
@@ -367,7 +410,7 @@ class SiteConnector:
             except UnreadableDocument as exc:
                 found.skipped.append(Skipped(url, f"sitemap: {exc}"))
                 continue
-            located = [e for e in entries if is_url(e.loc)]
+            located = [e for e in entries if _crawlable(e.loc)]
             if kind == "index":
                 pending += [e.loc for e in located]
                 continue
@@ -420,14 +463,28 @@ def _links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:
     for tag in soup.find_all("link", href=True):
         rel = tag.get("rel")
         if "canonical" in (rel if isinstance(rel, list) else [str(rel)]):
-            canonical = normalised(urljoin(base, str(tag["href"])))
+            href = _joined(base, str(tag["href"]))
+            canonical = normalised(href) if href is not None and _crawlable(href) else None
             break
     links = []
     for tag in soup.find_all("a", href=True, limit=limit):
-        target = urljoin(base, str(tag["href"]))
-        if is_url(target):
+        target = _joined(base, str(tag["href"]))
+        if target is not None and _crawlable(target):
             links.append(normalised(target))
     return canonical, links
+
+
+def _joined(base: str, href: str) -> str | None:
+    """`href` read against `base`; None when it is malformed (`http://[::1`)."""
+    try:
+        return urljoin(base, href)
+    except ValueError:
+        return None
+
+
+def _crawlable(url: str) -> bool:
+    """An http(s) URL that can be requested (a page's malformed link is not followed)."""
+    return is_url(url) and url_problem(url) is None
 
 
 def memory_name(start_urls: Iterable[str], prefixes: Iterable[str]) -> str:

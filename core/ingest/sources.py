@@ -11,6 +11,7 @@ import asyncio
 import errno
 import ipaddress
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,7 +90,31 @@ class Discovery:
 
 
 def is_url(target: str) -> bool:
-    return urlparse(target).scheme in ("http", "https")
+    """Whether `target` is meant as a web address, well formed or not: a malformed one
+    (`http://[::1`) is a URL to report as such (`url_problem`), never a path to look for."""
+    try:
+        scheme = urlsplit(target).scheme
+    except ValueError:  # the authority is malformed; the scheme before it is still read
+        scheme = target.partition(":")[0].strip().lower()
+    return scheme in ("http", "https")
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` can't be requested as written (no host, a malformed host or port), or None.
+
+    Checked before each request: httpx accepts a port out of range (`:99999`), and the socket
+    layer then fails with an `OverflowError` inside an `ExceptionGroup`, which no caller of
+    httpx expects."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (reading it is the check: it raises when out of range)
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        detail = str(exc)
+        return f"not a valid URL: {detail[:1].lower() + detail[1:]}"
+    if not parts.hostname:
+        return "not a valid URL: no host"
+    return None
 
 
 def _userinfo(url: str) -> tuple[str, str] | None:
@@ -187,6 +212,9 @@ def discover(
     found = Discovery(items=[], skipped=[], scopes=[])
     for target in targets:
         if is_url(target):
+            if (problem := url_problem(target)) is not None:
+                found.missing.append(Skipped(redact_url(target), problem))
+                continue
             url = redact_url(urldefrag(target).url)
             title = title_from_name(urlparse(url).path)
             found.items.append(SourceItem(url, url, url, title, auth=_userinfo(target)))
@@ -329,8 +357,11 @@ async def fetch_url(
     If-None-Match / If-Modified-Since headers of a copy the caller has; a 304 raises
     `NotModified`."""
     url = httpx.URL(item.url)
+    chain = {url}  # the URLs this fetch has requested
     try:
         for _ in range(MAX_REDIRECTS + 1):
+            if (problem := url_problem(str(url))) is not None:
+                raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
             auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
             headers = conditional or {}
             async with client.stream(
@@ -342,9 +373,13 @@ async def fetch_url(
                     target = url.join(response.headers["location"])
                     if (refused := _redirect_refused(httpx.URL(item.url), target)) is not None:
                         raise UnreadableDocument(refused)
-                    if seen is not None and seen(str(target)):
+                    # Back to a URL of this very chain (a loop, or a page that sets a cookie
+                    # and sends the reader back): followed, as a plain fetch would, so a loop
+                    # ends in "more than N redirects" instead of as a page read "elsewhere".
+                    if seen is not None and target not in chain and seen(str(target)):
                         raise AlreadySeen(str(target))
                     url = target
+                    chain.add(url)
                     continue
                 data, fmt = await _body(response, max_bytes, url, any_type)
                 return Fetched(
@@ -356,10 +391,56 @@ async def fetch_url(
                 )
     except (UnreadableDocument, AlreadySeen, NotModified):
         raise
-    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # ValueError: a bad Location
-        reason = f"{exc.__class__.__name__}: {exc}"
-        raise UnreadableDocument(f"can't fetch {item.url}: {redact_urls_in(reason)}") from None
+    except Exception as exc:
+        if (reason := fetch_failure(exc, client.timeout)) is None:
+            raise
+        raise UnreadableDocument(redact_urls_in(f"can't fetch {item.url}: {reason}")) from None
     raise UnreadableDocument(f"more than {MAX_REDIRECTS} redirects")
+
+
+# What one request may raise about its URL or its connection: the target's failure, never the
+# run's. ValueError: a malformed Location; OverflowError: a port the socket layer refuses.
+_FETCH_ERRORS = (httpx.HTTPError, httpx.InvalidURL, ValueError, OverflowError, OSError)
+_TIMEOUT_PHASES: dict[type[httpx.TimeoutException], str] = {
+    httpx.ConnectTimeout: "connect",
+    httpx.ReadTimeout: "read",
+    httpx.WriteTimeout: "write",
+    httpx.PoolTimeout: "pool",
+}
+
+
+def fetch_failure(exc: BaseException, timeout: httpx.Timeout) -> str | None:
+    """A readable reason for a failed request, or None when `exc` is not a request's failure
+    (a bug, to let through). An `ExceptionGroup` (anyio's connect wraps errors in one) is read
+    through to the errors inside it; an error without a message (httpx's timeouts have none)
+    is described by its kind, a timeout with the limit it hit."""
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(_FETCH_ERRORS)
+        if matched is None or rest is not None:
+            return None
+        leaves = _leaves(matched)
+        return "; ".join(dict.fromkeys(r for e in leaves if (r := fetch_failure(e, timeout))))
+    if not isinstance(exc, _FETCH_ERRORS):
+        return None
+    if isinstance(exc, httpx.TimeoutException):
+        phase = _TIMEOUT_PHASES.get(type(exc))
+        limit = getattr(timeout, phase, None) if phase else None
+        if limit is not None:
+            return f"{phase} timed out after {limit:g} s (ingest.url_timeout_s)"
+    detail = str(exc).strip()
+    return f"{type(exc).__name__}: {detail}" if detail else _words(type(exc).__name__)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
+
+
+def _words(name: str) -> str:
+    """A class name as words: `RemoteProtocolError` -> "remote protocol error"."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower()
 
 
 async def _body(

@@ -139,9 +139,22 @@ class SourceSyncer:
             raise
         skipped = [f"{s.display}: {s.reason}" for s in report.skipped[:SKIPS_KEPT]]
         counts = {outcome.value: n for outcome, n in report.counts.items() if n}
-        status = SyncStatus(time.time(), _since(started), counts, skipped)
+        problem = _missing(report)
+        status = SyncStatus(time.time(), _since(started), counts, skipped, problem)
         record_status(self.data_dir, name, status)
+        if problem is not None:
+            raise SourceUnavailable(problem)
         return report
+
+
+def _missing(report: IngestReport) -> str | None:
+    """Why a sync failed although it ran: a location that named nothing (a folder that is not
+    there, a start URL that could not be read). Not "nothing found": the index kept what it
+    had of it (nothing is pruned under a location that was not read)."""
+    if not report.missing:
+        return None
+    rest = "; the other locations were synced" if report.indexed else ""
+    return f"nothing to sync at {report.missing_named()}{rest}"
 
 
 def sync_statuses(data_dir: Path) -> dict[str, SyncStatus]:

@@ -37,6 +37,8 @@ class DocsSite:
         default_factory=lambda: {"/docs/": "2026-11-01", "/docs/orphan.html": "2026-11-01"}
     )
     base: str = ""  # set once served
+    # More redirects, path -> Location (a test's loops and dead ends).
+    redirects: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pages.update(
@@ -105,6 +107,8 @@ class DocsSite:
             )
             xml = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
             return web.Response(body=gzip.compress(xml.encode()), content_type="application/gzip")
+        if path in self.redirects:
+            raise web.HTTPFound(self.redirects[path])
         if path == "/docs/old-install":
             raise web.HTTPMovedPermanently("/docs/install.html")
         if path == "/docs/guide/index.html":

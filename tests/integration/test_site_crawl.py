@@ -4,6 +4,7 @@ docs; then the pages indexed, and a page gone from the site pruned."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,3 +248,88 @@ async def test_a_re_crawl_downloads_only_the_pages_that_changed(
     again = await sync()
     assert again.counts[Outcome.UNCHANGED] == 5
     assert sum(served.site.downloads.values()) == full_crawl
+
+
+def link_from_home(site: DocsSite, *hrefs: str) -> None:
+    site.pages["/docs/"] = page("Docs home", "Welcome to the product docs.", *hrefs)
+
+
+async def test_redirect_loops_in_a_crawl_are_skipped_with_why(
+    served: Served, settings: Settings
+) -> None:
+    """A page that redirects to itself, and two that redirect to each other (each leaving the
+    other to be read "there"), are reported, not dropped."""
+    served.site.redirects.update(
+        {"/docs/loop": "/docs/loop", "/docs/a": "/docs/b", "/docs/b": "/docs/a"}
+    )
+    link_from_home(served.site, "/docs/loop", "/docs/a", "/docs/b", "/docs/install.html")
+    found = await crawler(served, settings.ingest).discover()
+    base = served.url
+    skipped = {s.display.removeprefix(base): s.reason for s in found.skipped}
+    assert skipped["/docs/loop"] == "more than 20 redirects"
+    assert skipped["/docs/a"] == (
+        f"redirects in a loop ({base}/docs/a -> {base}/docs/b -> {base}/docs/a)"
+    )
+    assert skipped["/docs/b"] == (
+        f"redirects in a loop ({base}/docs/b -> {base}/docs/a -> {base}/docs/b)"
+    )
+    assert f"{base}/docs/install.html" in {item.doc_id for item in found.items}
+
+
+async def test_a_page_with_malformed_links_is_crawled_without_them(
+    served: Served, settings: Settings
+) -> None:
+    link_from_home(
+        served.site, "http://[::1", "http://127.0.0.1:99999/docs/x", "/docs/install.html"
+    )
+    async with asyncio.timeout(60):
+        found = await crawler(served, settings.ingest).discover()
+    assert f"{served.url}/docs/install.html" in {item.doc_id for item in found.items}
+    assert not found.missing
+
+
+async def test_a_start_url_that_cannot_be_read_fails_the_crawl_and_prunes_nothing(
+    served: Served, settings: Settings, ingestor: Ingestor, index
+) -> None:
+    """The site down (here: its start page gone) is not "every page was deleted": the crawl
+    says why it could not start, and a --prune keeps what the index has."""
+    first = await ingestor.ingest_from(crawler(served, settings.ingest), source="site")
+    assert first.counts[Outcome.ADDED] == 5
+    served.site.redirects["/docs/"] = "/docs/"
+    down = await ingestor.ingest_from(crawler(served, settings.ingest), source="site", prune=True)
+    assert [(m.display, m.reason) for m in down.missing] == [
+        (f"{served.url}/docs/", "more than 20 redirects")
+    ]
+    assert down.counts[Outcome.DELETED] == 0
+    assert len(await index.documents()) == 5
+
+
+@pytest.mark.parametrize(
+    ("start", "why"),
+    [
+        ("http://[::1", "not a valid URL: invalid IPv6 URL"),
+        ("http://127.0.0.1:99999/docs/", "not a valid URL: port out of range 0-65535"),
+    ],
+)
+async def test_a_malformed_start_url_is_named_with_why(
+    start: str, why: str, settings: Settings
+) -> None:
+    async with httpx.AsyncClient() as http:
+        found = await SiteConnector([start], settings.ingest, http).discover()
+    assert [(m.display, m.reason) for m in found.missing] == [(start, why)]
+    assert not found.items
+
+
+def test_the_command_says_why_a_crawl_could_not_start(
+    site_in_a_thread: DocsSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BOT_INGEST__CRAWL__DELAY_S", "0")
+    monkeypatch.setenv("BOT_INGEST__CRAWL__ROBOTS", "false")  # its sitemap would give pages
+    site_in_a_thread.redirects["/docs/loop"] = "/docs/loop"
+    start = site_in_a_thread.base + "/docs/loop"
+    result = CliRunner().invoke(app, ["ingest", start, "--crawl"])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: nothing to ingest at {start} (more than 20 redirects)"
+    ]

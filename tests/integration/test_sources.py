@@ -107,3 +107,36 @@ def test_a_files_source_takes_only_what_its_patterns_name(
     moved = runner.invoke(app, ["sync"])
     assert moved.exit_code == 0, moved.output
     assert "wiki: 1 deleted" in moved.output  # moved out of what the patterns take
+
+
+def test_a_source_that_cannot_be_read_fails_with_why_and_the_others_sync(
+    site_in_a_thread: DocsSite,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A files source whose folder is not there, a site whose start URL can't be read: each
+    fails with one line (not "nothing found", exit 0), and the other sources still sync."""
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    (folder / "restart.md").write_text("# Restart\n\nRestart the worker with `make restart`.")
+    site_in_a_thread.redirects["/docs/loop"] = "/docs/loop"
+    start = site_in_a_thread.base + "/docs/loop"
+    sources = {
+        "gone": {"type": "files", "location": [str(tmp_path / "unmounted")]},
+        "looping": {"type": "site", "location": [start]},
+        "runbooks": {"type": "files", "location": [str(folder)]},
+    }
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    monkeypatch.setenv("BOT_INGEST__CRAWL__DELAY_S", "0")
+    monkeypatch.setenv("BOT_INGEST__CRAWL__ROBOTS", "false")
+    result = runner.invoke(app, ["sync"])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"gone: nothing to sync at {tmp_path / 'unmounted'} (no such file, folder or URL)",
+        f"looping: nothing to sync at {start} (more than 20 redirects)",
+        "runbooks: 1 added",
+        "error: sync failed for gone, looping (bot sources list shows why)",
+    ]
+    listed = " ".join(runner.invoke(app, ["sources", "list"]).output.replace("│", " ").split())
+    assert listed.count("failed:") == 2  # the list says so too

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import structlog
@@ -38,3 +40,68 @@ def test_no_log_line_carries_url_credentials(
     if fmt == "json":
         events = [json.loads(line) for line in written.splitlines() if line.startswith("{")]
         assert [e["event"] for e in events] == ["fetch_failed", "crashed"]
+
+
+@contextmanager
+def as_in_a_bot_process() -> Iterator[None]:
+    """The root logger as in a `bot` process: no handler of pytest's (which it adds for each
+    test's run, after the fixtures), then pytest's back and the default configuration."""
+    root = logging.getLogger()
+    kept = root.handlers
+    root.handlers = []
+    try:
+        yield
+    finally:
+        root.handlers = kept
+        configure_logging(LoggingSettings())
+
+
+def _events(written: str) -> list[dict[str, object]]:
+    """Each JSON line, without its timestamp."""
+    return [
+        {k: v for k, v in json.loads(line).items() if k != "timestamp"}
+        for line in written.splitlines()
+        if line.strip()
+    ]
+
+
+@pytest.mark.parametrize("level", ["INFO", "WARNING"])
+def test_libraries_bookkeeping_is_left_out_and_their_warnings_are_json_lines(
+    level: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """discord.py's "logging in using static token" and APScheduler's "Adding job
+    tentatively" are INFO lines of no use to whoever runs the bot; a warning of theirs is
+    still shown, in the bot's format. pypdf's warnings (about damage in a file it reads,
+    without naming the file) are left to the ingest report."""
+    with as_in_a_bot_process():
+        configure_logging(LoggingSettings(level=level, format="json"))  # type: ignore[arg-type]
+        logging.getLogger("discord.client").info("logging in using static token")
+        logging.getLogger("apscheduler.scheduler").info("Adding job tentatively")
+        logging.getLogger("pypdf._reader").warning("EOF marker not found")
+        logging.getLogger("discord.gateway").warning(
+            "heartbeat blocked; reconnecting to %s", f"wss://bot:{SECRET}@gateway.discord.gg/"
+        )
+    assert _events(capsys.readouterr().err) == [
+        {
+            "event": "heartbeat blocked; reconnecting to wss://gateway.discord.gg/",
+            "logger": "discord.gateway",
+            "level": "warning",
+        }
+    ]
+
+
+def test_at_debug_a_parsers_warning_names_the_document(capsys: pytest.CaptureFixture[str]) -> None:
+    with as_in_a_bot_process():
+        configure_logging(LoggingSettings(level="DEBUG", format="json"))
+        with structlog.contextvars.bound_contextvars(document="docs/broken.pdf"):
+            logging.getLogger("pypdf._reader").warning("EOF marker not found")
+        logging.getLogger("apscheduler.scheduler").info("Adding job tentatively")
+    assert _events(capsys.readouterr().err) == [
+        {
+            "event": "EOF marker not found",
+            "document": "docs/broken.pdf",
+            "logger": "pypdf._reader",
+            "level": "warning",
+        },
+        {"event": "Adding job tentatively", "logger": "apscheduler.scheduler", "level": "info"},
+    ]

@@ -1,0 +1,84 @@
+"""URL targets that can't be fetched: a malformed one is told from a path and named with why,
+and whatever one request raises (httpx's errors, the socket layer's, anyio's ExceptionGroup)
+becomes that URL's skip reason, readable even when the exception has no message."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from core.errors import UnreadableDocument
+from core.ingest.sources import SourceItem, fetch_failure, fetch_url, is_url, url_problem
+
+TIMEOUT = httpx.Timeout(3)
+
+
+@pytest.mark.parametrize(
+    ("target", "meant_as_url"),
+    [
+        ("https://docs.example.com/a", True),
+        ("HTTP://docs.example.com/a", True),
+        ("http://[::1", True),  # urlparse raises on it; it is still a URL, a malformed one
+        ("http://u:p@[bad", True),
+        ("docs/guide.md", False),
+        ("ftp://files.example.com/a", False),
+        ("", False),
+    ],
+)
+def test_a_url_is_told_from_a_path_without_raising(target: str, meant_as_url: bool) -> None:
+    assert is_url(target) is meant_as_url
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("https://docs.example.com:8443/a", None),
+        ("http://[::1]:8080/", None),
+        ("http://127.0.0.1:99999/x", "not a valid URL: port out of range 0-65535"),
+        (
+            "http://127.0.0.1:-1/x",
+            "not a valid URL: port could not be cast to integer value as '-1'",
+        ),
+        ("http://[::1", "not a valid URL: invalid IPv6 URL"),
+        ("http://host:abc/", "not a valid URL: port could not be cast to integer value as 'abc'"),
+        ("http:///path", "not a valid URL: no host"),
+    ],
+)
+def test_a_url_that_cannot_be_requested_says_why(url: str, problem: str | None) -> None:
+    assert url_problem(url) == problem
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (httpx.ReadTimeout(""), "read timed out after 3 s (ingest.url_timeout_s)"),
+        (httpx.ConnectTimeout(""), "connect timed out after 3 s (ingest.url_timeout_s)"),
+        (httpx.RemoteProtocolError(""), "remote protocol error"),
+        (httpx.ConnectError("[Errno 111] refused"), "ConnectError: [Errno 111] refused"),
+        (
+            ExceptionGroup(
+                "unhandled errors in a TaskGroup", [OverflowError("port must be 0-65535")]
+            ),
+            "OverflowError: port must be 0-65535",
+        ),
+        (ExceptionGroup("two", [OSError("a"), ExceptionGroup("b", [OSError("a")])]), "OSError: a"),
+        (RuntimeError("a bug"), None),  # not a request's failure: let through
+        (ExceptionGroup("mixed", [OSError("a"), KeyError("bug")]), None),
+    ],
+)
+def test_a_failed_request_has_a_readable_reason(exc: BaseException, reason: str | None) -> None:
+    assert fetch_failure(exc, TIMEOUT) == reason
+
+
+async def test_an_exception_group_from_the_transport_is_that_urls_skip_reason() -> None:
+    """anyio's connect raises an ExceptionGroup (an OverflowError inside, for a port the socket
+    layer refuses): one URL's failure, not the run's."""
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise ExceptionGroup("unhandled errors in a TaskGroup", [OverflowError("bad port")])
+
+    url = "http://docs.example.com/a"
+    async with httpx.AsyncClient(transport=httpx.MockTransport(refuse), timeout=TIMEOUT) as http:
+        with pytest.raises(UnreadableDocument) as caught:
+            await fetch_url(SourceItem(url, url, url, "A"), 1000, http)
+    assert str(caught.value) == f"can't fetch {url}: OverflowError: bad port"

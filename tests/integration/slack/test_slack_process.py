@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -231,6 +232,50 @@ async def test_slack_unreachable_at_start_is_one_line(kb: Settings, tmp_path: Pa
     assert len(lines) == 1, lines
     assert "Traceback" not in lines[0]
     assert "could not be reached" in lines[0]
+
+
+@pytest.mark.parametrize("given_by", ["--port", "PORT"])
+async def test_a_port_in_use_is_one_line_naming_where_it_was_set(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str], given_by: str
+) -> None:
+    _, slack_url = emulator
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        if given_by == "PORT":
+            process = await _start(_env(kb, tmp_path, slack_url, PORT=port), "--http")
+        else:
+            process = await _start(_env(kb, tmp_path, slack_url), "--http", "--port", port)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), START_TIMEOUT_S)
+    assert process.returncode == 2
+    assert b"listening" not in stdout
+    lines = stderr.decode().strip().splitlines()
+    assert lines == [
+        f"error: port {port} is in use on 127.0.0.1: stop what listens there, or choose "
+        f"another port ({given_by})"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (("--port", "99999"), {}, "Invalid value for '--port'"),
+        (("--port", "-1"), {}, "Invalid value for '--port'"),
+        ((), {"PORT": "abc"}, "error: PORT='abc' is not a port number"),
+        ((), {"PORT": "99999"}, "error: PORT='99999' is not a port number"),
+        ((), {"PORT": "+80"}, "error: PORT='+80' is not a port number"),
+    ],
+)
+async def test_a_port_that_is_not_one_is_refused_naming_the_option_or_variable(
+    kb: Settings, tmp_path: Path, args: tuple[str, ...], env: dict[str, str], said: str
+) -> None:
+    process = await _start(_env(kb, tmp_path, "http://127.0.0.1:9/api/", **env), "--http", *args)
+    _, stderr = await asyncio.wait_for(process.communicate(), START_TIMEOUT_S)
+    assert process.returncode == 2
+    assert said in stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    assert "unexpected" not in stderr.decode()
 
 
 # -- Socket Mode -------------------------------------------------------------------------------

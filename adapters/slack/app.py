@@ -150,6 +150,8 @@ class SlackBot:
             return
         if event.get("edited") or event.get("subtype"):
             return  # Slack re-sends app_mention when a message is edited
+        if not _has_fields(event, "app_mention", "channel", "ts"):
+            return
         if self._policy(body, event).trigger == "off":
             log.info("not_answered", platform="slack", reason="trigger off")
             return
@@ -174,6 +176,8 @@ class SlackBot:
         if event.get("subtype") not in _ANSWERED_SUBTYPES or event.get("bot_id"):
             return  # edits, deletes, joins, bot messages...
         if event.get("user") in (None, bot_user):
+            return
+        if not _has_fields(event, "message", "channel", "ts"):
             return
         team = body.get("team_id", "")
         thread_ts = event.get("thread_ts")
@@ -648,13 +652,16 @@ class SlackBot:
         context: dict[str, Any],
     ) -> None:
         """The configured reaction on a message asks about it, once per message."""
-        item = event.get("item", {})
+        item = event.get("item")
         if (
             event.get("reaction") != self._settings.reaction_trigger
+            or not isinstance(item, dict)
             or item.get("type") != "message"
         ):
+            return  # another reaction, or one on a file
+        if not _has_fields(item, "reaction_added item", "channel", "ts"):
             return
-        team, channel, ts = body.get("team_id", ""), item.get("channel", ""), item.get("ts", "")
+        team, channel, ts = body.get("team_id", ""), item["channel"], item["ts"]
         policy = self._policies(f"slack/{team}/{channel}")
         if policy.trigger == "off" or not policy.reactions:
             return
@@ -730,6 +737,16 @@ class SlackBot:
             )
         except SlackApiError as exc:
             log.warning("escalation_failed", platform="slack", error=slack_error(exc))
+
+
+def _has_fields(payload: dict[str, Any], what: str, *names: str) -> bool:
+    """Whether an event (or a part of one) has each of `names` as a non-empty string, as Slack
+    always sends them. One without is ignored by its listener (not a KeyError further on), with
+    a warning that names the missing fields, never the event's contents."""
+    missing = [name for name in names if not (isinstance(payload.get(name), str) and payload[name])]
+    if missing:
+        log.warning("slack_event_incomplete", platform="slack", payload=what, missing=missing)
+    return not missing
 
 
 def _key(team: str, channel: str, thread_ts: str | None) -> str:

@@ -11,18 +11,22 @@ answer a malformed body with a 500 and a traceback, and log a refused one whole.
 Both modes check the bot token with `auth.test` before serving (a wrong token would otherwise
 show only at the first @mention), and stop on SIGTERM or SIGINT the same way: no new events,
 answers in progress get `shutdown_grace_s` to finish, the rest are apologised for in their
-threads, then the process exits 0.
+threads, then the process exits 0. Socket Mode stops too when Slack refuses the app token, at
+the first connection or a later one (one line, a non-zero exit); other connection failures are
+tried again until they pass or the process is stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import os
 import re
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +47,7 @@ from adapters.slack.app import SlackBot
 from adapters.slack.progress import slack_error
 from core import metrics
 from core.config import SlackSettings
-from core.errors import BotError
+from core.errors import BotError, ConfigError
 
 log = structlog.get_logger(__name__)
 
@@ -78,10 +82,12 @@ _VIEW_FIELDS: dict[str, type] = {
     "app_installed_team_id": str,
 }
 _FUNCTION_FIELDS: dict[str, type] = {"callback_id": str}
-# Errors of `auth.test` that mean the token itself is wrong, not that Slack is unwell.
+# Errors of `auth.test` (the bot token) and `apps.connections.open` (the app token) that mean
+# the token itself is wrong, not that Slack is unwell: asking again would get the same.
 _TOKEN_REFUSED = frozenset(
     {
         "invalid_auth",
+        "missing_scope",
         "not_authed",
         "account_inactive",
         "token_revoked",
@@ -359,9 +365,14 @@ async def check_token(client: AsyncWebClient) -> None:
 
 
 async def run_http(
-    service: SlackService, host: str, port: int, on_listening: Callable[[str], None]
+    service: SlackService,
+    host: str,
+    port: int,
+    port_setting: str,
+    on_listening: Callable[[str], None],
 ) -> None:
-    """Serve until SIGTERM or SIGINT, then drain (see the module's docstring)."""
+    """Serve until SIGTERM or SIGINT, then drain (see the module's docstring). `port_setting`
+    names where the port was set, for the one line that says it can't be listened on."""
     async with _stop_on_signal() as stop:
         if service.settings.auth_check_at_start:
             await check_token(service.bolt.client)
@@ -369,7 +380,10 @@ async def run_http(
         runner = endpoint.runner()
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port).start()
+            try:
+                await web.TCPSite(runner, host, port).start()
+            except OSError as exc:
+                raise cannot_listen(host, port, port_setting, exc) from None
             bound_host, bound_port = runner.addresses[0][:2]
             on_listening(f"listening on {bound_host}:{bound_port}")
             await stop.wait()
@@ -379,20 +393,117 @@ async def run_http(
             await runner.cleanup()
 
 
+def cannot_listen(host: str, port: int, port_setting: str, exc: OSError) -> ConfigError:
+    """A failure to listen as one line naming the setting to change: the port taken (another
+    process, or a second `bot slack`), or a port or host this machine can't listen on."""
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(
+            f"port {port} is in use on {host}: stop what listens there, or choose another "
+            f"port ({port_setting})"
+        )
+    # The system's words for a failed bind, without asyncio's wrapping that repeats the
+    # address; a host name that does not resolve has no such errno (a negative EAI code).
+    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else exc.strerror
+    reason = reason or type(exc).__name__
+    return ConfigError(
+        f"cannot listen on {host}:{port} ({reason}): check {port_setting} and slack.host"
+    )
+
+
 async def run_socket_mode(
     service: SlackService, app_token: str, on_listening: Callable[[str], None]
 ) -> None:
+    """Connect, serve until SIGTERM or SIGINT, then drain. The SDK's `connect` tries again for
+    ever whatever the failure and never looks at the stop: here the stop ends the trying, and
+    a refused app token stops the run and raises `SlackAuthError` (after the drain, when it
+    was refused at a reconnection)."""
     async with _stop_on_signal() as stop:
         if service.settings.auth_check_at_start:
             await check_token(service.bolt.client)
-        handler = AsyncSocketModeHandler(service.bolt, app_token)
+        socket = _SocketConnection(service.bolt, app_token, stop)
         try:
-            await handler.connect_async()  # type: ignore[no-untyped-call]
-            on_listening("connected to Slack in Socket Mode")
-            await stop.wait()
+            if await _unless_stopped(socket.connect(), stop):
+                on_listening("connected to Slack in Socket Mode")
+                await stop.wait()
         finally:
-            await handler.close_async()  # type: ignore[no-untyped-call]  # no new events
+            await socket.close()  # no new events
         await service.bot.drain()
+        if socket.refusal is not None:
+            raise socket.refusal
+
+
+class _SocketConnection:
+    """The SDK's Socket Mode handler, with the app token's refusal told apart from Slack being
+    unwell. Each connection needs a URL from `apps.connections.open`; the SDK would log a
+    refusal and ask again for ever. The first URL is asked before the handler exists (a
+    refusal is then the process's one line: closing the handler would log another); later
+    ones, at reconnections, through the SDK's `issue_new_wss_url`, replaced here."""
+
+    def __init__(self, bolt: AsyncApp, app_token: str, stop: asyncio.Event) -> None:
+        self._bolt = bolt
+        self._app_token = app_token
+        self._stop = stop
+        self._handler: AsyncSocketModeHandler | None = None
+        self.refusal: SlackAuthError | None = None
+
+    async def connect(self) -> None:
+        url = await self._first_url()
+        self._handler = AsyncSocketModeHandler(self._bolt, self._app_token)
+        self._handler.client.wss_uri = url  # None: the SDK asks for one
+        self._handler.client.issue_new_wss_url = self._later_url  # type: ignore[method-assign]
+        await self._handler.connect_async()  # type: ignore[no-untyped-call]
+
+    async def close(self) -> None:
+        if self._handler is not None:
+            await self._handler.close_async()  # type: ignore[no-untyped-call]
+
+    async def _first_url(self) -> str | None:
+        """None when Slack can't give one now: the SDK asks again at its own pace."""
+        try:
+            return await self._url()
+        except (SlackApiError, ClientError, TimeoutError, OSError) as exc:
+            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+            log.warning("slack_socket_url_failed", error=reason)
+            return None
+
+    async def _later_url(self) -> str:
+        try:
+            return await self._url()
+        except SlackAuthError as refusal:
+            self.refusal = refusal
+            self._stop.set()
+            await asyncio.Event().wait()  # until the stopping run cancels this attempt
+            raise
+
+    async def _url(self) -> str:
+        try:
+            response = await self._bolt.client.apps_connections_open(app_token=self._app_token)
+        except SlackApiError as exc:
+            error = slack_error(exc)
+            if error in _TOKEN_REFUSED:
+                raise SlackAuthError(
+                    f"SLACK_APP_TOKEN was refused by Slack ({error}): copy an App-Level Token "
+                    "(xapp-...) with the connections:write scope from the app's Basic "
+                    "Information page"
+                ) from None
+            raise  # Slack unwell, or rate limiting: worth asking again
+        return str(response["url"])
+
+
+async def _unless_stopped(work: Awaitable[object], stop: asyncio.Event) -> bool:
+    """`work` run until it ends (True) or the stop comes first (False: `work` cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, stopping):
+            pending.cancel()
+        await asyncio.wait({task, stopping})
+    if task.cancelled():
+        return False
+    task.result()  # its failure, raised
+    return True
 
 
 @asynccontextmanager

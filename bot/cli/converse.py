@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.text import Text
 
 from bot.cli.app import EXIT_USER_ERROR, app, err, out, state
 from bot.logs import configure_logging
+
+if TYPE_CHECKING:
+    from adapters.console.session import ConsoleSession
+    from core.domain.conversation import Answer
+
+PROMPT = "[bold]> [/bold]"
 
 
 @app.command()
@@ -23,7 +32,10 @@ def ask(
     if not question.strip():
         err.print('error: the question is empty: bot ask "How do I ...?"', soft_wrap=True)
         raise typer.Exit(EXIT_USER_ERROR)
-    asyncio.run(_converse([question], as_json, conversation))
+    if not asyncio.run(_converse([question], as_json, conversation)):
+        # An error answer is one the person acts on (a question too long, the knowledge base
+        # unreachable): the exit code of a `BotError`, as `bot search` gives for the latter.
+        raise typer.Exit(EXIT_USER_ERROR)
 
 
 @app.command()
@@ -34,24 +46,73 @@ def chat(
     asyncio.run(_converse(None, False, conversation))
 
 
-async def _converse(questions: list[str] | None, as_json: bool, conversation: str | None) -> None:
+async def _converse(questions: list[str] | None, as_json: bool, conversation: str | None) -> bool:
+    """False when an answer was an error (a question too long, the knowledge base
+    unreachable): `bot ask` exits non-zero for it; `bot chat` carries on with the next line."""
     from adapters.console.session import ConsoleSession
     from bot.runtime import opened
 
     s = state.settings
     if s.logging.level == "INFO":  # service logs would interleave with the answers on screen
         configure_logging(s.logging.model_copy(update={"level": "WARNING"}))
+    answered = True
     async with opened(s) as rt:
         session = ConsoleSession(rt.engine(), out, conversation)
         if questions is not None:
             for question in questions:
-                session.show(await session.ask(question), as_json)
-            return
+                answered = _show(session, await session.ask(question), as_json) and answered
+            return answered
         while True:
             try:
-                line = await asyncio.to_thread(out.input, "[bold]> [/bold]")
+                line = await _read_line(PROMPT)
             except EOFError:
                 break
             if not line.strip():
                 break
-            session.show(await session.ask(line), as_json)
+            _show(session, await session.ask(line), as_json)
+    return answered
+
+
+def _show(session: ConsoleSession, answer: Answer, as_json: bool) -> bool:
+    """The answer, or for an error only its message on stderr: no answer header above it (an
+    "Extractive answer" line over "That question is too long" misleads). False for an error."""
+    from core.domain.conversation import AnswerStatus
+
+    if answer.status is not AnswerStatus.ERROR:
+        session.show(answer, as_json)
+        return True
+    if as_json:  # the whole object still, for a script that reads its status
+        session.show(answer, as_json)
+    else:
+        err.print(Text(f"error: {answer.text}", style="red"), soft_wrap=True)
+    return False
+
+
+async def _read_line(prompt: str) -> str:
+    """One line from the keyboard, read in a daemon thread of its own. Not the loop's default
+    executor: on Ctrl-C, `asyncio.run` waits for that executor's threads before it returns,
+    and one blocked in `input()` would keep the process alive until the next keystroke that
+    ends the line (and the interpreter joins a non-daemon thread at exit just the same)."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def settle(value: str | None, error: BaseException | None) -> None:
+        if line.done():  # cancelled by Ctrl-C while the thread was still reading
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(value or "")
+
+    def read() -> None:
+        value, error = None, None
+        try:
+            value = out.input(prompt)
+        except Exception as exc:  # noqa: BLE001 (EOFError for Ctrl-D, ...: raised by the await)
+            error = exc
+        # RuntimeError: the loop is closed, nobody waits for this line any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=read, name="bot-chat-input", daemon=True).start()
+    return await line

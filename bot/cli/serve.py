@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from core.config import Settings
+from core.errors import ConfigError
 
 if TYPE_CHECKING:
     from adapters.discord.bot import DocsBot
     from core.search.embedder import CachedEmbedder
 
 from bot.cli.app import app, err, out, state
+
+# The last TCP port; 0 asks the system for any free one.
+MAX_PORT = 65_535
+_PORT_NUMBER = re.compile(r"[0-9]{1,5}")
 
 
 @app.command()
@@ -27,14 +33,36 @@ def slack(
         bool, typer.Option("--http", help="HTTP mode: POST /slack/events, GET /healthz.")
     ] = False,
     port: Annotated[
-        int | None, typer.Option(help="HTTP port (default: $PORT, else slack.port).")
+        int | None,
+        typer.Option(
+            min=0, max=MAX_PORT, help="HTTP port (default: $PORT, else slack.port; 0: any free)."
+        ),
     ] = None,
 ) -> None:
     """Run the Slack bot: @mentions answered in threads, follow-ups, DMs."""
     if socket == http:
         err.print("error: choose exactly one of --socket and --http", soft_wrap=True)
         raise typer.Exit(2)
-    asyncio.run(_run_slack(socket, port))
+    # A wrong $PORT is told before the model loads, not after.
+    listen = None if socket else _http_port(port, state.settings.slack.port)
+    asyncio.run(_run_slack(listen))
+
+
+def _http_port(option: int | None, setting: int) -> tuple[int, str]:
+    """The port HTTP mode listens on, and where it was set (a failure to listen names it):
+    `--port` (typer checks its range), else `$PORT` (the platform's router sends there),
+    else `slack.port` (checked with the settings)."""
+    if option is not None:
+        return option, "--port"
+    given = os.environ.get("PORT", "")
+    if not given:
+        return setting, "slack.port"
+    if not _PORT_NUMBER.fullmatch(given) or int(given) > MAX_PORT:
+        raise ConfigError(
+            f"PORT={given!r} is not a port number: set PORT to one from 0 to {MAX_PORT}, "
+            "or unset it to use slack.port"
+        )
+    return int(given), "PORT"
 
 
 async def _server_embedder(s: Settings) -> CachedEmbedder:
@@ -48,9 +76,10 @@ async def _server_embedder(s: Settings) -> CachedEmbedder:
     return embedder
 
 
-async def _run_slack(socket_mode: bool, port: int | None) -> None:
+async def _run_slack(listen: tuple[int, str] | None) -> None:
     """Serve until SIGTERM or SIGINT, then let the answers in progress finish (or apologise in
-    their threads) and return: the process exits 0, like `bot discord` and `bot clock`."""
+    their threads) and return: the process exits 0, like `bot discord` and `bot clock`.
+    `listen`: HTTP mode's port and where it was set; None: Socket Mode."""
     from adapters.slack.server import run_http, run_socket_mode
     from bot.runtime import opened
     from bot.wiring import build_slack_app
@@ -58,19 +87,25 @@ async def _run_slack(socket_mode: bool, port: int | None) -> None:
 
     s = state.settings
     app_token = s.secrets.slack_app_token
-    if socket_mode and app_token is None:
+    if listen is None and app_token is None:
         raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
     async with opened(s, embedder=await _server_embedder(s)) as rt:
         platform = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
         conversations = rt.backend.conversations
         service = build_slack_app(
-            s, rt.engine(), conversations, platform, embedder=rt.embedder, socket_mode=socket_mode
+            s,
+            rt.engine(),
+            conversations,
+            platform,
+            embedder=rt.embedder,
+            socket_mode=listen is None,
         )
-        if app_token is not None and socket_mode:
+        if listen is None:
+            assert app_token is not None  # checked above
             await run_socket_mode(service, app_token.get_secret_value(), out.print)
         else:
-            port = port if port is not None else int(os.environ.get("PORT") or s.slack.port)
-            await run_http(service, s.slack.host, port, out.print)
+            port, port_setting = listen
+            await run_http(service, s.slack.host, port, port_setting, out.print)
 
 
 discord_app = typer.Typer(help="The Discord bot.", invoke_without_command=True)

@@ -17,6 +17,10 @@ class SlackEmulator:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, list[str]] = {}  # method -> errors to answer with, in order
+        self.refusals: dict[str, str] = {}  # method -> the error it answers every call with
+        # What apps.connections.open hands out for Socket Mode: by default a port where nothing
+        # listens, so the WebSocket connection fails (and the SDK tries again).
+        self.socket_url = "ws://127.0.0.1:9/link"
         self.replies: list[dict[str, Any]] = []  # what conversations.replies returns
         self.history: list[dict[str, Any]] = []  # a channel's messages, newest first
         self.posted_ts: list[str] = []  # the ts of each new message, in order
@@ -26,6 +30,10 @@ class SlackEmulator:
 
     def fail(self, method: str, *errors: str) -> None:
         self.failures.setdefault(method, []).extend(errors)
+
+    def refuse(self, method: str, error: str) -> None:
+        """Every call of `method` answered with `error` (a refused token stays refused)."""
+        self.refusals[method] = error
 
     def called(self, method: str) -> list[dict[str, Any]]:
         return [params for name, params in self.calls if name == method]
@@ -41,8 +49,9 @@ class SlackEmulator:
         if isinstance(params.get("blocks"), str):
             params["blocks"] = json.loads(params["blocks"])
         self.calls.append((method, params))
-        if self.failures.get(method):
-            error = self.failures[method].pop(0)
+        queued = self.failures.get(method)
+        error = queued.pop(0) if queued else self.refusals.get(method)
+        if error is not None:
             if error == "disconnect":  # the network fails: no HTTP answer at all
                 assert request.transport is not None
                 request.transport.abort()
@@ -74,6 +83,8 @@ class SlackEmulator:
                 "ts": ts,
                 "message": {"text": params.get("text", ""), "ts": ts},
             }
+        if method == "apps.connections.open":
+            return {"ok": True, "url": self.socket_url}
         if method == "conversations.replies":
             return {"ok": True, "messages": self.replies, "has_more": False}
         if method == "conversations.history":  # `latest` inclusive, newest first, as Slack

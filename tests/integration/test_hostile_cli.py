@@ -7,9 +7,15 @@ stderr and imported modules are the process's own.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import pty
+import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +28,8 @@ HEAVY_MODULES = ("anthropic", "discord", "slack_bolt", "elasticsearch", "aiohttp
 # `--help` needs no array either: numpy alone costs a tenth of a second.
 HELP_HEAVY_MODULES = (*HEAVY_MODULES, "numpy")
 TIMEOUT_S = 120
+# Ctrl-C ends an idle chat at once; the bound is for a busy 2-core machine.
+CTRL_C_EXIT_BOUND_S = 10
 
 
 def run_bot(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -58,6 +66,18 @@ def test_an_empty_question_exits_2(tmp_path: Path) -> None:
     result = run_bot(["ask", "  "], tmp_path)
     assert result.returncode == 2
     assert "the question is empty" in one_error_line(result)
+
+
+def test_a_question_too_long_exits_2_with_its_message_alone(tmp_path: Path) -> None:
+    question = "how do I ingest " * 2000
+    result = run_bot(["ask", question], tmp_path)
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert "That question is 31,999 characters long; the limit is 4,000" in line
+    assert "Extractive answer" not in result.stdout + result.stderr  # no answer header above it
+    as_json = run_bot(["ask", question, "--json"], tmp_path)
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout)["status"] == "error"
 
 
 @pytest.mark.parametrize("make", ["file", "under_a_file"])
@@ -162,3 +182,44 @@ def test_reingesting_an_unchanged_folder_loads_no_sdk_and_no_model(tmp_path: Pat
     (docs / "a.md").write_text("# A\n\nAlpha.\n")
     assert run_bot(["ingest", str(docs)], tmp_path).returncode == 0
     assert _modules_after(["ingest", str(docs)], tmp_path) == set()
+
+
+def test_ctrl_c_at_the_chat_prompt_ends_it_at_once(tmp_path: Path) -> None:
+    """Ctrl-C typed in a real terminal (a pty whose line discipline turns it into SIGINT for
+    the process): the chat ends within seconds with 130, like any command interrupted."""
+    environment = {
+        **os.environ,
+        "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+    }
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the pty is its controlling terminal
+        os.execve(str(BOT), [str(BOT), "chat"], environment)
+    try:
+        shown = _read_until(terminal, b"> ", TIMEOUT_S)
+        assert b"> " in shown, shown
+        os.write(terminal, b"\x03")
+        deadline = time.monotonic() + CTRL_C_EXIT_BOUND_S
+        while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0:
+            assert time.monotonic() < deadline, _read_until(terminal, b"", 0.5)
+            _read_until(terminal, b"", 0.1)  # keep the pty drained
+        assert os.waitstatus_to_exitcode(ended[1]) == 130
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(terminal)
+
+
+def _read_until(terminal: int, wanted: bytes, timeout_s: float) -> bytes:
+    """What the pty shows until `wanted` appears or the time is up (then whatever came)."""
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not (wanted and wanted in seen):
+        ready, _, _ = select.select([terminal], [], [], 0.1)
+        if ready:
+            try:
+                seen += os.read(terminal, 4096)
+            except OSError:  # the child closed the pty
+                break
+    return seen

@@ -334,3 +334,53 @@ def _one_refusal(logs: Logs, status: int) -> None:
     assert f'"status": {status}' in lines[0]
     assert len(lines[0]) < 300
     assert MARKER not in lines[0]
+
+
+def _event(kind: str, **fields: Any) -> dict[str, Any]:
+    event = {"type": kind, "user": "U2", "text": f"how? {MARKER}", "ts": "1700000000.000900"}
+    return {**event, "channel": "C1", **fields}
+
+
+@pytest.mark.parametrize(
+    ("event", "missing"),
+    [
+        pytest.param(_event("app_mention", channel=None), "channel", id="mention-no-channel"),
+        pytest.param(_event("app_mention", ts=None), "ts", id="mention-no-ts"),
+        pytest.param(
+            _event("app_mention", channel={"id": "C1"}), "channel", id="mention-channel-object"
+        ),
+        pytest.param(
+            _event("message", channel=None, thread_ts="1700000000.000100"),
+            "channel",
+            id="thread-reply-no-channel",
+        ),
+        pytest.param(
+            _event("message", channel=None, channel_type="im"), "channel", id="dm-no-channel"
+        ),
+        pytest.param(
+            {
+                "type": "reaction_added",
+                "user": "U3",
+                "reaction": "question",
+                "item": {"type": "message", "ts": "1700000000.000900"},
+            },
+            "channel",
+            id="reaction-item-no-channel",
+        ),
+    ],
+)
+async def test_an_event_without_a_field_we_need_is_ignored_with_one_warning(
+    slack: SlackHarness, logs: Logs, event: dict[str, Any], missing: str
+) -> None:
+    """Slack always sends these fields; a signed event without one gets its 200 and is ignored
+    with a warning naming the field, not a listener's KeyError, and never its text."""
+    event = {key: value for key, value in event.items() if value is not None}
+    assert await slack.event(event, "EvIncomplete") == 200
+    await slack.settle()
+    lines = [line for line in logs.lines() if "auth.test" not in line]
+    assert len(lines) == 1, lines
+    assert "slack_event_incomplete" in lines[0]
+    assert f'"missing": ["{missing}"]' in lines[0]
+    assert MARKER not in lines[0]
+    asked = [name for name, _ in slack.emulator.calls if name != "auth.test"]
+    assert asked == []  # nothing posted, nothing read

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -69,13 +70,11 @@ class BotProcess:
             return r.status
 
 
-async def _start(env: dict[str, str]) -> asyncio.subprocess.Process:
+async def _start(env: dict[str, str], *mode: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         str(BOT),
         "slack",
-        "--http",
-        "--port",
-        "0",
+        *(mode or ("--http", "--port", "0")),
         env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -233,3 +232,142 @@ async def test_slack_unreachable_at_start_is_one_line(kb: Settings, tmp_path: Pa
     assert len(lines) == 1, lines
     assert "Traceback" not in lines[0]
     assert "could not be reached" in lines[0]
+
+
+@pytest.mark.parametrize("given_by", ["--port", "PORT"])
+async def test_a_port_in_use_is_one_line_naming_where_it_was_set(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str], given_by: str
+) -> None:
+    _, slack_url = emulator
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        if given_by == "PORT":
+            process = await _start(_env(kb, tmp_path, slack_url, PORT=port), "--http")
+        else:
+            process = await _start(_env(kb, tmp_path, slack_url), "--http", "--port", port)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), START_TIMEOUT_S)
+    assert process.returncode == 2
+    assert b"listening" not in stdout
+    lines = stderr.decode().strip().splitlines()
+    assert lines == [
+        f"error: port {port} is in use on 127.0.0.1: stop what listens there, or choose "
+        f"another port ({given_by})"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (("--port", "99999"), {}, "Invalid value for '--port'"),
+        (("--port", "-1"), {}, "Invalid value for '--port'"),
+        ((), {"PORT": "abc"}, "error: PORT='abc' is not a port number"),
+        ((), {"PORT": "99999"}, "error: PORT='99999' is not a port number"),
+        ((), {"PORT": "+80"}, "error: PORT='+80' is not a port number"),
+    ],
+)
+async def test_a_port_that_is_not_one_is_refused_naming_the_option_or_variable(
+    kb: Settings, tmp_path: Path, args: tuple[str, ...], env: dict[str, str], said: str
+) -> None:
+    process = await _start(_env(kb, tmp_path, "http://127.0.0.1:9/api/", **env), "--http", *args)
+    _, stderr = await asyncio.wait_for(process.communicate(), START_TIMEOUT_S)
+    assert process.returncode == 2
+    assert said in stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    assert "unexpected" not in stderr.decode()
+
+
+# -- Socket Mode -------------------------------------------------------------------------------
+
+APP_TOKEN = "xapp-1-test-app-token"
+
+
+async def _start_socket(kb: Settings, tmp_path: Path, slack_url: str) -> asyncio.subprocess.Process:
+    return await _start(_env(kb, tmp_path, slack_url, SLACK_APP_TOKEN=APP_TOKEN), "--socket")
+
+
+@pytest.mark.parametrize("error", ["invalid_auth", "not_allowed_token_type", "token_revoked"])
+async def test_a_refused_app_token_stops_socket_mode_with_one_line(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str], error: str
+) -> None:
+    """The SDK would retry a refused app token for ever (every few seconds, a log line each);
+    the process stops at the first refusal instead, and says which token and what to do."""
+    slack, slack_url = emulator
+    slack.refuse("apps.connections.open", error)
+    process = await _start_socket(kb, tmp_path, slack_url)
+    try:
+        await _until(lambda: slack.called("apps.connections.open"), START_TIMEOUT_S, "no call")
+        refused_at = time.monotonic()
+        stdout, stderr = await asyncio.wait_for(process.communicate(), QUIET_EXIT_BOUND_S)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert time.monotonic() - refused_at < QUIET_EXIT_BOUND_S
+    assert process.returncode not in (0, None)
+    assert b"connected" not in stdout
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "Traceback" not in lines[0]
+    assert f"SLACK_APP_TOKEN was refused by Slack ({error})" in lines[0]
+    assert APP_TOKEN not in stderr.decode()
+    assert len(slack.called("apps.connections.open")) == 1  # refused once: not asked again
+
+
+async def test_an_app_token_refused_when_asked_again_stops_socket_mode(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
+) -> None:
+    """Slack unwell at the first try, the token refused at the SDK's next: the process stops
+    there with the same line, not at the next restart."""
+    slack, slack_url = emulator
+    slack.fail("apps.connections.open", "internal_error")
+    slack.refuse("apps.connections.open", "token_revoked")
+    process = await _start_socket(kb, tmp_path, slack_url)
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), START_TIMEOUT_S)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode not in (0, None)
+    last = stderr.decode().strip().splitlines()[-1]
+    assert last.startswith("error: SLACK_APP_TOKEN was refused by Slack (token_revoked)"), last
+    assert "Traceback" not in stderr.decode()
+    assert len(slack.called("apps.connections.open")) == 2
+
+
+@pytest.mark.parametrize(
+    ("trouble", "stop"),
+    [("no WebSocket", signal.SIGINT), ("Slack unwell", signal.SIGTERM)],
+)
+async def test_a_stop_signal_ends_socket_mode_still_trying_to_connect(
+    kb: Settings,
+    tmp_path: Path,
+    emulator: tuple[SlackEmulator, str],
+    trouble: str,
+    stop: signal.Signals,
+) -> None:
+    """A failure that may pass (the WebSocket can't be reached, Slack answers internal_error)
+    is tried again, but Ctrl-C or SIGTERM ends the trying at once, exit 0."""
+    slack, slack_url = emulator
+    if trouble == "Slack unwell":
+        slack.refuse("apps.connections.open", "internal_error")
+    process = await _start_socket(kb, tmp_path, slack_url)
+    try:
+        await _until(lambda: slack.called("apps.connections.open"), START_TIMEOUT_S, "no call")
+        assert process.stderr is not None
+        # Trying again: the SDK's line for each failed attempt.
+        while not (
+            line := await asyncio.wait_for(process.stderr.readline(), QUIET_EXIT_BOUND_S)
+        ).startswith(b"Failed to connect"):
+            assert line, "the process ended"
+        assert process.returncode is None
+        started = time.monotonic()
+        process.send_signal(stop)
+        assert await asyncio.wait_for(process.wait(), QUIET_EXIT_BOUND_S) == 0
+        assert time.monotonic() - started < QUIET_EXIT_BOUND_S
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -68,6 +68,11 @@ class UnreadableDocument(BotError, ValueError):
     """The content can't be parsed into text; the message is the per-file skip reason."""
 
 
+class UnreachableDocument(UnreadableDocument):
+    """The document could not be had this time (a timeout, a refused connection, HTTP 429 or
+    5xx): it may well still exist, so a sync keeps the copy it has rather than prune it."""
+
+
 class SourceUnavailable(BotError, RuntimeError):
     """A source could not be read as a whole (a clone or fetch failed, an API refused): the
     sync fails with this one line and the index keeps what it had."""

@@ -32,7 +32,7 @@ import structlog
 
 from core.config import IngestSettings
 from core.domain.urls import redact_url
-from core.errors import UnreadableDocument
+from core.errors import UnreachableDocument, UnreadableDocument
 from core.ingest.formats import DocumentFormat
 from core.ingest.memory import load_json, save_json
 from core.ingest.sources import (
@@ -269,6 +269,13 @@ class SiteConnector:
         except AlreadySeen as exc:  # a redirect to a page of the crawl: read there
             self._redirects[visit.url] = (visit, normalised(str(exc)))
             return []
+        except UnreachableDocument as exc:
+            if remembered is None or not indexed:
+                return self._leave_out(visit, found, str(exc))
+            # Down for now, not gone: the indexed copy stays (a pruning sync would delete it)
+            # and the links it had are still followed, so the pages under it stay too.
+            found.skipped.append(Skipped(redact_url(visit.url), f"{exc}; the indexed copy is kept"))
+            return self._keep(visit, found, pages, remembered, None)
         except UnreadableDocument as exc:
             return self._leave_out(visit, found, str(exc))
         assert fetched.fmt is not None
@@ -357,7 +364,7 @@ class SiteConnector:
                     conditional=conditional,
                 )
         except TimeoutError:
-            raise UnreadableDocument(
+            raise UnreachableDocument(
                 f"did not arrive whole within {self._settings.url_deadline_s:g} s"
             ) from None
 

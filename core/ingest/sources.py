@@ -15,13 +15,14 @@ import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import quote, unquote, urldefrag, urlparse, urlsplit
 
 import httpx
 
 from core.domain.urls import redact_url, redact_urls_in
-from core.errors import UnreadableDocument
+from core.errors import UnreachableDocument, UnreadableDocument
 from core.ingest.formats import DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
@@ -394,7 +395,8 @@ async def fetch_url(
     except Exception as exc:
         if (reason := fetch_failure(exc, client.timeout)) is None:
             raise
-        raise UnreadableDocument(redact_urls_in(f"can't fetch {item.url}: {reason}")) from None
+        failed = UnreachableDocument if _passing(exc) else UnreadableDocument
+        raise failed(redact_urls_in(f"can't fetch {item.url}: {reason}")) from None
     raise UnreadableDocument(f"more than {MAX_REDIRECTS} redirects")
 
 
@@ -431,6 +433,14 @@ def fetch_failure(exc: BaseException, timeout: httpx.Timeout) -> str | None:
     return f"{type(exc).__name__}: {detail}" if detail else _words(type(exc).__name__)
 
 
+def _passing(exc: BaseException) -> bool:
+    """Whether a request's failure says nothing about the document (the network or the server
+    failed), rather than about its URL (malformed, a port out of range)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_passing(leaf) for leaf in _leaves(exc))
+    return isinstance(exc, (httpx.TransportError, OSError))
+
+
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     found: list[BaseException] = []
     for exc in group.exceptions:
@@ -448,8 +458,13 @@ async def _body(
 ) -> tuple[bytes, DocumentFormat | None]:
     """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb is stopped after
     at most one network read's worth of inflation."""
-    if response.status_code >= 400:
-        raise UnreadableDocument(f"HTTP {response.status_code} from {redact_url(str(url))}")
+    if response.status_code >= HTTPStatus.BAD_REQUEST:
+        status = response.status_code
+        passing = (
+            status == HTTPStatus.TOO_MANY_REQUESTS or status >= HTTPStatus.INTERNAL_SERVER_ERROR
+        )
+        failed = UnreachableDocument if passing else UnreadableDocument
+        raise failed(f"HTTP {status} from {redact_url(str(url))}")
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_big(max_bytes)

@@ -39,6 +39,8 @@ class DocsSite:
     base: str = ""  # set once served
     # More redirects, path -> Location (a test's loops and dead ends).
     redirects: dict[str, str] = field(default_factory=dict)
+    # Pages answering with an error status for now, path -> status (a site having a bad day).
+    failing: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pages.update(
@@ -107,6 +109,8 @@ class DocsSite:
             )
             xml = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
             return web.Response(body=gzip.compress(xml.encode()), content_type="application/gzip")
+        if path in self.failing:
+            return web.Response(status=self.failing[path], text="try again later")
         if path in self.redirects:
             raise web.HTTPFound(self.redirects[path])
         if path == "/docs/old-install":

@@ -250,6 +250,38 @@ async def test_a_re_crawl_downloads_only_the_pages_that_changed(
     assert sum(served.site.downloads.values()) == full_crawl
 
 
+@pytest.mark.parametrize("status", [503, 429])
+async def test_a_page_down_for_now_is_kept_with_the_pages_under_it(
+    status: int, served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+) -> None:
+    """A sync that prunes must not read "the server failed this once" as "the page is gone":
+    the indexed copy stays, and so do the pages reached only through its links. A 404 is gone."""
+    memory = tmp_path / "crawl-memory.json"
+
+    async def sync() -> IngestReport:
+        known = await index.documents()
+        site = crawler(served, settings.ingest, memory=memory, known=known)
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    assert (await sync()).counts[Outcome.ADDED] == 5
+    served.site.failing["/docs/guide/"] = status  # advanced.html is linked only from here
+    bad_day = await sync()
+    assert bad_day.counts[Outcome.DELETED] == 0
+    assert bad_day.counts[Outcome.UNCHANGED] == 5
+    assert [(s.display, s.reason) for s in bad_day.skipped if "kept" in s.reason] == [
+        (
+            f"{served.url}/docs/guide/",
+            f"HTTP {status} from {served.url}/docs/guide/; the indexed copy is kept",
+        )
+    ]
+    assert len(await index.documents()) == 5
+
+    served.site.failing["/docs/guide/"] = 404
+    gone = await sync()
+    assert gone.counts[Outcome.DELETED] == 2  # the guide, and advanced.html found only there
+    assert f"{served.url}/docs/guide/" not in await index.documents()
+
+
 def link_from_home(site: DocsSite, *hrefs: str) -> None:
     site.pages["/docs/"] = page("Docs home", "Welcome to the product docs.", *hrefs)
 

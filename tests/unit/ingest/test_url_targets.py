@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from core.errors import UnreadableDocument
+from core.errors import UnreachableDocument, UnreadableDocument
 from core.ingest.sources import SourceItem, fetch_failure, fetch_url, is_url, url_problem
 
 TIMEOUT = httpx.Timeout(3)
@@ -82,3 +82,34 @@ async def test_an_exception_group_from_the_transport_is_that_urls_skip_reason() 
         with pytest.raises(UnreadableDocument) as caught:
             await fetch_url(SourceItem(url, url, url, "A"), 1000, http)
     assert str(caught.value) == f"can't fetch {url}: OverflowError: bad port"
+
+
+@pytest.mark.parametrize(
+    ("failure", "for_now"),
+    [
+        (httpx.ConnectError("[Errno 111] refused"), True),
+        (httpx.ReadTimeout(""), True),
+        (ExceptionGroup("connect", [OSError("unreachable")]), True),
+        (ExceptionGroup("connect", [OverflowError("bad port")]), False),  # the URL's fault
+        (503, True),
+        (429, True),
+        (404, False),
+        (403, False),
+    ],
+)
+async def test_a_failure_for_now_is_told_from_a_document_gone(
+    failure: BaseException | int, for_now: bool
+) -> None:
+    """The network or the server failing (`UnreachableDocument`) says nothing about the
+    document, so a sync keeps its indexed copy; a 404 or a bad URL is the document's answer."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if isinstance(failure, int):
+            return httpx.Response(failure, text="no")
+        raise failure
+
+    url = "http://docs.example.com/a"
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer), timeout=TIMEOUT) as http:
+        with pytest.raises(UnreadableDocument) as caught:
+            await fetch_url(SourceItem(url, url, url, "A"), 1000, http)
+    assert isinstance(caught.value, UnreachableDocument) is for_now

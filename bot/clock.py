@@ -27,7 +27,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from core.answer.engine import AnswerEngine
 from core.config import InsightSettings, KeywordSettings
-from core.errors import RunLockHeld
+from core.errors import BotError, RunLockHeld
 from core.insights.stale import Notifier, recheck, stale_answers
 from core.learning.pruning import KeywordPruner
 from core.ports import AnswerRecords, ConversationStore, SearchIndex
@@ -191,6 +191,8 @@ class SyncJob:
             await self._sync()
         except RunLockHeld:
             log.info("sync_skipped", source=self._source, reason="another sync of it is running")
+        except BotError as exc:  # the source's own failure, said in one line: no traceback
+            log.error("sync_failed", source=self._source, reason=str(exc))
         except Exception:
             log.exception("sync_failed", source=self._source)
         else:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from bot.clock import SyncJob
-from core.errors import RunLockHeld
+from core.errors import RunLockHeld, SourceUnavailable
 from tests.fakes.docs_site import DocsSite
 from tests.integration.test_site_crawl import site_in_a_thread  # noqa: F401 (a fixture)
 
@@ -78,6 +78,27 @@ async def test_a_scheduled_sync_leaves_a_running_one_alone() -> None:
         await job.run()
     assert [e["event"] for e in logs] == ["sync_skipped"]
     assert job.job_id == "sync-runbooks"
+
+
+async def test_a_scheduled_sync_that_fails_says_why_in_one_line() -> None:
+    """A source's own failure (its folder gone, its server refusing) is one error line in the
+    clock's log, not a traceback; a bug still gets its traceback."""
+
+    async def gone() -> None:
+        raise SourceUnavailable("runbooks: nothing to sync at /srv/runbooks")
+
+    async def bug() -> None:
+        raise KeyError("oops")
+
+    with structlog.testing.capture_logs() as logs:
+        await SyncJob("runbooks", "0 4 * * *", gone).run()
+        await SyncJob("runbooks", "0 4 * * *", bug).run()
+    known, unexpected = logs
+    assert known["event"] == unexpected["event"] == "sync_failed"
+    assert known["log_level"] == "error"
+    assert known["reason"] == "runbooks: nothing to sync at /srv/runbooks"
+    assert "exc_info" not in known
+    assert unexpected["exc_info"] is True
 
 
 def test_a_files_source_takes_only_what_its_patterns_name(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,11 @@ HELP_HEAVY_MODULES = (*HEAVY_MODULES, "numpy")
 TIMEOUT_S = 120
 
 
-def run_bot(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_bot(
+    args: list[str], tmp_path: Path, wrapper: Sequence[str] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`bot ARGS` with its data in `tmp_path`, run under `wrapper` (a command that runs
+    another, such as `setpriv ... --`) when given."""
     environment = {
         **os.environ,
         "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
@@ -35,7 +40,7 @@ def run_bot(args: list[str], tmp_path: Path, **env: str) -> subprocess.Completed
         if secret not in env:
             environment.pop(secret, None)
     return subprocess.run(
-        [str(BOT), *args],
+        [*wrapper, str(BOT), *args],
         env=environment,
         capture_output=True,
         text=True,

@@ -10,6 +10,7 @@ Secrets are named, never shown; URLs are shown without credentials.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,9 @@ class Check:
     info: bool = False  # says what the settings make of the bot; not a health check
 
 
-async def diagnose(backend: Backend) -> list[Check]:
+async def diagnose(backend: Backend, settings: Settings, channel: str | None) -> list[Check]:
+    """The backend's checks, the index's content, and the channel policies' sources against
+    it (with `channel`'s whole policy, when asked for)."""
     from core.backends.sqlite.index import SqliteIndex
 
     checks = [Check(c.name, c.ok, c.detail) for c in await backend.health()]
@@ -46,7 +49,11 @@ async def diagnose(backend: Backend) -> list[Check]:
     try:
         stats = await index.stats()
     except SearchIndexError as exc:
-        return [*checks, Check("index", False, str(exc))]
+        if not any(c.detail == str(exc) for c in checks):  # a damaged file, found already
+            checks.append(Check("index", False, str(exc)))
+        if channel is not None:
+            checks.append(channel_policy(settings, channel, None))
+        return checks
     sources = ", ".join(f"{k}: {v}" for k, v in sorted(stats.sources.items())) or "none"
     checks.append(
         Check(
@@ -60,6 +67,9 @@ async def diagnose(backend: Backend) -> list[Check]:
     checks.append(Check("embedder", True, f"{embedder.model_id}, {embedder.dimensions} dimensions"))
     if isinstance(index, SqliteIndex):
         checks.append(Check("vectors", True, index.vector_plan(stats.chunks), info=True))
+    checks += policy_sources(settings, stats.sources)
+    if channel is not None:
+        checks.append(channel_policy(settings, channel, stats.sources))
     return checks
 
 
@@ -83,8 +93,10 @@ async def model_tools(settings: Settings, backend: Backend) -> list[Check]:
     return [Check("model tools", True, detail, info=True)]
 
 
-def channel_policy(settings: Settings, key: str) -> Check:
-    """How the bot behaves in one channel, and which `channels.policies` entries said so."""
+def channel_policy(settings: Settings, key: str, indexed: Collection[str] | None) -> Check:
+    """How the bot behaves in one channel, and which `channels.policies` entries said so;
+    failed when it searches only sources of which `indexed` (the index's, when it could be
+    read) holds nothing: every question there would find nothing."""
     p = settings.policy(key)
     came_from = ", ".join(p.matched) or "channels.default only"
     sources = ", ".join(p.sources) or "all"
@@ -98,7 +110,49 @@ def channel_policy(settings: Settings, key: str) -> Check:
         f"private {str(p.private).lower()}; reactions {str(p.reactions).lower()}; "
         f"escalate_to {escalation} (from {came_from})"
     )
+    if indexed is not None and (missing := _not_indexed(settings, p.sources, indexed)):
+        return Check(f"channel {key}", False, f"{detail}; {missing}")
     return Check(f"channel {key}", True, detail, info=True)
+
+
+def policy_sources(settings: Settings, indexed: Collection[str]) -> list[Check]:
+    """Every source a channel policy limits its channels to, looked for in the index: a name
+    with no document (a typo, a source never synced) leaves those channels answering nothing,
+    so it fails, like the other settings that contradict themselves. No row when no policy
+    names a source."""
+    c = settings.channels
+    named = {"channels.default": c.default.sources or []} | {
+        f"channels.policies.{prefix}": policy.sources or []
+        for prefix, policy in sorted(c.policies.items())
+    }
+    named = {where: sources for where, sources in named.items() if sources}
+    if not named:
+        return []
+    problems = [
+        f"{where}: {missing}"
+        for where, sources in named.items()
+        if (missing := _not_indexed(settings, sources, indexed))
+    ]
+    if problems:
+        return [Check("channel sources", False, "; ".join(problems))]
+    listed = ", ".join(sorted({s for sources in named.values() for s in sources}))
+    return [Check("channel sources", True, f"every source a policy names is indexed: {listed}")]
+
+
+def _not_indexed(settings: Settings, sources: Iterable[str], indexed: Collection[str]) -> str:
+    """What is wrong with the sources the index holds nothing of, and what to do; empty when
+    there are none."""
+    missing = [s for s in dict.fromkeys(sources) if s not in indexed]
+    if not missing:
+        return ""
+    said = [
+        f"source {s} has no document in the index: run `bot sync {s}`"
+        if s in settings.sources
+        else f"source {s} has no document in the index and no entry in `sources:` (a typo? "
+        f"else `bot ingest PATH --source {s}`)"
+        for s in missing
+    ]
+    return "; ".join(said) + f" (indexed: {', '.join(sorted(indexed)) or 'nothing'})"
 
 
 def configuration(settings: Settings) -> list[Check]:

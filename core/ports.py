@@ -335,7 +335,8 @@ class Backend(Protocol):
 
     async def health(self) -> list[HealthCheck]:
         """The backend's own checks beyond the index's content (a cluster's connection,
-        version, health, licence and index version); none for an embedded file."""
+        version, health, licence and index version; whether an embedded backend's files are
+        whole)."""
 
     async def reindex(
         self, *, delete_old: bool, on_progress: Callable[[int, int], None]

@@ -29,7 +29,6 @@ def doctor(
 ) -> None:
     """Check the backend (reachable, versions, licence, index) and say which model answers,
     which platform tokens are set and whether the web is searched."""
-    from bot.diagnostics import channel_policy
     from core.domain.urls import redact_urls_in
 
     if channel is not None and not _CHANNEL_KEY.fullmatch(channel):
@@ -37,9 +36,7 @@ def doctor(
             f"{channel!r} is not a channel key: use slack/TEAM_ID/CHANNEL_ID or "
             "discord/GUILD_ID/CHANNEL_ID"
         )
-    checks = asyncio.run(_doctor())
-    if channel is not None:
-        checks.append(channel_policy(state.settings, channel))
+    checks = asyncio.run(_doctor(channel))
     table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
     for check in checks:
         status = (
@@ -52,8 +49,8 @@ def doctor(
         raise typer.Exit(1)
 
 
-async def _doctor() -> list[Check]:
-    from bot.diagnostics import Check, configuration, diagnose, model_tools
+async def _doctor(channel: str | None) -> list[Check]:
+    from bot.diagnostics import Check, channel_policy, configuration, diagnose, model_tools
     from bot.wiring import build_embedder, open_backend
     from core.errors import SearchIndexError
 
@@ -62,8 +59,14 @@ async def _doctor() -> list[Check]:
     try:
         backend = await open_backend(s, embedder, check_compatible=False)
     except SearchIndexError as exc:
-        return [Check("connection", False, str(exc)), *configuration(s)]
+        failed = Check("index" if s.search.backend == "sqlite" else "connection", False, str(exc))
+        policy = [] if channel is None else [channel_policy(s, channel, None)]
+        return [failed, *configuration(s), *policy]
     try:
-        return [*await diagnose(backend), *configuration(s), *await model_tools(s, backend)]
+        return [
+            *await diagnose(backend, s, channel),
+            *configuration(s),
+            *await model_tools(s, backend),
+        ]
     finally:
         await backend.close()

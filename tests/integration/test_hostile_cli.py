@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,11 @@ TIMEOUT_S = 120
 CTRL_C_EXIT_BOUND_S = 10
 
 
-def run_bot(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_bot(
+    args: list[str], tmp_path: Path, wrapper: Sequence[str] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`bot ARGS` with its data in `tmp_path`, run under `wrapper` (a command that runs
+    another, such as `setpriv ... --`) when given."""
     environment = {
         **os.environ,
         "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
@@ -43,7 +48,7 @@ def run_bot(args: list[str], tmp_path: Path, **env: str) -> subprocess.Completed
         if secret not in env:
             environment.pop(secret, None)
     return subprocess.run(
-        [str(BOT), *args],
+        [*wrapper, str(BOT), *args],
         env=environment,
         capture_output=True,
         text=True,

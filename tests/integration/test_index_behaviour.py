@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from typing import Any
 
 import numpy as np
@@ -208,11 +209,28 @@ async def test_index_built_by_another_model_is_refused(settings: Settings, embed
         SqliteIndex(settings.index_path, ForeignEmbedder(), settings.search)  # type: ignore[arg-type]
 
 
+async def test_opening_an_index_made_by_this_bot_writes_nothing(
+    settings: Settings, embedder
+) -> None:
+    """So a read-only index file (a read-only mount, another user's) can still be searched."""
+    first = SqliteIndex(settings.index_path, embedder, settings.search)
+    await first.close()
+    with sqlite3.connect(settings.index_path) as db:
+        changes = db.execute("PRAGMA data_version").fetchone()
+        again = SqliteIndex(settings.index_path, embedder, settings.search)
+        assert db.execute("PRAGMA data_version").fetchone() == changes  # nobody else wrote
+    assert await again.documents() == {}
+    await again.close()
+
+
 async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> None:
     settings.index_path.parent.mkdir(parents=True, exist_ok=True)
     settings.index_path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(SearchIndexError, match="can't open the index"):
+    with pytest.raises(SearchIndexError) as raised:
         SqliteIndex(settings.index_path, embedder, settings.search)
+    assert str(raised.value).startswith(
+        f"{settings.index_path} is damaged (file is not a database): delete it and ingest again"
+    )
 
 
 @pytest.mark.parametrize("k", [0, -1, 10_001])

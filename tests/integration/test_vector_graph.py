@@ -256,3 +256,23 @@ async def test_a_graph_that_cannot_be_saved_fails_no_ingest_and_keeps_the_log(
     assert index._reader().execute("SELECT count(*) FROM vector_log").fetchone()[0] == 600
     assert (await _vector_top(index, "q:42"))[0] == "text 42"  # the graph, in memory
     assert index.vector_side().startswith("approximate (600 vectors")
+
+
+async def test_a_new_database_does_not_take_the_graph_left_by_a_deleted_one(
+    tmp_path: Path, settings: Settings, table: dict[str, Vectors]
+) -> None:
+    """ "Delete the index and ingest again" (the advice for a damaged one) must not leave the
+    old graph in charge: its row ids are the old database's."""
+    path = tmp_path / "index.sqlite"
+    old = await _filled(path, table, _settings(settings))
+    await old.close()
+    for leftover in tmp_path.glob("index.sqlite*"):
+        if leftover.suffix != ".vectors" and not leftover.name.endswith(".vectors.json"):
+            leftover.unlink()
+    assert path.with_name("index.sqlite.vectors").is_file()
+    new = _open(path, table, _settings(settings))
+    for n in reversed(range(DOCS)):  # other row ids for the same chunks
+        await _write_doc(new, table, n, [f"text {2 * n}", f"text {2 * n + 1}"])
+    await new.refresh()
+    for i in range(0, DOCS * 2, 7):
+        assert (await _vector_top(new, f"q:{i}"))[0] == f"text {i}"

@@ -11,19 +11,15 @@ import threading
 import time
 from pathlib import Path
 
+from core.backends.sqlite.state_file import connect_state
 from core.domain.conversation import Turn
-from core.sqlite import connect_store, transaction
+from core.sqlite import transaction
 
 
 class SqliteConversationStore:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
         self._lock = threading.Lock()
-        self._db = connect_store(path, busy_timeout_ms)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS turns (id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
-            " question TEXT NOT NULL, answer TEXT NOT NULL, created_at REAL NOT NULL)"
-        )
-        self._db.execute("CREATE INDEX IF NOT EXISTS turns_by_key ON turns (key, id)")
+        self._db = connect_state(path, busy_timeout_ms)
 
     def _recent(self, key: str, limit: int) -> list[Turn]:
         with self._lock:

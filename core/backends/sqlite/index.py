@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from core.backends.sqlite.query_terms import fts_or_expression, query_terms, within_postings_budget
-from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, statements
+from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, schema_names, statements
 from core.backends.sqlite.vectors import IDS_PER_QUERY, SqliteVectors, filter_clauses
 from core.config import SearchSettings
 from core.domain.documents import (
@@ -42,10 +42,16 @@ from core.ports import Embedder
 from core.search.checks import check_vectors
 from core.search.fusion import Ranked
 from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits
-from core.sqlite import connect_store, transaction
+from core.sqlite import Integrity, check_integrity, connect_store, transaction
 
 _KEYWORD_SEPARATOR = "\n"
 _MAX_QUERY_TERMS = 64
+_FTS_INTEGRITY_CHECK = "INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')"
+# What to do about a damaged index file: it is made again from the sources.
+IF_DAMAGED = (
+    "delete it and ingest again (`bot ingest PATH`, `bot sync NAME`); the embedding cache "
+    "makes that quick"
+)
 
 
 class SqliteIndex(HybridIndex):
@@ -61,10 +67,10 @@ class SqliteIndex(HybridIndex):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._init_schema()
         self._vectors = SqliteVectors(
             path, embedder.dimensions, embedder.model_id, settings, self._reader, self._write_lock
         )
+        self._init_schema()
 
     @property
     def embedder(self) -> Embedder:
@@ -77,8 +83,11 @@ class SqliteIndex(HybridIndex):
 
     # -- connections ------------------------------------------------------------------------
 
+    def _open(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        return connect_store(self._path, busy_timeout_ms, if_damaged=IF_DAMAGED, rebuildable=True)
+
     def _connect(self) -> sqlite3.Connection:
-        db = connect_store(self._path, self._settings.busy_timeout_ms, rebuildable=True)
+        db = self._open(self._settings.busy_timeout_ms)
         with self._connections_lock:
             self._connections.append(db)
         return db
@@ -100,27 +109,59 @@ class SqliteIndex(HybridIndex):
             )
 
     def _init_schema(self) -> None:
+        """The tables made, or checked: an index made by this version for this embedder is
+        only read (nothing written, so a read-only file can be searched); the full-text table
+        is opened too, so a damaged one fails here, with its file named, and not first in
+        the middle of a search."""
         try:
-            with self._write() as db:
-                for statement in statements():
-                    db.execute(statement)
-                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-                wanted = {
-                    "schema_version": SCHEMA_VERSION,
-                    "embedder": self._embedder.model_id,
-                    "dimensions": str(self._embedder.dimensions),
-                }
-                for key, value in wanted.items():
-                    if key not in meta:
+            if not self._schema_current(self._reader()):
+                with self._write() as db:
+                    for statement in statements():
+                        db.execute(statement)
+                    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+                    if "generation" not in meta:  # a new database: an old graph isn't its own
+                        self._vectors.forget()
+                    for key, value in self._missing_meta(meta).items():
                         db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
-                    elif meta[key] != value:
-                        raise SearchIndexError(
-                            f"{self._path} was built with {key}={meta[key]!r}, but this bot uses "
-                            f"{value!r}; delete the file and ingest again"
-                        )
-                db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')")
+                    db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')")
+            self._reader().execute("SELECT rowid FROM chunks_fts LIMIT 0").fetchall()
         except sqlite3.DatabaseError as exc:
             raise SearchIndexError(f"can't open the index at {self._path}: {exc}") from exc
+
+    def _schema_current(self, db: sqlite3.Connection) -> bool:
+        """Every table, index and trigger there, and the meta rows written (as this bot
+        wants them, or the index is refused)."""
+        present = {row[0] for row in db.execute("SELECT name FROM sqlite_master").fetchall()}
+        if not schema_names() <= present:
+            return False
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        return not self._missing_meta(meta) and "generation" in meta
+
+    def _missing_meta(self, meta: dict[str, str]) -> dict[str, str]:
+        """The meta rows this bot needs that `meta` lacks; an index built for another schema
+        or embedder is refused."""
+        wanted = {
+            "schema_version": SCHEMA_VERSION,
+            "embedder": self._embedder.model_id,
+            "dimensions": str(self._embedder.dimensions),
+        }
+        for key, value in wanted.items():
+            if key in meta and meta[key] != value:
+                raise SearchIndexError(
+                    f"{self._path} was built with {key}={meta[key]!r}, but this bot uses "
+                    f"{value!r}; delete the file and ingest again"
+                )
+        return {key: value for key, value in wanted.items() if key not in meta}
+
+    def integrity(self, within_s: float) -> tuple[Integrity, str]:
+        """Whether the file is whole, as far as `within_s` seconds of checking can tell
+        (`bot doctor`): its pages and b-trees, then FTS5's own check of the full-text index.
+        On a connection of its own, which the check may interrupt."""
+        db = self._open(busy_timeout_ms=0)
+        try:
+            return check_integrity(db, within_s, {"full-text index": _FTS_INTEGRITY_CHECK})
+        finally:
+            db.close()
 
     # -- writing ----------------------------------------------------------------------------
 

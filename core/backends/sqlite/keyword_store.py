@@ -18,8 +18,9 @@ import threading
 import time
 from pathlib import Path
 
+from core.backends.sqlite.state_file import connect_state
 from core.domain.learned import LearnedDocument, LearnedKeyword, sources_from, sources_json
-from core.sqlite import connect_store, transaction
+from core.sqlite import transaction
 
 _Step = tuple[str, list[tuple[object, ...]]]
 
@@ -27,20 +28,7 @@ _Step = tuple[str, list[tuple[object, ...]]]
 class SqliteKeywordStore:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
         self._lock = threading.Lock()
-        self._db = connect_store(path, busy_timeout_ms)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS keywords (keyword TEXT PRIMARY KEY,"
-            " created_at REAL NOT NULL, last_used_at REAL, uses INTEGER NOT NULL DEFAULT 0)"
-        )
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS keyword_links (keyword TEXT NOT NULL, doc_id TEXT NOT NULL,"
-            " question TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (keyword, doc_id, question))"
-        )
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS learned_documents (doc_id TEXT PRIMARY KEY,"
-            " question TEXT NOT NULL, query TEXT NOT NULL, sources TEXT NOT NULL,"
-            " created_at REAL NOT NULL, last_used_at REAL, uses INTEGER NOT NULL DEFAULT 0)"
-        )
+        self._db = connect_state(path, busy_timeout_ms)
 
     def _transaction(self, *steps: _Step) -> None:
         """Every step (a statement and its rows) in one transaction: all land or none."""

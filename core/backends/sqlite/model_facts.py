@@ -7,17 +7,13 @@ import threading
 import time
 from pathlib import Path
 
-from core.sqlite import connect_store
+from core.backends.sqlite.state_file import connect_state
 
 
 class SqliteModelFacts:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
         self._lock = threading.Lock()
-        self._db = connect_store(path, busy_timeout_ms)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS model_facts (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
-            " updated_at REAL NOT NULL)"
-        )
+        self._db = connect_state(path, busy_timeout_ms)
 
     def _get(self, key: str, max_age_s: float) -> str | None:
         with self._lock:

@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+from core.backends.sqlite.state_file import connect_state
 from core.domain.conversation import Answer
 from core.domain.feedback import (
     FEEDBACK_REASONS,
@@ -27,36 +28,8 @@ from core.domain.feedback import (
 from core.domain.insights import LoggedAnswer, logged_answer
 from core.ports import Embedder
 from core.search.sketch import answer_row
-from core.sqlite import connect_store, transaction
+from core.sqlite import transaction
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS deliveries (key TEXT PRIMARY KEY, seen_at REAL NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS bot_threads (key TEXT PRIMARY KEY, created_at REAL NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
-    " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
-    " citations TEXT NOT NULL, created_at REAL NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS feedback (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
-    " vote INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
-    "CREATE TABLE IF NOT EXISTS feedback_reasons (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
-    " reason TEXT NOT NULL, note TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
-    "CREATE TABLE IF NOT EXISTS rechecks (answer_id TEXT PRIMARY KEY, at REAL NOT NULL)",
-)
-# The answer log's columns, added to an `answers` table made before it existed (its rows keep
-# these defaults: nothing of the kind was known then).
-_LOG_COLUMNS = {
-    "platform": "TEXT NOT NULL DEFAULT ''",
-    "channel": "TEXT NOT NULL DEFAULT ''",
-    "question_hash": "TEXT NOT NULL DEFAULT ''",
-    "mode": "TEXT NOT NULL DEFAULT 'agent'",
-    "posted": "INTEGER NOT NULL DEFAULT 1",
-    "model": "TEXT NOT NULL DEFAULT ''",
-    "input_tokens": "INTEGER NOT NULL DEFAULT 0",
-    "output_tokens": "INTEGER NOT NULL DEFAULT 0",
-    "total_s": "REAL NOT NULL DEFAULT 0",
-    "model_s": "REAL NOT NULL DEFAULT 0",
-    "consulted": "TEXT NOT NULL DEFAULT '[]'",
-    "question_sketch": "TEXT NOT NULL DEFAULT '[]'",
-}
 _JSON_COLUMNS = ("citations", "consulted", "question_sketch")
 
 
@@ -75,15 +48,7 @@ class SqlitePlatformState:
         self._store_questions = store_questions
         self._embedder = embedder
         self._lock = threading.Lock()
-        self._db = connect_store(path, busy_timeout_ms)
-        with transaction(self._db):
-            for statement in _SCHEMA:
-                self._db.execute(statement)
-            have = {row[1] for row in self._db.execute("PRAGMA table_info(answers)")}
-            for column, kind in _LOG_COLUMNS.items():
-                if column not in have:
-                    self._db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
-            self._db.execute("CREATE INDEX IF NOT EXISTS answers_by_time ON answers (created_at)")
+        self._db = connect_state(path, busy_timeout_ms)
 
     def _first_delivery(self, keys: tuple[str, ...]) -> bool:
         now = time.time()

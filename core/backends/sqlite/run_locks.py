@@ -8,17 +8,14 @@ import threading
 import time
 from pathlib import Path
 
-from core.sqlite import connect_store, transaction
+from core.backends.sqlite.state_file import connect_state
+from core.sqlite import transaction
 
 
 class SqliteRunLocks:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
         self._lock = threading.Lock()
-        self._db = connect_store(path, busy_timeout_ms)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS run_locks (name TEXT PRIMARY KEY, holder TEXT NOT NULL,"
-            " expires_at REAL NOT NULL)"
-        )
+        self._db = connect_state(path, busy_timeout_ms)
 
     def _claim(self, name: str, holder: str, ttl_s: float) -> bool:
         now = time.time()

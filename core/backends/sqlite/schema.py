@@ -5,6 +5,7 @@ log of chunks whose vectors changed, which keeps the approximate vector graph cu
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 SCHEMA_VERSION = "1"
@@ -86,3 +87,8 @@ def statements() -> list[str]:
             statements.append(buffer.strip())
             buffer = ""
     return statements
+
+
+def schema_names() -> set[str]:
+    """The name of every table, index and trigger the schema makes."""
+    return set(re.findall(r"IF NOT EXISTS (\w+)", _SCHEMA))

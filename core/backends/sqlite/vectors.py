@@ -24,8 +24,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from core.config import SearchSettings
 from core.domain.documents import SearchFilters, Vectors
 from core.search.ann import ApproximateIndex
 from core.search.fusion import Ranked
+from core.sqlite import InaccessibleFile, transaction
 
 log = logging.getLogger(__name__)
 
@@ -211,21 +211,24 @@ class SqliteVectors:
     def _save(self, graph: _Graph) -> None:
         """Save the graph and trim the log up to it, unless a newer graph is saved already.
 
-        A graph that cannot be saved (a full disk, a read-only folder) fails nothing: it is
-        derived data, this process keeps it in memory, the log is kept for the others, and the
-        next save tries again."""
-        with self._write_lock, _immediate(self._reader()) as db:
-            saved = self._saved_position()
-            if saved is not None and saved >= graph.position:
+        A graph that cannot be saved (a full disk, a read-only folder or file) fails nothing:
+        it is derived data, this process keeps it in memory, the log is kept for the others,
+        and the next save tries again."""
+        try:
+            with self._write_lock, transaction(self._reader()) as db:
+                saved = self._saved_position()
+                if saved is not None and saved >= graph.position:
+                    graph.unsaved = 0
+                    return
+                try:
+                    graph.index.save(self.graph_path, {"position": graph.position})
+                except (OSError, RuntimeError) as exc:  # usearch reports I/O errors as these
+                    log.warning("can't save the vector graph at %s: %s", self.graph_path, exc)
+                    return
+                db.execute("DELETE FROM vector_log WHERE seq <= ?", (graph.position,))
                 graph.unsaved = 0
-                return
-            try:
-                graph.index.save(self.graph_path, {"position": graph.position})
-            except (OSError, RuntimeError) as exc:  # usearch reports I/O errors as RuntimeError
-                log.warning("can't save the vector graph at %s: %s", self.graph_path, exc)
-                return
-            db.execute("DELETE FROM vector_log WHERE seq <= ?", (graph.position,))
-            graph.unsaved = 0
+        except InaccessibleFile as exc:  # the database can't be written: nor its log trimmed
+            log.warning("can't save the vector graph at %s: %s", self.graph_path, exc)
 
     def _saved_position(self) -> int | None:
         meta = ApproximateIndex.saved_meta(
@@ -252,7 +255,7 @@ class SqliteVectors:
                 if graph.unsaved or not self.graph_path.exists():
                     self._save(graph)
                 return
-        with self._write_lock, _immediate(self._reader()) as db:
+        with self._write_lock, transaction(self._reader()) as db:
             db.execute("DELETE FROM vector_log")
         ApproximateIndex.delete(self.graph_path)
 
@@ -269,6 +272,14 @@ class SqliteVectors:
             self._save(graph)
             self._graph, self._exact, self._generation = graph, None, -1
             return len(graph.index)
+
+    def forget(self) -> None:
+        """A new database: a graph left beside it by an earlier one (deleted, damaged) holds
+        that one's row ids, and its saved position could pass for this one's."""
+        try:
+            ApproximateIndex.delete(self.graph_path)
+        except OSError as exc:  # not a file: nothing a load would take for a graph either
+            log.warning("can't remove the vector graph at %s: %s", self.graph_path, exc)
 
     def plan(self, chunks: int) -> str:
         """Which vector side an index of `chunks` chunks searches with, read from the settings
@@ -320,17 +331,6 @@ def _count(db: sqlite3.Connection) -> int:
 
 def _generation(db: sqlite3.Connection) -> int:
     return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
-
-
-@contextmanager
-def _immediate(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def _matrix(

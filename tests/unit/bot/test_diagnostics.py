@@ -4,12 +4,13 @@ actually builds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from bot.diagnostics import Check, configuration, model_tools
+from bot.diagnostics import Check, channel_policy, configuration, model_tools, policy_sources
 from bot.wiring import build_model
 from core.answer.claude import ClaudeModel
 from core.answer.openai_compat import OpenAICompatibleModel, tool_support_key
@@ -213,3 +214,30 @@ async def test_the_model_tools_row_says_what_was_learned_about_the_server(
     claude = _settings(**OLLAMA, ANTHROPIC_API_KEY="sk-ant-SECRET")
     assert await model_tools(claude, backend) == []  # type: ignore[arg-type]
     await facts.close()
+
+
+def test_a_policy_source_with_no_document_fails_and_says_what_to_do() -> None:
+    policies = {"slack/T1": {"sources": ["handbook", "docs"]}, "slack/T2": {"sources": ["docs"]}}
+    settings = _settings(
+        BOT_CHANNELS__POLICIES=json.dumps(policies),
+        BOT_SOURCES='{"handbook": {"type": "files", "location": ["/srv/handbook"]}}',
+    )
+    [row] = policy_sources(settings, {"docs": 12})
+    assert (row.ok, row.detail) == (
+        False,
+        "channels.policies.slack/T1: source handbook has no document in the index: run "
+        "`bot sync handbook` (indexed: docs)",
+    )
+    channel = channel_policy(settings, "slack/T1/C9", {"docs": 12})
+    assert not channel.ok
+    assert channel.detail.endswith(
+        "; source handbook has no document in the index: run `bot sync handbook` (indexed: docs)"
+    )
+    [row] = policy_sources(settings, {"docs": 12, "handbook": 3})
+    assert (row.ok, row.detail) == (True, "every source a policy names is indexed: docs, handbook")
+    assert channel_policy(settings, "slack/T2/C1", {"docs": 12}).ok
+    assert channel_policy(settings, "slack/T1/C9", None).info  # index unread: shown, not judged
+
+
+def test_no_sources_row_when_no_policy_names_one() -> None:
+    assert policy_sources(_settings(), {}) == []

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -79,6 +80,37 @@ async def test_cache_is_keyed_by_model(minilm: MiniLMEmbedder, tmp_path: Path) -
     cache_path = tmp_path / "cache.sqlite"
     EmbeddingCache(cache_path, "other-model", 384).put_many([("h", np.ones(384, np.float32))])
     assert EmbeddingCache(cache_path, minilm.model_id, 384).get_many(["h"]) == {}
+
+
+def test_a_damaged_cache_is_set_aside_and_a_new_one_started(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cache only saves work: a damaged file must not stop an ingest or a question."""
+    cache_path = tmp_path / "cache.sqlite"
+    cache_path.write_bytes(b"garbage, not a database " * 500)
+    caplog.set_level(logging.WARNING, logger="core")
+    cache = EmbeddingCache(cache_path, "model", 4)
+    (aside,) = tmp_path.glob("cache.sqlite.corrupt-*")
+    assert aside.read_bytes().startswith(b"garbage")  # kept for a look, not deleted
+    assert f"{cache_path} is damaged (file is not a database): moved aside to {aside}" in (
+        caplog.text
+    )
+    cache.put_many([("h", np.ones(4, np.float32))])
+    assert list(EmbeddingCache(cache_path, "model", 4).get_many(["h"])) == ["h"]
+
+
+def test_a_cache_that_cannot_be_opened_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    cache_path = tmp_path / "a-file" / "cache.sqlite"
+    caplog.set_level(logging.WARNING, logger="core")
+    cache = EmbeddingCache(cache_path, "model", 4)
+    off = "embedding cache off, embeddings are computed again as needed"
+    assert f"{off}: can't make the folder of {cache_path}" in caplog.text
+    cache.put_many([("h", np.ones(4, np.float32))])
+    assert cache.get_many(["h"]) == {}
+    assert cache.count() == 0
 
 
 def test_the_model_loads_on_first_use_and_a_broken_one_fails_there(tmp_path: Path) -> None:

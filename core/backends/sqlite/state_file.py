@@ -1,0 +1,110 @@
+"""The state file beside the index: its tables, how each store connects to it, and what to do
+when it is damaged.
+
+It holds deliveries, bot threads, the answer log and its feedback, conversation turns, run
+locks, learned keywords and model facts, each store with its own connection. Every table is
+made the first time any store opens the file, and only then is anything written: a process
+that only reads (a search, a report) works on a file it can't write, as long as some earlier
+process made it.
+
+Unlike the index, it can't be made again from the sources: a damaged one is the user's to
+restore or give up, never set aside by the bot.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+from core.sqlite import Integrity, check_integrity, connect_store, transaction
+
+IF_DAMAGED = (
+    "restore it from a backup, or move it aside and the bot starts a new one (without the "
+    "conversation history, answer log, feedback and learned keywords it held)"
+)
+
+_SCHEMA = (
+    # conversations: earlier turns of each conversation
+    "CREATE TABLE IF NOT EXISTS turns (id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+    " question TEXT NOT NULL, answer TEXT NOT NULL, created_at REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS turns_by_key ON turns (key, id)",
+    # run locks
+    "CREATE TABLE IF NOT EXISTS run_locks (name TEXT PRIMARY KEY, holder TEXT NOT NULL,"
+    " expires_at REAL NOT NULL)",
+    # learned keywords and the learned documents they are tied to
+    "CREATE TABLE IF NOT EXISTS keywords (keyword TEXT PRIMARY KEY,"
+    " created_at REAL NOT NULL, last_used_at REAL, uses INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS keyword_links (keyword TEXT NOT NULL, doc_id TEXT NOT NULL,"
+    " question TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (keyword, doc_id, question))",
+    "CREATE TABLE IF NOT EXISTS learned_documents (doc_id TEXT PRIMARY KEY,"
+    " question TEXT NOT NULL, query TEXT NOT NULL, sources TEXT NOT NULL,"
+    " created_at REAL NOT NULL, last_used_at REAL, uses INTEGER NOT NULL DEFAULT 0)",
+    # model facts
+    "CREATE TABLE IF NOT EXISTS model_facts (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+    " updated_at REAL NOT NULL)",
+    # the platforms' state: deliveries, bot threads, the answer log and its feedback
+    "CREATE TABLE IF NOT EXISTS deliveries (key TEXT PRIMARY KEY, seen_at REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS bot_threads (key TEXT PRIMARY KEY, created_at REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
+    " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
+    " citations TEXT NOT NULL, created_at REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS feedback (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
+    " vote INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
+    "CREATE TABLE IF NOT EXISTS feedback_reasons (answer_id TEXT NOT NULL, user TEXT NOT NULL,"
+    " reason TEXT NOT NULL, note TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
+    "CREATE TABLE IF NOT EXISTS rechecks (answer_id TEXT PRIMARY KEY, at REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS answers_by_time ON answers (created_at)",
+)
+_NAMES = frozenset(re.findall(r"IF NOT EXISTS (\w+)", " ".join(_SCHEMA)))
+# The answer log's columns, added to an `answers` table made before it existed (its rows keep
+# these defaults: nothing of the kind was known then).
+_LOG_COLUMNS = {
+    "platform": "TEXT NOT NULL DEFAULT ''",
+    "channel": "TEXT NOT NULL DEFAULT ''",
+    "question_hash": "TEXT NOT NULL DEFAULT ''",
+    "mode": "TEXT NOT NULL DEFAULT 'agent'",
+    "posted": "INTEGER NOT NULL DEFAULT 1",
+    "model": "TEXT NOT NULL DEFAULT ''",
+    "input_tokens": "INTEGER NOT NULL DEFAULT 0",
+    "output_tokens": "INTEGER NOT NULL DEFAULT 0",
+    "total_s": "REAL NOT NULL DEFAULT 0",
+    "model_s": "REAL NOT NULL DEFAULT 0",
+    "consulted": "TEXT NOT NULL DEFAULT '[]'",
+    "question_sketch": "TEXT NOT NULL DEFAULT '[]'",
+}
+
+
+def connect_state(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """A connection to the state file, its tables made or brought up to date first."""
+    db = connect_store(path, busy_timeout_ms, if_damaged=IF_DAMAGED)
+    try:
+        if not _current(db):
+            with transaction(db):
+                for statement in _SCHEMA:
+                    db.execute(statement)
+                for column, kind in _missing_columns(db).items():
+                    db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _current(db: sqlite3.Connection) -> bool:
+    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master").fetchall()}
+    return present >= _NAMES and not _missing_columns(db)
+
+
+def _missing_columns(db: sqlite3.Connection) -> dict[str, str]:
+    have = {row[1] for row in db.execute("PRAGMA table_info(answers)").fetchall()}
+    return {column: kind for column, kind in _LOG_COLUMNS.items() if column not in have}
+
+
+def state_integrity(path: Path, within_s: float) -> tuple[Integrity, str]:
+    """Whether the file is whole, as far as `within_s` seconds of checking can tell."""
+    db = connect_store(path, busy_timeout_ms=0, if_damaged=IF_DAMAGED)
+    try:
+        return check_integrity(db, within_s, {})
+    finally:
+        db.close()

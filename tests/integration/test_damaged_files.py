@@ -1,0 +1,216 @@
+"""The bot's SQLite files as a newcomer may leave them: damaged by a crash or a bad copy, or in a
+folder this user can't write. `bot doctor` fails on a damaged index or state file; every other
+command that meets one says, in one line, which file and what to do; the embedding cache, which
+only saves work, is set aside and started again; a read-only data folder still searches.
+
+Each case runs the real `bot` executable on a copy of one ingest of the bundled docs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.integration.test_hostile_cli import one_error_line, run_bot
+from tests.integration.test_hostile_doctor import _rows
+
+WIDE = {"COLUMNS": "400"}  # one doctor row per line
+INDEX_ADVICE = "delete it and ingest again (`bot ingest PATH`, `bot sync NAME`)"
+STATE_ADVICE = "restore it from a backup, or move it aside"
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("ingested") / "data"
+    done = run_bot(["ingest", str(REPO / "docs")], data.parent)
+    assert done.returncode == 0, done.stderr
+    return data
+
+
+@pytest.fixture
+def data(ingested: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(ingested, tmp_path / "data"))
+
+
+def _bot(
+    data: Path, *args: str, wrapper: Sequence[str] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    return run_bot(list(args), data.parent, wrapper, BOT_STORAGE__DATA_DIR=str(data), **WIDE, **env)
+
+
+def _overwrite_root_page(path: Path, table: str) -> None:
+    """The first page of `table` overwritten with zeros, as a torn write would leave it."""
+    with sqlite3.connect(path) as db:
+        page = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+    with path.open("r+b") as f:
+        f.seek((page[0] - 1) * size)
+        f.write(bytes(size))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "re-ingest"],
+        ["ask", "How do I re-ingest changed documents?"],
+        ["ingest", str(REPO / "docs")],
+    ],
+)
+def test_a_damaged_full_text_table_is_named_by_every_command(data: Path, args: list[str]) -> None:
+    index = data / "index.sqlite"
+    _overwrite_root_page(index, "chunks_fts_config")
+    done = _bot(data, *args)
+    assert done.returncode == 2
+    assert one_error_line(done) == (
+        f"error: {index} is damaged (vtable constructor failed: chunks_fts): {INDEX_ADVICE}; "
+        "the embedding cache makes that quick"
+    )
+
+
+def test_doctor_fails_on_damage_the_index_opens_past(data: Path) -> None:
+    """Only the chunks are damaged: the index opens, an unchanged ingest reads none of them,
+    but doctor's check finds it, and a search names the file."""
+    index = data / "index.sqlite"
+    _overwrite_root_page(index, "chunks")
+    doctor = _bot(data, "doctor")
+    assert doctor.returncode == 1
+    status, detail = _rows(doctor.stdout)["index file"]
+    assert status == "FAIL"
+    assert detail.startswith(f"{index} is damaged (database disk image is malformed): ")
+    search = _bot(data, "search", "re-ingest")
+    assert search.returncode == 2
+    assert one_error_line(search).startswith(f"error: {index} is damaged")
+
+
+def test_doctor_fails_on_a_truncated_index(data: Path) -> None:
+    index = data / "index.sqlite"
+    with index.open("r+b") as f:
+        f.truncate(20_000)
+    done = _bot(data, "doctor")
+    assert done.returncode == 1
+    assert "unexpected" not in done.stdout + done.stderr
+    status, detail = _rows(done.stdout)["index"]
+    assert (status, detail.split(": ")[0]) == (
+        "FAIL",
+        f"{index} is damaged (database disk image is malformed)",
+    )
+
+
+def test_doctor_checks_the_full_text_index_itself(data: Path) -> None:
+    """Damage inside the full-text index's data leaves every page well formed: SQLite's own
+    check passes, FTS5's finds it."""
+    index = data / "index.sqlite"
+    with sqlite3.connect(index) as db:
+        db.execute(
+            "UPDATE chunks_fts_data SET block = zeroblob(length(block))"
+            " WHERE id = (SELECT max(id) FROM chunks_fts_data)"
+        )
+        assert db.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+    done = _bot(data, "doctor")
+    assert done.returncode == 1
+    assert _rows(done.stdout)["index file"] == (
+        "FAIL",
+        f"{index} is damaged (database disk image is malformed): {INDEX_ADVICE}; the embedding "
+        "cache makes that quick",
+    )
+
+
+def test_a_damaged_state_file_is_named_and_fails_doctor(data: Path) -> None:
+    state = data / "state.sqlite"
+    state.write_bytes(os.urandom(12_288))
+    doctor = _bot(data, "doctor")
+    assert doctor.returncode == 1
+    status, detail = _rows(doctor.stdout)["state file"]
+    assert status == "FAIL"
+    assert detail.startswith(f"{state} is damaged (file is not a database): {STATE_ADVICE}")
+    ask = _bot(data, "ask", "How do I re-ingest changed documents?")
+    assert ask.returncode == 2
+    assert one_error_line(ask).startswith(
+        f"error: {state} is damaged (file is not a database): {STATE_ADVICE}"
+    )
+
+
+def test_a_damaged_embedding_cache_is_set_aside_and_the_command_goes_on(data: Path) -> None:
+    cache = data / "embedding-cache.sqlite"
+    cache.write_bytes(os.urandom(12_288))
+    (data / "index.sqlite").unlink()  # every passage embedded again: the cache is written
+    ingest = _bot(data, "ingest", str(REPO / "docs"))
+    assert ingest.returncode == 0, ingest.stderr
+    (aside,) = data.glob("embedding-cache.sqlite.corrupt-*")
+    assert f"{cache} is damaged (file is not a database): moved aside to {aside}" in ingest.stderr
+    ask = _bot(data, "ask", "How do I re-ingest changed documents?")
+    assert ask.returncode == 0, ask.stderr
+    assert "Re-ingesting" in ask.stdout
+    assert "is damaged" not in ask.stderr  # the new cache is whole
+
+
+@contextmanager
+def _read_only(folder: Path) -> Iterator[list[str]]:
+    """`folder` and its files made read-only; yields the command prefix under which that
+    holds (root writes anywhere unless it gives up the capabilities that let it)."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: can't make a folder read-only")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    files = list(folder.iterdir())
+    for file in files:
+        file.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        yield prefix
+    finally:
+        folder.chmod(0o755)
+        for file in files:
+            file.chmod(0o644)
+
+
+def test_a_read_only_data_folder_still_searches_and_answers(data: Path) -> None:
+    with _read_only(data) as prefix:
+        probe = subprocess.run([*prefix, "true"], capture_output=True, check=False)
+        if probe.returncode != 0:
+            pytest.skip(f"can't drop capabilities here: {probe.stderr!r}")
+        search = _bot(data, "search", "re-ingest", wrapper=prefix)
+        assert search.returncode == 0, search.stderr
+        assert "Re-ingesting" in search.stdout
+        assert f"{data} is read-only: its SQLite files are read as they are now" in search.stderr
+        doctor = _bot(data, "doctor", wrapper=prefix)
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        ask = _bot(data, "ask", "How do I re-ingest changed documents?", wrapper=prefix)
+        assert ask.returncode == 0, ask.stderr
+        assert "Re-ingesting" in ask.stdout
+        ingest = _bot(data, "ingest", str(REPO / "docs"), wrapper=prefix)
+        assert ingest.returncode == 2
+        assert one_error_line(ingest).endswith(
+            "(attempt to write a readonly database): the file and its folder must be writable "
+            "by this user"
+        )
+    assert sorted(p.name for p in data.iterdir()) == [  # nothing was written there
+        "embedding-cache.sqlite",
+        "index.sqlite",
+        "state.sqlite",
+    ]
+
+
+def test_doctor_fails_when_a_channel_searches_a_source_nobody_ingested(data: Path) -> None:
+    policies = '{"slack/T0123/C0DOCS": {"sources": ["handbok"]}}'
+    done = _bot(data, "doctor", "--channel", "slack/T0123/C0DOCS", BOT_CHANNELS__POLICIES=policies)
+    assert done.returncode == 1
+    rows = _rows(done.stdout)
+    missing = (
+        "source handbok has no document in the index and no entry in `sources:` (a typo? else "
+        "`bot ingest PATH --source handbok`) (indexed: docs)"
+    )
+    assert rows["channel sources"] == ("FAIL", f"channels.policies.slack/T0123/C0DOCS: {missing}")
+    status, detail = rows["channel slack/T0123/C0DOCS"]
+    assert status == "FAIL"
+    assert "sources handbok;" in detail
+    assert detail.endswith(f"(from slack/T0123/C0DOCS); {missing}")

@@ -118,6 +118,7 @@ class SearchSettings(_Section):
     bm25_max_postings: int = Field(10_000, ge=0)
     snippet_chars: int = Field(240, ge=20, le=5_000)
     busy_timeout_ms: int = Field(10_000, ge=0)
+    integrity_check_s: float = Field(3.0, gt=0, le=3_600)
     max_query_chars: int = Field(2_000, ge=10, le=100_000)
     blas_threads: int = Field(1, ge=0, le=256)  # the vector scan's BLAS threads; 0: its default
     approximate: ApproximateVectorSettings = ApproximateVectorSettings()

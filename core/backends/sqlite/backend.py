@@ -29,11 +29,6 @@ from core.ports import (
 )
 from core.sqlite import Integrity, UnusableFile
 
-# How long `bot doctor` checks each file: the index of a team's docs (tens of thousands of
-# chunks, tens of MB) is checked whole in a fraction of a second even from disk; 200,000
-# chunks (1 GB) take half a second from the page cache, 5 s from disk.
-_INTEGRITY_CHECK_S = 3.0
-
 
 class SqliteBackend:
     def __init__(self, settings: Settings, embedder: Embedder, path: Path | None = None) -> None:
@@ -43,6 +38,7 @@ class SqliteBackend:
         self.embedder = embedder
         self._state_path = settings.state_path
         self._busy_ms = settings.search.busy_timeout_ms
+        self._check_s = settings.search.integrity_check_s
         self._stores = OpenedStores()
 
     @property
@@ -76,21 +72,22 @@ class SqliteBackend:
 
     async def health(self) -> list[HealthCheck]:
         """Whether the state file and the index are whole (`bot doctor`), each checked for at
-        most `_INTEGRITY_CHECK_S`: SQLite has no cheaper way to tell, and a large index, not
-        in the page cache, takes longer to read than a doctor should wait."""
+        most `search.integrity_check_s`: SQLite has no cheaper way to tell, and a large index,
+        not in the page cache, takes longer to read than a doctor should wait (a team's docs,
+        tens of MB, are checked whole in a fraction of a second; 1 GB from disk takes 5 s)."""
         state = await asyncio.to_thread(
             _file_health,
             "state file",
             self._state_path,
             STATE_IF_DAMAGED,
-            lambda: state_integrity(self._state_path, _INTEGRITY_CHECK_S),
+            lambda: state_integrity(self._state_path, self._check_s),
         )
         index = await asyncio.to_thread(
             _file_health,
             "index file",
             self._index_path,
             INDEX_IF_DAMAGED,
-            lambda: self.index.integrity(_INTEGRITY_CHECK_S),
+            lambda: self.index.integrity(self._check_s),
         )
         return [index, state]
 

@@ -183,7 +183,10 @@ class AnswerEngine:
         except SearchIndexError as exc:  # the index or its server is down: say so, not silence
             log.warning("index_unavailable", error=str(exc))
             trace.notes.append(str(exc))
-            answer = Answer(INDEX_UNAVAILABLE, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE)
+            # In the terminal the reader runs the bot, and the error says what to do (a
+            # damaged file: delete it and ingest again; "try again later" would not help).
+            said = str(exc) if question.channel_kind is ChannelKind.TERMINAL else INDEX_UNAVAILABLE
+            answer = Answer(said, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE)
         trace.total_seconds = time.perf_counter() - started
         answer.trace = trace
         if answer.status is not AnswerStatus.ERROR and not answer.withheld:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.answer.engine import AnswerEngine
+from core.answer.engine import INDEX_UNAVAILABLE, AnswerEngine
 from core.answer.prompts import RETRY_NUDGE
 from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL
@@ -24,6 +24,7 @@ from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKi
 from core.domain.documents import SearchFilters, SearchHit, SearchMode
 from core.errors import ModelUnavailable
 from core.learning.knowledge import LearnedKnowledge
+from core.sqlite import DamagedFile
 from tests.conftest import REPO
 from tests.fakes.chat_model import (
     ScriptedChatModel,
@@ -182,6 +183,30 @@ async def test_an_unavailable_model_gives_quoted_passages_and_the_reason(setting
     assert answer.mode is AnswerMode.EXTRACTIVE
     assert "Claude could not be reached" in answer.text
     assert PRUNE.split(".")[0] in answer.text
+
+
+class DamagedIndex(InMemoryIndex):
+    async def search(self, query: str, **_: Any) -> list[SearchHit]:
+        raise DamagedFile(DAMAGED, Path("index.sqlite"), 11)
+
+
+DAMAGED = "index.sqlite is damaged (malformed): delete it and ingest again"
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [(ChannelKind.TERMINAL, DAMAGED), (ChannelKind.CHANNEL, INDEX_UNAVAILABLE)],
+)
+async def test_an_unusable_index_is_explained_to_whoever_can_fix_it(
+    settings, kind: ChannelKind, said: str
+) -> None:
+    """In the terminal the reader runs the bot: the index's own error says what to do. In a
+    chat the asker can't fix the server: the answer says the knowledge base can't be reached."""
+    bot = engine(settings, DamagedIndex(), None)
+    answer = await bot.answer(Question("test", "test/1", "u1", "What does prune remove?", kind))
+    assert answer.status is AnswerStatus.ERROR
+    assert answer.text == said
+    assert DAMAGED in answer.trace.notes
 
 
 async def test_no_model_gives_an_extractive_answer(settings, index) -> None:

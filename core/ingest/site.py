@@ -152,6 +152,8 @@ class SiteConnector:
         # URLs left out of it with why: a redirect that leads nowhere is then reported too.
         self._redirects: dict[str, tuple[_Visit, str]] = {}
         self._left_out: dict[str, str] = {}
+        # robots.txt or sitemaps that failed for now: pages only they name may still exist.
+        self._unsure: list[Skipped] = []
 
     # -- the connector ---------------------------------------------------------------------
 
@@ -166,7 +168,7 @@ class SiteConnector:
             found.scopes = []
             return found
         self._queued, self._bodies = set(), {}  # each discovery a crawl of its own
-        self._redirects, self._left_out = {}, {}
+        self._redirects, self._left_out, self._unsure = {}, {}, []
         seen = self._queued
         pages: set[str] = set()  # every page kept, by the URL it names itself with
         queue: asyncio.Queue[_Visit | None] = asyncio.Queue()
@@ -193,6 +195,11 @@ class SiteConnector:
         self._report_dead_ends(found)
         if found.missing:  # a start URL could not be read: this crawl speaks for nothing
             found.scopes = []
+        if self._unsure:  # pages only a sitemap names may be there still: none pruned as gone
+            found.scopes = []
+            found.skipped += [
+                replace(u, reason=f"{u.reason}; nothing pruned") for u in self._unsure
+            ]
         found.items.sort(key=lambda item: item.doc_id)
         self._crawled = {u: p for u, p in self._memory.items() if u in seen}
         return found
@@ -216,13 +223,17 @@ class SiteConnector:
 
     # -- pages -----------------------------------------------------------------------------
 
-    def _leave_out(self, visit: _Visit, found: Discovery, reason: str) -> list[str]:
-        """`visit` not in the crawl, with why. A start URL left out is the crawl's failure (a
-        target that named nothing), not a page's skip: nothing was crawled from it, so nothing
-        under the prefixes may be pruned as gone."""
+    def _leave_out(
+        self, visit: _Visit, found: Discovery, reason: str, *, asked: bool = True
+    ) -> list[str]:
+        """`visit` not in the crawl, with why. A start URL asked for and not read is the
+        crawl's failure (a target that named nothing), not a page's skip: nothing was crawled
+        from it, so nothing under the prefixes may be pruned as gone. One the crawl's own rules
+        leave out (`asked` False: outside the prefixes, robots.txt, the page limit) is a skip
+        like any page's: a site's root above the docs' prefix still names the sitemap."""
         self._left_out[visit.url] = reason
         shown = Skipped(redact_url(visit.url), reason)
-        if visit.depth == 0 and visit.url in self._start:
+        if asked and visit.depth == 0 and visit.url in self._start:
             found.missing.append(shown)
         else:
             found.skipped.append(shown)
@@ -247,12 +258,13 @@ class SiteConnector:
         """Fetch one page, keep it (once, under its own name) and return its links to follow."""
         if not self._in_scope(visit.url):
             if visit.url in self._start:
-                return self._leave_out(visit, found, "not under any of the crawl's prefixes")
+                why = "not under any of the crawl's prefixes"
+                return self._leave_out(visit, found, why, asked=False)
             return []
         if not await self._allowed(visit.url):
-            return self._leave_out(visit, found, "disallowed by robots.txt")
+            return self._leave_out(visit, found, "disallowed by robots.txt", asked=False)
         if len(pages) >= self._crawl.max_pages:
-            return self._leave_out(visit, found, LIMIT_REACHED)
+            return self._leave_out(visit, found, LIMIT_REACHED, asked=False)
         remembered = self._memory.get(visit.url)
         indexed = remembered is not None and remembered.name in self._known
         listed = self._lastmods.get(visit.url)
@@ -273,8 +285,9 @@ class SiteConnector:
             if remembered is None or not indexed:
                 return self._leave_out(visit, found, str(exc))
             # Down for now, not gone: the indexed copy stays (a pruning sync would delete it)
-            # and the links it had are still followed, so the pages under it stay too.
-            found.skipped.append(Skipped(redact_url(visit.url), f"{exc}; the indexed copy is kept"))
+            # and the links it had are still followed, so the pages under it stay too. It is
+            # counted as unchanged, so it is said here rather than also counted as skipped.
+            log.warning("crawl_page_kept", url=redact_url(visit.url), reason=str(exc))
             return self._keep(visit, found, pages, remembered, None)
         except UnreadableDocument as exc:
             return self._leave_out(visit, found, str(exc))
@@ -388,6 +401,9 @@ class SiteConnector:
             try:
                 robots = await self._get(origin + "/robots.txt", any_type=True)
                 self._robots[origin] = Protego.parse(robots.data.decode("utf-8", "replace"))
+            except UnreachableDocument as exc:  # the sitemaps it names are unknown this time
+                self._robots[origin] = None
+                self._unsure.append(Skipped(redact_url(origin + "/robots.txt"), str(exc)))
             except UnreadableDocument:
                 self._robots[origin] = None
         return self._robots[origin]
@@ -414,8 +430,11 @@ class SiteConnector:
                 kind, entries = parse_sitemap(
                     data, self._crawl.max_sitemap_urls, self._settings.max_file_bytes
                 )
+            except UnreachableDocument as exc:  # its pages are unknown this time
+                self._unsure.append(Skipped(redact_url(url), f"sitemap: {exc}"))
+                continue
             except UnreadableDocument as exc:
-                found.skipped.append(Skipped(url, f"sitemap: {exc}"))
+                found.skipped.append(Skipped(redact_url(url), f"sitemap: {exc}"))
                 continue
             located = [e for e in entries if _crawlable(e.loc)]
             if kind == "index":

@@ -400,6 +400,10 @@ async def fetch_url(
     raise UnreadableDocument(f"more than {MAX_REDIRECTS} redirects")
 
 
+# Client-error statuses that say "not now" rather than "no such document".
+_FOR_NOW = frozenset(
+    {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_EARLY, HTTPStatus.TOO_MANY_REQUESTS}
+)
 # What one request may raise about its URL or its connection: the target's failure, never the
 # run's. ValueError: a malformed Location; OverflowError: a port the socket layer refuses.
 _FETCH_ERRORS = (httpx.HTTPError, httpx.InvalidURL, ValueError, OverflowError, OSError)
@@ -460,9 +464,7 @@ async def _body(
     at most one network read's worth of inflation."""
     if response.status_code >= HTTPStatus.BAD_REQUEST:
         status = response.status_code
-        passing = (
-            status == HTTPStatus.TOO_MANY_REQUESTS or status >= HTTPStatus.INTERNAL_SERVER_ERROR
-        )
+        passing = status in _FOR_NOW or status >= HTTPStatus.INTERNAL_SERVER_ERROR
         failed = UnreachableDocument if passing else UnreadableDocument
         raise failed(f"HTTP {status} from {redact_url(str(url))}")
     declared = response.headers.get("content-length", "")

@@ -86,6 +86,8 @@ class DocsSite:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         self.requests[path] = self.requests[path] + 1
+        if path in self.failing:
+            return web.Response(status=self.failing[path], text="try again later")
         if path == "/robots.txt":
             return web.Response(
                 text=f"User-agent: *\nDisallow: /docs/private/\nSitemap: {self.base}/sitemap.xml\n",
@@ -109,8 +111,6 @@ class DocsSite:
             )
             xml = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
             return web.Response(body=gzip.compress(xml.encode()), content_type="application/gzip")
-        if path in self.failing:
-            return web.Response(status=self.failing[path], text="try again later")
         if path in self.redirects:
             raise web.HTTPFound(self.redirects[path])
         if path == "/docs/old-install":

@@ -263,23 +263,62 @@ async def test_a_page_down_for_now_is_kept_with_the_pages_under_it(
         site = crawler(served, settings.ingest, memory=memory, known=known)
         return await ingestor.ingest_from(site, source="site", prune=True)
 
-    assert (await sync()).counts[Outcome.ADDED] == 5
+    first = await sync()
+    assert first.counts[Outcome.ADDED] == 5
     served.site.failing["/docs/guide/"] = status  # advanced.html is linked only from here
-    bad_day = await sync()
+    with structlog.testing.capture_logs() as logs:
+        bad_day = await sync()
     assert bad_day.counts[Outcome.DELETED] == 0
     assert bad_day.counts[Outcome.UNCHANGED] == 5
-    assert [(s.display, s.reason) for s in bad_day.skipped if "kept" in s.reason] == [
-        (
-            f"{served.url}/docs/guide/",
-            f"HTTP {status} from {served.url}/docs/guide/; the indexed copy is kept",
-        )
-    ]
+    # counted once, as unchanged: the skips are the site's usual ones (robots.txt, a 404)
+    assert bad_day.counts[Outcome.SKIPPED] == first.counts[Outcome.SKIPPED]
+    kept = [(e["url"], e["reason"]) for e in logs if e["event"] == "crawl_page_kept"]
+    assert kept == [(f"{served.url}/docs/guide/", f"HTTP {status} from {served.url}/docs/guide/")]
     assert len(await index.documents()) == 5
 
     served.site.failing["/docs/guide/"] = 404
     gone = await sync()
     assert gone.counts[Outcome.DELETED] == 2  # the guide, and advanced.html found only there
     assert f"{served.url}/docs/guide/" not in await index.documents()
+
+
+@pytest.mark.parametrize("failing", ["/sitemap-docs.xml.gz", "/robots.txt"])
+async def test_a_sitemap_down_for_now_prunes_nothing(
+    failing: str, served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+) -> None:
+    """orphan.html is named only by the sitemap (robots.txt names the sitemap): with either
+    failing for now, the crawl can't tell it is gone, so a pruning sync deletes nothing."""
+    memory = tmp_path / "crawl-memory.json"
+
+    async def sync() -> IngestReport:
+        known = await index.documents()
+        site = crawler(served, settings.ingest, memory=memory, known=known)
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    assert (await sync()).counts[Outcome.ADDED] == 5
+    served.site.failing[failing] = 503
+    unsure = await sync()
+    assert unsure.counts[Outcome.DELETED] == 0
+    assert f"{served.url}/docs/orphan.html" in await index.documents()
+    assert [s.reason for s in unsure.skipped if s.reason.endswith("nothing pruned")]
+
+
+async def test_a_start_url_above_the_prefixes_is_a_skip_not_a_failure(
+    served: Served, settings: Settings
+) -> None:
+    """A site's root as the start URL, the docs' folder as the prefix: the root is left out,
+    its robots.txt still names the sitemap, and the crawl still speaks for the prefix."""
+    tuned = settings.ingest.model_copy(
+        update={"crawl": settings.ingest.crawl.model_copy(update={"delay_s": 0})}
+    )
+    site = SiteConnector([served.url + "/"], tuned, served.http, prefixes=[served.url + "/docs/"])
+    found = await site.discover()
+    assert not found.missing
+    assert found.scopes == [served.url + "/docs/"]
+    assert f"{served.url}/docs/orphan.html" in {item.doc_id for item in found.items}
+    assert (served.url + "/", "not under any of the crawl's prefixes") in {
+        (s.display, s.reason) for s in found.skipped
+    }
 
 
 def link_from_home(site: DocsSite, *hrefs: str) -> None:

@@ -93,6 +93,7 @@ async def test_an_exception_group_from_the_transport_is_that_urls_skip_reason() 
         (ExceptionGroup("connect", [OverflowError("bad port")]), False),  # the URL's fault
         (503, True),
         (429, True),
+        (408, True),
         (404, False),
         (403, False),
     ],

@@ -67,8 +67,18 @@ def http_url(value: str) -> str:
 
 # Every URL setting the bot builds links or requests on.
 HttpUrlText = Annotated[str, AfterValidator(http_url)]
-# `~/docbot-data` means the home directory, as in a shell, never a folder named `~` here.
-UserPath = Annotated[Path, AfterValidator(Path.expanduser)]
+
+
+def home_expanded(path: Path) -> Path:
+    """`~/docbot-data` means the home directory, as in a shell, never a folder named `~` here.
+    An unknown `~user` (or no home at all) is the setting's error, not a crash at load."""
+    try:
+        return path.expanduser()
+    except RuntimeError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+UserPath = Annotated[Path, AfterValidator(home_expanded)]
 
 
 class _Section(BaseModel):

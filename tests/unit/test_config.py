@@ -231,6 +231,13 @@ def test_paths_start_from_the_home_directory_as_in_a_shell(
     assert from_env.storage.data_dir == tmp_path / "x"
 
 
+def test_an_unknown_users_home_is_the_settings_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"BOT_STORAGE__DATA_DIR": "~nosuchuser-docbot/data"})
+    assert str(caught.value).startswith("invalid configuration: storage.data_dir: ")
+    assert "from BOT_STORAGE__DATA_DIR" in str(caught.value)
+
+
 def test_an_error_names_where_the_bad_value_came_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -95,8 +95,8 @@ async def model_tools(settings: Settings, backend: Backend) -> list[Check]:
 
 def channel_policy(settings: Settings, key: str, indexed: Collection[str] | None) -> Check:
     """How the bot behaves in one channel, and which `channels.policies` entries said so;
-    failed when it searches only sources of which `indexed` (the index's, when it could be
-    read) holds nothing: every question there would find nothing."""
+    failed when it names a source of which `indexed` (the index's, when it could be read)
+    holds nothing: a typo or a source never synced, whose documents questions there miss."""
     p = settings.policy(key)
     came_from = ", ".join(p.matched) or "channels.default only"
     sources = ", ".join(p.sources) or "all"

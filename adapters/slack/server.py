@@ -48,6 +48,7 @@ from adapters.slack.progress import slack_error
 from core import metrics
 from core.config import SlackSettings
 from core.errors import BotError, ConfigError
+from core.http_retry import retry_after_s
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +85,7 @@ _VIEW_FIELDS: dict[str, type] = {
 _FUNCTION_FIELDS: dict[str, type] = {"callback_id": str}
 # Errors of `auth.test` (the bot token) and `apps.connections.open` (the app token) that mean
 # the token itself is wrong, not that Slack is unwell: asking again would get the same.
+_RATE_LIMITED = "ratelimited"
 _TOKEN_REFUSED = frozenset(
     {
         "invalid_auth",
@@ -420,7 +422,9 @@ async def run_socket_mode(
     async with _stop_on_signal() as stop:
         if service.settings.auth_check_at_start:
             await check_token(service.bolt.client)
-        socket = _SocketConnection(service.bolt, app_token, stop)
+        socket = _SocketConnection(
+            service.bolt, app_token, stop, service.settings.rate_limited_wait_s
+        )
         try:
             if await _unless_stopped(socket.connect(), stop):
                 on_listening("connected to Slack in Socket Mode")
@@ -439,10 +443,13 @@ class _SocketConnection:
     refusal is then the process's one line: closing the handler would log another); later
     ones, at reconnections, through the SDK's `issue_new_wss_url`, replaced here."""
 
-    def __init__(self, bolt: AsyncApp, app_token: str, stop: asyncio.Event) -> None:
+    def __init__(
+        self, bolt: AsyncApp, app_token: str, stop: asyncio.Event, rate_limited_wait_s: float
+    ) -> None:
         self._bolt = bolt
         self._app_token = app_token
         self._stop = stop
+        self._rate_limited_wait_s = rate_limited_wait_s
         self._handler: AsyncSocketModeHandler | None = None
         self.refusal: SlackAuthError | None = None
 
@@ -476,18 +483,27 @@ class _SocketConnection:
             raise
 
     async def _url(self) -> str:
-        try:
-            response = await self._bolt.client.apps_connections_open(app_token=self._app_token)
-        except SlackApiError as exc:
-            error = slack_error(exc)
-            if error in _TOKEN_REFUSED:
-                raise SlackAuthError(
-                    f"SLACK_APP_TOKEN was refused by Slack ({error}): copy an App-Level Token "
-                    "(xapp-...) with the connections:write scope from the app's Basic "
-                    "Information page"
-                ) from None
-            raise  # Slack unwell, or rate limiting: worth asking again
-        return str(response["url"])
+        """A connection URL. Rate limited, it waits as long as Slack says (the SDK's own
+        retry would ask again at its ping interval, which keeps the limit in force); a stop
+        cancels the wait like any attempt."""
+        while True:
+            try:
+                response = await self._bolt.client.apps_connections_open(app_token=self._app_token)
+                return str(response["url"])
+            except SlackApiError as exc:
+                error = slack_error(exc)
+                if error in _TOKEN_REFUSED:
+                    raise SlackAuthError(
+                        f"SLACK_APP_TOKEN was refused by Slack ({error}): copy an App-Level "
+                        "Token (xapp-...) with the connections:write scope from the app's "
+                        "Basic Information page"
+                    ) from None
+                if error != _RATE_LIMITED:
+                    raise  # Slack unwell: worth asking again, at the SDK's pace
+                header = exc.response.headers.get("Retry-After")
+                wait = retry_after_s(header) or self._rate_limited_wait_s
+                log.warning("slack_socket_url_rate_limited", retry_after_s=wait)
+                await asyncio.sleep(wait)
 
 
 async def _unless_stopped(work: Awaitable[object], stop: asyncio.Event) -> bool:

@@ -25,6 +25,7 @@ class SlackEmulator:
         self.history: list[dict[str, Any]] = []  # a channel's messages, newest first
         self.posted_ts: list[str] = []  # the ts of each new message, in order
         self._ts = itertools.count(1)
+        self.retry_after: str | None = "30"  # the Retry-After of a 429 (None: no header)
         self.app = web.Application()
         self.app.router.add_route("*", "/api/{method}", self._handle)
 
@@ -57,7 +58,8 @@ class SlackEmulator:
                 request.transport.abort()
                 raise ConnectionResetError(method)
             status = 429 if error == "ratelimited" else 200
-            headers = {"Retry-After": "30"} if status == 429 else {}
+            wait = self.retry_after if status == 429 else None
+            headers = {"Retry-After": wait} if wait is not None else {}
             return web.json_response({"ok": False, "error": error}, status=status, headers=headers)
         return web.json_response(self._answer(method, params))
 

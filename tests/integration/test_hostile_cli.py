@@ -199,6 +199,9 @@ def test_ctrl_c_at_the_chat_prompt_ends_it_at_once(tmp_path: Path) -> None:
     }
     pid, terminal = pty.fork()
     if pid == 0:  # the child: the pty is its controlling terminal
+        # As a terminal's shell starts it: a run in the background of a shell without job
+        # control (CI) inherits SIGINT ignored, and exec keeps it so.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execve(str(BOT), [str(BOT), "chat"], environment)
     try:
         shown = _read_until(terminal, b"> ", TIMEOUT_S)

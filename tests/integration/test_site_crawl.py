@@ -5,7 +5,7 @@ docs; then the pages indexed, and a page gone from the site pruned."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,24 @@ async def served() -> AsyncIterator[Served]:
     async with httpx.AsyncClient(headers={"User-Agent": "docbot-ingest/0.1"}) as http:
         yield Served(site, site.base, http)
     await server.close()
+
+
+MEMORY = "crawl-memory.json"
+
+
+@pytest.fixture
+def sync(
+    served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+) -> Callable[[], Awaitable[IngestReport]]:
+    """A pruning sync of the site as `bot sync` runs one: with the crawl's memory (in
+    `tmp_path / MEMORY`) and the documents the index holds."""
+
+    async def run() -> IngestReport:
+        known = await index.documents()
+        site = crawler(served, settings.ingest, memory=tmp_path / MEMORY, known=known)
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    return run
 
 
 def crawler(
@@ -105,14 +123,8 @@ async def test_crawled_pages_are_indexed_and_a_page_gone_is_pruned(
 
 
 async def test_pages_the_sitemap_dates_as_unchanged_are_not_even_asked(
-    served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+    served: Served, sync: Callable[[], Awaitable[IngestReport]]
 ) -> None:
-    memory = tmp_path / "crawl-memory.json"
-
-    async def sync() -> IngestReport:
-        site = crawler(served, settings.ingest, memory=memory, known=await index.documents())
-        return await ingestor.ingest_from(site, source="site", prune=True)
-
     await sync()
     served.site.requests.clear()
     unchanged = await sync()
@@ -216,15 +228,8 @@ async def test_a_page_too_slow_to_read_for_links_is_kept_without_its_links(
 
 
 async def test_a_re_crawl_downloads_only_the_pages_that_changed(
-    served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+    served: Served, sync: Callable[[], Awaitable[IngestReport]], tmp_path: Path
 ) -> None:
-    memory = tmp_path / "crawl-memory.json"
-
-    async def sync() -> IngestReport:
-        known = await index.documents()
-        site = crawler(served, settings.ingest, memory=memory, known=known)
-        return await ingestor.ingest_from(site, source="site", prune=True)
-
     first = await sync()
     assert first.counts[Outcome.ADDED] == 5
     pages = set(served.site.downloads)
@@ -243,7 +248,9 @@ async def test_a_re_crawl_downloads_only_the_pages_that_changed(
     assert changed.counts[Outcome.UNCHANGED] == 3
     assert pages >= set(served.site.downloads)
 
-    memory.write_text("{not json", encoding="utf-8")  # a damaged memory: a full crawl, no error
+    (tmp_path / MEMORY).write_text(
+        "{not json", encoding="utf-8"
+    )  # a damaged memory: a full crawl, no error
     served.site.downloads.clear()
     again = await sync()
     assert again.counts[Outcome.UNCHANGED] == 5
@@ -252,17 +259,10 @@ async def test_a_re_crawl_downloads_only_the_pages_that_changed(
 
 @pytest.mark.parametrize("status", [503, 429])
 async def test_a_page_down_for_now_is_kept_with_the_pages_under_it(
-    status: int, served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+    status: int, served: Served, sync: Callable[[], Awaitable[IngestReport]], index
 ) -> None:
     """A sync that prunes must not read "the server failed this once" as "the page is gone":
     the indexed copy stays, and so do the pages reached only through its links. A 404 is gone."""
-    memory = tmp_path / "crawl-memory.json"
-
-    async def sync() -> IngestReport:
-        known = await index.documents()
-        site = crawler(served, settings.ingest, memory=memory, known=known)
-        return await ingestor.ingest_from(site, source="site", prune=True)
-
     first = await sync()
     assert first.counts[Outcome.ADDED] == 5
     served.site.failing["/docs/guide/"] = status  # advanced.html is linked only from here
@@ -284,17 +284,10 @@ async def test_a_page_down_for_now_is_kept_with_the_pages_under_it(
 
 @pytest.mark.parametrize("failing", ["/sitemap-docs.xml.gz", "/robots.txt"])
 async def test_a_sitemap_down_for_now_prunes_nothing(
-    failing: str, served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+    failing: str, served: Served, sync: Callable[[], Awaitable[IngestReport]], index
 ) -> None:
     """orphan.html is named only by the sitemap (robots.txt names the sitemap): with either
     failing for now, the crawl can't tell it is gone, so a pruning sync deletes nothing."""
-    memory = tmp_path / "crawl-memory.json"
-
-    async def sync() -> IngestReport:
-        known = await index.documents()
-        site = crawler(served, settings.ingest, memory=memory, known=known)
-        return await ingestor.ingest_from(site, source="site", prune=True)
-
     assert (await sync()).counts[Outcome.ADDED] == 5
     served.site.failing[failing] = 503
     unsure = await sync()

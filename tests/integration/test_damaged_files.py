@@ -74,15 +74,21 @@ def test_a_damaged_full_text_table_is_named_by_every_command(data: Path, args: l
     )
 
 
+def _doctor_fails_on(data: Path, row: str) -> str:
+    """`bot doctor` exits 1 with `row` failed; its detail."""
+    doctor = _bot(data, "doctor")
+    assert doctor.returncode == 1
+    status, detail = _rows(doctor.stdout)[row]
+    assert status == "FAIL", detail
+    return detail
+
+
 def test_doctor_fails_on_damage_the_index_opens_past(data: Path) -> None:
     """Only the chunks are damaged: the index opens, an unchanged ingest reads none of them,
     but doctor's check finds it, and a search names the file."""
     index = data / "index.sqlite"
     _overwrite_root_page(index, "chunks")
-    doctor = _bot(data, "doctor")
-    assert doctor.returncode == 1
-    status, detail = _rows(doctor.stdout)["index file"]
-    assert status == "FAIL"
+    detail = _doctor_fails_on(data, "index file")
     assert detail.startswith(f"{index} is damaged (database disk image is malformed): ")
     search = _bot(data, "search", "re-ingest")
     assert search.returncode == 2
@@ -113,22 +119,16 @@ def test_doctor_checks_the_full_text_index_itself(data: Path) -> None:
             " WHERE id = (SELECT max(id) FROM chunks_fts_data)"
         )
         assert db.execute("PRAGMA quick_check").fetchall() == [("ok",)]
-    done = _bot(data, "doctor")
-    assert done.returncode == 1
-    assert _rows(done.stdout)["index file"] == (
-        "FAIL",
+    assert _doctor_fails_on(data, "index file") == (
         f"{index} is damaged (database disk image is malformed): {INDEX_ADVICE}; the embedding "
-        "cache makes that quick",
+        "cache makes that quick"
     )
 
 
 def test_a_damaged_state_file_is_named_and_fails_doctor(data: Path) -> None:
     state = data / "state.sqlite"
     state.write_bytes(os.urandom(12_288))
-    doctor = _bot(data, "doctor")
-    assert doctor.returncode == 1
-    status, detail = _rows(doctor.stdout)["state file"]
-    assert status == "FAIL"
+    detail = _doctor_fails_on(data, "state file")
     assert detail.startswith(f"{state} is damaged (file is not a database): {STATE_ADVICE}")
     ask = _bot(data, "ask", "How do I re-ingest changed documents?")
     assert ask.returncode == 2

@@ -327,7 +327,10 @@ class _OneShortLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage().split("\n", 1)[0].split(" (", 1)[0]
         if record.exc_info and record.exc_info[1] is not None:
-            text = f"{text}: {type(record.exc_info[1]).__name__}"
+            failure = record.exc_info[1]
+            text = f"{text}: {type(failure).__name__}"
+            if isinstance(failure, SlackApiError):  # Slack's error code: the part that helps
+                text = f"{text} ({slack_error(failure)})"
         record.msg, record.args, record.exc_info, record.exc_text = text, None, None, None
         return True
 

@@ -368,10 +368,17 @@ _CHANNEL_PREFIX = re.compile(rf"slack(/{_SLACK_TEAM}(/{_SLACK_CHANNEL})?)?|{_DIS
 _CONVERSATION_PREFIX = re.compile(
     rf"slack(/{_SLACK_TEAM}(/{_SLACK_CHANNEL}(/{_SLACK_THREAD})?)?)?|{_DISCORD_PREFIX}"
 )
-_CHANNEL_FORMS = (
+CHANNEL_FORMS = (
     "slack, slack/TEAM_ID, slack/TEAM_ID/CHANNEL_ID, discord, discord/GUILD_ID, "
     "discord/GUILD_ID/CHANNEL_ID, discord/dm or discord/dm/CHANNEL_ID"
 )
+
+
+def is_channel_prefix(key: str) -> bool:
+    """Whether `key` is a channel's key, or a prefix of one, as the adapters build them."""
+    return _CHANNEL_PREFIX.fullmatch(key) is not None
+
+
 _CRON_FIELDS = 5
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -388,7 +395,7 @@ def most_specific(entries: Mapping[str, _V], key: str) -> list[_V]:
 
 
 def _check_prefixes(
-    value: Mapping[str, _V], shape: re.Pattern[str] = _CHANNEL_PREFIX, forms: str = _CHANNEL_FORMS
+    value: Mapping[str, _V], shape: re.Pattern[str] = _CHANNEL_PREFIX, forms: str = CHANNEL_FORMS
 ) -> Mapping[str, _V]:
     for prefix in value:
         if not shape.fullmatch(prefix):
@@ -416,7 +423,7 @@ class WebSearchSettings(_Section):
     @field_validator("channels")
     @classmethod
     def _channel_prefixes(cls, value: dict[str, bool]) -> dict[str, bool]:
-        forms = f"{_CHANNEL_FORMS} (a Slack thread: slack/TEAM_ID/CHANNEL_ID/THREAD_TS)"
+        forms = f"{CHANNEL_FORMS} (a Slack thread: slack/TEAM_ID/CHANNEL_ID/THREAD_TS)"
         return dict(_check_prefixes(value, _CONVERSATION_PREFIX, forms))
 
 

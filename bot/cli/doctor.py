@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,8 +12,6 @@ if TYPE_CHECKING:
     from bot.diagnostics import Check
 
 from bot.cli.app import app, out, refuse, state
-
-_CHANNEL_KEY = re.compile(r"(?:slack|discord)(?:/[^/\s]+){1,3}")
 
 
 @app.command()
@@ -29,13 +26,11 @@ def doctor(
 ) -> None:
     """Check the backend (reachable, versions, licence, index) and say which model answers,
     which platform tokens are set and whether the web is searched."""
+    from core.config import CHANNEL_FORMS, is_channel_prefix
     from core.domain.urls import redact_urls_in
 
-    if channel is not None and not _CHANNEL_KEY.fullmatch(channel):
-        refuse(
-            f"{channel!r} is not a channel key: use slack/TEAM_ID/CHANNEL_ID or "
-            "discord/GUILD_ID/CHANNEL_ID"
-        )
+    if channel is not None and not is_channel_prefix(channel):
+        refuse(f"{channel!r} is not a channel key: use {CHANNEL_FORMS}, with ids, not names")
     checks = asyncio.run(_doctor(channel))
     table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
     for check in checks:

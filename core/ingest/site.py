@@ -193,13 +193,11 @@ class SiteConnector:
             queue.put_nowait(None)
         await asyncio.gather(*workers)
         self._report_dead_ends(found)
-        if found.missing:  # a start URL could not be read: this crawl speaks for nothing
+        # A start URL not read, or robots.txt or a sitemap failing for now (the pages only it
+        # names may be there still): this crawl can't say what is gone, so it prunes nothing.
+        if found.missing or self._unsure:
             found.scopes = []
-        if self._unsure:  # pages only a sitemap names may be there still: none pruned as gone
-            found.scopes = []
-            found.skipped += [
-                replace(u, reason=f"{u.reason}; nothing pruned") for u in self._unsure
-            ]
+        found.skipped += [replace(u, reason=f"{u.reason}; nothing pruned") for u in self._unsure]
         found.items.sort(key=lambda item: item.doc_id)
         self._crawled = {u: p for u, p in self._memory.items() if u in seen}
         return found

@@ -235,9 +235,8 @@ def _platforms(secrets: Secrets) -> Check:
 
 def _web_search(settings: Settings) -> Check:
     w = settings.web_search
-    on = sorted(prefix for prefix, allowed in w.channels.items() if allowed)
-    off = sorted(prefix for prefix, allowed in w.channels.items() if not allowed)
-    if w.enabled:
+    on, off = settings.web_search_channels(), settings.web_search_off_channels()
+    if on[:1] == ["*"]:
         state = "on everywhere" + (f" except {', '.join(off)}" if off else "")
     elif on:
         state = f"on in {', '.join(on)} only"
@@ -246,7 +245,7 @@ def _web_search(settings: Settings) -> Check:
     has_key = _is_set(settings.secrets, "PERPLEXITY_API_KEY")
     if state == "off":
         unused = "; PERPLEXITY_API_KEY is set but unused" if has_key else ""
-        detail = f"off (web_search.enabled, web_search.channels){unused}"
+        detail = f"off (web_search.enabled, web_search.channels, channel policies){unused}"
         return Check("web search", True, detail, info=True)
     if not has_key:
         return Check(

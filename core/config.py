@@ -728,6 +728,20 @@ class Settings(_Section):
             min_relevance=float(merged["min_relevance"] or 0.0),
         )
 
+    def web_search_channels(self) -> list[str]:
+        """Where a policy or the `web_search` section turns web search on (`*`: everywhere
+        by default): the provider must exist, with its key, if any channel may search."""
+        everywhere = self.web_search.enabled or bool(self.channels.default.web_search)
+        on = {prefix for prefix, allowed in self.web_search.channels.items() if allowed}
+        on |= {p for p, policy in self.channels.policies.items() if policy.web_search}
+        return (["*"] if everywhere else []) + sorted(on)
+
+    def web_search_off_channels(self) -> list[str]:
+        """Where a policy or the `web_search` section turns web search off."""
+        off = {prefix for prefix, allowed in self.web_search.channels.items() if not allowed}
+        off |= {p for p, policy in self.channels.policies.items() if policy.web_search is False}
+        return sorted(off)
+
     @property
     def index_path(self) -> Path:
         return self.search.sqlite_path or self.storage.data_dir / "index.sqlite"

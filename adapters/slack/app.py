@@ -181,13 +181,13 @@ class SlackBot:
             return
         team = body.get("team_id", "")
         thread_ts = event.get("thread_ts")
-        policy = self._policy(body, event)
-        if policy.trigger == "off":
-            return
-        if event.get("channel_type") == "im":
+        if event.get("channel_type") == "im":  # a policy's trigger is about channels
             if not await self._claim(body, event):
                 return
             await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
+            return
+        policy = self._policy(body, event)
+        if policy.trigger == "off":
             return
         if bot_user and f"<@{bot_user}>" in event.get("text", ""):
             return  # the app_mention listener owns mentions

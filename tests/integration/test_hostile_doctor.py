@@ -81,7 +81,10 @@ def test_informational_rows_do_not_fail_the_command(
         "set: DISCORD_TOKEN; not set: SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN; "
         "can start: bot discord",
     )
-    assert rows["web search"] == ("info", "off (web_search.enabled, web_search.channels)")
+    assert rows["web search"] == (
+        "info",
+        "off (web_search.enabled, web_search.channels, channel policies)",
+    )
     assert rows["content"][0] == "ok"
     assert "discord-token-value" not in result.output
 

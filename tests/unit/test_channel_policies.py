@@ -5,8 +5,11 @@ unless a policy says."""
 from __future__ import annotations
 
 import pytest
+from pydantic import SecretStr
 
-from core.config import ChannelPolicy, ChannelSettings, Settings, WebSearchSettings
+from bot.wiring import build_web_search
+from core.config import ChannelPolicy, ChannelSettings, Secrets, Settings, WebSearchSettings
+from core.errors import MissingSecret
 
 
 def _settings(**policies: ChannelPolicy) -> Settings:
@@ -70,6 +73,29 @@ def test_web_search_keeps_its_old_keys_unless_a_policy_says() -> None:
     assert settings.policy("slack/T1/C1").web_search is True
     assert settings.policy("discord/5/66").web_search is False
     assert settings.policy("discord/5/77").web_search is True
+
+
+@pytest.mark.parametrize(
+    "channels",
+    [
+        ChannelSettings(policies={"slack/T1/C3": ChannelPolicy(web_search=True)}),
+        ChannelSettings(default=ChannelPolicy(web_search=True)),
+    ],
+)
+async def test_a_policy_alone_that_turns_web_search_on_gets_a_provider(
+    channels: ChannelSettings,
+) -> None:
+    # The `web_search` section is off: the policy's `true` used to be ignored, as no provider
+    # was built for the engine to offer.
+    settings = Settings(channels=channels)
+    assert settings.policy("slack/T1/C3/1700000000.1").web_search is True
+    with pytest.raises(MissingSecret, match="PERPLEXITY_API_KEY is not set"):
+        build_web_search(settings)
+    keyed = settings.model_copy(update={"secrets": Secrets(perplexity_api_key=SecretStr("k"))})
+    search = build_web_search(keyed)
+    assert search is not None
+    await search.close()
+    assert build_web_search(Settings()) is None
 
 
 def test_a_bad_prefix_is_refused_at_load() -> None:

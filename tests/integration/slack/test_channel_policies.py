@@ -156,6 +156,22 @@ async def test_off_channels_ignore_even_mentions(slack_factory) -> None:
         await stop()
 
 
+async def test_a_default_of_off_leaves_direct_messages_answered(slack_factory) -> None:
+    # An opt-in bot (`channels.default.trigger: off`, a policy per channel it may answer in)
+    # still answers its direct messages, as the Discord bot does.
+    harness, stop = await slack_factory(None, BOT_CHANNELS__DEFAULT__TRIGGER="off")
+    try:
+        await harness.event(mention("1700000000.000810"), "Ev1")
+        dm = message_event("1700000000.000820", QUESTION, channel="D1", channel_type="im")
+        await harness.event(dm, "Ev2")
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        await harness.settle()
+        assert [m["channel"] for m in posted(harness)] == ["D1"]
+        assert "ingesting.md" in json.dumps(harness.emulator.called("chat.update")[-1])
+    finally:
+        await stop()
+
+
 async def test_sources_restrict_what_a_channel_is_answered_from(slack_factory) -> None:
     # The knowledge base's documents are all of source "kb": a channel scoped to another
     # source finds none of them, even for the question they answer best.

@@ -130,11 +130,12 @@ def test_platform_tokens_are_named_never_shown() -> None:
 @pytest.mark.parametrize(
     ("env", "ok", "detail"),
     [
-        ({}, True, "off (web_search.enabled, web_search.channels)"),
+        ({}, True, "off (web_search.enabled, web_search.channels, channel policies)"),
         (
             {"PERPLEXITY_API_KEY": "pplx-SECRET"},
             True,
-            "off (web_search.enabled, web_search.channels); PERPLEXITY_API_KEY is set but unused",
+            "off (web_search.enabled, web_search.channels, channel policies); "
+            "PERPLEXITY_API_KEY is set but unused",
         ),
         (
             {"BOT_WEB_SEARCH__ENABLED": "true", "PERPLEXITY_API_KEY": "pplx-SECRET"},
@@ -162,6 +163,30 @@ def test_platform_tokens_are_named_never_shown() -> None:
         ),
         (
             {"BOT_WEB_SEARCH__ENABLED": "true"},
+            False,
+            "on everywhere, but PERPLEXITY_API_KEY is not set: every command that answers "
+            "(bot ask, chat, slack, discord) stops at start",
+        ),
+        (
+            {
+                "BOT_CHANNELS__POLICIES": '{"slack/T1/C3": {"web_search": true}}',
+                "PERPLEXITY_API_KEY": "pplx-SECRET",
+            },
+            True,
+            "on in slack/T1/C3 only; sonar at https://api.perplexity.ai; PERPLEXITY_API_KEY set",
+        ),
+        (
+            {
+                "BOT_WEB_SEARCH__ENABLED": "true",
+                "BOT_CHANNELS__POLICIES": '{"discord/9": {"web_search": false}}',
+                "PERPLEXITY_API_KEY": "pplx-SECRET",
+            },
+            True,
+            "on everywhere except discord/9; sonar at https://api.perplexity.ai; "
+            "PERPLEXITY_API_KEY set",
+        ),
+        (
+            {"BOT_CHANNELS__DEFAULT__WEB_SEARCH": "true"},
             False,
             "on everywhere, but PERPLEXITY_API_KEY is not set: every command that answers "
             "(bot ask, chat, slack, discord) stops at start",

@@ -54,6 +54,7 @@ class Corpus:
     docs: dict[str, str]  # chunk id -> document id
     matrix: Matrix
     candidates: int
+    top_k: int  # the passages the model is shown
 
     def vector_side(self, query: Matrix) -> list[Ranked]:
         scores = self.matrix @ query
@@ -87,6 +88,7 @@ async def gather(name: str, data: Dataset) -> tuple[Corpus, list[Query]]:
             {r[0]: r[1] for r in rows},
             matrix.reshape(len(rows), -1),
             settings.search.candidates,
+            settings.search.top_k,
         )
         queries = []
         for qid, text in data.queries.items():
@@ -100,12 +102,25 @@ async def gather(name: str, data: Dataset) -> tuple[Corpus, list[Query]]:
 
 
 def figures(ranked: list[list[str]], corpus: Corpus, data: Dataset, queries: list[Query]) -> Any:
-    ndcg = mrr = 0.0
+    """The benchmarks' per-document figures, and what the model is shown: the share of the
+    relevant documents with a passage among the top `top_k` passages, and how many documents
+    those passages come from. A ranking can gain the first and lose the second."""
+    ndcg = mrr = shown = spread = 0.0
     for chunks, query in zip(ranked, queries, strict=True):
+        relevant = data.qrels[query.qid]
         documents = list(dict.fromkeys(corpus.docs[c] for c in chunks))
-        ndcg += ndcg_at(documents, data.qrels[query.qid], 10)
-        mrr += mrr_at(documents, data.qrels[query.qid], 10)
-    return {"ndcg@10": round(ndcg / len(queries), 4), "mrr@10": round(mrr / len(queries), 4)}
+        ndcg += ndcg_at(documents, relevant, 10)
+        mrr += mrr_at(documents, relevant, 10)
+        top = {corpus.docs[c] for c in chunks[: corpus.top_k]}
+        shown += len(top & relevant.keys()) / len(relevant)
+        spread += len(top)
+    n = len(queries)
+    return {
+        "ndcg@10": round(ndcg / n, 4),
+        "mrr@10": round(mrr / n, 4),
+        f"relevant shown in top {corpus.top_k}": round(shown / n, 4),
+        f"documents in top {corpus.top_k}": round(spread / n, 2),
+    }
 
 
 def fused(bm25: list[Ranked], vector: list[Ranked]) -> list[str]:

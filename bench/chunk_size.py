@@ -52,7 +52,7 @@ async def measure(
     for label, (name, dataset) in data.items():
         index = await open_index(name, root / size, embedder, **env)
         try:
-            modes = await evaluate(index, dataset, list(SearchMode))
+            modes = await evaluate(index, dataset, list(SearchMode), shown=settings.search.top_k)
             figures[label] = {
                 "chunks": (await index.stats()).chunks,
                 **{r.mode.value: r.metrics for r in modes},

@@ -31,7 +31,8 @@ from bench.relevance_floor import CACHE, open_index
 from bot.wiring import build_embedder
 from core.domain.documents import SearchMode
 from core.evaluation.retrieval import Dataset, load_dataset, mrr_at, ndcg_at
-from core.search.fusion import Ranked, normalised, score_fusion
+from core.search.fusion import Fused, Ranked, normalised, score_fusion
+from core.search.hybrid import top_passages
 
 ROOT = REPO / ".bot" / "bench" / "floor"
 SHARE = 0.5  # the shipped vector share
@@ -55,6 +56,7 @@ class Corpus:
     matrix: Matrix
     candidates: int
     top_k: int  # the passages the model is shown
+    per_document: int  # of those, at most this many of one document while others remain
 
     def vector_side(self, query: Matrix) -> list[Ranked]:
         scores = self.matrix @ query
@@ -89,6 +91,7 @@ async def gather(name: str, data: Dataset) -> tuple[Corpus, list[Query]]:
             matrix.reshape(len(rows), -1),
             settings.search.candidates,
             settings.search.top_k,
+            settings.search.max_passages_per_document,
         )
         queries = []
         for qid, text in data.queries.items():
@@ -101,12 +104,24 @@ async def gather(name: str, data: Dataset) -> tuple[Corpus, list[Query]]:
     return corpus, queries
 
 
-def figures(ranked: list[list[str]], corpus: Corpus, data: Dataset, queries: list[Query]) -> Any:
+def figures(
+    ranked: list[list[str]],
+    corpus: Corpus,
+    data: Dataset,
+    queries: list[Query],
+    per_document: int | None = None,
+) -> Any:
     """The benchmarks' per-document figures, and what the model is shown: the share of the
     relevant documents with a passage among the top `top_k` passages, and how many documents
-    those passages come from. A ranking can gain the first and lose the second."""
+    those passages come from. A ranking can gain the first and lose the second. Each ranking
+    goes through the search's per-document limit first, as the product's would (the
+    settings' `max_passages_per_document` unless `per_document` says otherwise); it moves no
+    document's first passage, so only the last two figures depend on it."""
+    limit = corpus.per_document if per_document is None else per_document
     ndcg = mrr = shown = spread = 0.0
-    for chunks, query in zip(ranked, queries, strict=True):
+    for ranking, query in zip(ranked, queries, strict=True):
+        passages = [Fused(key) for key in ranking]
+        chunks = [f.key for f in top_passages(passages, corpus.docs, len(passages), limit)]
         relevant = data.qrels[query.qid]
         documents = list(dict.fromkeys(corpus.docs[c] for c in chunks))
         ndcg += ndcg_at(documents, relevant, 10)
@@ -239,6 +254,13 @@ async def main() -> None:
         result.setdefault("min-max fusion (shipped)", {})[label] = measure(
             label, lambda c, q: fused(q.bm25, c.vector_side(q.vector))
         )
+        corpus, queries = gathered[label]
+        shipped = [fused(q.bm25, corpus.vector_side(q.vector)) for q in queries]
+        for limit in (0, 1, 2, 4):
+            name = f"min-max fusion, at most {limit or 'any number of'} passages per document"
+            result.setdefault(name, {})[label] = figures(
+                shipped, corpus, sets[label][1], queries, per_document=limit
+            )
         for own in (True, False):
             for passages in (3, 5):
                 for weight in (0.3, 0.6, 1.0):

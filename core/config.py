@@ -122,6 +122,9 @@ class SearchSettings(_Section):
     rrf_k: int = Field(60, ge=1, le=10_000)
     candidates: int = Field(100, ge=1, le=10_000)
     top_k: int = Field(8, ge=1, le=1_000)
+    # Of the top_k passages a search returns, at most this many from one document while other
+    # documents' candidates remain (0: no limit); BENCHMARKS.md, "What the model is shown".
+    max_passages_per_document: int = Field(3, ge=0, le=1_000)
     bm25_weight: float = Field(1.0, ge=0)
     vector_weight: float = Field(1.0, ge=0)
     bm25_columns: Bm25Weights = Bm25Weights()

@@ -8,7 +8,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -24,6 +24,14 @@ eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
 app.add_typer(eval_app, name="eval")
 
 
+_LABELS = {"ndcg": "nDCG", "recall": "Recall", "mrr": "MRR", "shown": "Shown"}
+
+
+def _label(metric: str) -> str:
+    name, _, depth = metric.partition("@")
+    return f"{_LABELS.get(name, name)}@{depth}"
+
+
 @eval_app.command("retrieval")
 def eval_retrieval(
     dataset: Annotated[Path, typer.Option(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.")],
@@ -35,20 +43,19 @@ def eval_retrieval(
         Path | None, typer.Option("--index", help="Keep the index here (default: a temp dir).")
     ] = None,
 ) -> None:
-    """nDCG@10, Recall@10, Recall@100 and MRR@10 for bm25, vector and hybrid, side by side."""
+    """nDCG@10, Recall@10, Recall@100, MRR@10 and Shown@top_k (the relevant documents among the
+    passages an answer is written from) for bm25, vector and hybrid, side by side."""
     result = asyncio.run(_eval_retrieval(dataset, limit, index_path))
+    modes: list[dict[str, Any]] = result["modes"]  # type: ignore[assignment]
     table = Table(
         "mode",
-        "nDCG@10",
-        "Recall@10",
-        "Recall@100",
-        "MRR@10",
+        *(_label(name) for name in modes[0]["metrics"]),
         "p50 ms",
         "p95 ms",
         title=f"{result['dataset']}: {result['queries']} queries, "
         f"{result['documents']} documents, {result['chunks']} chunks",
     )
-    for row in result["modes"]:  # type: ignore[attr-defined]
+    for row in modes:
         m = row["metrics"]
         table.add_row(
             row["mode"], *(f"{m[x]:.3f}" for x in m), f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}"

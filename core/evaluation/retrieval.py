@@ -123,11 +123,20 @@ def _documents(hits: list[SearchHit], depth: int) -> list[str]:
 
 
 async def evaluate(
-    index: SearchIndex, dataset: Dataset, modes: list[SearchMode]
+    index: SearchIndex, dataset: Dataset, modes: list[SearchMode], *, shown: int
 ) -> list[ModeResult]:
+    """Per-document figures, and `shown@k`: the share of the relevant documents with a passage
+    among the first `shown` passages, the ones a question's answer is written from (per-document
+    figures count a document once, however many of its passages fill that list)."""
     results: list[ModeResult] = []
     for mode in modes:
-        sums = {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
+        sums = {
+            "ndcg@10": 0.0,
+            "recall@10": 0.0,
+            "recall@100": 0.0,
+            "mrr@10": 0.0,
+            f"shown@{shown}": 0.0,
+        }
         latencies: list[float] = []
         for query_id, text in dataset.queries.items():
             relevant = dataset.qrels[query_id]
@@ -142,6 +151,7 @@ async def evaluate(
             sums["ndcg@10"] += ndcg_at(ranked, relevant, 10)
             sums["recall@10"] += recall_at(ranked, relevant, 10)
             sums["mrr@10"] += mrr_at(ranked, relevant, 10)
+            sums[f"shown@{shown}"] += recall_at(_documents(hits[:shown], shown), relevant, shown)
             deep = await index.search(text, k=DEEP * CHUNKS_PER_DOCUMENT, mode=mode)
             sums["recall@100"] += recall_at(_documents(deep, DEEP), relevant, 100)
         n = len(dataset.queries)

@@ -66,7 +66,7 @@ async def retrieval_run(
     """Every search mode on the indexed dataset, with the settings that produced the figures
     (`embeddings`: how many vectors were computed and how many came from the cache)."""
     stats = await index.stats()
-    modes = await evaluate(index, data, list(SearchMode))
+    modes = await evaluate(index, data, list(SearchMode), shown=settings.search.top_k)
     return {
         "dataset": data.name,
         "backend": settings.search.backend,

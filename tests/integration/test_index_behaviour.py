@@ -237,3 +237,35 @@ async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> 
 async def test_k_out_of_range_is_refused(index: Index, k: int) -> None:
     with pytest.raises(ValueError, match="k must be between 1 and 10000"):
         await index.search("anything", k=k)
+
+
+LONG_PAGE = [
+    f"Webhook retries: a failed webhook delivery is retried with exponential backoff, step {n}."
+    for n in range(6)
+]
+SHORT_PAGES = {
+    "doc:retries-faq": "Why was my webhook retried? Deliveries that fail are retried later.",
+    "doc:retries-limits": "Webhook retry limits: after the last backoff a delivery is dropped.",
+}
+
+
+async def test_one_long_page_does_not_fill_every_passage(index: Index, embedder) -> None:
+    # Six passages of one page outrank every other page's; at most 3 of them
+    # (search.max_passages_per_document) come before the other pages' passages.
+    await _fill(index, embedder)
+    pages = {"doc:webhooks": LONG_PAGE, **{d: [t] for d, t in SHORT_PAGES.items()}}
+    for doc_id, texts in pages.items():
+        chunks = [
+            Chunk(f"{doc_id}-{i}", doc_id, "handbook", "Webhooks", "", f"https://x/{doc_id}", t, i)
+            for i, t in enumerate(texts)
+        ]
+        vectors = await embedder.embed_documents([embedding_text(c) for c in chunks])
+        record = DocumentRecord(doc_id, "handbook", "Webhooks", "https://x", "c1", len(chunks))
+        await index.replace_document(record, chunks, vectors)
+    hits = await index.search("webhook retries exponential backoff step", k=5)
+    documents = [h.chunk.doc_id for h in hits]
+    assert documents[0] == "doc:webhooks"
+    assert documents.count("doc:webhooks") == 3
+    assert set(SHORT_PAGES) <= set(documents)
+    shallower = await index.search("webhook retries exponential backoff step", k=3)
+    assert [h.chunk.chunk_id for h in shallower] == [h.chunk.chunk_id for h in hits[:3]]

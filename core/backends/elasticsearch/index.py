@@ -65,7 +65,8 @@ from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.checks import check_vectors
 from core.search.fusion import Ranked
-from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits
+from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits, top_passages
+from core.search.terms import query_terms
 
 log = logging.getLogger(__name__)
 
@@ -371,8 +372,8 @@ class ElasticsearchIndex(HybridIndex):
 
         bm25_side = (
             self._side(query=bm25_query(r.query, r.filters, self._search), size=r.limit)
-            if r.mode is not SearchMode.VECTOR
-            else none()
+            if r.mode is not SearchMode.VECTOR and query_terms(r.query)
+            else none()  # only stop words: nothing to rank by, as on SQLite
         )
         vector_side = knn_side(vector) if vector is not None else none()
         bm25, knn = await asyncio.gather(bm25_side, vector_side)
@@ -384,7 +385,9 @@ class ElasticsearchIndex(HybridIndex):
             self._search,
         )
         chunks = {hit_id: chunk_from_source(source) for hit_id, _, source in (*bm25, *knn)}
-        return fused_hits(fused, chunks)
+        documents = {hit_id: chunk.doc_id for hit_id, chunk in chunks.items()}
+        top = top_passages(fused, documents, r.k, self._search.max_passages_per_document)
+        return fused_hits(top, chunks)
 
     async def _server_fused(
         self, query: str, vector: Vectors, filters: SearchFilters, k: int, limit: int

@@ -8,6 +8,7 @@ from typing import Any
 from core.backends.elasticsearch.schema import CHUNK
 from core.config import ElasticsearchSettings, SearchSettings
 from core.domain.documents import SearchFilters, Vectors
+from core.search.terms import query_terms
 
 
 def filter_clauses(filters: SearchFilters) -> list[dict[str, Any]]:
@@ -22,9 +23,11 @@ def filter_clauses(filters: SearchFilters) -> list[dict[str, Any]]:
 
 
 def bm25_query(query: str, filters: SearchFilters, search: SearchSettings) -> dict[str, Any]:
+    """BM25F for the shared query terms (`core.search.terms`), the words SQLite searches too."""
+    terms = " ".join(query_terms(query))
     return {
         "bool": {
-            "must": [{"combined_fields": {"query": query, "fields": bm25_fields(search)}}],
+            "must": [{"combined_fields": {"query": terms, "fields": bm25_fields(search)}}],
             "filter": filter_clauses(filters),
         }
     }

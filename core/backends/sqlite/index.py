@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from core.backends.sqlite.query_terms import fts_or_expression, query_terms, within_postings_budget
+from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
 from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, schema_names, statements
 from core.backends.sqlite.vectors import IDS_PER_QUERY, SqliteVectors, filter_clauses
 from core.config import SearchSettings
@@ -41,11 +41,11 @@ from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.checks import check_vectors
 from core.search.fusion import Ranked
-from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits
+from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits, top_passages
+from core.search.terms import query_terms
 from core.sqlite import Integrity, check_integrity, connect_store, transaction
 
 _KEYWORD_SEPARATOR = "\n"
-_MAX_QUERY_TERMS = 64
 _FTS_INTEGRITY_CHECK = "INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')"
 # What to do about a damaged index file: it is made again from the sources.
 IF_DAMAGED = (
@@ -282,7 +282,7 @@ class SqliteIndex(HybridIndex):
 
     def _bm25_side(self, query: str, filters: SearchFilters, limit: int) -> list[Ranked]:
         db = self._reader()
-        terms = query_terms(query, _MAX_QUERY_TERMS)
+        terms = query_terms(query)
         budget = self._settings.bm25_max_postings
         if terms and budget:
             terms = within_postings_budget(terms, self._document_frequencies(db, terms), budget)
@@ -314,6 +314,17 @@ class SqliteIndex(HybridIndex):
             found.update((c.chunk_id, c) for c in map(_chunk, rows))
         return found
 
+    def _documents_by_id(self, ids: list[int]) -> dict[str, str]:
+        """Each candidate's document, for the per-document limit: the key column alone."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self._reader().execute(
+            f"SELECT id, doc_id FROM chunks WHERE id IN ({marks})",  # noqa: S608 (placeholders)
+            ids,
+        )
+        return {str(r[0]): r[1] for r in rows}
+
     def _chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]:
         if not ids:
             return {}
@@ -344,6 +355,9 @@ class SqliteIndex(HybridIndex):
             else []
         )
         fused = fuse(bm25, vector, r, self._settings)
+        per_document = self._settings.max_passages_per_document
+        documents = self._documents_by_id([int(f.key) for f in fused]) if per_document else {}
+        fused = top_passages(fused, documents, r.k, per_document)
         chunks = self._chunks_by_id([int(f.key) for f in fused])
         return fused_hits(fused, {str(i): chunk for i, chunk in chunks.items()})
 

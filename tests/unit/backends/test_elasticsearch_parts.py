@@ -13,7 +13,7 @@ from core.backends.elasticsearch.connection import (
     explain,
     where,
 )
-from core.backends.elasticsearch.queries import bm25_fields
+from core.backends.elasticsearch.queries import bm25_fields, bm25_query
 from core.backends.elasticsearch.schema import (
     IndexNames,
     chunk_properties,
@@ -21,6 +21,7 @@ from core.backends.elasticsearch.schema import (
     mapping_conflicts,
 )
 from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings, Secrets
+from core.domain.documents import SearchFilters
 from core.domain.learned import normalise_keyword
 from core.errors import InvalidKeyword, SearchIndexError
 
@@ -121,6 +122,14 @@ def test_bm25_weights_become_combined_fields_boosts() -> None:
     weights = Bm25Weights(title=1.0, heading=0.5, text=0.5, keywords=0.0)
     # combined_fields refuses boosts below 1: scaled so the smallest is 1; weight 0 leaves out.
     assert bm25_fields(SearchSettings(bm25_columns=weights)) == ["title^2", "heading^1", "text^1"]
+
+
+def test_the_bm25_request_looks_for_the_terms_sqlite_looks_for() -> None:
+    # The `english` analyzer alone would keep "how", "do", "i", "my": a question's frame, which
+    # matches nearly every passage.
+    request = bm25_query("How do I rotate my API key?", SearchFilters(), SearchSettings())
+    [clause] = request["bool"]["must"]
+    assert clause["combined_fields"]["query"] == "rotate api key"
 
 
 @pytest.mark.parametrize(

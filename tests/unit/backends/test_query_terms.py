@@ -4,7 +4,8 @@ import sqlite3
 
 import pytest
 
-from core.backends.sqlite.query_terms import fts_or_expression, query_terms, within_postings_budget
+from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
+from core.search.terms import query_terms
 
 
 def _expression(text: str, max_terms: int) -> str | None:

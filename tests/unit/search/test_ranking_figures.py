@@ -12,7 +12,7 @@ from core.evaluation.retrieval import Dataset
 
 def _corpus(top_k: int) -> Corpus:
     docs = {"a1": "A", "a2": "A", "a3": "A", "b1": "B", "c1": "C"}
-    return Corpus(list(docs), docs, np.zeros((5, 2), dtype=np.float32), 100, top_k)
+    return Corpus(list(docs), docs, np.zeros((5, 2), dtype=np.float32), 100, top_k, 0)
 
 
 def test_one_documents_passages_first_shows_fewer_relevant_documents() -> None:
@@ -25,3 +25,6 @@ def test_one_documents_passages_first_shows_fewer_relevant_documents() -> None:
     assert spread["documents in top 2"] == 2
     assert bunched["relevant shown in top 2"] == 0.5
     assert bunched["documents in top 2"] == 1
+    # Through the search's per-document limit, as the product ranks, the two are alike.
+    limited = figures([["a1", "a2", "a3", "b1", "c1"]], _corpus(2), data, queries, per_document=1)
+    assert limited == spread

@@ -1,30 +1,12 @@
 """Turning free text into a safe FTS5 query.
 
 User and model text must never reach FTS5's query syntax (quotes, NEAR, column filters, `*`):
-a stray operator is a syntax error or a different search. We keep word tokens only, drop English
-stop words (they match almost every chunk and cost latency for no ranking signal) and OR the
-rest, each quoted, so BM25 ranks by how many and how rare the terms are.
+a stray operator is a syntax error or a different search. The query is the shared query terms
+(`core.search.terms`: word tokens only, no stop words), each quoted and ORed, so BM25 ranks by
+how many and how rare the terms are.
 """
 
 from __future__ import annotations
-
-import re
-
-from core.domain.text import STOPWORDS
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_terms(text: str, max_terms: int) -> list[str]:
-    """Distinct lower-case non-stop-word tokens, in order of first appearance."""
-    seen: dict[str, None] = {}
-    for match in _WORD.finditer(text.lower()):
-        token = match.group(0)
-        if token not in STOPWORDS and token not in seen:
-            seen[token] = None
-            if len(seen) >= max_terms:
-                break
-    return list(seen)
 
 
 def fts_or_expression(terms: list[str]) -> str:

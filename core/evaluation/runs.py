@@ -100,6 +100,8 @@ def _ranking_settings(s: Settings, embedder: Embedder) -> dict[str, Any]:
         "vector_share": s.search.vector_share,
         "rrf_k": s.search.rrf_k,
         "candidates": s.search.candidates,
+        "top_k": s.search.top_k,
+        "max_passages_per_document": s.search.max_passages_per_document,
         "bm25_weight": s.search.bm25_weight,
         "vector_weight": s.search.vector_weight,
         "bm25_columns": s.search.bm25_columns.model_dump(),

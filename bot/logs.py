@@ -23,6 +23,28 @@ _NOISY = ("apscheduler", "discord")
 _FILE_READERS = ("pypdf",)
 
 
+# Our own packages: their tracebacks are ours to decide. A library's warning with a traceback
+# (elastic_transport's "Retrying request after failure" at every retry) is one line below DEBUG.
+_OURS = ("core", "bot", "adapters")
+
+
+class _OneLineLibraryWarnings(logging.Filter):
+    """A library's warning about a failure it is handling (a retried request) keeps the
+    failure's type and message on its line; its traceback is for DEBUG, where it is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.exc_info
+            and record.levelno < logging.ERROR
+            and not record.name.startswith(_OURS)
+            and logging.getLogger().level > logging.DEBUG
+        ):
+            _, exc, _ = record.exc_info
+            record.msg = f"{record.getMessage()} ({type(exc).__name__}: {exc})"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
 class _RedactUrlCredentials(logging.Filter):
     """Libraries log URLs as they were given (httpx's "HTTP Request: GET http://user:pass@..."),
     so every record leaves without the userinfo of any URL in it, whoever wrote it."""
@@ -87,8 +109,9 @@ def configure_logging(settings: LoggingSettings) -> None:
     if not root.handlers:  # as basicConfig: a host that set up logging (pytest) keeps its own
         root.addHandler(_library_handler(renderer))
     for each in root.handlers:
-        if not any(isinstance(f, _RedactUrlCredentials) for f in each.filters):
-            each.addFilter(_RedactUrlCredentials())
+        for kind in (_OneLineLibraryWarnings, _RedactUrlCredentials):  # redaction last
+            if not any(isinstance(f, kind) for f in each.filters):
+                each.addFilter(kind())
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -105,3 +105,46 @@ def test_at_debug_a_parsers_warning_names_the_document(capsys: pytest.CaptureFix
         },
         {"event": "Adding job tentatively", "logger": "apscheduler.scheduler", "level": "info"},
     ]
+
+
+def _retried(logger: logging.Logger) -> None:
+    """elastic_transport's way: a warning with the failure it is about to retry."""
+    try:
+        raise TimeoutError(f"no reply from https://elastic:{SECRET}@es.internal:9200")
+    except TimeoutError:
+        logger.warning("Retrying request after failure (attempt %d of %d)", 0, 3, exc_info=True)
+
+
+@pytest.mark.parametrize("level", ["INFO", "WARNING"])
+def test_a_librarys_retry_warning_is_one_line_without_its_traceback(
+    level: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with as_in_a_bot_process():
+        configure_logging(LoggingSettings(level=level, format="json"))  # type: ignore[arg-type]
+        _retried(logging.getLogger("elastic_transport.transport"))
+    assert _events(capsys.readouterr().err) == [
+        {
+            "event": "Retrying request after failure (attempt 0 of 3) "
+            "(TimeoutError: no reply from https://es.internal:9200)",
+            "logger": "elastic_transport.transport",
+            "level": "warning",
+        }
+    ]
+
+
+def test_at_debug_and_for_our_own_loggers_the_traceback_stays(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with as_in_a_bot_process():
+        configure_logging(LoggingSettings(format="json"))
+        _retried(logging.getLogger("core.backends.elasticsearch.index"))
+        configure_logging(LoggingSettings(level="DEBUG", format="json"))
+        _retried(logging.getLogger("elastic_transport.transport"))
+    written = capsys.readouterr().err
+    events = _events(written)
+    assert [e["logger"] for e in events] == [
+        "core.backends.elasticsearch.index",
+        "elastic_transport.transport",
+    ]
+    assert all("Traceback (most recent call last)" in str(e["exception"]) for e in events)
+    assert SECRET not in written

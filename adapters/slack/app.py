@@ -52,6 +52,8 @@ log = structlog.get_logger(__name__)
 
 # Messages people write: plain, "also send to channel" replies, messages with a file.
 _ANSWERED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+# Slack names a direct message channel with a leading D (channels C, private groups G).
+_DIRECT_MESSAGE = "D"
 ASK_SHORTCUT = "ask_docs"  # the message shortcut's callback id (manifest.yml)
 APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
@@ -152,7 +154,7 @@ class SlackBot:
             return  # Slack re-sends app_mention when a message is edited
         if not _has_fields(event, "app_mention", "channel", "ts"):
             return
-        if self._policy(body, event).trigger == "off":
+        if self._silenced(body.get("team_id", ""), event["channel"]):
             log.info("not_answered", platform="slack", reason="trigger off")
             return
         if not await self._claim(body, event):
@@ -200,6 +202,13 @@ class SlackBot:
         if not await self._claim(body, event):
             return
         await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
+
+    def _silenced(self, team: str, channel: str) -> bool:
+        """A channel whose policy says `trigger: off`; never a direct message (a `D…`
+        channel), which is always answered, whatever the channels' trigger."""
+        if channel.startswith(_DIRECT_MESSAGE):
+            return False
+        return self._policies(f"slack/{team}/{channel}").trigger == "off"
 
     def _policy(self, body: dict[str, Any], event: dict[str, Any]) -> ResolvedPolicy:
         return self._policies(f"slack/{body.get('team_id', '')}/{event.get('channel', '')}")
@@ -632,7 +641,7 @@ class SlackBot:
         user = body.get("user", {}).get("id", "")
         message = body.get("message", {})
         refusal = None
-        if self._policies(f"slack/{team}/{channel}").trigger == "off":
+        if self._silenced(team, channel):
             refusal = NOT_HERE
         elif not str(message.get("text", "")).strip():
             refusal = NOTHING_TO_ASK
@@ -662,8 +671,7 @@ class SlackBot:
         if not _has_fields(item, "reaction_added item", "channel", "ts"):
             return
         team, channel, ts = body.get("team_id", ""), item["channel"], item["ts"]
-        policy = self._policies(f"slack/{team}/{channel}")
-        if policy.trigger == "off" or not policy.reactions:
+        if self._silenced(team, channel) or not self._policies(f"slack/{team}/{channel}").reactions:
             return
         if not await self._state.first_delivery(f"slack-reaction:{channel}:{ts}"):
             return

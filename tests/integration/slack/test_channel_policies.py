@@ -168,6 +168,12 @@ async def test_a_default_of_off_leaves_direct_messages_answered(slack_factory) -
         await harness.settle()
         assert [m["channel"] for m in posted(harness)] == ["D1"]
         assert "ingesting.md" in json.dumps(harness.emulator.called("chat.update")[-1])
+        # "Ask the docs about this" on a message in the DM is answered too, not refused.
+        form = "application/x-www-form-urlencoded"
+        ask = shortcut_payload("1700000000.000830", QUESTION, channel="D1")
+        assert await harness.post(ask, content_type=form) == 200
+        await harness.until(lambda: len(posted(harness)) == 2)
+        assert harness.emulator.called("chat.postEphemeral") == []
     finally:
         await stop()
 
@@ -271,7 +277,7 @@ async def test_private_answers_go_to_the_asker_and_can_be_shared_once(slack_fact
         await stop()
 
 
-def shortcut_payload(message_ts: str, text: str, trigger: str = "t-1") -> str:
+def shortcut_payload(message_ts: str, text: str, trigger: str = "t-1", channel: str = "C1") -> str:
     payload = {
         "type": "message_action",
         "callback_id": "ask_docs",
@@ -279,7 +285,7 @@ def shortcut_payload(message_ts: str, text: str, trigger: str = "t-1") -> str:
         "action_ts": "1700000001.0",
         "team": {"id": "T1"},
         "user": {"id": "U3"},
-        "channel": {"id": "C1"},
+        "channel": {"id": channel},
         "message_ts": message_ts,
         "message": {"type": "message", "user": "U2", "text": text, "ts": message_ts},
         "response_url": "https://hooks.slack.invalid/x",

@@ -235,11 +235,14 @@ def _platforms(secrets: Secrets) -> Check:
 
 def _web_search(settings: Settings) -> Check:
     w = settings.web_search
-    on, off = settings.web_search_channels(), settings.web_search_off_channels()
-    if on[:1] == ["*"]:
-        state = "on everywhere" + (f" except {', '.join(off)}" if off else "")
-    elif on:
-        state = f"on in {', '.join(on)} only"
+    reach = settings.web_search_reach()
+    if reach.everywhere:
+        state = "on everywhere" + (f" except {', '.join(reach.off)}" if reach.off else "")
+    elif reach.on:
+        within = [p for p in reach.off if any(p.startswith(f"{on}/") for on in reach.on)]
+        state = f"on in {', '.join(reach.on)} only" + (
+            f" (not in {', '.join(within)})" if within else ""
+        )
     else:
         state = "off"
     has_key = _is_set(settings.secrets, "PERPLEXITY_API_KEY")

@@ -144,7 +144,7 @@ def build_knowledge(backend: Backend) -> LearnedKnowledge:
 def build_web_search(settings: Settings) -> WebSearch | None:
     """The web search provider when any channel may use it; refused without its key."""
     w = settings.web_search
-    if not settings.web_search_channels():
+    if not settings.web_search_reach().anywhere:
         return None
     key = _secret(settings.secrets.perplexity_api_key, "PERPLEXITY_API_KEY", "for web search")
     import httpx

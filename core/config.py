@@ -469,6 +469,21 @@ class ChannelPolicy(_Section):
 
 
 @dataclass(frozen=True, slots=True)
+class WebSearchReach:
+    everywhere: bool  # in a conversation no entry names
+    on: tuple[str, ...]  # the prefixes entries name where it is on
+    off: tuple[str, ...]  # and where it is off
+
+    @property
+    def anywhere(self) -> bool:
+        return self.everywhere or bool(self.on)
+
+
+# A conversation key no policy or web_search entry can name (they all start slack or discord).
+_NAMED_BY_NO_ENTRY = "console"
+
+
+@dataclass(frozen=True, slots=True)
 class ResolvedPolicy:
     trigger: Literal["mention", "auto", "off"]
     questions_only: bool
@@ -731,19 +746,18 @@ class Settings(_Section):
             min_relevance=float(merged["min_relevance"] or 0.0),
         )
 
-    def web_search_channels(self) -> list[str]:
-        """Where a policy or the `web_search` section turns web search on (`*`: everywhere
-        by default): the provider must exist, with its key, if any channel may search."""
-        everywhere = self.web_search.enabled or bool(self.channels.default.web_search)
-        on = {prefix for prefix, allowed in self.web_search.channels.items() if allowed}
-        on |= {p for p, policy in self.channels.policies.items() if policy.web_search}
-        return (["*"] if everywhere else []) + sorted(on)
-
-    def web_search_off_channels(self) -> list[str]:
-        """Where a policy or the `web_search` section turns web search off."""
-        off = {prefix for prefix, allowed in self.web_search.channels.items() if not allowed}
-        off |= {p for p, policy in self.channels.policies.items() if policy.web_search is False}
-        return sorted(off)
+    def web_search_reach(self) -> WebSearchReach:
+        """Where web search is on, as each conversation's own policy resolves it (`policy`,
+        where a policy's `web_search` overrides the `web_search` section): at every prefix an
+        entry names, and in a conversation no entry names. The provider, and its key, are
+        needed only where some conversation resolves to on."""
+        named = {*self.web_search.channels, *self.channels.policies}
+        resolved = {prefix: self.policy(prefix).web_search for prefix in named}
+        return WebSearchReach(
+            everywhere=self.policy(_NAMED_BY_NO_ENTRY).web_search,
+            on=tuple(sorted(p for p, on in resolved.items() if on)),
+            off=tuple(sorted(p for p, on in resolved.items() if not on)),
+        )
 
     @property
     def index_path(self) -> Path:

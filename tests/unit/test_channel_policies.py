@@ -98,6 +98,17 @@ async def test_a_policy_alone_that_turns_web_search_on_gets_a_provider(
     assert build_web_search(Settings()) is None
 
 
+def test_no_provider_and_no_key_needed_where_every_conversation_resolves_off() -> None:
+    # `enabled: true`, but the default policy says off: nothing may search the web.
+    off = Settings(
+        web_search=WebSearchSettings(enabled=True),
+        channels=ChannelSettings(default=ChannelPolicy(web_search=False)),
+    )
+    assert off.policy("slack/T1/C1").web_search is False
+    assert not off.web_search_reach().anywhere
+    assert build_web_search(off) is None
+
+
 def test_a_bad_prefix_is_refused_at_load() -> None:
     with pytest.raises(ValueError, match="conversation-key prefix"):
         _settings(**{"#general": ChannelPolicy(trigger="auto")})

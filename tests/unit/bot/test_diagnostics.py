@@ -159,7 +159,8 @@ def test_platform_tokens_are_named_never_shown() -> None:
                 "PERPLEXITY_API_KEY": "pplx-SECRET",
             },
             True,
-            "on in slack/T1 only; sonar at https://search.example; PERPLEXITY_API_KEY set",
+            "on in slack/T1 only (not in slack/T1/C2); sonar at https://search.example; "
+            "PERPLEXITY_API_KEY set",
         ),
         (
             {"BOT_WEB_SEARCH__ENABLED": "true"},
@@ -183,6 +184,40 @@ def test_platform_tokens_are_named_never_shown() -> None:
             },
             True,
             "on everywhere except discord/9; sonar at https://api.perplexity.ai; "
+            "PERPLEXITY_API_KEY set",
+        ),
+        # A policy's web_search overrides the web_search section: the row says what resolves.
+        (
+            {
+                "BOT_CHANNELS__DEFAULT__WEB_SEARCH": "true",
+                "BOT_WEB_SEARCH__CHANNELS": '{"discord/9": false}',
+                "PERPLEXITY_API_KEY": "pplx-SECRET",
+            },
+            True,
+            "on everywhere; sonar at https://api.perplexity.ai; PERPLEXITY_API_KEY set",
+        ),
+        (
+            {"BOT_WEB_SEARCH__ENABLED": "true", "BOT_CHANNELS__DEFAULT__WEB_SEARCH": "false"},
+            True,
+            "off (web_search.enabled, web_search.channels, channel policies)",
+        ),
+        (
+            {
+                "BOT_WEB_SEARCH__CHANNELS": '{"slack/T1/C3": true}',
+                "BOT_CHANNELS__POLICIES": '{"slack/T1": {"web_search": false}}',
+            },
+            True,
+            "off (web_search.enabled, web_search.channels, channel policies)",
+        ),
+        (
+            {
+                "BOT_CHANNELS__POLICIES": json.dumps(
+                    {"slack/T1": {"web_search": True}, "slack/T1/C3": {"web_search": False}}
+                ),
+                "PERPLEXITY_API_KEY": "pplx-SECRET",
+            },
+            True,
+            "on in slack/T1 only (not in slack/T1/C3); sonar at https://api.perplexity.ai; "
             "PERPLEXITY_API_KEY set",
         ),
         (

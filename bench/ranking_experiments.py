@@ -80,7 +80,9 @@ def train_split(folder: Path) -> Dataset:
 async def gather(name: str, data: Dataset) -> tuple[Corpus, list[Query]]:
     settings = bench_settings(ROOT / name, BOT_EMBEDDINGS__CACHE_PATH=str(CACHE))
     embedder = build_embedder(settings)
-    index = await open_index(name, ROOT, embedder)
+    # The BM25 side in its own order (its list position is its rank): the search's
+    # per-document limit is applied by `figures`, after each ranking, not to one side.
+    index = await open_index(name, ROOT, embedder, BOT_SEARCH__MAX_PASSAGES_PER_DOCUMENT="0")
     try:
         with sqlite3.connect(settings.index_path) as db:
             rows = db.execute("SELECT chunk_id, doc_id, embedding FROM chunks").fetchall()

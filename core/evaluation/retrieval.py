@@ -145,7 +145,7 @@ async def evaluate(
             # bot does (score fusion normalises over each side's list). Recall@100 needs a deeper
             # search. Several chunks may share a document: ask for more chunks than documents.
             started = time.perf_counter()
-            hits = await index.search(text, k=SHALLOW * CHUNKS_PER_DOCUMENT, mode=mode)
+            hits = await index.search(text, k=max(SHALLOW * CHUNKS_PER_DOCUMENT, shown), mode=mode)
             latencies.append((time.perf_counter() - started) * 1000)
             ranked = _documents(hits, SHALLOW)
             sums["ndcg@10"] += ndcg_at(ranked, relevant, 10)

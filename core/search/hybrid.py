@@ -62,6 +62,12 @@ def fuse(
     return fused
 
 
+def limits_documents(k: int, per_document: int) -> bool:
+    """Whether the per-document limit can change the top k: not when it is off, nor when k
+    passages cannot exceed it (a k=1 search asks for no documents)."""
+    return 0 < per_document < k
+
+
 def top_passages(
     fused: Sequence[Fused], document_of: Mapping[str, str], k: int, per_document: int
 ) -> list[Fused]:
@@ -71,7 +77,7 @@ def top_passages(
     rank as they did; what changes is that one long page no longer fills the whole answer's
     material (on the docs set the top 8 passages held 0.811 of the relevant documents without
     the limit, 0.843 with 3). The order does not depend on k: a deeper search extends it."""
-    if not per_document:
+    if not limits_documents(k, per_document):
         return list(fused[:k])
     taken: dict[str, int] = {}
     first: list[Fused] = []

@@ -41,7 +41,14 @@ from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.checks import check_vectors
 from core.search.fusion import Ranked
-from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits, top_passages
+from core.search.hybrid import (
+    HybridIndex,
+    SearchRequest,
+    fuse,
+    fused_hits,
+    limits_documents,
+    top_passages,
+)
 from core.search.terms import query_terms
 from core.sqlite import Integrity, check_integrity, connect_store, transaction
 
@@ -315,15 +322,19 @@ class SqliteIndex(HybridIndex):
         return found
 
     def _documents_by_id(self, ids: list[int]) -> dict[str, str]:
-        """Each candidate's document, for the per-document limit: the key column alone."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self._reader().execute(
-            f"SELECT id, doc_id FROM chunks WHERE id IN ({marks})",  # noqa: S608 (placeholders)
-            ids,
-        )
-        return {str(r[0]): r[1] for r in rows}
+        """Each candidate's document, for the per-document limit: the key column alone, by
+        primary key, in batches well under SQLite's variable limit."""
+        db = self._reader()
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), IDS_PER_QUERY):
+            batch = ids[start : start + IDS_PER_QUERY]
+            marks = ",".join("?" * len(batch))
+            rows = db.execute(
+                f"SELECT id, doc_id FROM chunks WHERE id IN ({marks})",  # noqa: S608 (placeholders)
+                batch,
+            )
+            found.update((str(r[0]), r[1]) for r in rows)
+        return found
 
     def _chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]:
         if not ids:
@@ -356,7 +367,11 @@ class SqliteIndex(HybridIndex):
         )
         fused = fuse(bm25, vector, r, self._settings)
         per_document = self._settings.max_passages_per_document
-        documents = self._documents_by_id([int(f.key) for f in fused]) if per_document else {}
+        documents = (
+            self._documents_by_id([int(f.key) for f in fused])
+            if limits_documents(r.k, per_document)
+            else {}
+        )
         fused = top_passages(fused, documents, r.k, per_document)
         chunks = self._chunks_by_id([int(f.key) for f in fused])
         return fused_hits(fused, {str(i): chunk for i, chunk in chunks.items()})

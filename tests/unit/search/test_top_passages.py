@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.search.fusion import Fused
-from core.search.hybrid import top_passages
+from core.search.hybrid import limits_documents, top_passages
 
 # Fused order: three passages of the long page A first, then B, A again, C.
 ORDER = ["a1", "a2", "a3", "b1", "a4", "c1"]
@@ -40,3 +40,15 @@ def test_a_shallower_search_is_the_start_of_a_deeper_one(per_document: int) -> N
 def test_a_passage_of_unknown_document_counts_as_its_own() -> None:
     # A chunk deleted between ranking and the document lookup: never merged with another.
     assert _keys(3, 1, {"a1": "A", "a2": "A"}) == ["a1", "a3", "b1"]
+
+
+@pytest.mark.parametrize(
+    ("k", "per_document", "limits"), [(8, 3, True), (3, 3, False), (1, 3, False), (8, 0, False)]
+)
+def test_no_document_lookup_where_the_limit_cannot_bite(
+    k: int, per_document: int, limits: bool
+) -> None:
+    # A backend that must look documents up (SQLite) skips it when the top k can't change.
+    assert limits_documents(k, per_document) is limits
+    if not limits:
+        assert _keys(k, per_document, {}) == ORDER[:k]

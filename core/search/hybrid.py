@@ -1,7 +1,7 @@
 """The hybrid search both backends run: one checked request (query length, k), the query's
 embedding started at once so the lexical side runs while the model does, both sides fused by
-our RRF, and fused keys mapped to hits. A backend brings only its two ranked sides and its
-chunk lookup."""
+our code (score fusion or RRF), the top k taken with the per-document limit, and fused keys
+mapped to hits. A backend brings only its two ranked sides and its chunk lookup."""
 
 from __future__ import annotations
 

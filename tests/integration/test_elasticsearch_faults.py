@@ -243,6 +243,19 @@ async def test_a_licensed_cluster_fuses_on_the_server(
         assert hits[0].score > 0
 
 
+async def test_the_server_fused_passages_keep_the_per_document_limit(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    long_page = [f"Install the Slack app from the manifest, step {n}." for n in range(6)]
+    async with server_fusion_index(proxied, embedder, "enterprise") as (index, _):
+        await _write(index, embedder, [_doc("long", long_page), _doc("faq", ["Slack install"])])
+        hits = await index.search("install slack app manifest step", k=5)
+        documents = [h.chunk.doc_id for h in hits]
+        assert documents.count("long") == 3  # search.max_passages_per_document
+        assert {"guide", "faq"} <= set(documents)
+        assert hits[0].bm25_rank is None  # fused by the server
+
+
 async def test_score_fusion_stays_in_the_bot_even_on_a_licensed_cluster(
     proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
 ) -> None:

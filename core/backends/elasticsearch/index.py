@@ -64,8 +64,15 @@ from core.domain.documents import (
 from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.checks import check_vectors
-from core.search.fusion import Ranked
-from core.search.hybrid import HybridIndex, SearchRequest, fuse, fused_hits, top_passages
+from core.search.fusion import Fused, Ranked
+from core.search.hybrid import (
+    HybridIndex,
+    SearchRequest,
+    fuse,
+    fused_hits,
+    limits_documents,
+    top_passages,
+)
 from core.search.terms import query_terms
 
 log = logging.getLogger(__name__)
@@ -392,17 +399,25 @@ class ElasticsearchIndex(HybridIndex):
     async def _server_fused(
         self, query: str, vector: Vectors, filters: SearchFilters, k: int, limit: int
     ) -> list[SearchHit] | None:
-        """The server's `rrf` retriever; None (and ours from now on) when the licence refuses."""
+        """The server's `rrf` retriever; None (and ours from now on) when the licence refuses.
+        Where the per-document limit can change the top k, the whole fused window comes back
+        and the limit is applied here, as with our fusion."""
+        per_document = self._search.max_passages_per_document
         retriever = rrf_retriever(query, vector, filters, limit, self._search, self.settings)
         try:
-            hits = await self._side(retriever=retriever, size=k)
+            size = limit if limits_documents(k, per_document) else k
+            hits = await self._side(retriever=retriever, size=size)
         except ApiError as exc:
             if exc.meta.status != 403:
                 raise
             log.warning("the rrf retriever was refused (%s); fusing in the bot", exc.message)
             self._server_rrf = False
             return None
-        return [SearchHit(chunk=chunk_from_source(src), score=score) for _, score, src in hits]
+        chunks = {hit_id: chunk_from_source(source) for hit_id, _, source in hits}
+        fused = [Fused(hit_id, score) for hit_id, score, _ in hits]
+        documents = {hit_id: chunk.doc_id for hit_id, chunk in chunks.items()}
+        top = top_passages(fused, documents, k, per_document)
+        return [SearchHit(chunk=chunks[f.key], score=f.score) for f in top]
 
     async def refresh(self) -> None:
         """Nothing to bring up to date: the cluster maintains its own HNSW graphs as it

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.config import SearchSettings
@@ -66,6 +66,19 @@ def limits_documents(k: int, per_document: int) -> bool:
     """Whether the per-document limit can change the top k: not when it is off, nor when k
     passages cannot exceed it (a k=1 search asks for no documents)."""
     return 0 < per_document < k
+
+
+def limited(
+    fused: Sequence[Fused],
+    k: int,
+    per_document: int,
+    documents_of: Callable[[list[str]], Mapping[str, str]],
+) -> list[Fused]:
+    """`top_passages`, asking the backend for the candidates' documents only where the limit
+    can change the top k (SQLite looks them up; Elasticsearch has them with its hits)."""
+    wanted = limits_documents(k, per_document)
+    documents = documents_of([f.key for f in fused]) if wanted else {}
+    return top_passages(fused, documents, k, per_document)
 
 
 def top_passages(

@@ -70,8 +70,8 @@ from core.search.hybrid import (
     SearchRequest,
     fuse,
     fused_hits,
+    limited,
     limits_documents,
-    top_passages,
 )
 from core.search.terms import query_terms
 
@@ -392,8 +392,8 @@ class ElasticsearchIndex(HybridIndex):
             self._search,
         )
         chunks = {hit_id: chunk_from_source(source) for hit_id, _, source in (*bm25, *knn)}
-        documents = {hit_id: chunk.doc_id for hit_id, chunk in chunks.items()}
-        top = top_passages(fused, documents, r.k, self._search.max_passages_per_document)
+        per_document = self._search.max_passages_per_document
+        top = limited(fused, r.k, per_document, lambda _: _documents(chunks))
         return fused_hits(top, chunks)
 
     async def _server_fused(
@@ -415,8 +415,7 @@ class ElasticsearchIndex(HybridIndex):
             return None
         chunks = {hit_id: chunk_from_source(source) for hit_id, _, source in hits}
         fused = [Fused(hit_id, score) for hit_id, score, _ in hits]
-        documents = {hit_id: chunk.doc_id for hit_id, chunk in chunks.items()}
-        top = top_passages(fused, documents, k, per_document)
+        top = limited(fused, k, per_document, lambda _: _documents(chunks))
         return [SearchHit(chunk=chunks[f.key], score=f.score) for f in top]
 
     async def refresh(self) -> None:
@@ -425,3 +424,8 @@ class ElasticsearchIndex(HybridIndex):
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _documents(chunks: dict[str, Chunk]) -> dict[str, str]:
+    """Each hit's document: Elasticsearch returns it with the hit."""
+    return {hit_id: chunk.doc_id for hit_id, chunk in chunks.items()}

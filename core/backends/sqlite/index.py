@@ -46,8 +46,7 @@ from core.search.hybrid import (
     SearchRequest,
     fuse,
     fused_hits,
-    limits_documents,
-    top_passages,
+    limited,
 )
 from core.search.terms import query_terms
 from core.sqlite import Integrity, check_integrity, connect_store, transaction
@@ -321,10 +320,11 @@ class SqliteIndex(HybridIndex):
             found.update((c.chunk_id, c) for c in map(_chunk, rows))
         return found
 
-    def _documents_by_id(self, ids: list[int]) -> dict[str, str]:
+    def _documents_by_id(self, keys: list[str]) -> dict[str, str]:
         """Each candidate's document, for the per-document limit: the key column alone, by
         primary key, in batches well under SQLite's variable limit."""
         db = self._reader()
+        ids = [int(key) for key in keys]
         found: dict[str, str] = {}
         for start in range(0, len(ids), IDS_PER_QUERY):
             batch = ids[start : start + IDS_PER_QUERY]
@@ -365,14 +365,10 @@ class SqliteIndex(HybridIndex):
             if query_vector is not None
             else []
         )
-        fused = fuse(bm25, vector, r, self._settings)
         per_document = self._settings.max_passages_per_document
-        documents = (
-            self._documents_by_id([int(f.key) for f in fused])
-            if limits_documents(r.k, per_document)
-            else {}
+        fused = limited(
+            fuse(bm25, vector, r, self._settings), r.k, per_document, self._documents_by_id
         )
-        fused = top_passages(fused, documents, r.k, per_document)
         chunks = self._chunks_by_id([int(f.key) for f in fused])
         return fused_hits(fused, {str(i): chunk for i, chunk in chunks.items()})
 

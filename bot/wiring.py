@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from core.backends.sqlite import SqliteBackend
 from core.config import Settings
-from core.errors import ConfigError, MissingSecret
+from core.errors import ConfigError, MissingSecret, cannot_listen
 from core.ports import (
     Backend,
     ChatModel,
@@ -269,8 +269,8 @@ def metrics_server(settings: Settings) -> Iterator[str | None]:
     try:
         server, thread = start_http_server(m.port, addr=m.host, registry=metrics.REGISTRY)
     except OSError as exc:
-        raise ConfigError(
-            f"metrics.port: cannot listen on {m.host}:{m.port} ({exc.strerror})"
+        raise cannot_listen(
+            m.host, m.port, exc, port_setting="metrics.port", host_setting="metrics.host"
         ) from None
     try:
         yield f"http://{m.host}:{m.port}/metrics"

@@ -7,6 +7,9 @@ Anything else reaching the command line is a bug and is reported as one, still o
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class BotError(Exception):
     """A failure the user can act on; the message names the setting, file or service at fault."""
@@ -81,3 +84,23 @@ class SourceUnavailable(BotError, RuntimeError):
 class RemoteFailure(BotError):
     """The service did not give a usable answer in any attempt; `str()` completes a sentence
     such as "the model server ..."."""
+
+
+def cannot_listen(
+    host: str, port: int, exc: OSError, *, port_setting: str, host_setting: str
+) -> ConfigError:
+    """A failed bind as one line naming the setting to change, worded the same for every
+    server the bot runs (Slack's HTTP endpoint, the metrics port): the port taken (another
+    process, or a second copy of the bot), or a port or host this machine can't listen on."""
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(
+            f"port {port} is in use on {host}: stop what listens there, or choose another "
+            f"port ({port_setting})"
+        )
+    # The system's words for a failed bind, without asyncio's wrapping that repeats the
+    # address; a host name that does not resolve has no such errno (a negative EAI code).
+    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else exc.strerror
+    reason = reason or type(exc).__name__
+    return ConfigError(
+        f"cannot listen on {host}:{port} ({reason}): check {port_setting} and {host_setting}"
+    )

@@ -19,10 +19,8 @@ tried again until they pass or the process is stopped.
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import logging
-import os
 import re
 import signal
 import time
@@ -47,7 +45,7 @@ from adapters.slack.app import SlackBot
 from adapters.slack.progress import slack_error
 from core import metrics
 from core.config import SlackSettings
-from core.errors import BotError, ConfigError
+from core.errors import BotError, cannot_listen
 from core.http_retry import retry_after_s
 
 log = structlog.get_logger(__name__)
@@ -388,7 +386,9 @@ async def run_http(
             try:
                 await web.TCPSite(runner, host, port).start()
             except OSError as exc:
-                raise cannot_listen(host, port, port_setting, exc) from None
+                raise cannot_listen(
+                    host, port, exc, port_setting=port_setting, host_setting="slack.host"
+                ) from None
             bound_host, bound_port = runner.addresses[0][:2]
             on_listening(f"listening on {bound_host}:{bound_port}")
             await stop.wait()
@@ -396,23 +396,6 @@ async def run_http(
             await service.bot.drain()
         finally:
             await runner.cleanup()
-
-
-def cannot_listen(host: str, port: int, port_setting: str, exc: OSError) -> ConfigError:
-    """A failure to listen as one line naming the setting to change: the port taken (another
-    process, or a second `bot slack`), or a port or host this machine can't listen on."""
-    if exc.errno == errno.EADDRINUSE:
-        return ConfigError(
-            f"port {port} is in use on {host}: stop what listens there, or choose another "
-            f"port ({port_setting})"
-        )
-    # The system's words for a failed bind, without asyncio's wrapping that repeats the
-    # address; a host name that does not resolve has no such errno (a negative EAI code).
-    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else exc.strerror
-    reason = reason or type(exc).__name__
-    return ConfigError(
-        f"cannot listen on {host}:{port} ({reason}): check {port_setting} and slack.host"
-    )
 
 
 async def run_socket_mode(

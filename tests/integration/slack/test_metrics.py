@@ -73,8 +73,21 @@ def test_a_port_in_use_is_a_config_error(settings: Settings) -> None:
         busy = settings.model_copy(
             update={"metrics": settings.metrics.model_copy(update={"port": port})}
         )
-        with (
-            pytest.raises(ConfigError, match=r"metrics\.port: cannot listen"),
-            metrics_server(busy),
-        ):
+        with pytest.raises(ConfigError) as refused, metrics_server(busy):
             pass
+    # Worded as `bot slack --http` words its own port in use, naming this server's setting.
+    assert str(refused.value) == (
+        f"port {port} is in use on 127.0.0.1: stop what listens there, or choose another "
+        "port (metrics.port)"
+    )
+
+
+def test_a_host_it_cannot_listen_on_names_both_settings(settings: Settings) -> None:
+    unusable = settings.model_copy(
+        update={"metrics": settings.metrics.model_copy(update={"host": "192.0.2.1", "port": 9})}
+    )
+    with pytest.raises(ConfigError) as refused, metrics_server(unusable):
+        pass
+    message = str(refused.value)
+    assert message.startswith("cannot listen on 192.0.2.1:9 (")
+    assert message.endswith("): check metrics.port and metrics.host")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import discord
 import structlog
@@ -50,7 +50,7 @@ FEEDBACK_NOT_SAVED = "Sorry, your feedback could not be saved. Please try again 
 NO_ONE_TO_CALL = "Nobody is set up to help in this channel yet; ask the bot's owners."
 ALREADY_CALLED = "Help has already been called for this answer."
 THREAD_NAME_CHARS = 100
-THREAD_ARCHIVE_MINUTES = 1440  # a day without messages, as Discord's client proposes
+THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages, as Discord's client proposes
 MAX_FORUM_TAGS = 5  # Discord's limit of tags on one forum post
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
@@ -221,11 +221,14 @@ class ShareButton(
         await interaction.response.send_message(
             embed=embeds[0],
             allowed_mentions=NO_MENTIONS,
-            **({"view": view} if len(embeds) == 1 else {}),
+            view=view_argument(view if len(embeds) == 1 else None),
         )
         for n, embed in enumerate(embeds[1:], start=2):
-            last = {"view": view} if n == len(embeds) else {}
-            await interaction.followup.send(embed=embed, allowed_mentions=NO_MENTIONS, **last)
+            await interaction.followup.send(
+                embed=embed,
+                allowed_mentions=NO_MENTIONS,
+                view=view_argument(view if n == len(embeds) else None),
+            )
 
 
 class SolvedButton(
@@ -262,6 +265,12 @@ class SolvedButton(
         await bot.http.edit_channel(int(self.key), **changes)
         said = MARKED_SOLVED if tag else NO_SOLVED_TAG.format(tag=bot.settings.solved_tag)
         await interaction.response.send_message(said, ephemeral=True)
+
+
+def view_argument(view: discord.ui.View | None) -> Any:
+    """discord.py's "no buttons" is `MISSING`, not None: `Webhook.send` calls methods on any
+    view it is given other than `MISSING`, so a None there would fail the send."""
+    return discord.utils.MISSING if view is None else view
 
 
 def feedback_view(
@@ -360,7 +369,7 @@ class DocsBot(discord.Client):
                 embed=embeds[0],
                 wait=True,
                 allowed_mentions=NO_MENTIONS,
-                **({"view": first_view} if first_view else {}),
+                view=view_argument(first_view),
             )
             thread, reason = await self._open_thread(interaction, question, answer, answer_id)
             rest = embeds[1:]
@@ -372,7 +381,7 @@ class DocsBot(discord.Client):
                     else None
                 )
                 await target.send(
-                    embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
+                    embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view)
                 )
             if thread is None:
                 await interaction.followup.send(
@@ -694,9 +703,7 @@ class DocsBot(discord.Client):
                 if last and answer_id
                 else None
             )
-            await channel.send(
-                embed=embed, allowed_mentions=NO_MENTIONS, **({"view": view} if view else {})
-            )
+            await channel.send(embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view))
 
     async def _channel_key(self, message: discord.Message) -> str:
         """The channel a thread hangs off, keyed like an `/ask` there (guild/channel), so a

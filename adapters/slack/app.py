@@ -354,12 +354,8 @@ class SlackBot:
         user = body.get("user", {}).get("id", "")
         channel = body.get("channel", {}).get("id", "")
         kept = await self._state.recorded_answer(answer_id)
-        refusal = None
-        if kept is None:
-            refusal = NO_LONGER_KNOWN
-        elif not await self._state.first_delivery(f"slack-share:{answer_id}"):
-            refusal = ALREADY_SHARED
-        if refusal is not None or kept is None:
+        if kept is None or not await self._state.first_delivery(f"slack-share:{answer_id}"):
+            refusal = NO_LONGER_KNOWN if kept is None else ALREADY_SHARED
             with contextlib.suppress(SlackApiError):
                 await client.chat_postEphemeral(channel=channel, user=user, text=escape(refusal))
             return
@@ -689,7 +685,8 @@ class SlackBot:
             found = await client.conversations_history(
                 channel=channel, latest=ts, inclusive=True, limit=1
             )
-            messages = [m for m in found.get("messages", []) if m.get("ts") == ts]
+            listed: list[dict[str, Any]] = found.get("messages") or []
+            messages = [m for m in listed if m.get("ts") == ts]
         except SlackApiError as exc:
             log.warning("slack_message_unreadable", error=slack_error(exc))
             return None

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bot.clock import ScheduledJob
     from bot.runtime import Runtime
     from core.domain.learned import LearnedKeyword
+    from core.insights.stale import Notifier
     from core.learning.pruning import KeywordPruner, PruneReport
     from core.ports import PlatformState
 
@@ -99,11 +100,14 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJo
 
     s = state.settings
     headers = {"User-Agent": s.ingest.user_agent}
+    # The platforms' clients only when updates are posted: a Discord login is no part of
+    # pruning keywords or expiring the log.
+    updates: contextlib.AbstractAsyncContextManager[dict[str, Notifier]] = (
+        notifiers(s) if s.insights.notify_stale else contextlib.nullcontext({})
+    )
     async with (
         _opened() as (rt, platform, pruner),
-        # The platforms' clients only when updates are posted: a Discord login is no part of
-        # pruning keywords or expiring the log.
-        notifiers(s) if s.insights.notify_stale else contextlib.nullcontext({}) as available,
+        updates as available,
         httpx.AsyncClient(headers=headers, timeout=s.ingest.url_timeout_s) as http,
     ):
         jobs: list[ScheduledJob] = [ExpireJob(platform, rt.backend.conversations, s.insights)]

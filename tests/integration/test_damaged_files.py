@@ -7,12 +7,13 @@ Each case runs the real `bot` executable on a copy of one ingest of the bundled 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,55 @@ def test_a_read_only_data_folder_still_searches_and_answers(data: Path) -> None:
         "index.sqlite",
         "state.sqlite",
     ]
+
+
+def _as_an_older_version_left_it(state: Path) -> None:
+    """The state file as a release before the answer log's columns and the re-check table
+    left it, holding one logged answer."""
+    with closing(sqlite3.connect(state)) as db, db:
+        db.execute("DROP TABLE IF EXISTS rechecks")
+        db.execute("DROP TABLE IF EXISTS answers")
+        db.execute(
+            "CREATE TABLE answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
+            " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
+            " citations TEXT NOT NULL, created_at REAL NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO answers VALUES ('a1', 'slack/T1/C1/1.0', 'Where are the refunds?',"
+            " 'Nowhere.', 'not_found', '[]', strftime('%s', 'now'))"
+        )
+
+
+def test_an_older_state_file_in_a_read_only_folder_is_read_as_it_is(data: Path) -> None:
+    state = data / "state.sqlite"
+    _as_an_older_version_left_it(state)
+    with _read_only(data) as prefix:
+        probe = subprocess.run([*prefix, "true"], capture_output=True, check=False)
+        if probe.returncode != 0:
+            pytest.skip(f"can't drop capabilities here: {probe.stderr!r}")
+        older = f"{state} was made by an older release and can't be brought up to date here"
+        ask = _bot(data, "ask", "How do I re-ingest changed documents?", wrapper=prefix)
+        assert ask.returncode == 0, ask.stderr
+        assert "Re-ingesting" in ask.stdout
+        assert older in ask.stderr
+        figures = data.parent / "report.json"
+        report = _bot(data, "report", "--json", str(figures), wrapper=prefix)
+        assert report.returncode == 0, report.stderr
+        found = json.loads(figures.read_text())
+        assert (found["answers"], found["statuses"]["not_found"]) == (1, 1)
+        doctor = _bot(data, "doctor", wrapper=prefix)
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    # Nothing was written there; the first run that can write brings the file up to date.
+    with sqlite3.connect(state) as db:
+        assert "rechecks" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    assert _bot(data, "ask", "How do I re-ingest changed documents?").returncode == 0
+    with sqlite3.connect(state) as db:
+        assert "rechecks" in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        columns = {r[1] for r in db.execute("PRAGMA table_info(answers)")}
+        assert {"platform", "question_sketch"} <= columns
+        assert db.execute("SELECT question FROM answers").fetchall() == [
+            ("Where are the refunds?",)
+        ]
 
 
 def test_doctor_fails_when_a_channel_searches_a_source_nobody_ingested(data: Path) -> None:

@@ -5,7 +5,8 @@ It holds deliveries, bot threads, the answer log and its feedback, conversation 
 locks, learned keywords and model facts, each store with its own connection. Every table is
 made the first time any store opens the file, and only then is anything written: a process
 that only reads (a search, a report) works on a file it can't write, as long as some earlier
-process made it.
+process made it; if an older release made it, what it lacks is stood in for in that process's
+temporary schema (`_stand_in`).
 
 Unlike the index, it can't be made again from the sources: a damaged one is the user's to
 restore or give up, never set aside by the bot.
@@ -13,11 +14,21 @@ restore or give up, never set aside by the bot.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
+from functools import cache
 from pathlib import Path
 
-from core.sqlite import Integrity, check_integrity, connect_store, transaction
+from core.sqlite import (
+    InaccessibleFile,
+    Integrity,
+    check_integrity,
+    connect_store,
+    transaction,
+)
+
+log = logging.getLogger(__name__)
 
 IF_DAMAGED = (
     "restore it from a backup, or move it aside and the bot starts a new one (without the "
@@ -57,6 +68,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS answers_by_time ON answers (created_at)",
 )
 _NAMES = frozenset(re.findall(r"IF NOT EXISTS (\w+)", " ".join(_SCHEMA)))
+_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")
 # The answer log's columns, added to an `answers` table made before it existed (its rows keep
 # these defaults: nothing of the kind was known then).
 _LOG_COLUMNS = {
@@ -80,15 +92,52 @@ def connect_state(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     db = connect_store(path, busy_timeout_ms, if_damaged=IF_DAMAGED)
     try:
         if not _current(db):
-            with transaction(db):
-                for statement in _SCHEMA:
-                    db.execute(statement)
-                for column, kind in _missing_columns(db).items():
-                    db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+            try:
+                with transaction(db):
+                    for statement in _SCHEMA:
+                        db.execute(statement)
+                    for column, kind in _missing_columns(db).items():
+                        db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+            except InaccessibleFile:
+                _stand_in(db, path)
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _stand_in(db: sqlite3.Connection, path: Path) -> None:
+    """An older release's file that this user can't write: what it lacks is made in this
+    connection's own temporary schema, which SQLite searches first. The missing tables start
+    empty, and the answer log is copied there with the newer columns at their defaults, so
+    the commands that read work on it as on an up-to-date file. What they write there is
+    lost at the end of the run, as any write to a read-only folder is."""
+    _older_file(path)
+    with transaction(db):
+        present = {row[0] for row in db.execute("SELECT name FROM main.sqlite_master")}
+        for statement in _SCHEMA:
+            table = _TABLE.match(statement)
+            if table is None or (table[1] in present and table[1] != "answers"):
+                continue
+            db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+        for column, kind in _LOG_COLUMNS.items():
+            db.execute(f"ALTER TABLE temp.answers ADD COLUMN {column} {kind}")
+        if "answers" in present:
+            # Only names of our own schema go into the statement, not the file's.
+            had = {row[1] for row in db.execute("PRAGMA main.table_info(answers)").fetchall()}
+            ours = [row[1] for row in db.execute("PRAGMA temp.table_info(answers)").fetchall()]
+            kept = ", ".join(column for column in ours if column in had)
+            db.execute(f"INSERT INTO temp.answers ({kept}) SELECT {kept} FROM main.answers")  # noqa: S608
+
+
+@cache
+def _older_file(path: Path) -> None:
+    """Said once per file and process, however many stores connect to it."""
+    log.warning(
+        "%s was made by an older release and can't be brought up to date here: read as it "
+        "is, with what it lacks empty, until a run that can write it",
+        path,
+    )
 
 
 def _current(db: sqlite3.Connection) -> bool:

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from bot.cli.app import app, err, out, refuse, state
+from core.errors import ConfigError
 
 if TYPE_CHECKING:
     from core.config import Settings
@@ -24,6 +25,7 @@ eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
 app.add_typer(eval_app, name="eval")
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"  # the first bytes of every SQLite database file
 _LABELS = {"ndcg": "nDCG", "recall": "Recall", "mrr": "MRR", "shown": "Shown"}
 
 
@@ -77,6 +79,8 @@ async def _eval_retrieval(
     from core.evaluation.runs import index_dataset, isolated_settings, retrieval_run
 
     data = load_dataset(folder, limit)
+    if index_path is not None:
+        _check_scratch_index(index_path)
     embedder = build_embedder(state.settings)
     with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:
         s = isolated_settings(state.settings, data.name, Path(tmp))
@@ -96,6 +100,22 @@ async def _eval_retrieval(
                 return await retrieval_run(data, rt.backend.index, s, embedder, seconds, counts)
             finally:
                 await rt.backend.drop()
+
+
+def _check_scratch_index(path: Path) -> None:
+    """`--index` is the evaluation's own: never the knowledge base's index, and never a file
+    that is not an index at all (SQLite would call it damaged, and the advice for a damaged
+    index is to delete it)."""
+    if path.resolve() == state.settings.index_path.resolve():
+        raise ConfigError(
+            f"--index {path} is the knowledge base's own index: give the evaluation a new path"
+        )
+    if path.is_file() and path.stat().st_size > 0:
+        with path.open("rb") as f:
+            if f.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
+                raise ConfigError(
+                    f"--index {path} exists and is not an SQLite index: give a new path"
+                )
 
 
 @eval_app.command("answers")

@@ -12,6 +12,7 @@ from typing import Any
 from core.answer.engine import AnswerEngine
 from core.config import GroundingSettings, Settings
 from core.domain.documents import SearchMode
+from core.errors import SearchIndexError
 from core.evaluation.answers import AnswerEvaluation, evaluate_answers, load_references
 from core.evaluation.retrieval import Dataset, ModeResult, evaluate, prepared_corpus
 from core.ingest.pipeline import Ingestor, IngestReport
@@ -42,13 +43,23 @@ async def index_dataset(
     settings: Settings,
     progress: IngestProgress | None = None,
 ) -> float:
-    """Index a BEIR corpus through the product's pipeline; returns the seconds it took."""
+    """Index a BEIR corpus through the product's pipeline; returns the seconds it took. An
+    index kept from an earlier run is reused only if it holds nothing but this dataset: the
+    figures would count anything else, and it must never be a knowledge base."""
     started = time.perf_counter()
+    held = await index.documents()
+    foreign = sorted(d for d, r in held.items() if r.source != _EVAL_SOURCE or d not in data.corpus)
+    if foreign:
+        raise SearchIndexError(
+            f"the index holds {len(foreign)} document(s) that are not {data.name}'s (such as "
+            f"{foreign[0]}): an evaluation reuses only an index it made for the same dataset; "
+            "give --index a new path"
+        )
     if progress is not None:
         progress.start(len(data.corpus))
     await Ingestor(index, embedder, settings.ingest).write(
         prepared_corpus(data, settings.ingest, _EVAL_SOURCE),
-        await index.documents(),
+        held,
         IngestReport(),
         progress,
     )

@@ -79,7 +79,7 @@ def test_config_error_exits_2_naming_the_key(
     assert "search.rrf_k" in capsys.readouterr().err
 
 
-def test_eval_retrieval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
+def _tiny_beir(tmp_path: Path) -> Path:
     data = tmp_path / "tiny"
     (data / "qrels").mkdir(parents=True)
     corpus = [
@@ -95,6 +95,11 @@ def test_eval_retrieval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) 
     ]
     (data / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
     (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return data
+
+
+def test_eval_retrieval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
+    data = _tiny_beir(tmp_path)
     out = tmp_path / "result.json"
     result = runner.invoke(app, ["eval", "retrieval", "--dataset", str(data), "--json", str(out)])
     assert result.exit_code == 0, result.output
@@ -107,6 +112,57 @@ def test_eval_retrieval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) 
     assert modes["hybrid"]["mrr@10"] == 1.0
     assert "hybrid" in result.output
     assert "nDCG@10" in result.output
+
+
+def _main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int | str | None, str]:
+    """The command line as a user runs it (errors become exit codes): its code and stderr."""
+    monkeypatch.setattr("sys.argv", ["bot", *args])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code, capsys.readouterr().err
+
+
+def test_eval_keeps_its_index_apart_from_the_knowledge_base(
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = _tiny_beir(tmp_path)
+    assert runner.invoke(app, ["ingest", str(REPO / "docs")]).exit_code == 0
+    live = tmp_path / "data" / "index.sqlite"
+    before = runner.invoke(app, ["search", "cats purr", "--json"]).output
+    evaluate = ["eval", "retrieval", "--dataset", str(data), "--index"]
+
+    code, err = _main(monkeypatch, capsys, *evaluate, str(live))
+    assert code == 2
+    assert "is the knowledge base's own index: give the evaluation a new path" in err
+    assert runner.invoke(app, ["search", "cats purr", "--json"]).output == before
+
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(live.read_bytes())
+    code, err = _main(monkeypatch, capsys, *evaluate, str(copy))
+    assert code == 2
+    assert "document(s) that are not tiny's" in err
+    assert "give --index a new path" in err
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    code, err = _main(monkeypatch, capsys, *evaluate, str(notes))
+    assert code == 2
+    assert "exists and is not an SQLite index" in err
+    assert "damaged" not in err
+    assert notes.read_text() == "my notes\n"
+
+    kept = tmp_path / "kept.sqlite"
+    for _ in range(2):  # the second run reuses the index the first one made
+        again = runner.invoke(
+            app, ["eval", "retrieval", "--dataset", str(data), "--index", str(kept)]
+        )
+        assert again.exit_code == 0, again.output
 
 
 def test_eval_on_a_folder_without_qrels_is_a_clear_error(

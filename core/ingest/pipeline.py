@@ -173,7 +173,8 @@ class Ingestor:
                     doc_id == scope or (scope.endswith("/") and doc_id.startswith(scope))
                     for scope in found.scopes
                 )
-                if in_scope and doc_id not in seen:
+                unseen = any(doc_id.startswith(folder) for folder in found.unseen)
+                if in_scope and doc_id not in seen and not unseen:
                     await self._index.delete_document(doc_id)
                     report.counts[Outcome.DELETED] += 1
         await self._index.refresh()

@@ -88,6 +88,9 @@ class Discovery:
     scopes: list[str]
     # Targets that named nothing (missing, empty): a mistake the command reports as an error.
     missing: list[Skipped] = field(default_factory=list)
+    # doc_id prefixes inside a scope that this run could not look into (a folder it could not
+    # list): what the index holds there is not known to be gone, so `--prune` keeps it.
+    unseen: list[str] = field(default_factory=list)
 
 
 def is_url(target: str) -> bool:
@@ -194,6 +197,7 @@ def _walk(
         found.skipped.append(
             Skipped(printable(str(exc.filename)), f"can't list: {exc.strerror or exc}")
         )
+        found.unseen.append(Path(exc.filename).resolve().as_uri() + "/")
 
     for parent, dirs, files in os.walk(folder, onerror=unlistable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))

@@ -12,6 +12,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,22 @@ def run_bot(
         check=False,
         stdin=subprocess.DEVNULL,
     )
+
+
+def unprivileged() -> list[str]:
+    """The command prefix under which file permissions hold for a `run_bot` (root reads and
+    writes anything unless it gives up the capabilities that let it); skips the test where
+    that can't be done."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file permissions can't be made to hold")
+    prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"can't drop capabilities here: {probe.stderr!r}")
+    return prefix
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -31,6 +31,7 @@ from core.ingest.pipeline import Ingestor, PreparedDocument, build_chunks
 from core.ingest.sections import ParsedDocument, Section
 from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO
+from tests.integration.test_hostile_cli import run_bot, unprivileged
 
 runner = CliRunner()
 
@@ -393,6 +394,27 @@ def test_a_prune_that_only_deletes_succeeds_and_an_empty_folder_is_an_error(env:
     result = runner.invoke(app, ["ingest", str(docs)])
     assert result.exit_code == 1
     assert f"error: no supported files under {docs}" in " ".join(result.output.split())
+
+
+def test_prune_keeps_what_is_under_a_folder_it_could_not_list(tmp_path: Path) -> None:
+    prefix = unprivileged()
+    docs = tmp_path / "docs"
+    locked = docs / "locked"
+    locked.mkdir(parents=True)
+    (docs / "open.md").write_text("# Open\n\nThe kettle is in the kitchen.\n")
+    (locked / "vault.md").write_text("# Vault\n\nThe spare keys hang behind the boiler.\n")
+    assert run_bot(["ingest", str(docs)], tmp_path, prefix).returncode == 0
+    locked.chmod(0)
+    try:
+        pruned = run_bot(["ingest", str(docs), "--prune"], tmp_path, prefix)
+    finally:
+        locked.chmod(0o755)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "can't list: Permission denied" in pruned.stderr
+    assert "1 unchanged, 1 skipped;" in pruned.stdout
+    assert "deleted" not in pruned.stdout
+    found = run_bot(["search", "spare keys boiler", "--json"], tmp_path, prefix)
+    assert json.loads(found.stdout)[0]["title"] == "Vault"
 
 
 def test_remove_takes_a_source_label_that_looks_like_a_path(env: Path) -> None:

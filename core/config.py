@@ -38,6 +38,7 @@ _DAY_S = 86_400
 _V = TypeVar("_V")
 _HTTP_URL = TypeAdapter(HttpUrl)
 HTTP_URL_ERROR = "http_url"  # the error type of a refused URL: its value is shown redacted
+UNSHOWN_ERROR = "unshown_value"  # the error type of a value that may be a secret: never shown
 
 
 def is_http_url(text: str) -> bool:
@@ -67,6 +68,23 @@ def http_url(value: str) -> str:
 
 # Every URL setting the bot builds links or requests on.
 HttpUrlText = Annotated[str, AfterValidator(http_url)]
+
+
+def link_base(value: str) -> str:
+    """A URL that citation links are built on (`ingest.base_url`, a source's `base_url` and
+    `web_url`, `bot ingest --base-url`): checked as `http_url`, and without a user or password,
+    which every link posted in a chat would show."""
+    text = http_url(value)
+    if urlsplit(text).username is not None:
+        raise PydanticCustomError(
+            HTTP_URL_ERROR,
+            "a base for citation links can't hold a user or password: every link posted "
+            "would show it",
+        )
+    return text
+
+
+LinkBaseText = Annotated[str, AfterValidator(link_base)]
 
 
 def home_expanded(path: Path) -> Path:
@@ -204,6 +222,17 @@ class ConfluenceSettings(_Section):
     max_listing_pages: int = Field(10_000, ge=1)  # listing requests per space, a runaway's bound
 
 
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_COMMON_SOURCE_KEYS = frozenset({"type", "location", "schedule"})
+# What each type of source reads besides those: a key of another type would be ignored.
+_SOURCE_KEYS: dict[str, frozenset[str]] = {
+    "site": frozenset({"sitemaps", "prefixes"}),
+    "files": frozenset({"include", "exclude", "base_url"}),
+    "git": frozenset({"include", "exclude", "branch", "web_url", "token_env"}),
+    "confluence": frozenset({"spaces", "flavour", "username", "token_env"}),
+}
+
+
 class SourceSettings(_Section):
     """One named source of `sources:`: what `bot sync NAME` ingests (its documents labelled
     NAME, pruned when gone), on `schedule` by `bot clock`."""
@@ -218,11 +247,11 @@ class SourceSettings(_Section):
     # .gitignore patterns; no include: every file of a supported type
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
-    base_url: HttpUrlText | None = None  # files: where they are published, for citation links
+    base_url: LinkBaseText | None = None  # files: where they are published, for citation links
     branch: str | None = None  # git: the branch synced (default: the remote's default branch)
     # git: a file's web view, with {branch}, {path} and {stem} (the path without its extension,
     # as wikis name pages); default: GitHub's or GitLab's pattern for their remotes
-    web_url: HttpUrlText | None = None
+    web_url: LinkBaseText | None = None
     spaces: list[str] = Field(default_factory=list)  # confluence: the space keys synced
     flavour: Literal["cloud", "datacenter"] | None = None  # confluence; default: by the host
     username: str | None = None  # confluence cloud: the account's email, for its API token
@@ -245,8 +274,31 @@ class SourceSettings(_Section):
             return [os.path.expanduser(place) for place in value]
         return value
 
+    @field_validator("token_env")
+    @classmethod
+    def _a_variable_name(cls, value: str | None) -> str | None:
+        """The name of a variable, never the token: a pasted token would be shown by every
+        message that names the variable, and saved in the sources' status file."""
+        if value is not None and not _VARIABLE_NAME.fullmatch(value):
+            raise PydanticCustomError(
+                UNSHOWN_ERROR,
+                "token_env is the name of the environment variable that holds the token "
+                "(such as GITHUB_TOKEN), not the token itself",
+            )
+        return value
+
     @model_validator(mode="after")
     def _fits_its_type(self) -> SourceSettings:
+        foreign = sorted(
+            key
+            for key in self.model_fields_set
+            if key not in _COMMON_SOURCE_KEYS and key not in _SOURCE_KEYS[self.type]
+        )
+        if foreign:
+            raise ValueError(
+                f"{', '.join(foreign)}: not an option of a {self.type} source (its options: "
+                f"{', '.join(sorted(_SOURCE_KEYS[self.type]))})"
+            )
         if self.type == "site":
             for url in [*self.location, *self.sitemaps, *self.prefixes]:
                 if not is_http_url(url):
@@ -265,7 +317,7 @@ class SourceSettings(_Section):
 
 
 class IngestSettings(_Section):
-    base_url: HttpUrlText | None = None
+    base_url: LinkBaseText | None = None
     chunk_chars: int = Field(1_000, ge=100, le=100_000)
     chunk_overlap_chars: int = Field(150, ge=0, le=10_000)
     embed_group_chunks: int = Field(256, ge=1, le=100_000)

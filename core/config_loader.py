@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from core.config import HTTP_URL_ERROR, Settings
+from core.config import HTTP_URL_ERROR, UNSHOWN_ERROR, Settings
 from core.domain.urls import redact_url
 from core.errors import ConfigError
 
@@ -253,7 +253,7 @@ def _describe(exc: ValidationError, origins: _Origins) -> str:
             problems.append(f"{key}: unknown key{where}")
             continue
         value = err.get("input")
-        if isinstance(value, dict):
+        if isinstance(value, dict) or err["type"] == UNSHOWN_ERROR:
             got = ""
         elif err["type"] == HTTP_URL_ERROR and isinstance(value, str):
             got = f" (got {redact_url(value)!r})"

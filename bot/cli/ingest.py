@@ -24,11 +24,11 @@ T = TypeVar("T")
 
 def _checked_base_url(value: str | None) -> str | None:
     """The check `ingest.base_url` gets when the settings load: a link without its scheme or
-    host would go into every citation of this ingest."""
-    from core.config import http_url
+    host, or with a password, would go into every citation of this ingest."""
+    from core.config import link_base
 
     try:
-        return None if value is None else http_url(value)
+        return None if value is None else link_base(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 

@@ -45,6 +45,16 @@ def test_a_base_url_without_scheme_or_host_is_refused_before_anything_is_ingeste
     assert kept.exit_code == 0, kept.output
 
 
+def test_a_base_url_with_a_password_is_refused_before_anything_is_ingested(env: Path) -> None:
+    url = "https://bob:hunter2@handbook.example.com/"
+    result = runner.invoke(app, ["ingest", str(env), "--base-url", url])
+    assert result.exit_code == 2
+    flat = " ".join(result.output.replace("│", " ").split())  # the usage box wraps
+    assert "Invalid value for '--base-url': a base for citation links can't hold a user" in flat
+    assert "hunter2" not in result.output
+    assert "added" not in result.output
+
+
 def test_a_bad_setting_is_one_line_naming_the_variable_to_fix(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

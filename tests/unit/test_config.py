@@ -214,6 +214,65 @@ def test_a_refused_url_is_shown_without_its_password() -> None:
     assert "hunter2" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "key",
+    ["ingest.base_url", "sources.runbooks.base_url", "sources.wiki.web_url"],
+)
+def test_a_base_for_citation_links_holds_no_password(tmp_path: Path, key: str) -> None:
+    file = tmp_path / "config.yaml"
+    url = "https://bob:hunter2@docs.example.com/{path}"
+    file.write_text(
+        yaml.safe_dump(
+            {
+                "ingest": {"base_url": url if key == "ingest.base_url" else None},
+                "sources": {
+                    "runbooks": {"type": "files", "location": ["/srv"]}
+                    | ({"base_url": url} if key.startswith("sources.runbooks") else {}),
+                    "wiki": {"type": "git", "location": ["/srv/wiki.git"]}
+                    | ({"web_url": url} if key.startswith("sources.wiki") else {}),
+                },
+            }
+        )
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value).startswith(
+        f"invalid configuration: {key}: a base for citation links can't hold a user or password"
+    )
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_token_written_where_its_variables_name_goes_is_never_shown(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    token = "ghp_R3alT0kenValue1234567890abc-def"
+    file.write_text(
+        "sources:\n  guides:\n    type: git\n    location: [https://github.com/acme/g.git]\n"
+        f"    token_env: {token}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value) == (
+        "invalid configuration: sources.guides.token_env: token_env is the name of the "
+        "environment variable that holds the token (such as GITHUB_TOKEN), not the token "
+        f"itself, from {file}"
+    )
+    file.write_text(file.read_text().replace(token, "GITHUB_TOKEN"))
+    assert load_settings(file, environ={}).sources["guides"].token_env == "GITHUB_TOKEN"
+
+
+def test_an_option_of_another_type_of_source_is_an_error(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text(
+        "sources:\n  handbook: {type: files, location: [docs], branch: main, spaces: [ENG]}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value) == (
+        "invalid configuration: sources.handbook: branch, spaces: not an option of a files "
+        f"source (its options: base_url, exclude, include), from {file}"
+    )
+
+
 def test_paths_start_from_the_home_directory_as_in_a_shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -301,7 +301,15 @@ class GitConnector:
                 "(ingest.git.timeout_s)"
             ) from None
         if process.returncode != 0:
-            lines = err.decode("utf-8", "replace").strip().splitlines()
-            detail = redact_urls_in(lines[-1] if lines else f"exit code {process.returncode}")
+            detail = redact_urls_in(_reason(err.decode("utf-8", "replace"), process.returncode))
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
         return out.decode("utf-8", "surrogateescape")
+
+
+def _reason(stderr: str, code: int) -> str:
+    """git's cause of a failure: its first `fatal:` or `error:` line, not its last (after a
+    cause, git adds advice such as "Please make sure you have the correct access rights / and
+    the repository exists.")."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    causes = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    return (causes or lines or [f"exit code {code}"])[0]

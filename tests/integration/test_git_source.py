@@ -249,6 +249,7 @@ async def test_an_unreachable_repository_fails_the_sync_in_one_line(
         await syncer.sync("handbook", missing)
     message = str(failure.value)
     assert message.startswith("git clone of file://")
+    assert message.endswith("/nowhere' does not appear to be a git repository")  # git's cause
     assert "\n" not in message
     assert sync_statuses(tmp_path / "data")["handbook"].error == message
 

@@ -306,7 +306,7 @@ class GitConnector:
         return out.decode("utf-8", "surrogateescape")
 
 
-def _reason(stderr: str, code: int) -> str:
+def _reason(stderr: str, code: int | None) -> str:
     """git's cause of a failure: its first `fatal:` or `error:` line, not its last (after a
     cause, git adds advice such as "Please make sure you have the correct access rights / and
     the repository exists.")."""

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from bot.cli.app import app, err, out, refuse, state
+from bot.cli.output_files import checked_output, write_output
 from core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ def eval_retrieval(
     dataset: Annotated[Path, typer.Option(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.")],
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N queries.")] = None,
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the figures here.")
+        Path | None,
+        typer.Option("--json", help="Write the figures here.", callback=checked_output),
     ] = None,
     index_path: Annotated[
         Path | None, typer.Option("--index", help="Keep the index here (default: a temp dir).")
@@ -64,9 +66,7 @@ def eval_retrieval(
         )
     out.print(table)
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        out.print(f"Wrote {json_path}")
+        write_output(json_path, json.dumps(result, indent=2) + "\n")
 
 
 async def _eval_retrieval(
@@ -123,7 +123,8 @@ def eval_answers(
     dataset: Annotated[Path, typer.Option(help="BEIR folder, with answers.jsonl for grading.")],
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the figures here.")
+        Path | None,
+        typer.Option("--json", help="Write the figures here.", callback=checked_output),
     ] = None,
     base_url: Annotated[
         str | None,
@@ -179,10 +180,8 @@ def eval_answers(
             table.add_row(key, *(_cell(run[key]) for run in runs.values()), *then)
     out.print(table)
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
         figures = runs if versus_extractive else next(iter(runs.values()))
-        json_path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-        out.print(f"Wrote {json_path}")
+        write_output(json_path, json.dumps(figures, indent=2) + "\n")
 
 
 def _cell(value: object) -> str:
@@ -258,7 +257,8 @@ def eval_questions(
         Path | None,
         typer.Option(
             help="Save the trained model here (the packaged one is "
-            "core/domain/question_model.json)."
+            "core/domain/question_model.json).",
+            callback=checked_output,
         ),
     ] = None,
     regularisation: Annotated[float, typer.Option(min=0.001, help="Logistic regression C.")] = 10.0,
@@ -267,12 +267,13 @@ def eval_questions(
         float, typer.Option(min=0.5, max=1.0, help="Cross-validated precision to reach.")
     ] = 0.98,
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the figures here.")
+        Path | None,
+        typer.Option("--json", help="Write the figures here.", callback=checked_output),
     ] = None,
 ) -> None:
     """Train the `auto` channels' question classifier and show precision and recall per
     labelled set: cross-validated on the training sets, and on the set held out."""
-    from core.evaluation.questions import TrainingOptions, load_messages, write_model
+    from core.evaluation.questions import TrainingOptions, load_messages, model_json
 
     options = TrainingOptions(held_out, regularisation, folds, target_precision, seed=0)
     result = asyncio.run(_train_questions(load_messages(messages), options))
@@ -299,13 +300,10 @@ def eval_questions(
         )
     out.print(table)
     if write is not None:
-        write_model(result.model, write)
-        out.print(f"Wrote {write}")
+        write_output(write, model_json(result.model))
     if json_path is not None:
         figures = {"threshold": result.model.threshold, "sets": [asdict(f) for f in result.figures]}
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-        out.print(f"Wrote {json_path}")
+        write_output(json_path, json.dumps(figures, indent=2) + "\n")
 
 
 async def _train_questions(

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from bot.cli.app import app, out, refuse, state
+from bot.cli.output_files import checked_output, write_output
 
 if TYPE_CHECKING:
     from core.insights.report import Report
@@ -25,16 +26,18 @@ _SECONDS = {"h": 3_600, "d": 86_400, "w": 604_800}
 
 
 def since_epoch(value: str, now: float) -> float:
-    """`30d`, `12h`, `2w` back from now, or a date (`2026-11-01`, UTC)."""
+    """`30d`, `12h`, `2w` back from now, or a date (`2026-11-01`, UTC); nothing before 1970,
+    when no answer can have been logged (`99999999d` means everything, not a year out of
+    range)."""
     if match := _DURATION.fullmatch(value.strip()):
-        return now - int(match.group(1)) * _SECONDS[match.group(2)]
+        return max(0.0, now - int(match.group(1)) * _SECONDS[match.group(2)])
     try:
         day = datetime.strptime(value.strip(), "%Y-%m-%d").replace(tzinfo=UTC)
     except ValueError:
         raise typer.BadParameter(
             f"{value!r}: give a duration (30d, 12h, 2w) or a date (2026-11-01)"
         ) from None
-    return day.timestamp()
+    return max(0.0, day.timestamp())
 
 
 @app.command()
@@ -49,10 +52,14 @@ def report(
         ),
     ] = None,
     html: Annotated[
-        Path | None, typer.Option("--html", help="Write the report as one HTML file here.")
+        Path | None,
+        typer.Option(
+            "--html", help="Write the report as one HTML file here.", callback=checked_output
+        ),
     ] = None,
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the figures as JSON here.")
+        Path | None,
+        typer.Option("--json", help="Write the figures as JSON here.", callback=checked_output),
     ] = None,
 ) -> None:
     """Questions per day and channel, outcomes, feedback, verified quotes, latency and cost,
@@ -64,11 +71,11 @@ def report(
     result = asyncio.run(_report(start, now, channel))
     _print(result)
     if json_path is not None:
-        _write(json_path, json.dumps(asdict(result), indent=2, ensure_ascii=False) + "\n")
+        write_output(json_path, json.dumps(asdict(result), indent=2, ensure_ascii=False) + "\n")
     if html is not None:
         from core.insights.html import render_html
 
-        _write(html, render_html(result))
+        write_output(html, render_html(result))
 
 
 async def _report(since: float, until: float, channel: str | None) -> Report:
@@ -108,12 +115,6 @@ def _print(r: Report) -> None:
         for gap in r.gaps:
             gaps.add_row(gap.label, str(gap.size), gap.examples[0] if gap.examples else "")
         out.print(gaps)
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    out.print(f"Wrote {path}")
 
 
 @app.command("stale-answers")

@@ -129,8 +129,9 @@ async def train_question_model(
     return QuestionTraining(model, [*figures, held])
 
 
-def write_model(model: QuestionModel, path: Path) -> None:
-    path.write_text(json.dumps(model.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")
+def model_json(model: QuestionModel) -> str:
+    """The model as the packaged `core/domain/question_model.json` holds it."""
+    return json.dumps(model.model_dump(mode="json"), indent=1) + "\n"
 
 
 def _classifier(options: TrainingOptions):  # type: ignore[no-untyped-def]  # scikit-learn is untyped

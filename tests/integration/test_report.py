@@ -235,7 +235,7 @@ def test_the_command_writes_json_and_html(kb: Settings, tmp_path: Path, monkeypa
             "--since",
             "7d",
             "--json",
-            str(tmp_path / "r.json"),
+            str(out := tmp_path / "r.json"),
             "--html",
             str(tmp_path / "r.html"),
         ],
@@ -248,3 +248,25 @@ def test_the_command_writes_json_and_html(kb: Settings, tmp_path: Path, monkeypa
     bad = CliRunner().invoke(app, ["report", "--since", "last tuesday"])
     assert bad.exit_code != 0
     assert "give a duration" in bad.output
+    everything = CliRunner().invoke(app, ["report", "--since", "99999999d", "--json", str(out)])
+    assert everything.exit_code == 0, everything.output
+    assert json.loads(out.read_text(encoding="utf-8"))["since"] == "1970-01-01"
+
+
+@pytest.mark.parametrize("option", ["--json", "--html"])
+def test_a_file_to_write_that_cannot_be_is_refused_before_the_work(
+    kb: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file")
+    for path, said in [
+        (tmp_path, f"{tmp_path} is a folder: name the file to write"),
+        (blocker / "r.json", f"{blocker} is a file, so {blocker / 'r.json'} can't be written"),
+    ]:
+        result = CliRunner().invoke(app, ["report", option, str(path)], env={"COLUMNS": "400"})
+        assert result.exit_code == 2
+        flat = " ".join(result.output.replace("│", " ").split())  # the usage box wraps
+        assert f"Invalid value for '{option}': {said}" in flat
+        assert "unexpected" not in result.output
+        assert "Answers" not in result.output  # refused before the report was made

@@ -20,9 +20,10 @@ from adapters.answer_labels import (
 )
 from core.answer.citations import allowed_urls, check_links, is_linkable
 from core.domain.conversation import Answer, Citation
+from core.domain.text import MARKER_NUMBER
 
 _FENCE = re.compile(r"^\s*```")
-_MARKER = re.compile(r"\[(\d+)\]")
+_MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 _ICONS = {
     "partial": "⚠️",
     "not_found": "🔍",

@@ -29,6 +29,7 @@ from adapters.answer_labels import (
 from core.answer.citations import allowed_urls, check_links, is_linkable
 from core.domain.conversation import Answer, AnswerStatus, Citation
 from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
+from core.domain.text import MARKER_NUMBER
 
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"
@@ -41,7 +42,7 @@ _FENCE = re.compile(r"^\s*```")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _HEADING = re.compile(r"^#{1,6}\s+(.*)$")
-_MARKER = re.compile(r"\[(\d+)\]")
+_MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 _ICONS = {
     "partial": ":warning:",
     "not_found": ":mag:",

@@ -26,10 +26,10 @@ from core.domain.conversation import (
     passage_fingerprint,
 )
 from core.domain.documents import SearchHit
-from core.domain.text import defuse_pings
+from core.domain.text import MARKER_NUMBER, defuse_pings
 from core.domain.web import WEB_SOURCE
 
-_MARKER = re.compile(r"([ \t]?)\[(\d+(?:\s*,\s*\d+)*)\]")
+_MARKER = re.compile(rf"([ \t]?)\[({MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*)\]")
 
 # What the reader's client turns into a link, each judged once, in one pass (alternatives are
 # tried left to right at each position, so a Markdown link is judged as a whole before its

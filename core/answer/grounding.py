@@ -26,15 +26,16 @@ import snowballstemmer  # type: ignore[import-untyped]
 from core.answer.citations import NumberedSource
 from core.answer.tools import CitedSource
 from core.config import GroundingSettings
-from core.domain.text import STOPWORDS, clip
+from core.domain.text import MARKER_NUMBER, STOPWORDS, clip
 
-_MARKERS = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+_NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
+_MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
 # A list bullet, a numbered item or a heading's hashes: kept as written, not part of the claim.
 _LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
 _SENTENCE_END = re.compile(
-    r"[.!?]+[\"')\]’”]*(?:\s*\[\d+(?:\s*,\s*\d+)*\])*(?=\s|$)|(?:\s*\[\d+(?:\s*,\s*\d+)*\])+$"
+    rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
 )
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "no", "dr", "mr", "ms"})
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)

@@ -6,6 +6,10 @@ from __future__ import annotations
 import re
 
 ELLIPSIS = "…"
+# The number in a citation marker, [1] or [1, 3]: at most four digits. Model and web-search text
+# is hostile, and Python refuses int() of a number over 4,300 digits; no answer cites ten
+# thousand sources, so a longer number in brackets is text, not a marker.
+MARKER_NUMBER = r"\d{1,4}"
 # English words too common to tell passages apart (search) or to show a claim came from one
 # (grounding).
 STOPWORDS = frozenset(

@@ -19,14 +19,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.config import WebSearchSettings, most_specific
-from core.domain.text import clip
+from core.domain.text import MARKER_NUMBER, clip
 from core.domain.web import WebResult, WebSource
 from core.errors import RemoteFailure, WebSearchError
 from core.http_retry import RetryPolicy, post_json
 
-_MARKERS = re.compile(r"\[(\d+)\]")
+_MARKERS = re.compile(rf"\[({MARKER_NUMBER})\]")
 # "... limit.[1][2] Next" -> "... limit[1][2]. Next": markers join the sentence they close.
-_MARKERS_AFTER_STOP = re.compile(r"([.!?])((?:\[\d+\])+)")
+_MARKERS_AFTER_STOP = re.compile(rf"([.!?])((?:\[{MARKER_NUMBER}\])+)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 # What the provider is asked to do with the query. Fixed text: no conversation content.
 _INSTRUCTIONS = (

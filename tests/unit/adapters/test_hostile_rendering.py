@@ -248,6 +248,24 @@ def test_only_sources_are_linked_and_nobody_is_pinged(builder: str, payload: str
         assert_safe(rendered, f"{builder} / {where}")
 
 
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_a_marker_of_thousands_of_digits_is_text_not_a_crash(builder: str) -> None:
+    """Python refuses int() of over 4,300 digits: such a `[999…]` is text everywhere, in the
+    checks and in every renderer."""
+    digits = "9" * 5000
+    text = f"See [{digits}] and [1, {digits}]."
+    if builder == "model":  # the quote is the model's own, and bounded
+        registry = SourceRegistry()
+        registry.add([SearchHit(_chunk("Passage"), 1.0)])
+        checked, citations = check_answer(text, [CitedSource(source=1, quote="x")], registry)
+        assert checked == text  # no group of markers: text as written
+        answer = Answer(checked, AnswerStatus.ANSWERED, AnswerMode.AGENT, citations=citations)
+    else:
+        answer = BUILDERS[builder](text)
+    for where, rendered in rendered_everywhere(answer).items():
+        assert_safe(rendered, f"{builder} / {where}")
+
+
 @pytest.mark.parametrize(("first", "second"), list(itertools.combinations(HOSTILE_LINKS[:24], 2)))
 def test_hostile_forms_side_by_side_stay_unlinked(first: str, second: str) -> None:
     """Pairs, glued and spaced: one form's leftovers must not complete another into a link."""

@@ -47,6 +47,18 @@ def test_a_marker_on_the_wrong_passage_is_moved() -> None:
     assert grounded.text.endswith("[2].")
 
 
+def test_a_marker_of_thousands_of_digits_is_text_not_a_crash() -> None:
+    """Python refuses int() of over 4,300 digits: a hostile model's `[999…]` must not end the
+    answer."""
+    huge = "[" + "9" * 5000 + "]"
+    grounded = ground(
+        f"Unchanged documents are skipped. See {huge}. Also [1, {'9' * 5000}].",
+        numbered(LIMITS, INGEST),
+        SETTINGS,
+    )
+    assert grounded.text == "Unchanged documents are skipped [2]."
+
+
 def test_unsupported_claims_are_left_out_and_counted() -> None:
     answer = "Yes, the bot supports Microsoft Teams. Slack allows 50 blocks per message [1]."
     grounded = ground(answer, numbered(LIMITS), SETTINGS)

@@ -57,6 +57,12 @@ def _texts(result: WebResult) -> dict[str, str]:
 # --- parse_response -----------------------------------------------------------------------
 
 
+def test_a_marker_of_thousands_of_digits_cites_nothing_and_breaks_nothing() -> None:
+    huge = "[" + "9" * 5000 + "]"
+    result = _parse(_response(f"Webhooks are signed.[1] Retries back off.{huge}", citations=[A]))
+    assert _texts(result) == {A: "Webhooks are signed."}
+
+
 def test_sentences_are_attributed_to_the_pages_they_cite() -> None:
     content = (
         "Webhooks are signed.[1][2] Retries back off exponentially.[2]\n"

@@ -77,7 +77,9 @@ class _Function(BaseModel):
 
 
 class _ToolCall(BaseModel):
-    index: int = 0
+    # Streamed pieces of one call share its index; a whole message's calls often carry none
+    # (OpenAI's own non-streamed format): their place in the list tells them apart.
+    index: int | None = None
     id: str | None = None
     function: _Function = _Function()
 
@@ -126,11 +128,12 @@ class _Reply:
         if message is None:
             return True
         self.text += message.content or ""
-        for call in message.tool_calls or []:
-            old_id, old_name, old_args = self.calls.get(call.index, ("", "", ""))
+        for position, call in enumerate(message.tool_calls or []):
+            key = position if call.index is None else call.index
+            old_id, old_name, old_args = self.calls.get(key, ("", "", ""))
             args = call.function.arguments
             merged = args if isinstance(args, dict) else f"{old_args}{args}"
-            self.calls[call.index] = (
+            self.calls[key] = (
                 call.id or old_id,
                 old_name or call.function.name,
                 old_args if isinstance(old_args, dict) and not args else merged,

@@ -62,6 +62,42 @@ async def test_tool_calls_over_the_wire(settings, index, chat: ChatServer, agent
     assert answer.trace.usage.input_tokens == 100
 
 
+async def test_parallel_tool_calls_of_a_whole_reply_are_each_run(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    """OpenAI's non-streamed tool calls carry no `index`: two in one reply are two calls, each
+    answered with its own tool message, not one call of both argument strings joined."""
+
+    def respond(body: dict[str, Any]) -> tuple[int, dict]:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        assert [m["tool_call_id"] for m in results] == ["call_0", "call_1"]
+        number, passage = next(iter(sources_in(results[0]["content"]).items()))
+        return completion(
+            None,
+            (
+                RESPOND_TOOL,
+                {
+                    "answer": f"Use --base-url [{number}].",
+                    "citations": [{"source": number, "quote": first_sentence(passage)}],
+                    "status": "answered",
+                },
+            ),
+        )
+
+    chat.replies = [
+        completion(
+            None,
+            (SEARCH_TOOL, {"query": "base url links"}),
+            (SEARCH_TOOL, {"query": "citation links"}),
+        ),
+        respond,
+    ]
+    answer = await engine(settings, index, model=agent).answer(question("citation links?"))
+    assert len(chat.requests) == 2
+    assert answer.mode is AnswerMode.AGENT
+    assert answer.status is AnswerStatus.ANSWERED
+
+
 async def test_model_without_tool_calls_gets_search_then_answer(
     settings, index, chat: ChatServer, agent
 ) -> None:

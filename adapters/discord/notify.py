@@ -5,7 +5,7 @@ from __future__ import annotations
 import discord
 from discord.http import HTTPClient, handle_message_parameters
 
-from adapters.discord.render import answer_embeds
+from adapters.discord.render import answer_embeds, message_groups
 from core.config import DiscordSettings
 from core.domain.conversation import Answer
 
@@ -13,7 +13,6 @@ from core.domain.conversation import Answer
 # Others (an ephemeral `/ask`) were the asker's alone: never posted to.
 _POSTABLE = ("thread", "dm")
 _KEY_PARTS = 3
-_MAX_EMBEDS = 10  # Discord's limit per message
 
 
 class DiscordNotifier:
@@ -33,10 +32,10 @@ class DiscordNotifier:
             description_chars=self._settings.description_chars,
             max_sources=self._settings.max_sources,
         )
-        for start in range(0, len(embeds), _MAX_EMBEDS):
+        for n, group in enumerate(message_groups(embeds)):
             params = handle_message_parameters(
-                content=preface if start == 0 else None,
-                embeds=embeds[start : start + _MAX_EMBEDS],
+                content=preface if n == 0 else None,
+                embeds=group,
                 allowed_mentions=discord.AllowedMentions.none(),
             )
             with params:

@@ -23,6 +23,10 @@ from core.domain.conversation import Answer, Citation
 from core.domain.text import MARKER_NUMBER
 
 _FENCE = re.compile(r"^\s*```")
+# Discord's limits on one message: ten embeds, and 6,000 characters of embed text in all
+# (titles, descriptions, fields, footers); over either, the whole message is refused.
+MESSAGE_EMBEDS = 10
+MESSAGE_EMBED_CHARS = 6_000
 _MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 _ICONS = {
     "partial": "⚠️",
@@ -153,4 +157,30 @@ def answer_embeds(
         last.add_field(name=CONSULTED, value=consulted, inline=False)
     if status := status_line(answer):
         last.set_footer(text=status)
+    if len(last) > MESSAGE_EMBED_CHARS:
+        # A full last piece and its sources would be refused together: the sources and the
+        # status go in an embed of their own.
+        tail = discord.Embed()
+        for field in last.fields:
+            tail.add_field(name=field.name, value=field.value, inline=False)
+        if last.footer.text:
+            tail.set_footer(text=last.footer.text)
+        last.clear_fields()
+        last.remove_footer()
+        embeds.append(tail)
     return embeds
+
+
+def message_groups(embeds: list[discord.Embed]) -> list[list[discord.Embed]]:
+    """The embeds in order, as few messages as Discord takes: at most ten embeds and
+    `MESSAGE_EMBED_CHARS` of their text in each."""
+    groups: list[list[discord.Embed]] = []
+    size = 0
+    for embed in embeds:
+        full = bool(groups) and len(groups[-1]) == MESSAGE_EMBEDS
+        if not groups or full or size + len(embed) > MESSAGE_EMBED_CHARS:
+            groups.append([])
+            size = 0
+        groups[-1].append(embed)
+        size += len(embed)
+    return groups

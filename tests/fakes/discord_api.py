@@ -175,6 +175,11 @@ class DiscordEmulator:
 
     def _answer(self, method: str, path: str, body: dict[str, Any]) -> web.Response:
         me = user(BOT_ID, "docbot", bot=True)
+        posted = body if method in ("POST", "PATCH") and isinstance(body, dict) else {}
+        embeds = posted.get("embeds") or (posted.get("data") or {}).get("embeds") or []
+        if problem := _embed_problem(embeds):
+            # What Discord answers a message over its embed limits: the whole message refused.
+            return _json({"message": f"Invalid Form Body ({problem})", "code": 50035}, status=400)
         if path == "/users/@me":
             return _json(me)
         if path == "/oauth2/applications/@me":
@@ -281,3 +286,30 @@ class DiscordEmulator:
                 )
             )
         return _json({"message": f"emulator: no route {method} {path}"}, status=404)
+
+
+# Discord's documented embed limits: per field, and for all of one message's embeds together.
+_EMBED_FIELD_LIMITS = {"title": 256, "description": 4096}
+_FIELD_NAME_CHARS, _FIELD_VALUE_CHARS, _FOOTER_CHARS = 256, 1024, 2048
+_MESSAGE_EMBEDS, _MESSAGE_EMBED_CHARS = 10, 6000
+
+
+def _embed_problem(embeds: list[dict[str, Any]]) -> str | None:
+    if len(embeds) > _MESSAGE_EMBEDS:
+        return f"{len(embeds)} embeds"
+    total = 0
+    for embed in embeds:
+        for key, limit in _EMBED_FIELD_LIMITS.items():
+            if len(embed.get(key) or "") > limit:
+                return f"embed {key} over {limit}"
+        for field in embed.get("fields") or []:
+            if len(field["name"]) > _FIELD_NAME_CHARS or len(field["value"]) > _FIELD_VALUE_CHARS:
+                return "embed field over its limit"
+            total += len(field["name"]) + len(field["value"])
+        footer = (embed.get("footer") or {}).get("text") or ""
+        if len(footer) > _FOOTER_CHARS:
+            return "embed footer over 2048"
+        total += len(embed.get("title") or "") + len(embed.get("description") or "") + len(footer)
+    if total > _MESSAGE_EMBED_CHARS:
+        return f"embed size {total} exceeds the maximum of {_MESSAGE_EMBED_CHARS}"
+    return None

@@ -4,8 +4,11 @@ import re
 
 from adapters.discord.render import (
     FIELD_CHARS,
+    MESSAGE_EMBED_CHARS,
+    MESSAGE_EMBEDS,
     answer_embeds,
     link_markers,
+    message_groups,
     sources_text,
     split_text,
 )
@@ -48,6 +51,37 @@ def test_embeds_respect_discord_limits() -> None:
     assert sources.count("](https://") == sources.count("\n") + 1  # whole links only
     assert "Partial answer" in (embeds[-1].footer.text or "")
     assert not embeds[0].fields
+
+
+def test_no_message_of_embeds_is_over_discords_total() -> None:
+    """Discord refuses a message whose embeds hold over 6,000 characters in all: a full
+    description with ten long sources and ten consulted ones would be one."""
+    answer = Answer(
+        ("word " * 2000 + "\n\n") * 6,
+        AnswerStatus.PARTIAL,
+        AnswerMode.AGENT,
+        citations=[_citation(n, "T" * 200) for n in range(1, 11)],
+        consulted=[_citation(n, "C" * 200) for n in range(11, 21)],
+    )
+    embeds = answer_embeds(answer, description_chars=4096, max_sources=10)
+    assert all(len(e) <= MESSAGE_EMBED_CHARS for e in embeds)
+    tail = embeds[-1]
+    assert [f.name for f in tail.fields] == ["Sources", "Sources consulted"]
+    assert "Partial answer" in (tail.footer.text or "")
+    assert not any(e.fields or e.footer.text for e in embeds[:-1])
+    groups = message_groups(embeds)
+    assert [e for group in groups for e in group] == embeds  # all of them, in order
+    assert all(len(g) <= MESSAGE_EMBEDS for g in groups)
+    assert all(sum(len(e) for e in g) <= MESSAGE_EMBED_CHARS for g in groups)
+
+    short = answer_embeds(
+        Answer("Short [1].", AnswerStatus.ANSWERED, AnswerMode.AGENT, [_citation(1)]),
+        description_chars=4096,
+        max_sources=10,
+    )
+    assert len(short) == 1
+    assert short[0].fields  # sources stay with a short answer
+    assert message_groups(short * 12) == [short * 10, short * 2]
 
 
 def test_sources_deduplicated_and_marked() -> None:

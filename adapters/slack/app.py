@@ -26,6 +26,7 @@ from adapters.answer_labels import (
     NOT_HERE,
     NOTHING_TO_ASK,
 )
+from adapters.slack.payloads import drop_malformed_events, id_of
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
@@ -88,6 +89,7 @@ class SlackBot:
         self._in_flight: set[asyncio.Task[Any]] = set()
 
     def register(self, app: AsyncApp) -> None:
+        app.use(drop_malformed_events)
         app.event("app_mention")(self._tracked(self._on_mention))
         app.event("message")(self._tracked(self._on_message))
         app.action(FEEDBACK_UP)(self._tracked(self._on_feedback))
@@ -351,8 +353,8 @@ class SlackBot:
         the thread for everyone, once."""
         await ack()
         answer_id = str(action.get("value", ""))
-        user = body.get("user", {}).get("id", "")
-        channel = body.get("channel", {}).get("id", "")
+        user = id_of(body, "user")
+        channel = id_of(body, "channel")
         kept = await self._state.recorded_answer(answer_id)
         if kept is None or not await self._state.first_delivery(f"slack-share:{answer_id}"):
             refusal = NO_LONGER_KNOWN if kept is None else ALREADY_SHARED
@@ -362,7 +364,7 @@ class SlackBot:
         thread = kept.conversation_key.rsplit("/", 1)[-1]
         thread_ts = None if thread == "direct" else thread
         await self._state.remember_thread(kept.conversation_key)
-        team = body.get("team", {}).get("id", "")
+        team = id_of(body, "team")
         escalate = bool(self._policies(f"slack/{team}/{channel}").escalate_to)
         await self._deliver(
             client, channel, thread_ts, None, kept.answer, answer_id, escalate=escalate
@@ -588,7 +590,7 @@ class SlackBot:
         self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient
     ) -> None:
         await ack()
-        user = body.get("user", {}).get("id", "")
+        user = id_of(body, "user")
         answer_id = str(action.get("value", ""))
         if action.get("action_id") == FEEDBACK:  # Slack's own buttons: "up:ID" or "down:ID"
             vote, _, answer_id = answer_id.partition(":")
@@ -602,7 +604,7 @@ class SlackBot:
                 await client.views_open(trigger_id=body["trigger_id"], view=reason_modal(answer_id))
             except SlackApiError as exc:
                 log.info("slack_reason_form_failed", error=slack_error(exc))
-        channel = body.get("channel", {}).get("id")
+        channel = id_of(body, "channel")
         if channel and user:
             text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
             try:
@@ -622,7 +624,7 @@ class SlackBot:
             await ack(response_action="errors", errors={"reason": "Please pick one."})
             return
         await ack()
-        user = body.get("user", {}).get("id", "")
+        user = id_of(body, "user")
         answer_id = str(view.get("private_metadata", ""))
         await self._state.record_feedback_reason(answer_id, user, reason, str(note))
 
@@ -632,10 +634,13 @@ class SlackBot:
         """ "Ask the docs about this" on a message: its text is the question, answered in its
         thread as if the person who clicked had mentioned the bot there."""
         await ack()
-        team = body.get("team", {}).get("id", "")
-        channel = body.get("channel", {}).get("id", "")
-        user = body.get("user", {}).get("id", "")
+        team = id_of(body, "team")
+        channel = id_of(body, "channel")
+        user = id_of(body, "user")
         message = body.get("message", {})
+        if not (channel and user):
+            log.warning("slack_event_incomplete", platform="slack", payload="message_action")
+            return
         refusal = None
         if self._silenced(team, channel):
             refusal = NOT_HERE
@@ -716,8 +721,8 @@ class SlackBot:
         """ "Still need help?": the channel's escalation targets are mentioned in the thread,
         once per answer, whoever clicks and however often."""
         await ack()
-        team = body.get("team", {}).get("id", "")
-        channel = body.get("channel", {}).get("id", "")
+        team = id_of(body, "team")
+        channel = id_of(body, "channel")
         container = body.get("container", {})
         message = body.get("message", {})
         thread_ts = container.get("thread_ts") or message.get("thread_ts") or message.get("ts")

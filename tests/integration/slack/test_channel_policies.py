@@ -317,6 +317,31 @@ async def test_asking_about_a_message_answers_it_in_its_thread(slack_factory) ->
         await stop()
 
 
+@pytest.mark.parametrize("part", ["channel", "user", "team"])
+async def test_a_shortcut_with_a_null_part_is_acknowledged_and_never_crashes(
+    slack_factory, part: str
+) -> None:
+    """Slack sends a null team for org-wide installs; a null channel or user can't be answered
+    in, and is ignored with a warning. None of them is a listener's crash."""
+    harness, stop = await slack_factory(None)
+    ts = "1700000000.001500"
+    try:
+        body = json.loads(urllib.parse.unquote(shortcut_payload(ts, QUESTION).split("=", 1)[1]))
+        body[part] = None
+        form = "payload=" + urllib.parse.quote(json.dumps(body))
+        status = await harness.post(form, content_type="application/x-www-form-urlencoded")
+        assert status == 200
+        if part == "team":  # answerable: the channel and the person are known
+            await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+            assert posted(harness)[0]["thread_ts"] == ts
+        else:
+            await harness.settle()
+            assert not posted(harness)
+            assert not harness.emulator.called("chat.postEphemeral")
+    finally:
+        await stop()
+
+
 async def test_the_question_reaction_asks_about_a_message_once(slack_factory) -> None:
     harness, stop = await slack_factory(None)
     ts = "1700000000.001500"

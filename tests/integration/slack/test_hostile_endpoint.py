@@ -90,6 +90,12 @@ SIGNED_CASES = [
         id="view-callback-id-an-object",
     ),
     pytest.param(_form('{"type": "view_submission", "view": null}'), FORM, 400, id="view-null"),
+    pytest.param(  # Bolt reads an event's user as text or an object: another type fails it
+        '{"type": "event_callback", "event": {"type": "message", "user": 7}}',
+        "application/json",
+        400,
+        id="event-user-a-number",
+    ),
     pytest.param(
         json.dumps(
             {
@@ -339,6 +345,39 @@ def _one_refusal(logs: Logs, status: int) -> None:
 def _event(kind: str, **fields: Any) -> dict[str, Any]:
     event = {"type": kind, "user": "U2", "text": f"how? {MARKER}", "ts": "1700000000.000900"}
     return {**event, "channel": "C1", **fields}
+
+
+@pytest.mark.parametrize(
+    ("event", "wrong"),
+    [
+        pytest.param(_event("app_mention", text=123), "text", id="mention-text-number"),
+        pytest.param(_event("app_mention", text=["a"]), "text", id="mention-text-list"),
+        pytest.param(_event("app_mention", text={"a": 1}), "text", id="mention-text-object"),
+        pytest.param(_event("message", channel_type="im", text=None), "text", id="dm-text-null"),
+        pytest.param(
+            _event("message", thread_ts=17.5, channel_type="im"), "thread_ts", id="dm-ts-number"
+        ),
+        pytest.param(
+            {"type": "app_context_changed", "user": "U2", "context": "zz"},
+            "context",
+            id="context-not-an-object",
+        ),
+    ],
+)
+async def test_an_event_with_a_field_of_the_wrong_type_is_ignored_with_one_warning(
+    slack: SlackHarness, logs: Logs, event: dict[str, Any], wrong: str
+) -> None:
+    """Null, a number or a list where Slack sends text: the event gets its 200 and goes to no
+    listener (no placeholder, no apology), with one warning naming the field."""
+    assert await slack.event(event, "EvWrongType") == 200
+    await slack.settle()
+    lines = [line for line in logs.lines() if "auth.test" not in line]
+    assert len(lines) == 1, lines
+    assert "slack_event_incomplete" in lines[0]
+    assert f'"missing": ["{wrong}"]' in lines[0]
+    assert MARKER not in lines[0]
+    asked = [name for name, _ in slack.emulator.calls if name != "auth.test"]
+    assert asked == []
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,45 @@
+"""Reading Slack's payloads defensively: they are checked for the fields Bolt itself reads
+(`server.py`, HTTP mode), but a listener reads more, and a field of another type than Slack
+sends (null, a number, a list) must end in one warning, not a TypeError inside a listener that
+has already posted a placeholder."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from slack_bolt.response import BoltResponse
+
+log = structlog.get_logger(__name__)
+
+# An event's fields the listeners read as text, whenever present: Slack sends them as strings.
+_EVENT_TEXT_FIELDS = ("user", "text", "channel", "ts", "thread_ts", "subtype", "bot_id")
+# ... and as objects.
+_EVENT_OBJECT_FIELDS = ("item", "context", "edited")
+
+
+async def drop_malformed_events(
+    body: dict[str, Any], next: Callable[[], Awaitable[None]]
+) -> BoltResponse | None:
+    """Bolt middleware: an event with a field of the wrong type is acknowledged (Slack would
+    only send it again) and goes to no listener, with a warning naming the fields, never their
+    values."""
+    event = body.get("event")
+    if isinstance(event, dict):
+        wrong = [n for n in _EVENT_TEXT_FIELDS if n in event and not isinstance(event[n], str)]
+        wrong += [n for n in _EVENT_OBJECT_FIELDS if n in event and not isinstance(event[n], dict)]
+        if wrong:  # as good as missing: said as a missing field is (see app._has_fields)
+            kind = event.get("type") if isinstance(event.get("type"), str) else "event"
+            log.warning("slack_event_incomplete", platform="slack", payload=kind, missing=wrong)
+            return BoltResponse(status=200, body="")
+    await next()
+    return None
+
+
+def id_of(body: dict[str, Any], part: str) -> str:
+    """`body[part]["id"]` (the team, channel or user of an interaction), or "" where the part is
+    absent or null (Slack sends a null team for org-wide installs) or not what Slack sends."""
+    found = body.get(part)
+    value = found.get("id") if isinstance(found, dict) else None
+    return value if isinstance(value, str) else ""

@@ -17,8 +17,9 @@ from rich.style import Style
 from rich.text import Text
 
 from adapters.answer_labels import CONSULTED, KIND_MARKS, SOURCES
-from core.answer.citations import allowed_urls, check_links, is_linkable
+from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
+from core.domain.urls import is_linkable
 
 STATUS_LABELS = {
     AnswerStatus.PARTIAL: "Partial answer: the sources cover only part of the question.",

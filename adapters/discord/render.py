@@ -18,9 +18,10 @@ from adapters.answer_labels import (
     SOURCES,
     answer_labels,
 )
-from core.answer.citations import allowed_urls, check_links, is_linkable
+from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, Citation
 from core.domain.text import MARKER_NUMBER
+from core.domain.urls import is_linkable
 
 _FENCE = re.compile(r"^\s*```")
 # Discord's limits on one message: ten embeds, and 6,000 characters of embed text in all

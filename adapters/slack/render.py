@@ -26,10 +26,11 @@ from adapters.answer_labels import (
     STILL_NEED_HELP,
     answer_labels,
 )
-from core.answer.citations import allowed_urls, check_links, is_linkable
+from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, AnswerStatus, Citation
 from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
 from core.domain.text import MARKER_NUMBER
+from core.domain.urls import is_linkable
 
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"

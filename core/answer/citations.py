@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urldefrag
 
 from core.answer.tools import CitedSource, RespondInput
 from core.domain.conversation import (
@@ -27,6 +27,7 @@ from core.domain.conversation import (
 )
 from core.domain.documents import SearchHit
 from core.domain.text import MARKER_NUMBER, defuse_pings
+from core.domain.urls import is_linkable
 from core.domain.web import WEB_SOURCE
 
 _MARKER = re.compile(rf"([ \t]?)\[({MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*)\]")
@@ -162,24 +163,6 @@ def normalise(text: str) -> str:
     """For comparing a quote with its source: entities, typographic quotes, spacing and case
     folded (the model sees sources HTML-escaped and may copy them so)."""
     return " ".join(html.unescape(text).translate(_QUOTE_PUNCTUATION).split()).casefold()
-
-
-def is_linkable(url: str) -> bool:
-    """Whether a source's URL may be shown as a link at all: http(s) with a host, no userinfo
-    (`https://docs.example.com@evil.example/` goes to evil.example), nothing invisible or
-    blank in it; or the `file:///path` our ingest gives a local file ingested without
-    `--base-url`, which points at the team's own copy. Anything else (javascript:, data:, a
-    file URL naming a host) is shown as text, never linked."""
-    if any(c.isspace() or c == "\\" or unicodedata.category(c) in ("Cc", "Cf") for c in url):
-        return False
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    if parts.scheme == "file":
-        # `file:////host/share` names a host too: a UNC path, opened over SMB.
-        return not parts.netloc and parts.path.startswith("/") and not parts.path.startswith("//")
-    return parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc
 
 
 def allowed_urls(urls: Iterable[str]) -> set[str]:

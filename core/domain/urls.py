@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from urllib.parse import urlsplit
 
 # `scheme://` followed by userinfo up to the authority's last "@". In running text the
@@ -56,3 +57,21 @@ def is_local_url(url: str | None) -> bool:
     except ValueError:
         return "." not in host or host == "localhost" or host.endswith(_LOCAL_SUFFIXES)
     return address.is_private or address.is_loopback or address.is_link_local
+
+
+def is_linkable(url: str) -> bool:
+    """Whether a source's URL may be shown as a link at all: http(s) with a host, no userinfo
+    (`https://docs.example.com@evil.example/` goes to evil.example), nothing invisible or
+    blank in it; or the `file:///path` our ingest gives a local file ingested without
+    `--base-url`, which points at the team's own copy. Anything else (javascript:, data:, a
+    file URL naming a host) is shown as text, never linked."""
+    if any(c.isspace() or c == "\\" or unicodedata.category(c) in ("Cc", "Cf") for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    if parts.scheme == "file":
+        # `file:////host/share` names a host too: a UNC path, opened over SMB.
+        return not parts.netloc and parts.path.startswith("/") and not parts.path.startswith("//")
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc

@@ -20,6 +20,7 @@ import httpx
 
 from core.config import WebSearchSettings, most_specific
 from core.domain.text import MARKER_NUMBER, clip
+from core.domain.urls import is_linkable
 from core.domain.web import WebResult, WebSource
 from core.errors import RemoteFailure, WebSearchError
 from core.http_retry import RetryPolicy, post_json
@@ -36,12 +37,14 @@ _INSTRUCTIONS = (
 
 
 def _web_url(value: object) -> str | None:
+    """A cited page's URL, if it is one an answer may link to (http(s), no userinfo, nothing
+    invisible in it): it is stored, cited in later answers and shown as their source."""
     if not isinstance(value, str):
         return None
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc or " " in value.strip():
+    url = value.strip()
+    if urlsplit(url).scheme not in ("http", "https") or not is_linkable(url):
         return None
-    return value.strip()
+    return url
 
 
 def _fallback_title(url: str) -> str:

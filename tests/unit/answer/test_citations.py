@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from core.answer.citations import SourceRegistry, check_answer, is_linkable, normalise
+from core.answer.citations import SourceRegistry, check_answer, normalise
 from core.answer.tools import CitedSource
 from core.domain.conversation import SourceKind
 from core.domain.documents import Chunk, SearchHit
 from core.domain.text import defuse_pings
+from core.domain.urls import is_linkable
 
 
 def _registry(*texts: str, learned: tuple[int, ...] = ()) -> SourceRegistry:

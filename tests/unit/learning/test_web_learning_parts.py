@@ -63,6 +63,22 @@ def test_a_marker_of_thousands_of_digits_cites_nothing_and_breaks_nothing() -> N
     assert _texts(result) == {A: "Webhooks are signed."}
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:pw@evil.example/",  # its title would show the credentials
+        "https://docs.example.com@evil.example/",  # goes to evil.example
+        "https://evil.example/\u200bpath",  # zero-width
+        "https://evil.example/\u202epath",  # right-to-left override
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+    ],
+)
+def test_a_cited_page_that_could_not_be_linked_is_not_learned(url: str) -> None:
+    result = _parse(_response("Webhooks are signed.[1] Retries back off.[2]", citations=[url, A]))
+    assert [s.url for s in result.sources] == [A]
+
+
 def test_sentences_are_attributed_to_the_pages_they_cite() -> None:
     content = (
         "Webhooks are signed.[1][2] Retries back off exponentially.[2]\n"

@@ -676,6 +676,7 @@ class SlackSettings(_Section):
     shutdown_grace_s: float = Field(30.0, ge=0, le=3_600)
     apology_deadline_s: float = Field(10.0, gt=0, le=600)
     body_read_deadline_s: float = Field(10.0, gt=0, le=600)
+    idle_connection_s: float = Field(15.0, gt=0, le=3_600)
     rate_limited_wait_s: float = Field(30.0, gt=0, le=3_600)
     max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
     auth_check_at_start: bool = True

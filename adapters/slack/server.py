@@ -149,9 +149,16 @@ class SlackHttpEndpoint:
     def runner(self) -> web.AppRunner:
         """The server as run in production: no access log (one line per health check and per
         event would bury the bot's own), aiohttp's own errors (an oversized header, a request
-        that is not HTTP) as one short line, not a traceback."""
+        that is not HTTP) as one short line, not a traceback. A connection that has not sent a
+        whole request within `idle_connection_s` (idle, or its headers trickling in a byte at a
+        time) is closed: aiohttp's keep-alive bound, which it applies from the connection's
+        start, is an hour by default, and enough such connections would use up the process's
+        file descriptors."""
         return web.AppRunner(
-            self.web_app(), access_log=None, logger=one_line_logger("aiohttp.server")
+            self.web_app(),
+            access_log=None,
+            logger=one_line_logger("aiohttp.server"),
+            keepalive_timeout=self._service.settings.idle_connection_s,
         )
 
     async def _health(self, _: web.Request) -> web.Response:

@@ -216,6 +216,37 @@ async def test_a_compressed_bomb_is_413(slack: SlackHarness, logs: Logs) -> None
     _one_refusal(logs, 413)
 
 
+@pytest.mark.parametrize("trickle", [False, True], ids=["silent", "headers-a-byte-at-a-time"])
+async def test_a_connection_without_a_whole_request_is_closed_in_bounded_time(
+    slack_factory: Any, trickle: bool
+) -> None:
+    """Slowloris: connections that send nothing, or their headers a byte at a time, would each
+    hold a file descriptor for aiohttp's default hour."""
+    harness, stop = await slack_factory(BOT_SLACK__IDLE_CONNECTION_S="1")
+    try:
+        host, port = harness.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        started = time.monotonic()
+        request = f"POST {EVENTS_PATH} HTTP/1.1\r\nHost: x\r\nX-Pad: {'a' * 40}".encode()
+        closed = False
+        for byte in request if trickle else b"":
+            try:
+                writer.write(bytes([byte]))
+                await writer.drain()
+            except OSError:
+                closed = True
+                break
+            await asyncio.sleep(0.1)
+            if reader.at_eof() or writer.is_closing():
+                break
+        if not closed:
+            assert await asyncio.wait_for(reader.read(), timeout=5) == b""  # closed by the server
+        assert time.monotonic() - started < 4
+        writer.close()
+    finally:
+        await stop()
+
+
 async def test_a_slow_drip_body_is_408_in_bounded_time(slack_factory: Any, logs: Logs) -> None:
     harness, stop = await slack_factory(BOT_SLACK__BODY_READ_DEADLINE_S="1")
     try:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
 from core.backends.sqlite import SqliteBackend
-from core.config import Settings
+from core.config import DEFAULT_METRICS_PATH, Settings
 from core.errors import ConfigError, MissingSecret, cannot_listen
 from core.ports import (
     Backend,
@@ -254,29 +254,44 @@ def build_discord_bot(
     return DocsBot(engine, store, state, settings.discord, settings.policy, questions)
 
 
-@contextmanager
-def metrics_server(settings: Settings) -> Iterator[str | None]:
-    """`/metrics` on `metrics.port` for the processes without an HTTP server of their own
-    (`bot discord`, `bot clock`), while the block runs; yields its URL, or None when off."""
+@asynccontextmanager
+async def metrics_server(settings: Settings) -> AsyncIterator[str | None]:
+    """`metrics.path` on `metrics.port`, for the processes without an HTTP server of their own
+    (`bot discord`, `bot clock`), while the block runs; yields its URL, or None when off.
+
+    Served in the process's own event loop, as the Slack server is: no thread per connection
+    (prometheus_client's server starts one for each, and keeps an idle one for ever), every
+    other path a 404, and a connection without a whole request closed after
+    `metrics.idle_connection_s`."""
     m = settings.metrics
     if m.port is None:
         yield None
         return
-    from prometheus_client import start_http_server
+    from aiohttp import web
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     from core import metrics
 
+    path = m.path or DEFAULT_METRICS_PATH
+
+    async def scrape(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.REGISTRY)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get(path, scrape)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=m.idle_connection_s)
+    await runner.setup()
     try:
-        server, thread = start_http_server(m.port, addr=m.host, registry=metrics.REGISTRY)
-    except OSError as exc:
-        raise cannot_listen(
-            m.host, m.port, exc, port_setting="metrics.port", host_setting="metrics.host"
-        ) from None
-    try:
-        yield f"http://{m.host}:{m.port}/metrics"
+        try:
+            await web.TCPSite(runner, m.host, m.port).start()
+        except OSError as exc:
+            raise cannot_listen(
+                m.host, m.port, exc, port_setting="metrics.port", host_setting="metrics.host"
+            ) from None
+        yield f"http://{m.host}:{m.port}{path}"
     finally:
-        server.shutdown()
-        thread.join()
+        await runner.cleanup()
 
 
 @asynccontextmanager

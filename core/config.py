@@ -713,12 +713,18 @@ class DiscordSettings(_Section):
     dedup_ttl_s: float = Field(86_400, gt=0)
 
 
+DEFAULT_METRICS_PATH = "/metrics"
+
+
 class MetricsSettings(_Section):
     """Prometheus metrics (`core.metrics`)."""
 
-    path: str | None = Field("/metrics", pattern=r"^/[A-Za-z0-9/_-]*$")  # Slack HTTP; null: off
+    # where metrics are served; null: not by the Slack HTTP server (the port's server, when
+    # on, serves them at /metrics then)
+    path: str | None = Field(DEFAULT_METRICS_PATH, pattern=r"^/[A-Za-z0-9/_-]*$")
     port: int | None = Field(None, ge=1, le=65535)  # `bot discord` / `bot clock`; null: off
     host: str = "127.0.0.1"  # where that port listens: loopback unless a scraper is elsewhere
+    idle_connection_s: float = Field(15.0, gt=0, le=3_600)  # that port's: see slack's
 
 
 class LoggingSettings(_Section):

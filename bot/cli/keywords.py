@@ -172,8 +172,7 @@ async def _clock() -> None:
     from bot.clock import run_clock
     from bot.wiring import metrics_server
 
-    async with _housekeeping() as (pruner, jobs):
-        with metrics_server(state.settings) as url:
-            if url:
-                out.print(f"Metrics at {url}")
-            await run_clock(state.settings.keywords, pruner, jobs)
+    async with _housekeeping() as (pruner, jobs), metrics_server(state.settings) as url:
+        if url:
+            out.print(f"Metrics at {url}")
+        await run_clock(state.settings.keywords, pruner, jobs)

@@ -146,7 +146,7 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
                 if sync_only:
                     out.print(await bot.sync_commands(token, sync_guild))
                 else:
-                    with metrics_server(s) as url:
+                    async with metrics_server(s) as url:
                         if url:
                             out.print(f"Metrics at {url}")
                         await _serve_discord(bot, token)

@@ -3,9 +3,11 @@ and `bot clock`; every request acknowledged, every answer and every logged error
 
 from __future__ import annotations
 
+import asyncio
 import socket
-import urllib.request
+import threading
 
+import httpx
 import pytest
 
 from bench.common import metric_samples, metric_sum
@@ -50,31 +52,53 @@ def test_a_logged_error_is_counted_by_platform_and_place() -> None:
     assert errors._value.get() == before + 1
 
 
-def test_discord_and_the_clock_serve_metrics_on_their_port(settings: Settings) -> None:
-    with socket.socket() as probe:  # a free port
+def _free_port() -> int:
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    on = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": port})})
+        return int(probe.getsockname()[1])
+
+
+def _on_port(settings: Settings, port: int, **more: object) -> Settings:
+    return settings.model_copy(
+        update={"metrics": settings.metrics.model_copy(update={"port": port, **more})}
+    )
+
+
+async def test_discord_and_the_clock_serve_metrics_on_their_port(settings: Settings) -> None:
+    port = _free_port()
     metrics.HELD_BACK.labels("discord").inc()
-    with metrics_server(on) as url:
+    async with metrics_server(_on_port(settings, port)) as url, httpx.AsyncClient() as http:
         assert url == f"http://127.0.0.1:{port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            page = metric_samples(response.read().decode())
+        response = await http.get(url, timeout=10)
+        assert response.headers["Content-Type"].startswith("text/plain")
+        page = metric_samples(response.text)
+        assert (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 404
+        assert (await http.get(f"http://127.0.0.1:{port}/metrics/../x")).status_code == 404
     assert metric_sum(page, "docbot_answers_held_back_total", platform="discord") >= 1
-    with metrics_server(settings) as off:
+    async with metrics_server(settings) as off:
         assert off is None
 
 
-def test_a_port_in_use_is_a_config_error(settings: Settings) -> None:
+async def test_an_idle_connection_to_the_metrics_port_is_closed(settings: Settings) -> None:
+    """No thread per connection, and none held for ever: an idle one is closed."""
+    port = _free_port()
+    threads = threading.active_count()
+    async with metrics_server(_on_port(settings, port, idle_connection_s=0.5)):
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(20)]
+        assert threading.active_count() == threads
+        for reader, writer in idle:
+            assert await asyncio.wait_for(reader.read(), timeout=5) == b""  # closed by it
+            writer.close()
+
+
+async def test_a_port_in_use_is_a_config_error(settings: Settings) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        busy = settings.model_copy(
-            update={"metrics": settings.metrics.model_copy(update={"port": port})}
-        )
-        with pytest.raises(ConfigError) as refused, metrics_server(busy):
-            pass
+        with pytest.raises(ConfigError) as refused:
+            async with metrics_server(_on_port(settings, port)):
+                pass
     # Worded as `bot slack --http` words its own port in use, naming this server's setting.
     assert str(refused.value) == (
         f"port {port} is in use on 127.0.0.1: stop what listens there, or choose another "
@@ -82,12 +106,13 @@ def test_a_port_in_use_is_a_config_error(settings: Settings) -> None:
     )
 
 
-def test_a_host_it_cannot_listen_on_names_both_settings(settings: Settings) -> None:
+async def test_a_host_it_cannot_listen_on_names_both_settings(settings: Settings) -> None:
     unusable = settings.model_copy(
         update={"metrics": settings.metrics.model_copy(update={"host": "192.0.2.1", "port": 9})}
     )
-    with pytest.raises(ConfigError) as refused, metrics_server(unusable):
-        pass
+    with pytest.raises(ConfigError) as refused:
+        async with metrics_server(unusable):
+            pass
     message = str(refused.value)
     assert message.startswith("cannot listen on 192.0.2.1:9 (")
     assert message.endswith("): check metrics.port and metrics.host")

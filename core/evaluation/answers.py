@@ -11,7 +11,6 @@ question's time is kept.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from core.answer.engine import AnswerEngine
 from core.answer.grounding import units
 from core.config import GroundingSettings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
-from core.evaluation.retrieval import Dataset, beir_url
+from core.evaluation.retrieval import Dataset, beir_url, jsonl_objects
 from core.ports import Judge
 
 JUDGE_PROMPT = """\
@@ -53,8 +52,7 @@ def load_references(folder: Path) -> dict[str, str]:
     path = folder / "answers.jsonl"
     if not path.exists():
         return {}
-    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
-    return {str(r["_id"]): str(r["answer"]) for r in rows}
+    return {str(r["_id"]): str(r.get("answer") or "") for _, r in jsonl_objects(path)}
 
 
 @dataclass(slots=True)

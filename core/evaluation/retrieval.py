@@ -23,6 +23,8 @@ from core.ingest.pipeline import PreparedDocument, build_chunks
 from core.ingest.sections import ParsedDocument, Section
 from core.ports import SearchIndex
 
+_QRELS_COLUMNS = 3  # query-id, corpus-id, score
+
 
 @dataclass(slots=True)
 class Dataset:
@@ -32,45 +34,83 @@ class Dataset:
     qrels: dict[str, dict[str, int]]
 
 
-def _jsonl(path: Path) -> Iterator[dict[str, object]]:
+def jsonl_objects(path: Path) -> Iterator[tuple[str, dict[str, object]]]:
+    """Each object of a JSON-lines file, with `path:line` to name it in an error."""
     try:
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise DatasetError(f"{path}:{number}: not JSON: {exc}") from None
+                if not line.strip():
+                    continue
+                where = f"{path}:{number}"
+                try:
+                    value = json.loads(line)
+                except (json.JSONDecodeError, RecursionError) as exc:
+                    raise DatasetError(f"{where}: not JSON: {exc}") from None
+                if not isinstance(value, dict) or "_id" not in value:
+                    raise DatasetError(f'{where}: not an object with an "_id"')
+                yield where, value
     except OSError as exc:
-        raise DatasetError(f"can't read {path}: {exc}") from None
+        raise DatasetError(f"can't read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path} is not UTF-8 text") from None
+
+
+def _qrels(path: Path) -> dict[str, dict[str, int]]:
+    """The judgements of a tab-separated qrels file (query-id, corpus-id, score), positive
+    scores only."""
+    qrels: dict[str, dict[str, int]] = {}
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
+                if not row or row[0] == "query-id":
+                    continue
+                if len(row) < _QRELS_COLUMNS:
+                    raise DatasetError(
+                        f"{path}:{number}: not query-id, corpus-id and score separated by tabs"
+                    )
+                try:
+                    score = int(row[2])
+                except ValueError:
+                    raise DatasetError(
+                        f"{path}:{number}: the score is not a whole number"
+                    ) from None
+                if score > 0:
+                    qrels.setdefault(row[0], {})[row[1]] = score
+    except OSError as exc:
+        raise DatasetError(f"can't read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path} is not UTF-8 text") from None
+    return qrels
 
 
 def load_dataset(folder: Path, limit: int | None = None) -> Dataset:
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: no such folder (a BEIR dataset is a folder)")
     qrels_path = next(
         (p for p in (folder / "qrels.tsv", folder / "qrels" / "test.tsv") if p.exists()), None
     )
     if qrels_path is None:
         raise DatasetError(f"{folder}: no qrels.tsv or qrels/test.tsv")
-    qrels: dict[str, dict[str, int]] = {}
-    with qrels_path.open(encoding="utf-8") as handle:
-        for row in csv.reader(handle, delimiter="\t"):
-            if len(row) < 3 or row[0] == "query-id":
-                continue
-            if int(row[2]) > 0:
-                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    qrels = _qrels(qrels_path)
+    if not qrels:
+        raise DatasetError(f"{qrels_path}: no judgement with a positive score")
     queries = {
-        str(q["_id"]): str(q["text"])
-        for q in _jsonl(folder / "queries.jsonl")
+        str(q["_id"]): str(q.get("text") or "")
+        for _, q in jsonl_objects(folder / "queries.jsonl")
         if str(q["_id"]) in qrels
     }
     if limit is not None:
         queries = dict(list(queries.items())[:limit])
     corpus = {
         str(d["_id"]): (str(d.get("title") or ""), str(d.get("text") or ""))
-        for d in _jsonl(folder / "corpus.jsonl")
+        for _, d in jsonl_objects(folder / "corpus.jsonl")
     }
-    if not queries or not corpus:
-        raise DatasetError(f"{folder}: no queries with judgements, or an empty corpus")
+    if not queries:
+        raise DatasetError(
+            f"{folder}: no query in queries.jsonl has a judgement in {qrels_path.name}"
+        )
+    if not corpus:
+        raise DatasetError(f"{folder}: corpus.jsonl holds no document")
     return Dataset(folder.name, corpus, queries, {q: qrels[q] for q in queries})
 
 

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -582,9 +583,11 @@ def checked_cron(value: str) -> str:
     from apscheduler.triggers.cron import CronTrigger  # light: 0.1 s, and only when set
 
     try:
-        CronTrigger.from_crontab(value)
+        trigger = CronTrigger.from_crontab(value, timezone=UTC)
     except ValueError as exc:
         raise ValueError(f"not a valid cron expression: {exc}") from None
+    if trigger.get_next_fire_time(None, datetime.now(UTC)) is None:
+        raise ValueError("this schedule never runs: no date has that day in those months")
     return value
 
 

@@ -273,6 +273,17 @@ def test_an_option_of_another_type_of_source_is_an_error(tmp_path: Path) -> None
     )
 
 
+@pytest.mark.parametrize("schedule", ["0 0 31 2 *", "0 4 31 4,6,9,11 *", "0 0 30 2 *"])
+def test_a_schedule_that_never_runs_is_refused_at_load(schedule: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"BOT_KEYWORDS__PRUNE_SCHEDULE": schedule})
+    assert str(caught.value).startswith(
+        "invalid configuration: keywords.prune_schedule: this schedule never runs"
+    )
+    leap_day = load_settings(environ={"BOT_KEYWORDS__PRUNE_SCHEDULE": "0 0 29 2 *"})
+    assert leap_day.keywords.prune_schedule == "0 0 29 2 *"  # rare, but it runs
+
+
 def test_paths_start_from_the_home_directory_as_in_a_shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from types import UnionType
+from typing import Annotated, Literal, TypeVar, Union, get_args, get_origin
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     HttpUrl,
@@ -97,12 +99,37 @@ def home_expanded(path: Path) -> Path:
         raise ValueError(f"{path}: {exc}") from None
 
 
-UserPath = Annotated[Path, AfterValidator(home_expanded)]
+def named_path(value: object) -> object:
+    """An empty path is a mistake, not the current folder (which `Path("")` would be)."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError('an empty path: write the folder ("." for the current one)')
+    return value
+
+
+UserPath = Annotated[Path, BeforeValidator(named_path), AfterValidator(home_expanded)]
+
+
+def _scalar_types(annotation: object) -> set[object]:
+    """The plain types a field's annotation admits (`int | None` -> {int, NoneType})."""
+    if get_origin(annotation) in (Union, UnionType):
+        return set().union(*(_scalar_types(a) for a in get_args(annotation)))
+    return {annotation}
 
 
 class _Section(BaseModel):
     # Unknown keys are errors: a typo must not silently fall back to a default.
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_switch_is_not_a_number(cls, value: object, info: ValidationInfo) -> object:
+        """YAML reads `true`, `yes` and `on` as a switch, which pydantic would take as 1 for a
+        number: `top_k: true` must be an error, not one passage."""
+        if isinstance(value, bool) and info.field_name is not None:
+            kinds = _scalar_types(cls.model_fields[info.field_name].annotation)
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError("a number, not a switch (true, false, yes, no, on, off)")
+        return value
 
 
 class StorageSettings(_Section):

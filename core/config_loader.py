@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from types import UnionType
@@ -149,13 +149,43 @@ def _setting_of(env_key: str) -> list[str] | None:
     return parts
 
 
+class _UniqueKeysLoader(yaml.SafeLoader):
+    """YAML where a key set twice in one mapping is an error: PyYAML keeps the last silently,
+    so a second `search:` block would undo the first without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # PyYAML's own check refuses it below
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"'{key}' is set twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(file: Path, exc: yaml.YAMLError) -> str:
+    """One line, `file:line:column: problem`, instead of PyYAML's five naming '<unicode
+    string>'; with the fix for the commonest mistake, a tab."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return f"{file} is not valid YAML: {' '.join(str(exc).split())}"
+    mark = exc.problem_mark
+    problem = exc.problem or "not valid YAML"
+    if "'\\t'" in problem:
+        problem = "a tab: YAML is indented with spaces only"
+    return f"{file}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {problem}"
+
+
 def _read_yaml(file: Path) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+        loaded = yaml.load(file.read_text(encoding="utf-8"), Loader=_UniqueKeysLoader)  # noqa: S506 (a SafeLoader)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"can't read {file}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{file} is not valid YAML: {exc}") from None
+        raise ConfigError(_yaml_problem(file, exc)) from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):

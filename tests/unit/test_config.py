@@ -81,6 +81,53 @@ def test_missing_explicit_file_and_invalid_yaml(tmp_path: Path) -> None:
         load_settings(scalar, environ={})
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("search:\n\ttop_k: 3\n", ":2:1: not valid YAML: a tab: YAML is indented with spaces only"),
+        (
+            "search:\n  top_k: 3\nsearch:\n  rrf_k: 60\n",
+            ":3:1: not valid YAML: 'search' is set twice in one mapping",
+        ),
+        (
+            "search:\n  top_k: 3\n  top_k: 5\n",
+            ":3:3: not valid YAML: 'top_k' is set twice in one mapping",
+        ),
+        ("? [a]\n: 1\n", ":1:3: not valid YAML: found unhashable key"),
+    ],
+)
+def test_a_yaml_mistake_is_one_line_naming_file_line_and_column(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value) == f"{file}{said}"
+
+
+@pytest.mark.parametrize("switch", ["true", "yes", "on", "false"])
+def test_a_switch_where_a_number_goes_is_an_error(tmp_path: Path, switch: str) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text(f"search:\n  top_k: {switch}\nanswers:\n  extractive_passages: 2\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value).startswith(
+        "invalid configuration: search.top_k: a number, not a switch"
+    )
+    assert load_settings(environ={"BOT_SEARCH__TOP_K": "5"}).search.top_k == 5
+
+
+def test_an_empty_path_is_an_error_not_the_current_folder(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text('storage:\n  data_dir: ""\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value).startswith(
+        'invalid configuration: storage.data_dir: an empty path: write the folder ("." for'
+    )
+
+
 def test_bot_config_env_selects_the_file(tmp_path: Path) -> None:
     file = tmp_path / "other.yaml"
     file.write_text("search:\n  top_k: 3\n")

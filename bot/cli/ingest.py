@@ -244,7 +244,7 @@ def remove(
     if unmatched:
         refuse(
             f"nothing in the index matched {', '.join(unmatched)} "
-            "(a source label, a URL or an ingested path; `bot search` shows sources)"
+            "(a source label, a URL or an ingested path; `bot doctor` lists the source labels)"
         )
 
 

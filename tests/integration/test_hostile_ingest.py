@@ -452,7 +452,7 @@ def test_remove_undoes_an_ingest_by_path_url_or_source(env: Path) -> None:
     assert result.output.splitlines() == [  # what matched nothing is named once: in the error
         f"{a_link} (URL): 1 document(s), 1 chunk(s) removed",
         "error: nothing in the index matched nosuch (a source label, a URL or an ingested path;"
-        " `bot search` shows sources)",
+        " `bot doctor` lists the source labels)",
     ]
     assert runner.invoke(app, ["ingest", str(docs), "--source", "handbook"]).exit_code == 0
     result = runner.invoke(app, ["remove", "handbook"])
@@ -465,7 +465,7 @@ def test_remove_never_shows_a_urls_password(env: Path) -> None:
     assert result.exit_code == 1
     assert result.output.splitlines() == [
         "error: nothing in the index matched http://host/good, handbok (a source label, a URL or"
-        " an ingested path; `bot search` shows sources)"
+        " an ingested path; `bot doctor` lists the source labels)"
     ]
     malformed = runner.invoke(app, ["remove", "http://[::1"])
     assert malformed.exit_code == 1

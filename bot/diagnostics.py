@@ -110,7 +110,7 @@ def channel_policy(settings: Settings, key: str, indexed: Collection[str] | None
         f"private {str(p.private).lower()}; reactions {str(p.reactions).lower()}; "
         f"escalate_to {escalation} (from {came_from})"
     )
-    if indexed is not None and (missing := _not_indexed(settings, p.sources, indexed)):
+    if indexed is not None and (missing := not_indexed(settings, p.sources, indexed)):
         return Check(f"channel {key}", False, f"{detail}; {missing}")
     return Check(f"channel {key}", True, detail, info=True)
 
@@ -131,7 +131,7 @@ def policy_sources(settings: Settings, indexed: Collection[str]) -> list[Check]:
     problems = [
         f"{where}: {missing}"
         for where, sources in named.items()
-        if (missing := _not_indexed(settings, sources, indexed))
+        if (missing := not_indexed(settings, sources, indexed))
     ]
     if problems:
         return [Check("channel sources", False, "; ".join(problems))]
@@ -139,7 +139,7 @@ def policy_sources(settings: Settings, indexed: Collection[str]) -> list[Check]:
     return [Check("channel sources", True, f"every source a policy names is indexed: {listed}")]
 
 
-def _not_indexed(settings: Settings, sources: Iterable[str], indexed: Collection[str]) -> str:
+def not_indexed(settings: Settings, sources: Iterable[str], indexed: Collection[str]) -> str:
     """What is wrong with the sources the index holds nothing of, and what to do; empty when
     there are none."""
     missing = [s for s in dict.fromkeys(sources) if s not in indexed]

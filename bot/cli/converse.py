@@ -15,7 +15,9 @@ from bot.logs import configure_logging
 
 if TYPE_CHECKING:
     from adapters.console.session import ConsoleSession
+    from core.config import Settings
     from core.domain.conversation import Answer
+    from core.ports import SearchIndex
 
 PROMPT = "[bold]> [/bold]"
 
@@ -58,6 +60,7 @@ async def _converse(questions: list[str] | None, as_json: bool, conversation: st
     answered = True
     async with opened(s) as rt:
         session = ConsoleSession(rt.engine(), out, conversation)
+        await _warn_of_unindexed_sources(s, rt.backend.index, session.conversation_key)
         if questions is not None:
             for question in questions:
                 answered = _show(session, await session.ask(question), as_json) and answered
@@ -71,6 +74,22 @@ async def _converse(questions: list[str] | None, as_json: bool, conversation: st
                 break
             _show(session, await session.ask(line), as_json)
     return answered
+
+
+async def _warn_of_unindexed_sources(settings: Settings, index: SearchIndex, key: str) -> None:
+    """A policy limiting the terminal to sources the index has nothing of (a typo in
+    `channels.default.sources`) would make every answer "nothing found": said once, up front."""
+    from bot.diagnostics import not_indexed
+
+    policy = settings.policy(key)
+    if not policy.sources:
+        return
+    stats = await index.stats()
+    if stats.chunks and (missing := not_indexed(settings, policy.sources, stats.sources)):
+        err.print(
+            Text(f"warning: answers here search only {', '.join(policy.sources)}: {missing}"),
+            soft_wrap=True,
+        )
 
 
 def _show(session: ConsoleSession, answer: Answer, as_json: bool) -> bool:

@@ -196,6 +196,26 @@ def test_ask_without_a_key_gives_a_labelled_extractive_answer(
     assert {"tool_calls", "model_calls", "own_seconds", "usage"} <= payload["trace"].keys()
 
 
+def test_ask_warns_when_the_policy_searches_a_source_nobody_ingested(
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert runner.invoke(app, ["ingest", str(REPO / "docs")]).exit_code == 0
+    monkeypatch.setenv("BOT_CHANNELS__DEFAULT__SOURCES", '["handbok"]')
+    monkeypatch.setenv("COLUMNS", "400")
+    code, err = _main(monkeypatch, capsys, "ask", "How do I re-ingest changed documents?")
+    assert code in (0, None)
+    assert (
+        "warning: answers here search only handbok: source handbok has no document in the "
+        "index and no entry in `sources:` (a typo?"
+    ) in err
+    monkeypatch.setenv("BOT_CHANNELS__DEFAULT__SOURCES", '["docs"]')
+    code, err = _main(monkeypatch, capsys, "ask", "How do I re-ingest changed documents?")
+    assert "warning" not in err
+
+
 def test_chat_holds_a_conversation_until_an_empty_line(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -21,6 +21,9 @@ _NOISY = ("apscheduler", "discord")
 # Libraries that warn about the damage in a file they read without naming the file (pypdf's
 # "EOF marker not found"): the ingest report names it, and why it was skipped. Only at DEBUG.
 _FILE_READERS = ("pypdf",)
+# A second warning for every retry the transport already reports ("Node ... has failed for 1
+# times in a row, putting on 1 second timeout"): only at DEBUG.
+_RETRY_BOOKKEEPING = ("elastic_transport.node_pool",)
 
 
 # Our own packages: their tracebacks are ours to decide. A library's warning with a traceback
@@ -92,7 +95,11 @@ def configure_logging(settings: LoggingSettings) -> None:
     root.setLevel(level)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
-    for names, floor in ((_NOISY, logging.WARNING), (_FILE_READERS, logging.ERROR)):
+    for names, floor in (
+        (_NOISY, logging.WARNING),
+        (_FILE_READERS, logging.ERROR),
+        (_RETRY_BOOKKEEPING, logging.ERROR),
+    ):
         for name in names:
             logging.getLogger(name).setLevel(level if level == logging.DEBUG else max(level, floor))
     renderer = (

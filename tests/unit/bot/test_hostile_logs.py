@@ -72,12 +72,17 @@ def test_libraries_bookkeeping_is_left_out_and_their_warnings_are_json_lines(
     """discord.py's "logging in using static token" and APScheduler's "Adding job
     tentatively" are INFO lines of no use to whoever runs the bot; a warning of theirs is
     still shown, in the bot's format. pypdf's warnings (about damage in a file it reads,
-    without naming the file) are left to the ingest report."""
+    without naming the file) are left to the ingest report; the Elasticsearch node pool's, to
+    the transport's own line for each retry."""
     with as_in_a_bot_process():
         configure_logging(LoggingSettings(level=level, format="json"))  # type: ignore[arg-type]
         logging.getLogger("discord.client").info("logging in using static token")
         logging.getLogger("apscheduler.scheduler").info("Adding job tentatively")
         logging.getLogger("pypdf._reader").warning("EOF marker not found")
+        logging.getLogger("elastic_transport.node_pool").warning(
+            "Node <Urllib3HttpNode(http://es:9200)> has failed for 1 times in a row, putting on "
+            "1 second timeout"
+        )
         logging.getLogger("discord.gateway").warning(
             "heartbeat blocked; reconnecting to %s", f"wss://bot:{SECRET}@gateway.discord.gg/"
         )

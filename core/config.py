@@ -251,6 +251,9 @@ class ConfluenceSettings(_Section):
 
 
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A branch as git names one: never read as an option (a leading '-'), nothing git refuses in a
+# ref name (spaces, controls, ~^:?*[\), no '..'.
+_BRANCH = re.compile(r"(?!-)(?!.*\.\.)[^\x00-\x20\x7f~^:?*\[\\]+")
 _COMMON_SOURCE_KEYS = frozenset({"type", "location", "schedule"})
 # What each type of source reads besides those: a key of another type would be ignored.
 _SOURCE_KEYS: dict[str, frozenset[str]] = {
@@ -333,6 +336,10 @@ class SourceSettings(_Section):
                     raise ValueError(f"{url!r}: a site source's URLs are http(s) URLs")
         if self.type == "git" and len(self.location) != 1:
             raise ValueError("a git source has one location: a repository URL or local path")
+        if self.branch is not None and not _BRANCH.fullmatch(self.branch):
+            raise ValueError(
+                "branch: a branch name (no leading '-', no spaces or control characters)"
+            )
         if self.type == "confluence":
             if len(self.location) != 1 or not is_http_url(self.location[0]):
                 raise ValueError("a confluence source has one location: the site's base URL")

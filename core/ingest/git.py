@@ -126,7 +126,9 @@ class GitConnector:
         self._remote = remote_of(location)
         self._shown = redact_url(self._remote)
         self._settings = settings
-        self._checkout = checkout
+        # Absolute: the clone runs in the checkout's parent folder, where a relative path
+        # (the default data dir, `.bot`) would name a folder inside itself.
+        self._checkout = checkout.resolve()
         self._memory = checkout.with_name(checkout.name + ".synced.json")
         self._filter = PathFilter(include, exclude)
         self._explicit = bool(include)
@@ -186,7 +188,10 @@ class GitConnector:
                 origin = ""
             if origin == self._remote:
                 ref = self._branch or "HEAD"
-                await self._git("fetch", "--quiet", "--no-tags", "--depth", depth, "origin", ref)
+                await self._git(
+                    "fetch", "--quiet", "--no-tags", "--depth", depth,
+                    "--end-of-options", "origin", ref,  # a ref is never read as an option
+                )  # fmt: skip
                 await self._git("reset", "--quiet", "--hard", "FETCH_HEAD")
                 return
         shutil.rmtree(self._checkout, ignore_errors=True)
@@ -289,6 +294,8 @@ class GitConnector:
                 stderr=asyncio.subprocess.PIPE,
             )
         except FileNotFoundError:
+            if not where.is_dir():
+                raise SourceUnavailable(f"git {args[0]}: the folder {where} is missing") from None
             raise SourceUnavailable("git sources need the git command (not installed)") from None
         timeout = self._settings.git.timeout_s
         try:

@@ -254,6 +254,43 @@ async def test_an_unreachable_repository_fails_the_sync_in_one_line(
     assert sync_statuses(tmp_path / "data")["handbook"].error == message
 
 
+def test_a_git_source_syncs_under_a_relative_data_dir(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default data dir, `.bot`, is relative: the clone must land in `.bot/git/NAME`, not
+    in a folder of that name inside itself, and the second sync must find it there."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", ".bot")
+    monkeypatch.setenv(
+        "BOT_SOURCES", json.dumps({"handbook": {"type": "git", "location": [str(repo)]}})
+    )
+    first = runner.invoke(app, ["sync"])
+    assert first.exit_code == 0, first.output
+    assert (work / ".bot" / "git" / "handbook" / ".git").is_dir()
+    again = runner.invoke(app, ["sync"])
+    assert again.exit_code == 0, again.output
+    assert "unchanged" in again.output
+
+
+async def test_a_branch_is_never_read_as_an_option(
+    syncer: SourceSyncer, repo: Path, tmp_path: Path
+) -> None:
+    """A branch like `--upload-pack=CMD` would run CMD on fetch: refused when the settings
+    load, and never passed to git where it could be an option."""
+    with pytest.raises(ValueError, match="branch: a branch name"):
+        source(repo, branch="--upload-pack=touch /tmp/x;git-upload-pack")
+    await syncer.sync("handbook", source(repo))  # a clone is there: the next sync fetches
+    marker = tmp_path / "PWNED"
+    hostile = source(repo).model_copy(
+        update={"branch": f"--upload-pack=touch {marker};git-upload-pack"}
+    )
+    with pytest.raises(SourceUnavailable):
+        await syncer.sync("handbook", hostile)
+    assert not marker.exists()
+
+
 def test_the_token_comes_from_the_environment_and_never_shows(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

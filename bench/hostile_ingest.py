@@ -74,6 +74,10 @@ def build_hostile_folder(root: Path) -> Expected:
     os.mkfifo(bad("pipe.md", "not a regular file (named pipe)"))
     bad("zero.md", "not a regular file (character device)").symlink_to("/dev/zero")
     bad("broken.md", "broken symlink (its target does not exist)").symlink_to("nowhere.md")
+    # A file outside the folder (here, this script): ingesting the folder must not publish it.
+    bad("outside.md", "symlink to a file outside the folder (not followed)").symlink_to(
+        Path(__file__).resolve()
+    )
     bad("folder-link", "symlink to a folder (not followed)").symlink_to(root)
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(bad("socket.md", "not a regular file (socket)")))

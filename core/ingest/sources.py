@@ -54,6 +54,7 @@ CONTENT_TYPES: dict[str, DocumentFormat] = {
 MAX_REDIRECTS = 20
 HTTP_NOT_MODIFIED = 304
 _FOLDER_LINK = "symlink to a folder (not followed)"
+_OUTSIDE_LINK = "symlink to a file outside the folder (not followed)"
 _FILE_KINDS = {
     stat.S_IFIFO: "named pipe",
     stat.S_IFSOCK: "socket",
@@ -190,6 +191,18 @@ def _add(found: Discovery, item: SourceItem | Skipped) -> None:
         found.skipped.append(item)
 
 
+def _links_outside(path: Path, folder: Path) -> bool:
+    """A symlink whose target is not under the folder being read (`/etc/passwd`, a private
+    file beside the docs): ingesting the folder must not publish it. One naming a file of the
+    folder is read as that file; a broken or looping one is skipped by `_file_item`."""
+    if not path.is_symlink():
+        return False
+    try:
+        return not path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):  # a loop: `_file_item` says so
+        return False
+
+
 def _walk(
     found: Discovery, folder: Path, base_url: str | None, takes: Callable[[str], bool]
 ) -> None:
@@ -203,8 +216,12 @@ def _walk(
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             path = Path(parent) / name
-            if not name.startswith(".") and takes(path.relative_to(folder).as_posix()):
-                _add(found, _file_item(path, folder, base_url))
+            if name.startswith(".") or not takes(path.relative_to(folder).as_posix()):
+                continue
+            item = _file_item(path, folder, base_url)
+            if isinstance(item, SourceItem) and _links_outside(path, folder):
+                item = Skipped(item.display, _OUTSIDE_LINK)
+            _add(found, item)
         for name in dirs:  # os.walk lists a symlink to a folder here but does not enter it
             if (link := Path(parent) / name).is_symlink():
                 found.skipped.append(Skipped(printable(str(link)), _FOLDER_LINK))

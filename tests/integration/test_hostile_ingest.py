@@ -64,6 +64,7 @@ def test_the_hostile_folder_bench_indexes_the_good_and_skips_each_bad_with_its_r
         "loop_a.md": "symlink loop",
         "loop_b.md": "symlink loop",
         "nul.txt": "binary content (NUL byte at offset 10,000) in a text file",
+        "outside.md": "symlink to a file outside the folder (not followed)",
         "pipe.md": "not a regular file (named pipe)",
         "recursion.pdf": "not a readable PDF: RecursionError: maximum recursion depth exceeded",
         "socket.md": "not a regular file (socket)",

@@ -125,7 +125,7 @@ def _last_start(pattern: re.Pattern[str], text: str) -> int:
     return last
 
 
-def _neutralise_unclosed_markup(text: str) -> str:
+def neutralise_unclosed_markup(text: str) -> str:
     """The page with every `<` that starts a construct html.parser can't close written `&lt;`.
 
     CPython's html.parser, at the end of its input, rescans from each unclosed `<tag`, `</`,
@@ -188,7 +188,7 @@ def parse_html(text: str, fallback_title: str, limits: ParseLimits) -> ParsedDoc
     no longer split it."""
     _check_attributes(text, limits.max_attributes)
     max_depth = limits.max_depth
-    soup = BeautifulSoup(_neutralise_unclosed_markup(text), "html.parser")
+    soup = BeautifulSoup(neutralise_unclosed_markup(text), "html.parser")
     title_tag = soup.find("title")
     page_title = title_tag.get_text(" ", strip=True) if title_tag else ""
     for name in _DROP:

@@ -34,6 +34,7 @@ from core.config import IngestSettings
 from core.domain.urls import redact_url
 from core.errors import UnreachableDocument, UnreadableDocument
 from core.ingest.formats import DocumentFormat
+from core.ingest.html import neutralise_unclosed_markup
 from core.ingest.memory import load_json, save_json
 from core.ingest.sources import (
     AlreadySeen,
@@ -479,10 +480,14 @@ def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list
 
 
 def _links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:
-    """A page's canonical URL and the http(s) links it holds, normalised, at most `limit`."""
-    from bs4 import BeautifulSoup
+    """A page's canonical URL and the http(s) links it holds, normalised, at most `limit`.
+    Decoded as BeautifulSoup would (its declared or sniffed charset), then read in linear time
+    as the page parser reads it: html.parser alone is quadratic on markup that never closes,
+    and a thread running it can't be stopped when its time is up."""
+    from bs4 import BeautifulSoup, UnicodeDammit
 
-    soup = BeautifulSoup(data, "html.parser")
+    text = UnicodeDammit(data, is_html=True).unicode_markup or ""
+    soup = BeautifulSoup(neutralise_unclosed_markup(text), "html.parser")
     canonical = None
     for tag in soup.find_all("link", href=True):
         rel = tag.get("rel")

@@ -9,6 +9,7 @@ from core.errors import UnreadableDocument
 from core.ingest.formats import DocumentFormat, parse_document, parse_markdown
 from core.ingest.html import parse_html
 from core.ingest.sections import ParsedDocument, ParseLimits
+from core.ingest.site import _links
 from tests.pdf_maker import make_pdf
 
 LIMITS = ParseLimits.from_settings(IngestSettings())
@@ -209,6 +210,23 @@ def test_unclosed_html_markup_parses_in_linear_time(unit: str) -> None:
     assert seconds < LINEAR_PARSE_CPU_S  # hours before; about 1 s now
     assert isinstance(doc, ParsedDocument)
     assert doc.sections[0].text.startswith("T\nIntro.")
+
+
+@pytest.mark.parametrize("unit", UNCLOSED_HTML.values(), ids=UNCLOSED_HTML.keys())
+def test_a_crawls_link_reader_is_linear_on_unclosed_markup_too(unit: str) -> None:
+    """The crawl reads each page's links with html.parser as well: in a thread that can't be
+    stopped when its time is up, so a quadratic read held the process for hours."""
+    page = '<title>T</title><a href="/next">next</a>' + unit * 200_000
+    started = time.process_time()
+    canonical, links = _links(page.encode(), "https://docs.example.com/a/", limit=100)
+    assert time.process_time() - started < LINEAR_PARSE_CPU_S
+    assert (canonical, links) == (None, ["https://docs.example.com/next"])
+
+
+def test_a_crawls_link_reader_decodes_as_the_page_declares() -> None:
+    page = '<meta charset="latin-1"><a href="/caf\xe9">x</a>'.encode("latin-1")
+    _, links = _links(page, "https://docs.example.com/", limit=10)
+    assert links == ["https://docs.example.com/café"]  # read as latin-1, not as broken UTF-8
 
 
 def test_unclosed_markup_is_kept_as_text_and_closed_markup_still_parses() -> None:

@@ -48,15 +48,21 @@ class _Ids:
     prefix: str = "_"
     separator: str = "_"
     seen: set[str] = field(default_factory=set)
+    # The last suffix given to each base: a page of 40,000 headings of one title probed _2,
+    # _3... from the start for each (quadratic: minutes); every suffix below it is taken.
+    suffixes: dict[str, int] = field(default_factory=dict)
 
     def auto(self, title: str) -> str:
         base = _INVALID_ID_CHARS.sub("", title.lower())
         base = re.sub(r"[ .\-]+", self.separator or "", base).rstrip(self.separator or " ")
         base = self.prefix + base
-        anchor, n = base, 1
+        anchor, n = base, self.suffixes.get(base, 1)
+        if n > 1:
+            anchor = f"{base}{self.separator or '_'}{n}"
         while anchor in self.seen:
             n += 1
             anchor = f"{base}{self.separator or '_'}{n}"
+        self.suffixes[base] = n
         self.seen.add(anchor)
         return anchor
 

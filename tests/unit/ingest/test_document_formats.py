@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import pytest
 
@@ -210,6 +211,44 @@ def test_unclosed_html_markup_parses_in_linear_time(unit: str) -> None:
     assert seconds < LINEAR_PARSE_CPU_S  # hours before; about 1 s now
     assert isinstance(doc, ParsedDocument)
     assert doc.sections[0].text.startswith("T\nIntro.")
+
+
+# Markdown and AsciiDoc that took minutes (references: quadratic in markdown-it's rule; 40,000
+# headings of one title: quadratic in the ids) or gigabytes (markdown-it's inline parse).
+SLOW_TEXT = {
+    "markdown reference definitions": (
+        DocumentFormat.MARKDOWN,
+        "# Refs\n\n" + "".join(f"[r{n}]: http://x/{n}\n" for n in range(200_000)),
+    ),
+    "markdown emphasis runs": (DocumentFormat.MARKDOWN, "# Runs\n\n" + "*_" * 2_000_000),
+    "asciidoc headings of one title": (
+        DocumentFormat.ASCIIDOC,
+        "= Doc\n\n" + "== Same\n\nText.\n\n" * 40_000,
+    ),
+}
+PARSE_PEAK_BYTES = 200_000_000  # 2 GB before, for the emphasis runs
+
+
+@pytest.mark.parametrize(("fmt", "text"), SLOW_TEXT.values(), ids=SLOW_TEXT.keys())
+def test_text_formats_parse_in_linear_time_and_bounded_memory(
+    fmt: DocumentFormat, text: str
+) -> None:
+    tracemalloc.start()
+    try:
+        seconds, doc = _timed_parse(text.encode(), fmt)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seconds < LINEAR_PARSE_CPU_S
+    assert peak < PARSE_PEAK_BYTES
+    assert isinstance(doc, ParsedDocument)
+
+
+def test_repeated_asciidoc_titles_get_the_next_free_suffix() -> None:
+    text = "= Doc\n\n== Same\n\na\n\n[[_same_3]]\n== Other\n\nb\n\n== Same\n\nc\n\n== Same\n\nd\n"
+    doc = parse_document(text.encode(), DocumentFormat.ASCIIDOC, "x", LIMITS)
+    assert isinstance(doc, ParsedDocument)
+    assert [s.anchor for s in doc.sections] == ["_same", "_same_3", "_same_2", "_same_4"]
 
 
 @pytest.mark.parametrize("unit", UNCLOSED_HTML.values(), ids=UNCLOSED_HTML.keys())

@@ -11,7 +11,7 @@ lands on its heading; macro parameters are dropped, and attachments are reported
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,7 +25,8 @@ from core.config import IngestSettings
 from core.domain.urls import redact_url
 from core.errors import RemoteFailure, SourceUnavailable, UnreadableDocument
 from core.http_retry import RetryPolicy, get_json
-from core.ingest.formats import DocumentFormat
+from core.ingest.daemon_work import run_abandonable
+from core.ingest.formats import DocumentFormat, too_slow
 from core.ingest.memory import load_json, save_json
 from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem, too_big
 
@@ -141,9 +142,13 @@ class ConfluenceConnector:
         storage = _text_at(body, "body", "storage", "value")
         if len(storage.encode("utf-8")) > self._settings.max_file_bytes:
             raise too_big(self._settings.max_file_bytes)
-        page_html, attachments = await asyncio.to_thread(
-            storage_to_html, storage, self._flavour, page.title
-        )
+        try:
+            page_html, attachments = await run_abandonable(
+                functools.partial(storage_to_html, storage, self._flavour, page.title),
+                self._settings.parse_timeout_s,
+            )
+        except TimeoutError:
+            raise too_slow(self._settings.parse_timeout_s) from None
         self._attachments[item.doc_id] = attachments
         return page_html.encode("utf-8"), DocumentFormat.HTML
 

@@ -12,6 +12,7 @@ heading, so `URL#anchor` lands the reader on the passage a citation quotes:
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import time
@@ -21,6 +22,7 @@ from markdown_it import MarkdownIt
 
 from core.errors import UnreadableDocument
 from core.ingest.asciidoc import parse_asciidoc
+from core.ingest.daemon_work import run_abandonable
 from core.ingest.html import parse_html
 from core.ingest.rst import parse_rst
 from core.ingest.sections import AnchorSlugger, ParsedDocument, ParseLimits, Section, tidy_text
@@ -140,9 +142,7 @@ def parse_pdf(data: bytes, fallback_title: str, timeout_s: float) -> ParsedDocum
     doc = ParsedDocument(title=meta_title.strip() or fallback_title)
     for number, page in enumerate(reader.pages, start=1):
         if time.monotonic() > deadline:
-            raise UnreadableDocument(
-                f"parsing took longer than {timeout_s:g} s (ingest.parse_timeout_s)"
-            )
+            raise too_slow(timeout_s)
         text = tidy_text((page.extract_text() or "").replace("\x00", ""))
         if text:
             doc.sections.append(Section(f"Page {number}", f"page={number}", text))
@@ -155,6 +155,23 @@ def parse_text(text: str, fallback_title: str) -> ParsedDocument:
     return ParsedDocument(
         title=fallback_title, sections=[Section(heading="", anchor=None, text=text.strip())]
     )
+
+
+def too_slow(timeout_s: float) -> UnreadableDocument:
+    return UnreadableDocument(f"parsing took longer than {timeout_s:g} s (ingest.parse_timeout_s)")
+
+
+async def parse_in_time(
+    data: bytes, fmt: DocumentFormat, fallback_title: str, limits: ParseLimits
+) -> ParsedDocument:
+    """`parse_document` within `limits.timeout_s`, whatever the format, off the event loop: a
+    parse still running then is abandoned (see `daemon_work`) and the file skipped."""
+    try:
+        return await run_abandonable(
+            functools.partial(parse_document, data, fmt, fallback_title, limits), limits.timeout_s
+        )
+    except TimeoutError:
+        raise too_slow(limits.timeout_s) from None
 
 
 def parse_document(

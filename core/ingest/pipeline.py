@@ -12,7 +12,6 @@ handed to the index as one batch (one bulk request on a server); failures are st
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import time
@@ -37,7 +36,7 @@ from core.domain.urls import redact_url
 from core.errors import IndexUnavailable, UnreadableDocument
 from core.ingest.chunker import split_text
 from core.ingest.connectors import Connector, PathsConnector
-from core.ingest.formats import parse_document
+from core.ingest.formats import parse_in_time
 from core.ingest.sections import ParsedDocument, ParseLimits
 from core.ingest.sources import NotModified, Skipped, SourceItem, is_url
 from core.ports import Embedder, IngestProgress, SearchIndex
@@ -209,9 +208,7 @@ class Ingestor:
                     continue
                 # A parser's own log lines (pypdf's "EOF marker not found") name no file.
                 with structlog.contextvars.bound_contextvars(document=item.display):
-                    parsed = await asyncio.to_thread(
-                        parse_document, data, fmt, item.fallback_title, self._parse_limits
-                    )
+                    parsed = await parse_in_time(data, fmt, item.fallback_title, self._parse_limits)
             except UnreadableDocument as exc:
                 report.skipped.append(Skipped(item.display, str(exc)))
                 _count(report, progress, item.display, Outcome.SKIPPED)

@@ -19,6 +19,7 @@ The pages' bodies are kept from the crawl until the pipeline fetches them (at mo
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 import zlib
@@ -33,6 +34,7 @@ import structlog
 from core.config import IngestSettings
 from core.domain.urls import redact_url
 from core.errors import UnreachableDocument, UnreadableDocument
+from core.ingest.daemon_work import run_abandonable
 from core.ingest.formats import DocumentFormat
 from core.ingest.html import neutralise_unclosed_markup
 from core.ingest.memory import load_json, save_json
@@ -336,8 +338,10 @@ class SiteConnector:
         for links is still indexed (the pipeline parses it under its own limits), but its links
         are not followed."""
         try:
-            async with asyncio.timeout(self._settings.parse_timeout_s):
-                return await asyncio.to_thread(_links, data, url, self._crawl.max_links_per_page)
+            return await run_abandonable(
+                functools.partial(_links, data, url, self._crawl.max_links_per_page),
+                self._settings.parse_timeout_s,
+            )
         except TimeoutError:
             log.warning("crawl_links_not_read", url=url, seconds=self._settings.parse_timeout_s)
             return None, []

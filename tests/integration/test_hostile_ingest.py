@@ -9,6 +9,7 @@ import gzip
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -31,9 +32,11 @@ from core.ingest.pipeline import Ingestor, PreparedDocument, build_chunks
 from core.ingest.sections import ParsedDocument, Section
 from core.search.embedder import CachedEmbedder
 from tests.conftest import REPO
-from tests.integration.test_hostile_cli import run_bot, unprivileged
+from tests.integration.test_hostile_cli import BOT, run_bot, unprivileged
 
 runner = CliRunner()
+PARSING_BY_S = 6  # a bot process starts and reads a file in 2-3 s
+ENDS_WITHIN_S = 15
 
 
 # ------------------------------------------------------------------------------ the folder
@@ -395,6 +398,49 @@ def test_a_prune_that_only_deletes_succeeds_and_an_empty_folder_is_an_error(env:
     result = runner.invoke(app, ["ingest", str(docs)])
     assert result.exit_code == 1
     assert f"error: no supported files under {docs}" in " ".join(result.output.split())
+
+
+def test_a_parse_past_its_deadline_is_skipped_whatever_the_format(tmp_path: Path) -> None:
+    """`ingest.parse_timeout_s` bounds every parse, not only a PDF's: 10 MB of unclosed `<a`
+    (linear, but seconds of work) is skipped at the deadline, and the rest indexed."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "slow.html").write_text("<title>T</title><p>x</p>" + "<a" * 5_000_000)
+    (docs / "good.md").write_text("# Good\n\nThe kettle is in the kitchen.\n")
+    done = run_bot(["ingest", str(docs)], tmp_path, BOT_INGEST__PARSE_TIMEOUT_S="1", COLUMNS="200")
+    assert done.returncode == 0, done.stderr
+    assert "parsing took longer than 1 s (ingest.parse_timeout_s)" in done.stdout + done.stderr
+    assert "1 added, 1 skipped" in done.stdout
+
+
+def test_ctrl_c_during_a_long_parse_ends_the_run_at_once(tmp_path: Path) -> None:
+    """A parse runs where nothing waits for it: Ctrl-C in the middle of 38 MB of HTML (a
+    minute of parsing) ends the run in seconds; it waited for the parse to finish (47 s)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "big.html").write_text("<title>T</title><p>x</p>" + "<a" * 19_000_000)
+    env = {
+        **os.environ,
+        "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+        "BOT_INGEST__MAX_FILE_BYTES": "50000000",
+        "BOT_INGEST__PARSE_TIMEOUT_S": "600",
+    }
+    process = subprocess.Popen(
+        [str(BOT), "ingest", str(docs)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
+    )
+    time.sleep(PARSING_BY_S)  # started, read the file, and parsing
+    process.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert err.strip().splitlines()[-1].startswith("interrupted;")
+    assert time.monotonic() - interrupted < ENDS_WITHIN_S
 
 
 def test_prune_keeps_what_is_under_a_folder_it_could_not_list(tmp_path: Path) -> None:

@@ -1,0 +1,50 @@
+"""CPU-bound work on untrusted input (a parse, a page's links) that may not finish in time.
+
+`asyncio.to_thread` runs it in the default executor, whose threads can't be stopped, and which
+the process waits for on the way out: `asyncio.run` joins the executor before it returns, and
+the interpreter joins its threads before it exits. One parse that runs for hours then holds a
+finished run, and Ctrl-C, for hours. Here each piece of work runs in a daemon thread of its
+own: past its deadline, or when the run is cancelled, it is abandoned (it still finishes in
+the background, using the CPU, but nothing waits for it, and the process ends when its work
+does)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def run_abandonable(work: Callable[[], T], timeout_s: float) -> T:
+    """`work()` in a daemon thread, with the caller's context variables (the log lines' bound
+    fields); raises TimeoutError after `timeout_s`, and whatever `work` raised."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            outcome = functools.partial(_settle, done, context.run(work), None)
+        except BaseException as exc:  # noqa: BLE001 (handed to the awaiting task, whatever it is)
+            outcome = functools.partial(_settle, done, None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody to tell
+            loop.call_soon_threadsafe(outcome)
+
+    threading.Thread(target=run, name="docbot-untrusted-work", daemon=True).start()
+    async with asyncio.timeout(timeout_s):
+        return await done
+
+
+def _settle(done: asyncio.Future[T], result: T | None, error: BaseException | None) -> None:
+    if done.done():  # abandoned: its waiter timed out or was cancelled
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(result)  # type: ignore[arg-type]  # None only alongside an error

@@ -23,7 +23,12 @@ import httpx
 
 from core.config import IngestSettings
 from core.domain.urls import redact_url
-from core.errors import RemoteFailure, SourceUnavailable, UnreadableDocument
+from core.errors import (
+    RemoteFailure,
+    SourceUnavailable,
+    UnreachableDocument,
+    UnreadableDocument,
+)
 from core.http_retry import RetryPolicy, get_json
 from core.ingest.daemon_work import run_abandonable
 from core.ingest.formats import DocumentFormat, too_slow
@@ -36,6 +41,8 @@ _NOT_FOUND = 404
 _WHITESPACE = re.compile(r"\s+")
 _ATTACHMENT = "an attachment (only page text is indexed)"
 _CLIENT_ERRORS = 400  # from here on, an HTTP status is a failure
+_SERVER_ERRORS = 500  # ... and from here on, the server's, for now
+_RATE_LIMITED = 429
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +142,7 @@ class ConfluenceConnector:
             url = f"{self._base}/api/v2/pages/{page.page_id}?body-format=storage"
         else:
             url = f"{self._base}/rest/api/content/{page.page_id}?expand=body.storage,version"
-        response = await self._response(url)
-        if response.status_code == _NOT_FOUND:
-            raise UnreadableDocument("deleted since it was listed")
-        body = self._json(response, url)
+        body = await self._page_body(url)
         storage = _text_at(body, "body", "storage", "value")
         if len(storage.encode("utf-8")) > self._settings.max_file_bytes:
             raise too_big(self._settings.max_file_bytes)
@@ -253,12 +257,33 @@ class ConfluenceConnector:
             response = await get_json(self._http, url, headers=self._headers, policy=self._policy)
         except RemoteFailure as exc:
             raise SourceUnavailable(f"Confluence {exc}") from None
-        if response.status_code in _UNAUTHORISED:
-            raise SourceUnavailable(
-                f"Confluence refused the credentials (HTTP {response.status_code}): "
-                "check token_env (and username on Cloud)"
-            )
+        _check_credentials(response)
         return response
+
+    async def _page_body(self, url: str) -> dict[str, Any]:
+        """One page's body. Its failure is that page's alone, the rest of the space is
+        synced: unreachable for now (a 5xx or 429 after the retries, a dropped connection)
+        keeps the indexed copy; deleted or refused skips it. Refused credentials still fail
+        the sync: every other page would be refused too."""
+        try:
+            response = await get_json(self._http, url, headers=self._headers, policy=self._policy)
+        except RemoteFailure as exc:
+            raise UnreachableDocument(f"Confluence {exc}") from None
+        _check_credentials(response)
+        status = response.status_code
+        if status == _NOT_FOUND:
+            raise UnreadableDocument("deleted since it was listed")
+        if status >= _SERVER_ERRORS or status == _RATE_LIMITED:
+            raise UnreachableDocument(f"Confluence answered HTTP {status}")
+        if status >= _CLIENT_ERRORS:
+            raise UnreadableDocument(f"Confluence answered HTTP {status}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise UnreadableDocument("Confluence answered with something other than JSON") from None
+        if not isinstance(body, dict):
+            raise UnreadableDocument("Confluence answered with an unexpected JSON shape")
+        return body
 
     def _json(self, response: httpx.Response, url: str) -> dict[str, Any]:
         if response.status_code >= _CLIENT_ERRORS:
@@ -271,6 +296,14 @@ class ConfluenceConnector:
         if not isinstance(body, dict):
             raise SourceUnavailable("Confluence answered with an unexpected JSON shape")
         return body
+
+
+def _check_credentials(response: httpx.Response) -> None:
+    if response.status_code in _UNAUTHORISED:
+        raise SourceUnavailable(
+            f"Confluence refused the credentials (HTTP {response.status_code}): "
+            "check token_env (and username on Cloud)"
+        )
 
 
 def _text_at(body: dict[str, Any], *keys: str) -> str:

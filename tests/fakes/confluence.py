@@ -44,6 +44,8 @@ class FakeConfluence:
     retry_after: str = "0"
     base: str = ""  # the server's root URL, set once it listens
     next_link: str | None = None  # a listing's `_links.next` as a hostile server would set it
+    # page id -> how its body is answered instead: an HTTP status, or "not json"
+    broken: dict[str, int | str] = field(default_factory=dict)
 
     @classmethod
     def seeded(
@@ -113,6 +115,8 @@ class FakeConfluence:
 
     async def _cloud_page(self, request: web.Request) -> web.Response:
         self.requests["page"] += 1
+        if (broken := self.broken.get(request.match_info["page_id"])) is not None:
+            return _broken(broken)
         page = self.pages.get(request.match_info["page_id"])
         if page is None:
             return web.json_response({"errors": [{"status": 404}]}, status=404)
@@ -138,6 +142,8 @@ class FakeConfluence:
 
     async def _dc_page(self, request: web.Request) -> web.Response:
         self.requests["page"] += 1
+        if (broken := self.broken.get(request.match_info["page_id"])) is not None:
+            return _broken(broken)
         page = self.pages.get(request.match_info["page_id"])
         if page is None:
             return web.json_response({"statusCode": 404, "message": "No content"}, status=404)
@@ -192,6 +198,12 @@ class FakeConfluence:
         if body:
             result["body"] = {"storage": {"value": page.body, "representation": "storage"}}
         return result
+
+
+def _broken(how: int | str) -> web.Response:
+    if isinstance(how, int):
+        return web.json_response({"statusCode": how, "message": "broken"}, status=how)
+    return web.Response(text="<html>Service Unavailable</html>", content_type="text/html")
 
 
 def storage_body(space: str, n: int) -> str:

@@ -123,6 +123,27 @@ async def test_a_rate_limited_sync_waits_and_finishes(
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_page_that_fails_is_that_pages_failure_not_the_syncs(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:5]}
+    first = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert first.counts[Outcome.ADDED] == 5
+    down, garbled, fine = list(confluence.pages.values())[:3]
+    for page in (down, garbled, fine):
+        page.version += 1
+        page.body = page.body.replace("restart the agent", "page the platform team")
+    confluence.broken = {down.page_id: 500, garbled.page_id: "not json"}
+    second = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert second.counts[Outcome.UPDATED] == 1  # the fine page
+    reasons = {s.display: s.reason for s in second.skipped if "attachment" not in s.reason}
+    assert reasons[f"ENG: {garbled.title}"] == "Confluence answered with something other than JSON"
+    assert reasons[f"ENG: {down.title}"].startswith("Confluence ")
+    assert second.counts[Outcome.DELETED] == 0  # the one down for now keeps its indexed copy
+    assert any(d.endswith("/" + down.page_id) for d in await index.documents())
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_refused_credentials_and_unknown_spaces_fail_in_one_line(
     confluence: FakeConfluence, syncer: SourceSyncer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,6 +24,7 @@ import httpx
 from core.config import IngestSettings
 from core.domain.urls import redact_url
 from core.errors import (
+    BotError,
     RemoteFailure,
     SourceUnavailable,
     UnreachableDocument,
@@ -277,25 +278,25 @@ class ConfluenceConnector:
             raise UnreachableDocument(f"Confluence answered HTTP {status}")
         if status >= _CLIENT_ERRORS:
             raise UnreadableDocument(f"Confluence answered HTTP {status}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise UnreadableDocument("Confluence answered with something other than JSON") from None
-        if not isinstance(body, dict):
-            raise UnreadableDocument("Confluence answered with an unexpected JSON shape")
-        return body
+        return _json_object(response, UnreadableDocument)
 
     def _json(self, response: httpx.Response, url: str) -> dict[str, Any]:
         if response.status_code >= _CLIENT_ERRORS:
             shown = redact_url(url)
             raise SourceUnavailable(f"Confluence answered HTTP {response.status_code} for {shown}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise SourceUnavailable("Confluence answered with something other than JSON") from None
-        if not isinstance(body, dict):
-            raise SourceUnavailable("Confluence answered with an unexpected JSON shape")
-        return body
+        return _json_object(response, SourceUnavailable)
+
+
+def _json_object(response: httpx.Response, failure: type[BotError]) -> dict[str, Any]:
+    """The body as a JSON object; else `failure`: a listing's fails the sync, a page's only
+    that page."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise failure("Confluence answered with something other than JSON") from None
+    if not isinstance(body, dict):
+        raise failure("Confluence answered with an unexpected JSON shape")
+    return body
 
 
 def _check_credentials(response: httpx.Response) -> None:

@@ -31,22 +31,27 @@ async def agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleModel]:
         yield local_model(http, chat.url, api_key="sk-local", max_retries=2, retry_max_s=0.05)
 
 
+def _answer_citing_the_first_source(tool_result: str) -> tuple[int, dict]:
+    """The model's `respond` call, quoting the first passage a search gave it."""
+    number, passage = next(iter(sources_in(tool_result).items()))
+    return completion(
+        None,
+        (
+            RESPOND_TOOL,
+            {
+                "answer": f"Use --base-url [{number}].",
+                "citations": [{"source": number, "quote": first_sentence(passage)}],
+                "status": "answered",
+            },
+        ),
+    )
+
+
 async def test_tool_calls_over_the_wire(settings, index, chat: ChatServer, agent) -> None:
     def respond(body: dict[str, Any]) -> tuple[int, dict]:
         tool_message = body["messages"][-1]
         assert tool_message["role"] == "tool"
-        number, passage = next(iter(sources_in(tool_message["content"]).items()))
-        return completion(
-            None,
-            (
-                RESPOND_TOOL,
-                {
-                    "answer": f"Use --base-url [{number}].",
-                    "citations": [{"source": number, "quote": first_sentence(passage)}],
-                    "status": "answered",
-                },
-            ),
-        )
+        return _answer_citing_the_first_source(tool_message["content"])
 
     chat.replies = [completion(None, (SEARCH_TOOL, {"query": "base url links"})), respond]
     answer = await engine(settings, index, model=agent).answer(question("citation links?"))
@@ -71,18 +76,7 @@ async def test_parallel_tool_calls_of_a_whole_reply_are_each_run(
     def respond(body: dict[str, Any]) -> tuple[int, dict]:
         results = [m for m in body["messages"] if m["role"] == "tool"]
         assert [m["tool_call_id"] for m in results] == ["call_0", "call_1"]
-        number, passage = next(iter(sources_in(results[0]["content"]).items()))
-        return completion(
-            None,
-            (
-                RESPOND_TOOL,
-                {
-                    "answer": f"Use --base-url [{number}].",
-                    "citations": [{"source": number, "quote": first_sentence(passage)}],
-                    "status": "answered",
-                },
-            ),
-        )
+        return _answer_citing_the_first_source(results[0]["content"])
 
     chat.replies = [
         completion(

@@ -401,14 +401,7 @@ async def test_an_event_with_a_field_of_the_wrong_type_is_ignored_with_one_warni
     """Null, a number or a list where Slack sends text: the event gets its 200 and goes to no
     listener (no placeholder, no apology), with one warning naming the field."""
     assert await slack.event(event, "EvWrongType") == 200
-    await slack.settle()
-    lines = [line for line in logs.lines() if "auth.test" not in line]
-    assert len(lines) == 1, lines
-    assert "slack_event_incomplete" in lines[0]
-    assert f'"missing": ["{wrong}"]' in lines[0]
-    assert MARKER not in lines[0]
-    asked = [name for name, _ in slack.emulator.calls if name != "auth.test"]
-    assert asked == []
+    await _ignored_with_one_warning(slack, logs, wrong)
 
 
 @pytest.mark.parametrize(
@@ -446,11 +439,16 @@ async def test_an_event_without_a_field_we_need_is_ignored_with_one_warning(
     with a warning naming the field, not a listener's KeyError, and never its text."""
     event = {key: value for key, value in event.items() if value is not None}
     assert await slack.event(event, "EvIncomplete") == 200
+    await _ignored_with_one_warning(slack, logs, missing)
+
+
+async def _ignored_with_one_warning(slack: SlackHarness, logs: Logs, field: str) -> None:
+    """One warning naming `field`, never the event's text; nothing posted, nothing read."""
     await slack.settle()
     lines = [line for line in logs.lines() if "auth.test" not in line]
     assert len(lines) == 1, lines
     assert "slack_event_incomplete" in lines[0]
-    assert f'"missing": ["{missing}"]' in lines[0]
+    assert f'"missing": ["{field}"]' in lines[0]
     assert MARKER not in lines[0]
     asked = [name for name, _ in slack.emulator.calls if name != "auth.test"]
-    assert asked == []  # nothing posted, nothing read
+    assert asked == []

@@ -86,9 +86,9 @@ def _plain_heading(raw: str) -> tuple[str, str | None]:
 
 # Only where the headings are is read (their text is the heading line as written), so only
 # markdown-it's block rules run: its inline parse cost 470 bytes of memory per byte of input
-# (`*_` repeated: 2 GB for 4 MB), and its reference-definition rule is quadratic (200,000
-# `[r]: url` lines took minutes). A definition is then read as a paragraph, as text.
-_BLOCKS_ONLY = MarkdownIt("commonmark").disable(["inline", "reference"])
+# (`*_` repeated: 2 GB for 4 MB). The block rules, reference definitions included (a setext
+# underline after one makes no heading of it), stay, so the headings are CommonMark's.
+_BLOCKS_ONLY = MarkdownIt("commonmark").disable("inline")
 
 
 def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:

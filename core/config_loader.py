@@ -149,6 +149,9 @@ def _setting_of(env_key: str) -> list[str] | None:
     return parts
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _UniqueKeysLoader(yaml.SafeLoader):
     """YAML where a key set twice in one mapping is an error: PyYAML keeps the last silently,
     so a second `search:` block would undo the first without a word."""
@@ -156,6 +159,8 @@ class _UniqueKeysLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # `<<: *defaults`: its keys may be overridden here
+                continue
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 continue  # PyYAML's own check refuses it below

@@ -106,6 +106,20 @@ def test_a_yaml_mistake_is_one_line_naming_file_line_and_column(
     assert str(caught.value) == f"{file}{said}"
 
 
+def test_yaml_merge_keys_still_share_settings(tmp_path: Path) -> None:
+    """`<<: *anchor` reuses a mapping, and a key written beside it overrides the merged one:
+    neither is a key set twice."""
+    file = tmp_path / "config.yaml"
+    file.write_text(
+        "sources:\n"
+        "  handbook: &nightly {type: site, location: [https://a.example/], schedule: '0 4 * * *'}\n"
+        "  blog:\n    <<: *nightly\n    location: [https://b.example/]\n"
+    )
+    sources = load_settings(file, environ={}).sources
+    assert sources["blog"].schedule == "0 4 * * *"
+    assert sources["blog"].location == ["https://b.example/"]
+
+
 @pytest.mark.parametrize("switch", ["true", "yes", "on", "false"])
 def test_a_switch_where_a_number_goes_is_an_error(tmp_path: Path, switch: str) -> None:
     file = tmp_path / "config.yaml"

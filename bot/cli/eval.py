@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import tempfile
 import time
@@ -106,16 +107,34 @@ def _check_scratch_index(path: Path) -> None:
     """`--index` is the evaluation's own: never the knowledge base's index, and never a file
     that is not an index at all (SQLite would call it damaged, and the advice for a damaged
     index is to delete it)."""
-    if path.resolve() == state.settings.index_path.resolve():
-        raise ConfigError(
-            f"--index {path} is the knowledge base's own index: give the evaluation a new path"
-        )
-    if path.is_file() and path.stat().st_size > 0:
-        with path.open("rb") as f:
-            if f.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
-                raise ConfigError(
-                    f"--index {path} exists and is not an SQLite index: give a new path"
-                )
+    s = state.settings
+    own = {
+        s.index_path: "the knowledge base's own index",
+        s.state_path: "the bot's state file",
+        s.embedding_cache_path: "the embedding cache",
+    }
+    for file, what in own.items():
+        if path.resolve() == file.resolve():
+            raise ConfigError(f"--index {path} is {what}: give the evaluation a new path")
+    if path.is_file() and path.stat().st_size > 0 and not _an_index(path):
+        raise ConfigError(f"--index {path} exists and is not an SQLite index: give a new path")
+
+
+def _an_index(path: Path) -> bool:
+    """An SQLite file holding an index (its `documents` table), read without writing to it."""
+    import sqlite3
+
+    with path.open("rb") as f:
+        if f.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
+            return False
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError:
+        return False
+    return "documents" in tables
 
 
 @eval_app.command("answers")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -148,6 +150,20 @@ def test_eval_keeps_its_index_apart_from_the_knowledge_base(
     assert code == 2
     assert "document(s) that are not tiny's" in err
     assert "give --index a new path" in err
+
+    for own, what in [
+        ("state.sqlite", "the bot's state file"),
+        ("embedding-cache.sqlite", "the embedding cache"),
+    ]:
+        code, err = _main(monkeypatch, capsys, *evaluate, str(tmp_path / "data" / own))
+        assert code == 2
+        assert f"is {what}: give the evaluation a new path" in err
+    other_sqlite = tmp_path / "other.sqlite"
+    with contextlib.closing(sqlite3.connect(other_sqlite)) as db:
+        db.execute("CREATE TABLE mine (x)")
+    code, err = _main(monkeypatch, capsys, *evaluate, str(other_sqlite))
+    assert code == 2
+    assert "exists and is not an SQLite index" in err
 
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")

@@ -116,6 +116,7 @@ class ConfluenceConnector:
             retries=settings.confluence.retries, initial_s=1.0, max_s=settings.confluence.max_wait_s
         )
         self._versions: dict[str, int] = _load(memory)
+        self._read: set[str] = set()  # the pages whose body this sync read, or had already
         self._listed: dict[str, _Page] = {}
         self._attachments: dict[str, list[str]] = {}
 
@@ -138,6 +139,7 @@ class ConfluenceConnector:
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         page = self._listed[item.doc_id]
         if self._versions.get(item.doc_id) == page.version and item.doc_id in self._known:
+            self._read.add(item.doc_id)
             raise NotModified(item.doc_id)
         if self._flavour == "cloud":
             url = f"{self._base}/api/v2/pages/{page.page_id}?body-format=storage"
@@ -155,6 +157,7 @@ class ConfluenceConnector:
         except TimeoutError:
             raise too_slow(self._settings.parse_timeout_s) from None
         self._attachments[item.doc_id] = attachments
+        self._read.add(item.doc_id)
         return page_html.encode("utf-8"), DocumentFormat.HTML
 
     def also_skipped(self) -> list[Skipped]:
@@ -166,7 +169,13 @@ class ConfluenceConnector:
         ]
 
     async def completed(self) -> None:
-        save_json(self._memory_path, {d: page.version for d, page in self._listed.items()})
+        """Each page's version as read this sync; a page whose body could not be read keeps
+        the version remembered before, so the next sync asks for it again."""
+        versions = {
+            doc_id: page.version if doc_id in self._read else self._versions.get(doc_id)
+            for doc_id, page in self._listed.items()
+        }
+        save_json(self._memory_path, {d: v for d, v in versions.items() if v is not None})
 
     # -- listings --------------------------------------------------------------------------
 

@@ -141,6 +141,11 @@ async def test_a_page_that_fails_is_that_pages_failure_not_the_syncs(
     assert reasons[f"ENG: {down.title}"].startswith("Confluence ")
     assert second.counts[Outcome.DELETED] == 0  # the one down for now keeps its indexed copy
     assert any(d.endswith("/" + down.page_id) for d in await index.documents())
+    confluence.broken = {}  # back up: the next sync reads what it could not, and only that
+    confluence.requests.clear()
+    third = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert third.counts[Outcome.UPDATED] == 2  # the two it could not read, and only those
+    assert confluence.requests["page"] == 2
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)

@@ -42,7 +42,7 @@ def _web_url(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     url = value.strip()
-    if urlsplit(url).scheme not in ("http", "https") or not is_linkable(url):
+    if not url.lower().startswith(("http://", "https://")) or not is_linkable(url):
         return None
     return url
 

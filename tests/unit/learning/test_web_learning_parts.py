@@ -72,6 +72,7 @@ def test_a_marker_of_thousands_of_digits_cites_nothing_and_breaks_nothing() -> N
         "https://evil.example/\u202epath",  # right-to-left override
         "javascript:alert(1)",
         "file:///etc/passwd",
+        "https://[::1",  # no parser accepts it: that page alone is dropped, not the result
     ],
 )
 def test_a_cited_page_that_could_not_be_linked_is_not_learned(url: str) -> None:

@@ -55,6 +55,7 @@ MAX_REDIRECTS = 20
 HTTP_NOT_MODIFIED = 304
 _FOLDER_LINK = "symlink to a folder (not followed)"
 _OUTSIDE_LINK = "symlink to a file outside the folder (not followed)"
+_CANT_READ = "can't read"
 _FILE_KINDS = {
     stat.S_IFIFO: "named pipe",
     stat.S_IFSOCK: "socket",
@@ -157,9 +158,13 @@ def _not_a_file(path: Path) -> str | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "symlink loop"
-        if path.is_symlink():
+        try:
+            broken_link = path.is_symlink()
+        except OSError:  # a folder this user may list but not enter: no lstat either
+            broken_link = False
+        if broken_link:
             return "broken symlink (its target does not exist)"
-        return f"can't read: {exc.strerror or exc}"
+        return f"{_CANT_READ}: {exc.strerror or exc}"
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISDIR(mode):
@@ -221,6 +226,8 @@ def _walk(
             item = _file_item(path, folder, base_url)
             if isinstance(item, SourceItem) and _links_outside(path, folder):
                 item = Skipped(item.display, _OUTSIDE_LINK)
+            elif isinstance(item, Skipped) and item.reason.startswith(_CANT_READ):
+                found.unseen.append(path.resolve().as_uri())  # not known to be gone: kept
             _add(found, item)
         for name in dirs:  # os.walk lists a symlink to a folder here but does not enter it
             if (link := Path(parent) / name).is_symlink():

@@ -464,6 +464,29 @@ def test_prune_keeps_what_is_under_a_folder_it_could_not_list(tmp_path: Path) ->
     assert json.loads(found.stdout)[0]["title"] == "Vault"
 
 
+def test_a_folder_that_can_be_listed_but_not_entered_ends_nothing(tmp_path: Path) -> None:
+    """`r--` without `x`: its names are listed, but no file in it can be looked at. Each is
+    skipped with why, the rest indexed, and `--prune` keeps what the index has of them."""
+    prefix = unprivileged()
+    docs = tmp_path / "docs"
+    shut = docs / "shut"
+    shut.mkdir(parents=True)
+    (docs / "open.md").write_text("# Open\n\nThe kettle is in the kitchen.\n")
+    (shut / "vault.md").write_text("# Vault\n\nThe spare keys hang behind the boiler.\n")
+    assert run_bot(["ingest", str(docs)], tmp_path, prefix).returncode == 0
+    shut.chmod(0o644)
+    try:
+        again = run_bot(["ingest", str(docs), "--prune"], tmp_path, prefix, COLUMNS="200")
+    finally:
+        shut.chmod(0o755)
+    assert again.returncode == 0, again.stderr
+    assert "unexpected" not in again.stderr
+    assert "can't read: Permission denied" in again.stdout + again.stderr
+    assert "deleted" not in again.stdout
+    found = run_bot(["search", "spare keys boiler", "--json"], tmp_path, prefix)
+    assert json.loads(found.stdout)[0]["title"] == "Vault"
+
+
 def test_remove_takes_a_source_label_that_looks_like_a_path(env: Path) -> None:
     (env / "a.md").write_text("# A\n\nAlpha.\n")
     (env / "b.md").write_text("# B\n\nBravo.\n")

@@ -12,6 +12,11 @@ FROM python:3.11-slim
 # over it (pip warns about the pin; `bot doctor` checks the client against the server).
 ARG ES_CLIENT="elasticsearch[async]>=8.19,<9"
 
+# git sources (`type: git`) run the git command: Debian's (2.39; 2.31+ sends a private
+# repository's token).
+RUN apt-get update && apt-get install -y --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /app
 COPY . .
 RUN pip install --no-cache-dir . && pip install --no-cache-dir "${ES_CLIENT}" \

@@ -118,6 +118,13 @@ def test_every_process_command_is_a_bot_command(command: list[str]) -> None:
     assert result.exit_code == 0, result.output
 
 
+def test_the_image_has_the_commands_a_source_type_runs() -> None:
+    """A git source runs `git`: python:3.11-slim has none, so `type: git` failed in the image
+    with "git sources need the git command"."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"apt-get install [^\n]*\bgit\b", dockerfile)
+
+
 def test_secrets_never_reach_the_image() -> None:
     ignored = (REPO / ".dockerignore").read_text().splitlines()
     assert ".env" in ignored

@@ -443,30 +443,19 @@ def test_ctrl_c_during_a_long_parse_ends_the_run_at_once(tmp_path: Path) -> None
     assert time.monotonic() - interrupted < ENDS_WITHIN_S
 
 
-def test_prune_keeps_what_is_under_a_folder_it_could_not_list(tmp_path: Path) -> None:
-    prefix = unprivileged()
-    docs = tmp_path / "docs"
-    locked = docs / "locked"
-    locked.mkdir(parents=True)
-    (docs / "open.md").write_text("# Open\n\nThe kettle is in the kitchen.\n")
-    (locked / "vault.md").write_text("# Vault\n\nThe spare keys hang behind the boiler.\n")
-    assert run_bot(["ingest", str(docs)], tmp_path, prefix).returncode == 0
-    locked.chmod(0)
-    try:
-        pruned = run_bot(["ingest", str(docs), "--prune"], tmp_path, prefix)
-    finally:
-        locked.chmod(0o755)
-    assert pruned.returncode == 0, pruned.stderr
-    assert "can't list: Permission denied" in pruned.stderr
-    assert "1 unchanged, 1 skipped;" in pruned.stdout
-    assert "deleted" not in pruned.stdout
-    found = run_bot(["search", "spare keys boiler", "--json"], tmp_path, prefix)
-    assert json.loads(found.stdout)[0]["title"] == "Vault"
-
-
-def test_a_folder_that_can_be_listed_but_not_entered_ends_nothing(tmp_path: Path) -> None:
-    """`r--` without `x`: its names are listed, but no file in it can be looked at. Each is
-    skipped with why, the rest indexed, and `--prune` keeps what the index has of them."""
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        pytest.param(0o000, "can't list: Permission denied", id="not-listable"),
+        # `r--` without `x`: its names are listed, but no file in it can be looked at
+        pytest.param(0o644, "can't read: Permission denied", id="listable-not-enterable"),
+    ],
+)
+def test_prune_keeps_what_is_under_a_folder_it_could_not_read(
+    tmp_path: Path, mode: int, said: str
+) -> None:
+    """A folder this user can't read ends nothing: skipped with why, the rest indexed, and
+    `--prune` keeps what the index has from it (it deleted it as gone)."""
     prefix = unprivileged()
     docs = tmp_path / "docs"
     shut = docs / "shut"
@@ -474,15 +463,16 @@ def test_a_folder_that_can_be_listed_but_not_entered_ends_nothing(tmp_path: Path
     (docs / "open.md").write_text("# Open\n\nThe kettle is in the kitchen.\n")
     (shut / "vault.md").write_text("# Vault\n\nThe spare keys hang behind the boiler.\n")
     assert run_bot(["ingest", str(docs)], tmp_path, prefix).returncode == 0
-    shut.chmod(0o644)
+    shut.chmod(mode)
     try:
-        again = run_bot(["ingest", str(docs), "--prune"], tmp_path, prefix, COLUMNS="200")
+        pruned = run_bot(["ingest", str(docs), "--prune"], tmp_path, prefix, COLUMNS="200")
     finally:
         shut.chmod(0o755)
-    assert again.returncode == 0, again.stderr
-    assert "unexpected" not in again.stderr
-    assert "can't read: Permission denied" in again.stdout + again.stderr
-    assert "deleted" not in again.stdout
+    assert pruned.returncode == 0, pruned.stderr
+    assert "unexpected" not in pruned.stderr
+    assert said in pruned.stdout + pruned.stderr
+    assert "1 unchanged, 1 skipped;" in pruned.stdout
+    assert "deleted" not in pruned.stdout
     found = run_bot(["search", "spare keys boiler", "--json"], tmp_path, prefix)
     assert json.loads(found.stdout)[0]["title"] == "Vault"
 

@@ -91,7 +91,8 @@ class Discovery:
     # Targets that named nothing (missing, empty): a mistake the command reports as an error.
     missing: list[Skipped] = field(default_factory=list)
     # doc_id prefixes inside a scope that this run could not look into (a folder it could not
-    # list): what the index holds there is not known to be gone, so `--prune` keeps it.
+    # list, a file it could not even stat): what the index holds there is not known to be
+    # gone, so `--prune` keeps it.
     unseen: list[str] = field(default_factory=list)
 
 

@@ -363,6 +363,7 @@ class IngestSettings(_Section):
     progress_min_items: int = Field(20, ge=0)
     url_deadline_s: float = Field(60.0, gt=0)
     parse_timeout_s: float = Field(30.0, gt=0)
+    parse_threads: int = Field(2, ge=1, le=64)
     max_nesting_depth: int = Field(256, ge=8, le=10_000)
     max_html_attributes: int = Field(1_000, ge=10, le=1_000_000)
     lock_ttl_s: float = Field(6 * 3_600, gt=0)

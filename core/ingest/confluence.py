@@ -32,7 +32,7 @@ from core.errors import (
 )
 from core.http_retry import RetryPolicy, get_json
 from core.ingest.daemon_work import run_abandonable
-from core.ingest.formats import DocumentFormat, too_slow
+from core.ingest.formats import DocumentFormat, not_parsed
 from core.ingest.memory import load_json, save_json
 from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem, too_big
 
@@ -153,9 +153,10 @@ class ConfluenceConnector:
             page_html, attachments = await run_abandonable(
                 functools.partial(storage_to_html, storage, self._flavour, page.title),
                 self._settings.parse_timeout_s,
+                self._settings.parse_threads,
             )
-        except TimeoutError:
-            raise too_slow(self._settings.parse_timeout_s) from None
+        except TimeoutError as late:
+            raise not_parsed(late, self._settings.parse_timeout_s) from None
         self._attachments[item.doc_id] = attachments
         self._read.add(item.doc_id)
         return page_html.encode("utf-8"), DocumentFormat.HTML

@@ -22,7 +22,7 @@ from markdown_it import MarkdownIt
 
 from core.errors import UnreadableDocument
 from core.ingest.asciidoc import parse_asciidoc
-from core.ingest.daemon_work import run_abandonable
+from core.ingest.daemon_work import NoFreeThread, run_abandonable
 from core.ingest.html import parse_html
 from core.ingest.rst import parse_rst
 from core.ingest.sections import AnchorSlugger, ParsedDocument, ParseLimits, Section, tidy_text
@@ -161,6 +161,17 @@ def too_slow(timeout_s: float) -> UnreadableDocument:
     return UnreadableDocument(f"parsing took longer than {timeout_s:g} s (ingest.parse_timeout_s)")
 
 
+def not_parsed(late: TimeoutError, timeout_s: float) -> UnreadableDocument:
+    """Why a parse that did not end in time skips its file: too slow, or never started because
+    earlier parses past their own deadline still held every thread."""
+    if isinstance(late, NoFreeThread):
+        return UnreadableDocument(
+            f"not parsed: earlier files' parses, past their deadline, held every parse thread "
+            f"(ingest.parse_threads) for {timeout_s:g} s"
+        )
+    return too_slow(timeout_s)
+
+
 async def parse_in_time(
     data: bytes, fmt: DocumentFormat, fallback_title: str, limits: ParseLimits
 ) -> ParsedDocument:
@@ -168,10 +179,12 @@ async def parse_in_time(
     parse still running then is abandoned (see `daemon_work`) and the file skipped."""
     try:
         return await run_abandonable(
-            functools.partial(parse_document, data, fmt, fallback_title, limits), limits.timeout_s
+            functools.partial(parse_document, data, fmt, fallback_title, limits),
+            limits.timeout_s,
+            limits.threads,
         )
-    except TimeoutError:
-        raise too_slow(limits.timeout_s) from None
+    except TimeoutError as late:
+        raise not_parsed(late, limits.timeout_s) from None
 
 
 def parse_document(

@@ -49,6 +49,7 @@ class ParseLimits:
     max_depth: int
     max_attributes: int
     timeout_s: float
+    threads: int  # parses running at once, abandoned ones included (`daemon_work`)
 
     @classmethod
     def from_settings(cls, settings: IngestSettings) -> ParseLimits:
@@ -56,6 +57,7 @@ class ParseLimits:
             max_depth=settings.max_nesting_depth,
             max_attributes=settings.max_html_attributes,
             timeout_s=settings.parse_timeout_s,
+            threads=settings.parse_threads,
         )
 
 

@@ -341,6 +341,7 @@ class SiteConnector:
             return await run_abandonable(
                 functools.partial(_links, data, url, self._crawl.max_links_per_page),
                 self._settings.parse_timeout_s,
+                self._settings.parse_threads,
             )
         except TimeoutError:
             log.warning("crawl_links_not_read", url=url, seconds=self._settings.parse_timeout_s)

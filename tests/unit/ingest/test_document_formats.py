@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import time
 import tracemalloc
 
@@ -137,7 +138,7 @@ def _timed_parse(data: bytes, fmt: DocumentFormat, **limits: float) -> tuple[flo
     try:
         timeout_s = limits.get("timeout_s", LIMITS.timeout_s)
         doc: object = parse_document(
-            data, fmt, "x", ParseLimits(LIMITS.max_depth, LIMITS.max_attributes, timeout_s)
+            data, fmt, "x", dataclasses.replace(LIMITS, timeout_s=timeout_s)
         )
     except UnreadableDocument as exc:
         doc = exc

@@ -16,6 +16,17 @@ from tests.conftest import REPO
 runner = CliRunner()
 
 
+def _main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int | str | None, str]:
+    """The command line as a user runs it (errors become exit codes): its code and stderr."""
+    monkeypatch.setattr("sys.argv", ["bot", *args])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code, capsys.readouterr().err
+
+
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
@@ -74,11 +85,9 @@ def test_config_error_exits_2_naming_the_key(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("BOT_SEARCH__RRF_K", "-5")
-    monkeypatch.setattr("sys.argv", ["bot", "search", "x"])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    assert exited.value.code == 2
-    assert "search.rrf_k" in capsys.readouterr().err
+    code, err = _main(monkeypatch, capsys, "search", "x")
+    assert code == 2
+    assert "search.rrf_k" in err
 
 
 def _tiny_beir(tmp_path: Path) -> Path:
@@ -114,17 +123,6 @@ def test_eval_retrieval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) 
     assert modes["hybrid"]["mrr@10"] == 1.0
     assert "hybrid" in result.output
     assert "nDCG@10" in result.output
-
-
-def _main(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int | str | None, str]:
-    """The command line as a user runs it (errors become exit codes): its code and stderr."""
-    monkeypatch.setattr("sys.argv", ["bot", *args])
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exited:
-        main()
-    return exited.value.code, capsys.readouterr().err
 
 
 def test_eval_keeps_its_index_apart_from_the_knowledge_base(
@@ -187,11 +185,9 @@ def test_eval_on_a_folder_without_qrels_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr("sys.argv", ["bot", "eval", "retrieval", "--dataset", str(tmp_path)])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    assert exited.value.code == 2
-    assert "no qrels.tsv or qrels/test.tsv" in capsys.readouterr().err
+    code, err = _main(monkeypatch, capsys, "eval", "retrieval", "--dataset", str(tmp_path))
+    assert code == 2
+    assert "no qrels.tsv or qrels/test.tsv" in err
 
 
 def test_ask_without_a_key_gives_a_labelled_extractive_answer(
@@ -294,11 +290,9 @@ def test_slack_without_its_tokens_says_which_is_missing(
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "secret")
     monkeypatch.delenv(unset, raising=False)
-    monkeypatch.setattr("sys.argv", ["bot", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    assert exited.value.code == 2
-    assert message in capsys.readouterr().err
+    code, err = _main(monkeypatch, capsys, *args)
+    assert code == 2
+    assert message in err
 
 
 def test_slack_needs_exactly_one_mode(env: dict[str, str]) -> None:

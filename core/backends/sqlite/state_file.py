@@ -115,14 +115,17 @@ def _stand_in(db: sqlite3.Connection, path: Path) -> None:
     _older_file(path)
     with transaction(db):
         present = {row[0] for row in db.execute("SELECT name FROM main.sqlite_master")}
+        if _missing_columns(db):
+            present.discard("answers")  # stood in for too: with the columns it lacks
         for statement in _SCHEMA:
             table = _TABLE.match(statement)
-            if table is None or (table[1] in present and table[1] != "answers"):
-                continue
-            db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+            if table is not None and table[1] not in present:
+                db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+        if "answers" in present:
+            return
         for column, kind in _LOG_COLUMNS.items():
             db.execute(f"ALTER TABLE temp.answers ADD COLUMN {column} {kind}")
-        if "answers" in present:
+        if db.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'answers'").fetchone():
             # Only names of our own schema go into the statement, not the file's.
             had = {row[1] for row in db.execute("PRAGMA main.table_info(answers)").fetchall()}
             ours = [row[1] for row in db.execute("PRAGMA temp.table_info(answers)").fetchall()]

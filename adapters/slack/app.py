@@ -26,6 +26,7 @@ from adapters.answer_labels import (
     NOT_HERE,
     NOTHING_TO_ASK,
 )
+from adapters.slack.feedback import FeedbackListeners
 from adapters.slack.payloads import drop_malformed_events, id_of
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
@@ -37,16 +38,13 @@ from adapters.slack.render import (
     SHARE_ANSWER,
     SlackMessage,
     answer_messages,
-    escalation_text,
     escape,
     plain_messages,
-    reason_modal,
 )
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
-from core.domain.feedback import FEEDBACK_REASONS
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
@@ -87,18 +85,19 @@ class SlackBot:
         # (app_context_changed), oldest first; bounded by `agent_context_users`.
         self._viewing: dict[str, str] = {}
         self._in_flight: set[asyncio.Task[Any]] = set()
+        self._feedback = FeedbackListeners(state, policies)
 
     def register(self, app: AsyncApp) -> None:
         app.use(drop_malformed_events)
         app.event("app_mention")(self._tracked(self._on_mention))
         app.event("message")(self._tracked(self._on_message))
-        app.action(FEEDBACK_UP)(self._tracked(self._on_feedback))
-        app.action(FEEDBACK_DOWN)(self._tracked(self._on_feedback))
-        app.action(FEEDBACK)(self._tracked(self._on_feedback))
-        app.action(ESCALATE)(self._tracked(self._on_escalate))
+        app.action(FEEDBACK_UP)(self._tracked(self._feedback.on_feedback))
+        app.action(FEEDBACK_DOWN)(self._tracked(self._feedback.on_feedback))
+        app.action(FEEDBACK)(self._tracked(self._feedback.on_feedback))
+        app.action(ESCALATE)(self._tracked(self._feedback.on_escalate))
         app.action(SHARE_ANSWER)(self._tracked(self._on_share))
         app.shortcut(ASK_SHORTCUT)(self._tracked(self._on_shortcut))
-        app.view(FEEDBACK_REASON)(self._tracked(self._on_feedback_reason))
+        app.view(FEEDBACK_REASON)(self._tracked(self._feedback.on_feedback_reason))
         app.event("reaction_added")(self._tracked(self._on_reaction))
         app.event("app_home_opened")(self._tracked(self._on_home_opened))
         app.event("app_context_changed")(self._tracked(self._on_context_changed))
@@ -462,7 +461,7 @@ class SlackBot:
         )
         if targets and answer.status is AnswerStatus.NOT_FOUND:
             # Asked, and the docs don't have it: a person is called in without a click.
-            await self._escalate(client, channel, thread_ts, targets, answer_id or key)
+            await self._feedback.escalate(client, channel, thread_ts, targets, answer_id or key)
 
     async def _deliver(
         self,
@@ -584,49 +583,7 @@ class SlackBot:
             elif not message.get("bot_id"):
                 question = _strip_mention(text, bot_user)
 
-    # -- feedback ----------------------------------------------------------------------------
-
-    async def _on_feedback(
-        self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient
-    ) -> None:
-        await ack()
-        user = id_of(body, "user")
-        answer_id = str(action.get("value", ""))
-        if action.get("action_id") == FEEDBACK:  # Slack's own buttons: "up:ID" or "down:ID"
-            vote, _, answer_id = answer_id.partition(":")
-            helpful = vote == "up"
-        else:
-            helpful = action.get("action_id") == FEEDBACK_UP
-        stored = await self._state.record_feedback(answer_id, user, helpful)
-        if stored and not helpful and body.get("trigger_id"):
-            # A 👎 asks what was wrong (the form can be skipped; the vote stands).
-            try:
-                await client.views_open(trigger_id=body["trigger_id"], view=reason_modal(answer_id))
-            except SlackApiError as exc:
-                log.info("slack_reason_form_failed", error=slack_error(exc))
-        channel = id_of(body, "channel")
-        if channel and user:
-            text = "Thanks for the feedback." if stored else NO_LONGER_KNOWN
-            try:
-                await client.chat_postEphemeral(channel=channel, user=user, text=escape(text))
-            except SlackApiError as exc:
-                log.info("slack_ephemeral_failed", error=slack_error(exc))
-
-    async def _on_feedback_reason(
-        self, ack: Any, body: dict[str, Any], view: dict[str, Any]
-    ) -> None:
-        """The 👎 form sent: the reason and note kept with the answer."""
-        values = view.get("state", {}).get("values", {})
-        chosen = values.get("reason", {}).get("reason", {}).get("selected_option") or {}
-        note = values.get("note", {}).get("note", {}).get("value") or ""
-        reason = str(chosen.get("value", ""))
-        if reason not in FEEDBACK_REASONS:  # Slack requires the choice; anything else is forged
-            await ack(response_action="errors", errors={"reason": "Please pick one."})
-            return
-        await ack()
-        user = id_of(body, "user")
-        answer_id = str(view.get("private_metadata", ""))
-        await self._state.record_feedback_reason(answer_id, user, reason, str(note))
+    # -- asking about a message (the shortcut, the reaction) -----------------------------------
 
     async def _on_shortcut(
         self, ack: Any, body: dict[str, Any], client: AsyncWebClient, context: dict[str, Any]
@@ -714,39 +671,6 @@ class SlackBot:
         }
         thread_ts = message.get("thread_ts") or message.get("ts")
         await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
-
-    async def _on_escalate(
-        self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient
-    ) -> None:
-        """ "Still need help?": the channel's escalation targets are mentioned in the thread,
-        once per answer, whoever clicks and however often."""
-        await ack()
-        team = id_of(body, "team")
-        channel = id_of(body, "channel")
-        container = body.get("container", {})
-        message = body.get("message", {})
-        thread_ts = container.get("thread_ts") or message.get("thread_ts") or message.get("ts")
-        targets = self._policies(f"slack/{team}/{channel}").escalate_to
-        answer_id = str(action.get("value", ""))
-        if channel and targets and await self._state.recorded_answer(answer_id) is not None:
-            await self._escalate(client, channel, thread_ts, targets, answer_id)
-
-    async def _escalate(
-        self,
-        client: AsyncWebClient,
-        channel: str,
-        thread_ts: str | None,
-        targets: tuple[str, ...],
-        answer_id: str,
-    ) -> None:
-        if not await self._state.first_delivery(f"slack-escalation:{answer_id}"):
-            return
-        try:
-            await client.chat_postMessage(
-                channel=channel, thread_ts=thread_ts, text=escalation_text(targets)
-            )
-        except SlackApiError as exc:
-            log.warning("escalation_failed", platform="slack", error=slack_error(exc))
 
 
 def _has_fields(payload: dict[str, Any], what: str, *names: str) -> bool:

@@ -5,7 +5,7 @@ the other cheap levers").
 Each runs on the same three sets as the shipped fusion: SciFact test (300 claims), the Anthropic
 docs QA set (100 questions) and SciFact **train** (809 claims, used only to train and
 cross-validate the learned fusion). The shipped min-max fusion is recomputed alongside as the
-reference. The indices are `bench.relevance_floor`'s (built once into `.bot/bench/floor-*`).
+reference. The indices are `bench.relevance_floor`'s (built once into `.bot/bench/floor/`).
 
     python -m bench.ranking_experiments
 """

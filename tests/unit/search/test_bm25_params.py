@@ -1,0 +1,84 @@
+"""The k1/b bench's own BM25 (`bench.bm25_params`), small: on an index made with the product's
+schema it must score as FTS5's `bm25()` does at FTS5's constants, phrases and column weights
+included, or the bench's sweep would measure its own scorer instead of k1 and b."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bench.bm25_params import SHIPPED, WEIGHTS, Lexical
+from core.backends.sqlite.schema import statements
+
+PASSAGES = [
+    ("Rate limits", "Tiers", "Requests per minute depend on the usage tier of the organisation."),
+    ("Streaming", "Events", "Streaming responses send server-sent events as tokens arrive."),
+    ("Rate limits", "", "A 429 error means the rate limit was reached; retry after a pause."),
+    ("Batches", "Limits", "Batch requests are not counted against the per-minute rate limit."),
+    ("Tool use", "", "Tools are described with a JSON schema; the model calls them by name."),
+    ("Errors", "Overloaded", "A 529 error means the API is overloaded; retry with backoff."),
+    ("Api_key", "Headers", "Send the api_key header; an API key belongs to one workspace."),
+    ("Workspaces", "", "Each key of the API is kept in a workspace; rotate the key yearly."),
+]
+QUERIES = [
+    "what happens when I hit the rate limit",
+    "streaming events",
+    "retry after an overloaded error",
+    "rate-limit per minute",
+    "where does the api_key go",  # one term, two FTS5 tokens: a phrase
+    "json schema for tools",
+]
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Path:
+    path = tmp_path / "index.sqlite"
+    with sqlite3.connect(path) as db:
+        for statement in statements():
+            db.execute(statement)
+        db.executemany(
+            "INSERT INTO chunks (chunk_id, doc_id, source, title, heading, url, text, position,"
+            " embedding) VALUES (?, ?, 'docs', ?, ?, '', ?, 0, x'')",
+            [(f"c{n}", f"d{n}", *passage) for n, passage in enumerate(PASSAGES)],
+        )
+    return path
+
+
+def test_it_ranks_as_the_search_does_at_fts5s_constants(index: Path) -> None:
+    lexical = Lexical(index)
+    for query in QUERIES:
+        ours = [r.key for r in lexical.rank(lexical.query(query), *SHIPPED)]
+        assert ours, query
+        assert ours == lexical.fts5(query), query
+
+
+@pytest.mark.parametrize(
+    ("query", "match", "found"),
+    [
+        ("rate limit", '"rate" OR "limit"', 3),
+        # "api_key" is the phrase "api key" to FTS5: where the two are apart, it isn't there.
+        ("api_key header", '"api_key" OR "header"', 1),
+    ],
+)
+def test_its_scores_are_fts5s_bm25(index: Path, query: str, match: str, found: int) -> None:
+    lexical = Lexical(index)
+    ours = {r.key: r.score for r in lexical.rank(lexical.query(query), *SHIPPED)}
+    with sqlite3.connect(index) as db:
+        real = db.execute(
+            "SELECT chunk_id, -bm25(chunks_fts, ?, ?, ?, ?) FROM chunks_fts"
+            " JOIN chunks ON chunks.id = chunks_fts.rowid WHERE chunks_fts MATCH ?",
+            (*WEIGHTS.values(), match),
+        ).fetchall()
+    assert len(real) == len(ours) == found
+    assert ours == {key: pytest.approx(score) for key, score in real}
+
+
+def test_other_constants_change_the_scores(index: Path) -> None:
+    lexical = Lexical(index)
+    postings = lexical.query("rate limit error")
+    shipped = {r.key: r.score for r in lexical.rank(postings, *SHIPPED)}
+    flatter = {r.key: r.score for r in lexical.rank(postings, 1.2, 0.0)}
+    assert shipped.keys() == flatter.keys()
+    assert shipped != flatter

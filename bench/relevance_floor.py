@@ -12,7 +12,7 @@ The measure is the engine's own (`closest_passage`: the vector side's best cosin
 - **Bundled docs, reported only:** the 60 chat questions `bench.auto_channel` sends, against
   `docs/`, split by `tests/data/bundled_docs_questions.json`. Not used to choose anything.
 
-The indices are built once into `.bot/bench/floor-*` (SciFact takes about 10 minutes to embed
+The indices are built once into `.bot/bench/floor/` (SciFact takes about 10 minutes to embed
 without the embedding cache; the repository's `.bot/embedding-cache.sqlite` keeps the vectors),
 then reused.
 

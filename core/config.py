@@ -445,7 +445,16 @@ class OpenAICompatibleSettings(_Section):
 
 
 _SNOWFLAKE = r"\d{1,25}"  # a Discord id
-_ESCALATION_TARGET = re.compile(rf"[UWS][A-Z0-9]{{2,30}}|(?:user|role):{_SNOWFLAKE}")
+# Who "Still need help?" may mention, by platform: a Slack user (U/W) or user group (S), a
+# Discord user or role. A target of the other platform would be posted as text, pinging nobody.
+_ESCALATION_TARGETS = {
+    "slack": re.compile(r"[UWS][A-Z0-9]{2,30}"),
+    "discord": re.compile(rf"(?:user|role):{_SNOWFLAKE}"),
+}
+_ESCALATION_FORMS = {
+    "slack": "a Slack user (U0123ABC) or user group (S0123ABC) id",
+    "discord": "a Discord user:ID or role:ID",
+}
 # The keys the adapters look a channel's policy up by: `slack/TEAM/CHANNEL` (a DM's channel is
 # a D... id) and `discord/GUILD/CHANNEL` or `discord/dm/CHANNEL`; an entry is one of them or a
 # whole-segment prefix of one. Ids as the platforms write them: a name (`slack/general`) or a
@@ -468,6 +477,17 @@ CHANNEL_FORMS = (
 def is_channel_prefix(key: str) -> bool:
     """Whether `key` is a channel's key, or a prefix of one, as the adapters build them."""
     return _CHANNEL_PREFIX.fullmatch(key) is not None
+
+
+def escalation_platform(target: str) -> str | None:
+    """The platform that can mention `target` (`slack`, `discord`), or None for neither."""
+    return next(
+        (name for name, form in _ESCALATION_TARGETS.items() if form.fullmatch(target)), None
+    )
+
+
+def _platform_of(key: str) -> str:
+    return key.split("/", 1)[0]
 
 
 _CRON_FIELDS = 5
@@ -548,10 +568,10 @@ class ChannelPolicy(_Section):
         """Only ids, each of a kind the platforms can mention: the one place a mention may
         come from, so nothing else can be smuggled in."""
         for target in value or []:
-            if not _ESCALATION_TARGET.fullmatch(target):
+            if escalation_platform(target) is None:
                 raise ValueError(
-                    f"{target!r} is not an escalation target: a Slack user (U0123ABC) or user "
-                    "group (S0123ABC) id, or a Discord user:ID or role:ID"
+                    f"{target!r} is not an escalation target: "
+                    + " or ".join(_ESCALATION_FORMS.values())
                 )
         return value
 
@@ -607,7 +627,16 @@ class ChannelSettings(_Section):
     @field_validator("policies")
     @classmethod
     def _policy_prefixes(cls, value: dict[str, ChannelPolicy]) -> dict[str, ChannelPolicy]:
-        return dict(_check_prefixes(value))
+        _check_prefixes(value)
+        for prefix, policy in value.items():
+            platform = _platform_of(prefix)
+            for target in policy.escalate_to or []:
+                if escalation_platform(target) != platform:
+                    raise ValueError(
+                        f"{prefix}: escalate_to {target!r} can't be mentioned in {platform}: "
+                        f"use {_ESCALATION_FORMS[platform]}"
+                    )
+        return value
 
 
 def checked_cron(value: str) -> str:
@@ -837,7 +866,13 @@ class Settings(_Section):
             sources=tuple(merged["sources"] or ()),
             web_search=bool(web),
             matched=tuple(matched),
-            escalate_to=tuple(merged["escalate_to"] or ()),
+            # `channels.default` may name both platforms' targets: each mentions its own.
+            escalate_to=tuple(
+                target
+                for target in merged["escalate_to"] or ()
+                if _platform_of(key) not in _ESCALATION_TARGETS
+                or escalation_platform(target) == _platform_of(key)
+            ),
             private=bool(merged["private"]),
             reactions=bool(merged["reactions"]),
             min_relevance=float(merged["min_relevance"] or 0.0),

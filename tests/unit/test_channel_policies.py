@@ -179,7 +179,25 @@ def test_escalation_targets_are_ids_only(target: str) -> None:
         _settings(**{"slack/T1": ChannelPolicy(escalate_to=[target])})
 
 
-def test_escalation_targets_of_both_platforms_are_accepted() -> None:
-    targets = ["U0ESC1", "W0ESC2", "S0GROUP", "user:123456789", "role:987654321"]
-    settings = _settings(**{"slack/T1": ChannelPolicy(escalate_to=targets)})
-    assert settings.policy("slack/T1/C1").escalate_to == tuple(targets)
+def test_the_default_may_name_both_platforms_targets_and_each_mentions_its_own() -> None:
+    slack, discord = ["U0ESC1", "W0ESC2", "S0GROUP"], ["user:123456789", "role:987654321"]
+    default = ChannelPolicy(escalate_to=[*slack, *discord])
+    settings = Settings(channels=ChannelSettings(default=default))
+    assert settings.policy("slack/T1/C1").escalate_to == tuple(slack)
+    assert settings.policy("discord/1/2").escalate_to == tuple(discord)
+    assert settings.policy("discord/dm/2").escalate_to == tuple(discord)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "target"),
+    [
+        ("slack/T1", "role:333"),
+        ("slack", "user:1"),
+        ("discord/1/2", "U0ONCALL"),
+        ("discord", "S0G"),
+    ],
+)
+def test_a_platforms_entry_refuses_the_other_platforms_targets(prefix: str, target: str) -> None:
+    """They would be posted as text, "<@role:333>", and ping nobody."""
+    with pytest.raises(ValueError, match=f"{prefix}: escalate_to '{target}' can't be mentioned"):
+        _settings(**{prefix: ChannelPolicy(escalate_to=[target])})

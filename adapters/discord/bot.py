@@ -25,6 +25,7 @@ from adapters.discord.components import (
     attach,
     escalation,
     feedback_view,
+    key_of_channel,
     view_argument,
 )
 from adapters.discord.render import answer_embeds
@@ -104,19 +105,19 @@ class DocsBot(discord.Client):
 
     @app_commands.describe(question="What you want to know")
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
-        guild = interaction.guild_id or 0
-        policy = self.policies(f"discord/{guild}/{interaction.channel_id}")
-        if policy.trigger == "off":
+        policy = self.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
+        # A direct message is always answered, whatever its `trigger`, as a DM's message is.
+        if policy.trigger == "off" and interaction.guild_id:
             await interaction.response.send_message(NOT_HERE, ephemeral=True)
             return
         if policy.private:
-            await self._ask_privately(interaction, question, guild)
+            await self._ask_privately(interaction, question)
             return
         escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            key, answer, answer_id = await self._answer_command(interaction, question, guild)
+            key, answer, answer_id = await self._answer_command(interaction, question)
             embeds = self.embeds_of(answer)
             first_view = (
                 feedback_view(answer_id, escalate=escalate)
@@ -153,10 +154,10 @@ class DocsBot(discord.Client):
             await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
 
     async def _answer_command(
-        self, interaction: discord.Interaction[Any], question: str, guild: int
+        self, interaction: discord.Interaction[Any], question: str
     ) -> tuple[str, Answer, str | None]:
         """A `/ask`'s conversation key, its answer, and the id it was recorded under."""
-        key = f"discord/{guild}/{interaction.channel_id}/{interaction.id}"
+        key = f"{key_of_channel(interaction.guild_id, interaction.channel_id)}/{interaction.id}"
         answer = await self.engine.answer(
             Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
         )
@@ -169,15 +170,13 @@ class DocsBot(discord.Client):
             max_sources=self.settings.max_sources,
         )
 
-    async def _ask_privately(
-        self, interaction: discord.Interaction[Any], question: str, guild: int
-    ) -> None:
+    async def _ask_privately(self, interaction: discord.Interaction[Any], question: str) -> None:
         """A `private` channel: the answer only the asker sees (ephemeral), with a button to
         share it; no thread, since one can't open from an ephemeral message."""
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            _, answer, answer_id = await self._answer_command(interaction, question, guild)
+            _, answer, answer_id = await self._answer_command(interaction, question)
             embeds = self.embeds_of(answer)
             for n, embed in enumerate(embeds, start=1):
                 view = discord.ui.View(timeout=None)
@@ -232,7 +231,7 @@ class DocsBot(discord.Client):
             message.guild.id if message.guild else None
         )
         if guild is None:
-            await self._answer_in_place(message, f"discord/dm/{message.channel.id}", "")
+            await self._answer_in_place(message, key_of_channel(None, message.channel.id), "")
             return
         key = _thread_key(message.channel.id)
         try:
@@ -244,7 +243,7 @@ class DocsBot(discord.Client):
             if message.id == message.channel.id:  # a thread's first message: a forum post?
                 await self._answer_forum_post(message, guild)
                 return
-            policy = self.policies(f"discord/{guild}/{message.channel.id}")
+            policy = self.policies(key_of_channel(guild, message.channel.id))
             if policy.trigger == "auto" and not (self.user and self.user in message.mentions):
                 await self._answer_unasked(message, guild, policy)
         except Exception:
@@ -277,7 +276,7 @@ class DocsBot(discord.Client):
         forum: dict[str, Any] = dict(await self.http.get_channel(int(parent)))
         if forum.get("type") != discord.ChannelType.forum.value:
             return
-        channel_key = f"discord/{guild}/{parent}"
+        channel_key = key_of_channel(guild, int(parent))
         policy = self.policies(channel_key)
         if policy.trigger != "auto":
             return
@@ -324,7 +323,7 @@ class DocsBot(discord.Client):
         """`message`'s text answered in a thread opened from it (an `unasked` question, or a
         message someone asked about with the context menu or a reaction). False when nothing
         was posted (an unasked answer not grounded enough to post)."""
-        key = f"discord/{guild}/{message.channel.id}/{message.id}"
+        key = f"{key_of_channel(guild, message.channel.id)}/{message.id}"
         answer = await self.engine.answer(
             Question("discord", key, asker, message.content, ChannelKind.CHANNEL, unasked=unasked)
         )
@@ -344,7 +343,7 @@ class DocsBot(discord.Client):
         thread_key = _thread_key(thread.id)
         await self.state.remember_thread(thread_key)
         await self.store.append(thread_key, Turn(message.content, answer.text))
-        channel = f"discord/{guild}/{message.channel.id}"
+        channel = key_of_channel(guild, message.channel.id)
         answer_id = await self._record(thread_key, message.content, answer, channel=channel)
         await self._send_answer(thread, answer_id, answer, escalate=bool(policy.escalate_to))
         if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not unasked:
@@ -359,7 +358,7 @@ class DocsBot(discord.Client):
         """ "Ask the docs about this" on a message: its text is the question, answered in a
         thread opened from it; the person who asked is told where, privately."""
         guild = interaction.guild_id or 0
-        policy = self.policies(f"discord/{guild}/{interaction.channel_id}")
+        policy = self.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
         if policy.trigger == "off" or not message.content.strip():
             reason = NOT_HERE if policy.trigger == "off" else NOTHING_TO_ASK
             await interaction.response.send_message(reason, ephemeral=True)
@@ -381,7 +380,7 @@ class DocsBot(discord.Client):
             return
         if self.user and payload.user_id == self.user.id:
             return
-        policy = self.policies(f"discord/{payload.guild_id}/{payload.channel_id}")
+        policy = self.policies(key_of_channel(payload.guild_id, payload.channel_id))
         if policy.trigger == "off" or not policy.reactions:
             return
         try:
@@ -473,7 +472,7 @@ class DocsBot(discord.Client):
                 channel = await self.fetch_channel(message.channel.id)
         parent = getattr(channel, "parent_id", None)
         guild = getattr(channel, "guild", None) or message.guild
-        return f"discord/{guild.id}/{parent}" if parent and guild else ""
+        return key_of_channel(guild.id, parent) if parent and guild else ""
 
     async def _seed_history(self, message: discord.Message, key: str) -> None:
         """The thread's latest turns from Discord when our store lost them: fetched newest

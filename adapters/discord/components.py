@@ -41,6 +41,12 @@ ALREADY_CALLED = "Help has already been called for this answer."
 MAX_FORUM_TAGS = 5  # Discord's limit of tags on one forum post
 
 
+def key_of_channel(guild: int | None, channel: int | None) -> str:
+    """A channel's key, as policies name it: `discord/GUILD/CHANNEL`, or `discord/dm/CHANNEL`
+    for a direct message (whose interactions and events carry no guild)."""
+    return f"discord/{guild or 'dm'}/{channel}"
+
+
 class _KeyedButton:
     """Mixed into a persistent button (a `DynamicItem` whose template names one `key`): built
     from its custom id, so a click works after a restart. Subclasses say the prefix, label
@@ -154,7 +160,7 @@ class EscalateButton(
         channel = interaction.channel
         parent = getattr(channel, "parent_id", None) or interaction.channel_id
         targets = (
-            bot.policies(f"discord/{interaction.guild_id}/{parent}").escalate_to if bot else ()
+            bot.policies(key_of_channel(interaction.guild_id, parent)).escalate_to if bot else ()
         )
         known = bot is not None and await bot.state.recorded_answer(self.key) is not None
         if bot is None or not targets or channel is None or not known:
@@ -201,7 +207,7 @@ class ShareButton(
         if not await bot.state.first_delivery(f"discord-share:{self.key}"):
             await interaction.response.send_message(ALREADY_SHARED, ephemeral=True)
             return
-        policy = bot.policies(f"discord/{interaction.guild_id}/{interaction.channel_id}")
+        policy = bot.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
         embeds = bot.embeds_of(kept.answer)
         view = feedback_view(self.key, escalate=bool(policy.escalate_to))
         await interaction.response.send_message(

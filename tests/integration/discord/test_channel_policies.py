@@ -161,6 +161,25 @@ async def test_direct_messages_are_answered_with_their_own_memory(discord_factor
         await stop()
 
 
+async def test_ask_in_a_direct_message_obeys_the_dm_policy_and_is_never_refused(
+    discord_factory,
+) -> None:
+    """`discord/dm` governs `/ask` in a DM as it does a DM's messages: its sources apply, and
+    its `trigger` does not (a DM is always answered). The answer is logged under the DM."""
+    dm_policy = ChannelPolicy(sources=["handbook"], trigger="off")
+    harness, stop = await discord_factory(policies={"discord/dm": dm_policy})
+    try:
+        harness.interaction(ask_payload(QUESTION, guild=False))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        sent = harness.emulator.called("POST", "/webhooks/")[0]
+        assert "couldn't find anything" in sent["embeds"][0]["description"]
+        assert "ingesting.md" not in json.dumps(sent)
+        [logged] = await harness.state.answer_log(0)
+        assert logged.channel == f"discord/dm/{CHANNEL_ID}"
+    finally:
+        await stop()
+
+
 async def _settle(seconds: float = 0.5) -> None:
     """Give background listeners time to do something they should not do."""
     await asyncio.sleep(seconds)

@@ -244,7 +244,12 @@ class DocsBot(discord.Client):
                 await self._answer_forum_post(message, guild)
                 return
             policy = self.policies(key_of_channel(guild, message.channel.id))
-            if policy.trigger == "auto" and not (self.user and self.user in message.mentions):
+            mentioned = bool(self.user and self.user in message.mentions)
+            if (
+                policy.trigger == "auto"
+                and not mentioned
+                and not _cannot_be_private(policy, "unasked question")
+            ):
                 await self._answer_unasked(message, guild, policy)
         except Exception:
             log.exception("message_not_handled", platform="discord")
@@ -278,7 +283,7 @@ class DocsBot(discord.Client):
             return
         channel_key = key_of_channel(guild, int(parent))
         policy = self.policies(channel_key)
-        if policy.trigger != "auto":
+        if policy.trigger != "auto" or _cannot_be_private(policy, "forum post"):
             return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
@@ -356,12 +361,16 @@ class DocsBot(discord.Client):
         self, interaction: discord.Interaction[Any], message: discord.Message
     ) -> None:
         """ "Ask the docs about this" on a message: its text is the question, answered in a
-        thread opened from it; the person who asked is told where, privately."""
+        thread opened from it; the person who asked is told where, privately. In a `private`
+        channel the answer itself is for them alone, with "Share with the channel"."""
         guild = interaction.guild_id or 0
         policy = self.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
         if policy.trigger == "off" or not message.content.strip():
             reason = NOT_HERE if policy.trigger == "off" else NOTHING_TO_ASK
             await interaction.response.send_message(reason, ephemeral=True)
+            return
+        if policy.private:  # the answer for the person who asked, as a private `/ask`'s
+            await self._ask_privately(interaction, message.content)
             return
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
@@ -382,6 +391,8 @@ class DocsBot(discord.Client):
             return
         policy = self.policies(key_of_channel(payload.guild_id, payload.channel_id))
         if policy.trigger == "off" or not policy.reactions:
+            return
+        if _cannot_be_private(policy, "reaction"):
             return
         try:
             if not await self.state.first_delivery(f"discord-reaction:{payload.message_id}"):
@@ -518,6 +529,15 @@ class DocsBot(discord.Client):
             log.warning("answer_not_recorded", platform="discord", exc_info=True)
             return None
         return None if answer.status is AnswerStatus.ERROR else answer_id
+
+
+def _cannot_be_private(policy: ResolvedPolicy, what: str) -> bool:
+    """A `private` channel's answers are for the asker alone, and Discord shows a message to
+    one person only as a reply to their command: what comes without one (a message nobody
+    asked the bot about, a forum post, a reaction) is left unanswered there, and logged."""
+    if policy.private:
+        log.info("not_answered", platform="discord", reason=f"{what} in a private channel")
+    return policy.private
 
 
 def _thread_key(thread_id: int) -> str:

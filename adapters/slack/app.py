@@ -223,7 +223,8 @@ class SlackBot:
         policy: ResolvedPolicy,
     ) -> None:
         """A channel message nobody asked the bot about, in an `auto` channel: answered in its
-        thread when it reads as a question (`questions_only`) and, with
+        thread (for the poster alone in a `private` channel) when it reads as a question
+        (`questions_only`) and, with
         `answer_only_when_grounded`, only when the answer stands on verified citations;
         otherwise nothing is posted and the abstention is logged. Nothing is shown while the
         answer is written, since it may never be posted."""
@@ -244,6 +245,10 @@ class SlackBot:
                 log.info("abstained", platform="slack", status=answer.status.value)
                 metrics.HELD_BACK.labels("slack").inc()
                 await self._record(key, text, answer, posted=False)
+                return
+            if policy.private:  # for the poster alone, as an answer they asked for would be
+                answer_id = await self._record(key, text, answer)
+                await self._post_privately(client, channel, event["user"], ts, answer, answer_id)
                 return
             await self._state.remember_thread(key)
             answer_id = await self._record(key, text, answer)
@@ -330,20 +335,33 @@ class SlackBot:
                 Question("slack", key, user, text, ChannelKind.THREAD)
             )
             answer_id = await self._record(key, text, answer)
-            for message in self._messages(answer, answer_id, share=True):
-                await client.chat_postEphemeral(
-                    channel=channel,
-                    user=user,
-                    thread_ts=thread_ts,
-                    text=message.text,
-                    blocks=message.blocks,
-                )
+            await self._post_privately(client, channel, user, thread_ts, answer, answer_id)
         except Exception:
             log.exception("private_answer_failed", platform="slack", channel=channel)
             with contextlib.suppress(SlackApiError):
                 await client.chat_postEphemeral(
                     channel=channel, user=user, thread_ts=thread_ts, text=APOLOGY
                 )
+
+    async def _post_privately(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        user: str,
+        thread_ts: str | None,
+        answer: Answer,
+        answer_id: str | None,
+    ) -> None:
+        """The answer as messages only `user` sees, in the thread, with "Share with the
+        channel" under the last."""
+        for message in self._messages(answer, answer_id, share=True):
+            await client.chat_postEphemeral(
+                channel=channel,
+                user=user,
+                thread_ts=thread_ts,
+                text=message.text,
+                blocks=message.blocks,
+            )
 
     async def _on_share(
         self, ack: Any, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient

@@ -348,6 +348,57 @@ async def test_reactions_can_be_turned_off_per_channel(discord_factory) -> None:
         await stop()
 
 
+async def test_a_private_channel_answers_the_message_menu_for_the_asker_alone(
+    discord_factory,
+) -> None:
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(private=True)})
+    try:
+        harness.interaction(context_menu_payload(channel_message(QUESTION)))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [private] = harness.emulator.called("POST", "/webhooks/")
+        assert private["flags"] == 64
+        assert "ingesting.md" in json.dumps(private["embeds"])
+        buttons = [c["custom_id"] for row in private["components"] for c in row["components"]]
+        assert any(b.startswith("docbot:share:") for b in buttons)
+        assert harness.emulator.threads == []
+    finally:
+        await stop()
+
+
+async def _left_unanswered(harness, what: str, send) -> None:
+    """`send` done, and the bot says it left `what` unanswered, having posted nothing."""
+    with structlog.testing.capture_logs() as logs:
+        send()
+        await harness.until(lambda: any(e["event"] == "not_answered" for e in logs))
+        await _settle()
+    [said] = [e for e in logs if e["event"] == "not_answered"]
+    assert said["reason"] == f"{what} in a private channel"
+    assert harness.emulator.threads == []
+    assert harness.emulator.called("POST", "/messages") == []
+
+
+async def test_a_private_channel_leaves_what_no_command_asked_unanswered(discord_factory) -> None:
+    """Discord shows a message to one person only as a reply to their command, so in a
+    `private` channel an unasked question, a reaction and a forum post get no public answer."""
+    private = ChannelPolicy(trigger="auto", private=True)
+    harness, stop = await discord_factory(policies={HERE: private, FORUM: private})
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        await _left_unanswered(
+            harness, "unasked question", lambda: harness.gateway_message(channel_message(QUESTION))
+        )
+        await _left_unanswered(
+            harness,
+            "reaction",
+            lambda: harness.bot._connection.parse_message_reaction_add(reaction(target)),
+        )
+        post = forum_post(harness, "881", "Re-ingesting", QUESTION)
+        await _left_unanswered(harness, "forum post", lambda: harness.gateway_message(post))
+    finally:
+        await stop()
+
+
 FORUM = f"discord/{GUILD_ID}/{FORUM_ID}"
 
 

@@ -277,6 +277,23 @@ async def test_private_answers_go_to_the_asker_and_can_be_shared_once(slack_fact
         await stop()
 
 
+async def test_a_private_auto_channel_answers_the_poster_alone(slack_factory) -> None:
+    harness, stop = await slack_factory(None, **policy(trigger="auto", private=True))
+    ts = "1700000000.001400"
+    try:
+        await harness.event(message_event(ts, QUESTION), "Ev1")
+        await harness.until(lambda: bool(harness.emulator.called("chat.postEphemeral")))
+        [private] = harness.emulator.called("chat.postEphemeral")
+        assert (private["user"], private["thread_ts"]) == ("U2", ts)
+        assert "ingesting.md" in json.dumps(private["blocks"])
+        buttons = [e for b in private["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        assert SHARE_ANSWER in [b["action_id"] for b in buttons]
+        await harness.settle()
+        assert posted(harness) == []  # nothing public
+    finally:
+        await stop()
+
+
 def shortcut_payload(message_ts: str, text: str, trigger: str = "t-1", channel: str = "C1") -> str:
     payload = {
         "type": "message_action",

@@ -210,7 +210,7 @@ def build_scheduler(
         job_defaults={
             "coalesce": True,  # after downtime, one catch-up run, not one per missed slot
             "max_instances": 1,
-            "misfire_grace_time": int(settings.misfire_grace_s),
+            "misfire_grace_time": settings.misfire_grace_s,
         },
     )
     scheduler.add_job(job.run, trigger, id=PRUNE_JOB, name="prune learned keywords")

@@ -659,7 +659,8 @@ class KeywordSettings(_Section):
     min_age_days: float = Field(30, gt=0)
     min_uses: int = Field(2, ge=0)
     down_votes: int = Field(2, ge=1)
-    misfire_grace_s: float = Field(300, gt=0)
+    # Whole seconds: APScheduler refuses anything else, and only once `bot clock` starts.
+    misfire_grace_s: int = Field(300, ge=1)
     lock_ttl_s: float = Field(3_600, gt=0)
     settle_s: float = Field(600, ge=0)
 

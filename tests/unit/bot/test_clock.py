@@ -82,6 +82,24 @@ def test_runs_closer_together_than_the_grace_still_get_their_own_slot() -> None:
     assert prune.slot(datetime(2026, 11, 24, 3, 20, 0, 5, tzinfo=UTC)) == "2026-11-24T03:20:00Z"
 
 
+@pytest.mark.parametrize("grace", ["0.5", "0", "-3"])
+def test_a_misfire_grace_apscheduler_would_refuse_fails_when_settings_load(grace: str) -> None:
+    """APScheduler takes only a positive whole number of seconds: a fraction passed the
+    settings and stopped `bot clock` at start, after a deploy had gone green."""
+    with pytest.raises(ConfigError, match=r"keywords\.misfire_grace_s"):
+        load_settings(environ={"BOT_KEYWORDS__MISFIRE_GRACE_S": grace})
+
+
+async def test_the_smallest_misfire_grace_the_settings_take_starts_the_scheduler() -> None:
+    settings = load_settings(environ={"BOT_KEYWORDS__MISFIRE_GRACE_S": "1"}).keywords
+    scheduler = build_scheduler(settings, job(settings), prune_trigger(settings))
+    scheduler.start(paused=True)
+    try:
+        assert scheduler.get_job(PRUNE_JOB).misfire_grace_time == 1
+    finally:
+        scheduler.shutdown(wait=False)
+
+
 def test_a_claim_must_outlive_a_late_start() -> None:
     with pytest.raises(ValueError, match="lock_ttl_s must be longer than misfire_grace_s"):
         KeywordSettings(lock_ttl_s=60, misfire_grace_s=300)

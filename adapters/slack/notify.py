@@ -1,4 +1,5 @@
-"""Posting a re-checked answer in its Slack thread (`core.insights.stale.Notifier`)."""
+"""Posting a re-checked answer in its Slack thread (`core.insights.stale.Notifier`): never
+where the channel answers privately, nor where the bot is switched off."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.render import answer_messages, context_block
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer
+from core.domain.insights import LoggedAnswer
+from core.insights.stale import Reach
 
 _KEY_PARTS = 4  # slack/TEAM/CHANNEL/THREAD_TS (or "direct")
+# A direct message's channel id: answered whatever the channels' trigger, as the app does.
+_DIRECT_MESSAGE = "D"
 
 
 class SlackNotifier:
@@ -24,16 +29,30 @@ class SlackNotifier:
         self._settings = settings
         self._policies = policies
 
-    async def post_update(self, conversation_key: str, preface: str, answer: Answer) -> bool:
-        """In the answer's thread, as a new message (no feedback buttons: the update is not a
-        logged answer of its own). Never where the channel answers privately: the thread
-        belongs to the asker's message, and the answer was theirs alone."""
+    def reach(self, entry: LoggedAnswer) -> Reach:
+        """Never where the channel answers privately (the thread belongs to the asker's
+        message, and the answer was theirs alone), nor in a channel whose trigger is off (a
+        direct message is answered whatever the trigger, so it is updated too)."""
+        return self._reach(entry.conversation_key)
+
+    def _reach(self, conversation_key: str) -> Reach:
         parts = conversation_key.split("/")
         if len(parts) != _KEY_PARTS or parts[0] != "slack":
+            return Reach.NOWHERE
+        _, team, channel, _ = parts
+        policy = self._policies(f"slack/{team}/{channel}")
+        if policy.private:
+            return Reach.NOWHERE
+        if policy.trigger == "off" and not channel.startswith(_DIRECT_MESSAGE):
+            return Reach.SILENCED
+        return Reach.THREAD
+
+    async def post_update(self, conversation_key: str, preface: str, answer: Answer) -> bool:
+        """In the answer's thread, as a new message (no feedback buttons: the update is not a
+        logged answer of its own); False wherever `reach` finds no place for it."""
+        if self._reach(conversation_key) is not Reach.THREAD:
             return False
-        _, team, channel, thread = parts
-        if self._policies(f"slack/{team}/{channel}").private:
-            return False
+        _, _, channel, thread = conversation_key.split("/")
         s = self._settings
         messages = answer_messages(
             answer,

@@ -4,9 +4,12 @@ given.
 Every citation remembers its passage (id and a fingerprint of its text, `passage_fingerprint`).
 A logged answer is stale when a passage it cited is gone from the index or reads differently
 now. Re-checking one asks its question again, on its own (not in its old conversation, whose
-earlier answer would colour the new one), and posts the new answer in the original thread only
-when it stands on verified citations and says something else; each answer is re-checked once,
-claimed first so that two processes never both post.
+earlier answer would colour the new one) but under the policy of the channel it was asked in
+(its sources, its web search: an update must not quote what that channel may not see), and
+posts the new answer in the original thread only when it stands on verified citations and says
+something else; each answer is re-checked once, claimed first so that two processes never both
+post. Nothing is re-asked for a thread with no place for an update, nor for a channel where the
+bot is switched off (`trigger: off`): it says nothing there, updates included.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Literal, Protocol
 
 import structlog
@@ -54,11 +58,24 @@ class RecheckReport:
     unchanged: list[str] = field(default_factory=list)  # the new answer says the same
     not_grounded: list[str] = field(default_factory=list)  # nothing that stands to post instead
     undeliverable: list[str] = field(default_factory=list)  # no thread to post in
+    silenced: list[str] = field(default_factory=list)  # asked where the bot is switched off now
     already_checked: int = 0
+
+
+class Reach(Enum):
+    """Where an update to an answer can go."""
+
+    THREAD = "thread"  # the answer's thread, or the direct message it was given in
+    NOWHERE = "nowhere"  # the answer was the asker's alone (private, ephemeral): no thread
+    SILENCED = "silenced"  # its channel's trigger is off: the bot says nothing there
 
 
 class Notifier(Protocol):
     """Posts a re-checked answer in the thread of a conversation, on its platform."""
+
+    def reach(self, entry: LoggedAnswer) -> Reach:
+        """Where an update to this answer would go, by the platform's rules and the policy
+        of the channel it was given in, as that policy reads now."""
 
     async def post_update(self, conversation_key: str, preface: str, answer: Answer) -> bool:
         """False when the conversation has no thread to post in (a private answer)."""
@@ -104,9 +121,21 @@ async def recheck(
         if not await records.claim_recheck(entry.answer_id):
             report.already_checked += 1
             continue
+        reach = notifier.reach(entry)
+        if reach is not Reach.THREAD:  # not worth a model's answer: nowhere to post it
+            gone = report.silenced if reach is Reach.SILENCED else report.undeliverable
+            gone.append(entry.answer_id)
+            continue
         key = f"recheck/{entry.answer_id}"
         fresh = await engine.answer(
-            Question(entry.platform, key, "", entry.question, ChannelKind.THREAD)
+            Question(
+                entry.platform,
+                key,
+                "",
+                entry.question,
+                ChannelKind.THREAD,
+                channel_key=asked_in(entry),
+            )
         )
         if not _stands(fresh, entry):
             report.not_grounded.append(entry.answer_id)
@@ -124,8 +153,20 @@ async def recheck(
         unchanged=len(report.unchanged),
         not_grounded=len(report.not_grounded),
         undeliverable=len(report.undeliverable),
+        silenced=len(report.silenced),
     )
     return report
+
+
+def asked_in(entry: LoggedAnswer) -> str:
+    """The key the answer's channel policy was looked up under when it was given (its
+    question's `scope`): the conversation key where it lies in the logged channel (a Slack
+    thread, which a `web_search.channels` entry may name), else the logged channel (a Discord
+    thread's key names only the thread; the channel it hangs off is what was logged)."""
+    key = entry.conversation_key
+    if not entry.channel or key == entry.channel or key.startswith(entry.channel + "/"):
+        return key
+    return entry.channel
 
 
 def _stands(fresh: Answer, entry: LoggedAnswer) -> bool:

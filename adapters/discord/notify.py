@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import aiohttp
 import discord
 from discord.http import HTTPClient, handle_message_parameters
 
@@ -12,12 +13,16 @@ from adapters.discord.render import answer_embeds, message_groups
 from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer
 from core.domain.insights import LoggedAnswer
-from core.insights.stale import Reach
+from core.insights.stale import Reach, UpdateFailed
 
 # The conversation keys with a place to post in: a thread the bot opened, or a DM channel.
 # Others (an ephemeral `/ask`) were the asker's alone: never posted to.
 _POSTABLE = ("thread", "dm")
 _KEY_PARTS = 3
+# Refusals that trying again can't mend: the channel is gone (404) or closed to the bot (403),
+# or the thread is archived and locked (Discord's code for it).
+_GONE_STATUSES = frozenset({403, 404})
+_ARCHIVED_THREAD = 50083
 
 
 class DiscordNotifier:
@@ -55,15 +60,33 @@ class DiscordNotifier:
             description_chars=self._settings.description_chars,
             max_sources=self._settings.max_sources,
         )
-        for n, group in enumerate(message_groups(embeds)):
+        groups = message_groups(embeds)
+        for n, group in enumerate(groups):
             params = handle_message_parameters(
                 content=preface if n == 0 else None,
                 embeds=group,
                 allowed_mentions=discord.AllowedMentions.none(),
             )
             with params:
-                await self._http.send_message(place[1], params=params)
+                try:
+                    await self._http.send_message(place[1], params=params)
+                except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                    raise _failed(exc, posted=n, of=len(groups)) from None
         return True
+
+
+def _failed(exc: Exception, *, posted: int, of: int) -> UpdateFailed:
+    """Discord's status and error code (or the exception's type: a network failure), and
+    whether a retry can help: not where the channel is gone, nor once part of the update is
+    in the thread."""
+    if isinstance(exc, discord.HTTPException):
+        reason = f"HTTP {exc.status} (code {exc.code})"
+        gone = exc.status in _GONE_STATUSES or exc.code == _ARCHIVED_THREAD
+    else:
+        reason, gone = type(exc).__name__, False
+    if posted:
+        return UpdateFailed(f"{reason} after {posted} of {of} messages", permanent=True)
+    return UpdateFailed(reason, permanent=gone)
 
 
 def _place(conversation_key: str) -> tuple[str, int] | None:

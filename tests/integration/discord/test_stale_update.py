@@ -4,9 +4,11 @@ where the bot is switched off; never pinging anyone."""
 
 from __future__ import annotations
 
+import pytest
+
 from adapters.discord.notify import DiscordNotifier
 from core.config import ChannelPolicy
-from core.insights.stale import Reach
+from core.insights.stale import Reach, UpdateFailed
 from tests.integration.slack.test_stale_update import logged, updated_answer
 
 
@@ -70,5 +72,36 @@ async def test_no_update_in_a_thread_of_a_channel_where_the_bot_is_switched_off(
         assert notifier.reach(logged("discord/thread/556", "discord/1/20")) is Reach.SILENCED
         assert notifier.reach(logged("discord/dm/557")) is Reach.THREAD
         assert notifier.reach(logged("discord/1/20/558", "discord/1/20")) is Reach.NOWHERE
+    finally:
+        await stop()
+
+
+async def test_a_refused_update_says_why_and_whether_trying_again_can_help(discord_factory) -> None:
+    """The channel gone (404) or closed to the bot (403), a locked archived thread: for good.
+    Discord's servers failing: for now. Refused after the first of several messages: for
+    good, or a retry would post that part twice."""
+    harness, stop = await discord_factory(None)
+    try:
+        notifier = DiscordNotifier(harness.bot.http, harness.bot.settings, harness.bot.policies)
+        harness.emulator.message_failures += [(404, 10003), (403, 50001), (400, 50083), (503, 0)]
+        failures = []
+        for _ in range(4):
+            with pytest.raises(UpdateFailed) as failed:
+                await notifier.post_update("discord/thread/555", "Updated:", updated_answer())
+            failures.append((failed.value.reason, failed.value.permanent))
+        assert failures == [
+            ("HTTP 404 (code 10003)", True),
+            ("HTTP 403 (code 50001)", True),
+            ("HTTP 400 (code 50083)", True),
+            ("HTTP 503 (code 0)", False),
+        ]
+
+        long = updated_answer()
+        long.text = "\n\n".join(["Keys rotate every 30 days [1]. " * 100] * 8)
+        harness.emulator.message_failures += [None, (503, 0)]
+        with pytest.raises(UpdateFailed) as partly:
+            await notifier.post_update("discord/thread/555", "Updated:", long)
+        assert partly.value.permanent
+        assert partly.value.reason.startswith("HTTP 503 (code 0) after 1 of ")
     finally:
         await stop()

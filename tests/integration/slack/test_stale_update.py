@@ -4,11 +4,13 @@ bot is switched off (a direct message is answered, and updated, whatever the tri
 
 from __future__ import annotations
 
+import pytest
+
 from adapters.slack.notify import SlackNotifier
 from core.config import ChannelPolicy
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
 from core.domain.insights import LoggedAnswer, channel_of
-from core.insights.stale import Reach
+from core.insights.stale import Reach, UpdateFailed
 
 
 def logged(conversation_key: str, channel: str = "") -> LoggedAnswer:
@@ -102,5 +104,39 @@ async def test_no_update_where_the_bot_is_switched_off_but_direct_messages_still
         [posted] = harness.emulator.called("chat.postMessage")
         assert posted["channel"] == "D0DM"
         assert not posted.get("thread_ts")
+    finally:
+        await stop()
+
+
+async def test_a_refused_update_says_why_and_whether_trying_again_can_help(slack_factory) -> None:
+    """The channel archived: for good. Slack busy, the network down: for now. Refused after
+    the first of several messages: for good, or a retry would post that part twice. The reason
+    names the error, never the update's words."""
+    harness, stop = await slack_factory(None)
+    try:
+        notifier = SlackNotifier(
+            harness.service.bolt.client, harness.settings.slack, harness.settings.policy
+        )
+        key = "slack/T1/C1/1700000000.000100"
+        # The SDK retries a dropped connection once: both attempts fail.
+        harness.emulator.fail(
+            "chat.postMessage", "is_archived", "internal_error", "disconnect", "disconnect"
+        )
+        failures = []
+        for _ in range(3):
+            with pytest.raises(UpdateFailed) as failed:
+                await notifier.post_update(key, "Updated:", updated_answer())
+            failures.append((failed.value.reason, failed.value.permanent))
+        assert failures[:2] == [("is_archived", True), ("internal_error", False)]
+        assert failures[2][1] is False
+
+        long = updated_answer()
+        long.text = "\n\n".join(["Keys rotate every 30 days [1]. " * 100] * 8)
+        harness.emulator.fail("chat.postMessage", "ok", "internal_error")
+        with pytest.raises(UpdateFailed) as partly:
+            await notifier.post_update(key, "Updated:", long)
+        assert partly.value.permanent
+        assert partly.value.reason.startswith("internal_error after 1 of ")
+        assert all("Keys rotate" not in reason for reason, _ in failures)
     finally:
         await stop()

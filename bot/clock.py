@@ -5,6 +5,11 @@ Exactly one clock is meant to run, but a second one is harmless: each prune clai
 time it was scheduled for) in the shared run locks before doing anything, so of two clocks
 firing for the same slot one prunes and the other logs that it stood aside. Expiry needs no
 claim: deleting what is older than the retention twice deletes nothing the second time.
+
+A stopping clock (SIGTERM, Ctrl-C) starts nothing new, lets the runs under way finish for
+`keywords.shutdown_grace_s`, then cancels the rest and waits (as long again) for them to
+unwind, so that every run lock is released before the stores close: a lock left behind would
+keep the next clock, on a new host that can't tell its holder is gone, off that work for hours.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -37,6 +42,7 @@ EXPIRE_JOB = "expire-answer-log"
 RECHECK_JOB = "recheck-stale-answers"
 DAY_S = 86_400
 _STEP = timedelta(microseconds=1)  # "strictly after" for a trigger's next fire time
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 log = structlog.get_logger(__name__)
 
 
@@ -60,8 +66,6 @@ class PruneJob:
         self._trigger = trigger
         self._grace = timedelta(seconds=settings.misfire_grace_s)
         self._holder = holder
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     def slot(self, now: datetime) -> str:
         """The fire time this run belongs to: the latest one at or before `now` (a run starts
@@ -75,22 +79,15 @@ class PruneJob:
         chosen = latest or scheduled or now  # a clock running a hair early: the coming one
         return chosen.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    async def wait_idle(self) -> None:
-        """Until no prune of this job is running (a stopping clock lets it finish)."""
-        await self._idle.wait()
-
     async def run(self) -> None:
         """A coroutine function, not an async `__call__`: APScheduler's asyncio executor awaits
         only what `iscoroutinefunction` recognises, and runs anything else in a thread."""
         slot = self.slot(datetime.now(UTC))
-        self._idle.clear()
         try:
             report = await self._pruner.prune_claimed(self._holder, slot=slot)
         except Exception:
             log.exception("prune_failed", slot=slot)
             return
-        finally:
-            self._idle.set()
         if report is None:
             log.info(
                 "prune_skipped",
@@ -199,36 +196,92 @@ class SyncJob:
             log.info("source_synced", source=self._source)
 
 
+class RunningJobs:
+    """The clock's runs under way, so that a stopping clock can let them finish for a while,
+    cancel the rest and still see each of them unwind (its run locks released) before the
+    stores close. APScheduler's own shutdown only cancels them, without waiting."""
+
+    def __init__(self) -> None:
+        self._runs: dict[asyncio.Task[Any], str] = {}
+
+    def tracked(
+        self, job_id: str, run: Callable[[], Awaitable[None]]
+    ) -> Callable[[], Coroutine[Any, Any, None]]:
+        """`run`, known while it runs; cancelled by a stopping clock, it says so in one line
+        (APScheduler would log an error with the cancellation's tracebacks)."""
+
+        async def tracked_run() -> None:
+            task = asyncio.current_task()
+            assert task is not None  # APScheduler runs a coroutine job as a task of its own
+            self._runs[task] = job_id
+            try:
+                await run()
+            except asyncio.CancelledError:
+                task.uncancel()  # the clock's own cancellation, handled: the task ends cleanly
+                log.warning(
+                    "job_cancelled", job=job_id, reason="the clock stopped before it finished"
+                )
+            finally:
+                del self._runs[task]
+
+        return tracked_run
+
+    async def stop(self, grace_s: float) -> None:
+        """Let the runs under way finish for `grace_s`, then cancel the rest and wait as long
+        again for them to unwind; one that still has not is named, and left to the loop."""
+        if not self._runs:
+            return
+        _, late = await asyncio.wait(set(self._runs), timeout=grace_s)
+        for task in late:
+            task.cancel()
+        if late:
+            _, stuck = await asyncio.wait(late, timeout=grace_s)
+            for task in stuck:
+                log.warning("job_not_stopped", job=self._runs.get(task, "?"))
+
+
 def build_scheduler(
     settings: KeywordSettings,
     job: PruneJob,
     trigger: BaseTrigger,
     others: Sequence[ScheduledJob] = (),
+    running: RunningJobs | None = None,
 ) -> AsyncIOScheduler:
+    """The scheduler with every job; `running` learns of each run (a clock's shutdown waits
+    for them)."""
+    running = running or RunningJobs()
     scheduler = AsyncIOScheduler(
         timezone=ZoneInfo(settings.timezone),
         job_defaults={
             "coalesce": True,  # after downtime, one catch-up run, not one per missed slot
             "max_instances": 1,
-            "misfire_grace_time": int(settings.misfire_grace_s),
+            "misfire_grace_time": settings.misfire_grace_s,
         },
     )
-    scheduler.add_job(job.run, trigger, id=PRUNE_JOB, name="prune learned keywords")
+    scheduler.add_job(
+        running.tracked(PRUNE_JOB, job.run), trigger, id=PRUNE_JOB, name="prune learned keywords"
+    )
     for other in others:
-        scheduler.add_job(other.run, other.trigger, id=other.job_id, name=other.name)
+        scheduler.add_job(
+            running.tracked(other.job_id, other.run),
+            other.trigger,
+            id=other.job_id,
+            name=other.name,
+        )
     return scheduler
 
 
 async def run_clock(
     settings: KeywordSettings, pruner: KeywordPruner, others: Sequence[ScheduledJob]
 ) -> None:
-    """Run until SIGTERM or SIGINT."""
+    """Run until SIGTERM or SIGINT; then stop as the module says, before the stores close."""
     trigger = prune_trigger(settings)
     job = PruneJob(pruner, trigger, settings, process_holder())
-    scheduler = build_scheduler(settings, job, trigger, others)
+    running = RunningJobs()
+    scheduler = build_scheduler(settings, job, trigger, others, running)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in _STOP_SIGNALS:
         loop.add_signal_handler(signum, stop.set)
     scheduler.start()
     scheduled = scheduler.get_job(PRUNE_JOB)
@@ -242,9 +295,11 @@ async def run_clock(
     try:
         await stop.wait()
     finally:
-        # No new runs; a prune under way finishes (its locks released) before the stores
-        # close; shutting the scheduler down first would cancel it mid-write.
+        # No new runs; those under way finish or unwind (their locks released) before the
+        # stores close: shutting the scheduler down first would cancel them and not wait.
         scheduler.pause()
-        await job.wait_idle()
+        await running.stop(settings.shutdown_grace_s)
         scheduler.shutdown(wait=False)
+        for signum in _STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
         log.info("clock_stopped")

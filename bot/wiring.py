@@ -319,7 +319,7 @@ async def notifiers(settings: Settings) -> AsyncIterator[dict[str, Notifier]]:
             rest = discord.Client(intents=discord.Intents.none())
             closing.append(rest.close)
             await rest.login(discord_token(settings))
-            found["discord"] = DiscordNotifier(rest.http, settings.discord)
+            found["discord"] = DiscordNotifier(rest.http, settings.discord, settings.policy)
         yield found
     finally:
         for close in closing:

@@ -688,7 +688,11 @@ class KeywordSettings(_Section):
     min_age_days: float = Field(30, gt=0)
     min_uses: int = Field(2, ge=0)
     down_votes: int = Field(2, ge=1)
-    misfire_grace_s: float = Field(300, gt=0)
+    # Whole seconds: APScheduler refuses anything else, and only once `bot clock` starts.
+    misfire_grace_s: int = Field(300, ge=1)
+    # `bot clock` stopping: runs under way get this long to finish, then are cancelled and get
+    # as long again to unwind (their run locks released).
+    shutdown_grace_s: float = Field(4.0, ge=0, le=3_600)
     lock_ttl_s: float = Field(3_600, gt=0)
     settle_s: float = Field(600, ge=0)
 

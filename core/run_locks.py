@@ -7,14 +7,18 @@ A lock expires (`ttl_s`) so a holder that died without releasing does not block 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from core.errors import RunLockHeld
 from core.ports import RunLocks
+
+T = TypeVar("T")
 
 
 @asynccontextmanager
@@ -33,7 +37,26 @@ async def run_lock(locks: RunLocks, name: str, ttl_s: float) -> AsyncIterator[No
     try:
         yield
     finally:
-        await locks.release(name, holder)
+        await uninterrupted(locks.release(name, holder))
+
+
+async def uninterrupted(work: Awaitable[T]) -> T:
+    """`work` awaited to its end even when the task awaiting it is cancelled meanwhile; the
+    cancellation is raised once it is done. A release in a `finally` often runs because the
+    task was cancelled (a stopping clock, Ctrl-C), and a second cancellation (the event loop
+    closing) must not cut it short: the lock would then be held for its whole TTL, and another
+    host can't tell that its holder is gone."""
+    task = asyncio.ensure_future(work)
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            interrupted = True  # or `work` itself was cancelled: `result()` raises that below
+    result = task.result()
+    if interrupted:
+        raise asyncio.CancelledError
+    return result
 
 
 async def _take_over_from_the_dead(locks: RunLocks, name: str, holder: str, ttl_s: float) -> bool:

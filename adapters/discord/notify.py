@@ -1,43 +1,99 @@
-"""Posting a re-checked answer in its Discord thread or DM (`core.insights.stale.Notifier`)."""
+"""Posting a re-checked answer in its Discord thread or DM (`core.insights.stale.Notifier`):
+never for an ephemeral answer, nor in a thread of a channel where the bot is switched off."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import aiohttp
 import discord
 from discord.http import HTTPClient, handle_message_parameters
 
 from adapters.discord.render import answer_embeds, message_groups
-from core.config import DiscordSettings
+from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer
+from core.domain.insights import LoggedAnswer
+from core.insights.stale import Reach, UpdateFailed
 
 # The conversation keys with a place to post in: a thread the bot opened, or a DM channel.
 # Others (an ephemeral `/ask`) were the asker's alone: never posted to.
 _POSTABLE = ("thread", "dm")
 _KEY_PARTS = 3
+# Refusals that trying again can't mend: the channel is gone (404) or closed to the bot (403),
+# or the thread is archived and locked (Discord's code for it).
+_GONE_STATUSES = frozenset({403, 404})
+_ARCHIVED_THREAD = 50083
 
 
 class DiscordNotifier:
-    def __init__(self, http: HTTPClient, settings: DiscordSettings) -> None:
+    def __init__(
+        self,
+        http: HTTPClient,
+        settings: DiscordSettings,
+        policies: Callable[[str], ResolvedPolicy],
+    ) -> None:
         """`http`: a logged-in client's REST half (`discord.Client.login`), no gateway."""
         self._http = http
         self._settings = settings
+        self._policies = policies
+
+    def reach(self, entry: LoggedAnswer) -> Reach:
+        """A thread the bot opened, or a DM. A thread's key names only the thread, so its
+        policy is the logged channel's (the one it hangs off), as for a follow-up there; a DM
+        is answered whatever the trigger, so it is updated too."""
+        place = _place(entry.conversation_key)
+        if place is None:
+            return Reach.NOWHERE
+        kind, _ = place
+        channel = entry.channel or entry.conversation_key
+        if kind == "thread" and self._policies(channel).trigger == "off":
+            return Reach.SILENCED
+        return Reach.THREAD
 
     async def post_update(self, conversation_key: str, preface: str, answer: Answer) -> bool:
-        parts = conversation_key.split("/")
-        if len(parts) != _KEY_PARTS or parts[0] != "discord" or parts[1] not in _POSTABLE:
-            return False
-        if not parts[2].isdigit():
+        """False for a key with no thread or DM to post in."""
+        place = _place(conversation_key)
+        if place is None:
             return False
         embeds = answer_embeds(
             answer,
             description_chars=self._settings.description_chars,
             max_sources=self._settings.max_sources,
         )
-        for n, group in enumerate(message_groups(embeds)):
+        groups = message_groups(embeds)
+        for n, group in enumerate(groups):
             params = handle_message_parameters(
                 content=preface if n == 0 else None,
                 embeds=group,
                 allowed_mentions=discord.AllowedMentions.none(),
             )
             with params:
-                await self._http.send_message(int(parts[2]), params=params)
+                try:
+                    await self._http.send_message(place[1], params=params)
+                except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                    raise _failed(exc, posted=n, of=len(groups)) from None
         return True
+
+
+def _failed(exc: Exception, *, posted: int, of: int) -> UpdateFailed:
+    """Discord's status and error code (or the exception's type: a network failure), and
+    whether a retry can help: not where the channel is gone, nor once part of the update is
+    in the thread."""
+    if isinstance(exc, discord.HTTPException):
+        reason = f"HTTP {exc.status} (code {exc.code})"
+        gone = exc.status in _GONE_STATUSES or exc.code == _ARCHIVED_THREAD
+    else:
+        reason, gone = type(exc).__name__, False
+    if posted:
+        return UpdateFailed(f"{reason} after {posted} of {of} messages", permanent=True)
+    return UpdateFailed(reason, permanent=gone)
+
+
+def _place(conversation_key: str) -> tuple[str, int] | None:
+    """("thread" or "dm", the channel id to post in), or None for a key naming neither."""
+    parts = conversation_key.split("/")
+    if len(parts) != _KEY_PARTS or parts[0] != "discord" or parts[1] not in _POSTABLE:
+        return None
+    if not parts[2].isdigit():
+        return None
+    return parts[1], int(parts[2])

@@ -1,16 +1,36 @@
-"""Posting a re-checked answer in its Slack thread (`core.insights.stale.Notifier`)."""
+"""Posting a re-checked answer in its Slack thread (`core.insights.stale.Notifier`): never
+where the channel answers privately, nor where the bot is switched off."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.progress import slack_error
 from adapters.slack.render import answer_messages, context_block
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer
+from core.domain.insights import LoggedAnswer
+from core.insights.stale import Reach, UpdateFailed
 
 _KEY_PARTS = 4  # slack/TEAM/CHANNEL/THREAD_TS (or "direct")
+# A direct message's channel id: answered whatever the channels' trigger, as the app does.
+_DIRECT_MESSAGE = "D"
+# chat.postMessage's errors that trying again can't mend: the channel or thread is gone,
+# archived, read-only or locked, or the bot is no longer in it.
+_REFUSED_FOR_GOOD = frozenset(
+    {
+        "channel_not_found",
+        "is_archived",
+        "not_in_channel",
+        "restricted_action",
+        "restricted_action_read_only_channel",
+        "restricted_action_thread_locked",
+    }
+)
 
 
 class SlackNotifier:
@@ -24,16 +44,30 @@ class SlackNotifier:
         self._settings = settings
         self._policies = policies
 
-    async def post_update(self, conversation_key: str, preface: str, answer: Answer) -> bool:
-        """In the answer's thread, as a new message (no feedback buttons: the update is not a
-        logged answer of its own). Never where the channel answers privately: the thread
-        belongs to the asker's message, and the answer was theirs alone."""
+    def reach(self, entry: LoggedAnswer) -> Reach:
+        """Never where the channel answers privately (the thread belongs to the asker's
+        message, and the answer was theirs alone), nor in a channel whose trigger is off (a
+        direct message is answered whatever the trigger, so it is updated too)."""
+        return self._reach(entry.conversation_key)
+
+    def _reach(self, conversation_key: str) -> Reach:
         parts = conversation_key.split("/")
         if len(parts) != _KEY_PARTS or parts[0] != "slack":
+            return Reach.NOWHERE
+        _, team, channel, _ = parts
+        policy = self._policies(f"slack/{team}/{channel}")
+        if policy.private:
+            return Reach.NOWHERE
+        if policy.trigger == "off" and not channel.startswith(_DIRECT_MESSAGE):
+            return Reach.SILENCED
+        return Reach.THREAD
+
+    async def post_update(self, conversation_key: str, preface: str, answer: Answer) -> bool:
+        """In the answer's thread, as a new message (no feedback buttons: the update is not a
+        logged answer of its own); False wherever `reach` finds no place for it."""
+        if self._reach(conversation_key) is not Reach.THREAD:
             return False
-        _, team, channel, thread = parts
-        if self._policies(f"slack/{team}/{channel}").private:
-            return False
+        _, _, channel, thread = conversation_key.split("/")
         s = self._settings
         messages = answer_messages(
             answer,
@@ -45,13 +79,25 @@ class SlackNotifier:
         )
         messages[0].blocks.insert(0, context_block(preface))
         thread_ts = None if thread == "direct" else thread
-        for message in messages:
-            await self._client.chat_postMessage(
-                channel=channel,
-                thread_ts=thread_ts,
-                text=f"{preface}\n\n{message.text}" if message is messages[0] else message.text,
-                blocks=message.blocks,
-                unfurl_links=False,
-                unfurl_media=False,
-            )
+        for n, message in enumerate(messages):
+            try:
+                await self._client.chat_postMessage(
+                    channel=channel,
+                    thread_ts=thread_ts,
+                    text=f"{preface}\n\n{message.text}" if n == 0 else message.text,
+                    blocks=message.blocks,
+                    unfurl_links=False,
+                    unfurl_media=False,
+                )
+            except (SlackClientError, aiohttp.ClientError, OSError) as exc:
+                raise _failed(exc, posted=n, of=len(messages)) from None
         return True
+
+
+def _failed(exc: Exception, *, posted: int, of: int) -> UpdateFailed:
+    """Slack's error code (or the exception's type: a network failure), and whether a retry
+    can help: not where the channel is gone, nor once part of the update is in the thread."""
+    reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+    if posted:
+        return UpdateFailed(f"{reason} after {posted} of {of} messages", permanent=True)
+    return UpdateFailed(reason, permanent=reason in _REFUSED_FOR_GOOD)

@@ -39,7 +39,7 @@ async def _reindex(delete_old: bool) -> ReindexReport:
     from bot.progress import RichCountProgress
     from bot.runtime import opened
     from core.errors import SearchIndexError
-    from core.run_locks import REINDEX_LOCK
+    from core.run_locks import REINDEX_LOCK, uninterrupted
 
     s = state.settings
     holder = f"{socket.gethostname()}:{os.getpid()}"
@@ -51,7 +51,7 @@ async def _reindex(delete_old: bool) -> ReindexReport:
             with RichCountProgress(err, "Reindexing") as progress:
                 return await rt.backend.reindex(delete_old=delete_old, on_progress=progress.update)
         finally:  # also after a failure or Ctrl-C: a retry must not wait for the expiry
-            await locks.release(REINDEX_LOCK, holder)
+            await uninterrupted(locks.release(REINDEX_LOCK, holder))
 
 
 @index_app.command("rebuild-vectors")

@@ -25,6 +25,7 @@ from core.config import KeywordSettings
 from core.domain.learned import LearnedDocument, LearnedKeyword
 from core.learning.knowledge import LearnedKnowledge
 from core.ports import LearnedVotes, RunLocks
+from core.run_locks import uninterrupted
 
 PRUNE_LOCK = "prune-keywords"
 log = structlog.get_logger(__name__)
@@ -149,7 +150,7 @@ class KeywordPruner:
             return await self.prune()
         except BaseException:
             if slot_lock:  # the slot was not done: another clock may still do it
-                await self._locks.release(slot_lock, holder)
+                await uninterrupted(self._locks.release(slot_lock, holder))
             raise
         finally:
-            await self._locks.release(PRUNE_LOCK, holder)
+            await uninterrupted(self._locks.release(PRUNE_LOCK, holder))

@@ -75,6 +75,9 @@ class DiscordEmulator:
         self.calls: list[tuple[str, str, Any]] = []  # (method, path, json body)
         self.times: list[float] = []  # time.perf_counter() of each call, in order
         self.refuse_threads: int | None = None  # an HTTP status to answer thread creation with
+        # (HTTP status, Discord error code) to answer message posts with, in order; None: that
+        # post is answered as usual
+        self.message_failures: list[tuple[int, int] | None] = []
         self.history: list[dict[str, Any]] = []  # a channel's messages, oldest first
         self.threads: list[str] = []  # ids of the threads created
         self.thread_names: dict[str, str] = {}
@@ -275,6 +278,10 @@ class DiscordEmulator:
         if path.startswith("/channels/") and path.endswith("/messages"):
             if method == "GET":  # newest first, as Discord answers `before=` queries
                 return _json(list(reversed(self.history)))
+            failure = self.message_failures.pop(0) if self.message_failures else None
+            if failure is not None:
+                status, code = failure
+                return _json({"message": "emulated failure", "code": code}, status=status)
             channel_id = path.split("/")[2]
             return _json(
                 message(

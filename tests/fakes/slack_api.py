@@ -16,7 +16,8 @@ TEAM = "T1"
 class SlackEmulator:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
-        self.failures: dict[str, list[str]] = {}  # method -> errors to answer with, in order
+        # method -> errors to answer with, in order ("ok": that call is answered as usual)
+        self.failures: dict[str, list[str]] = {}
         self.refusals: dict[str, str] = {}  # method -> the error it answers every call with
         # What apps.connections.open hands out for Socket Mode: by default a port where nothing
         # listens, so the WebSocket connection fails (and the SDK tries again).
@@ -52,7 +53,7 @@ class SlackEmulator:
         self.calls.append((method, params))
         queued = self.failures.get(method)
         error = queued.pop(0) if queued else self.refusals.get(method)
-        if error is not None:
+        if error is not None and error != "ok":
             if error == "disconnect":  # the network fails: no HTTP answer at all
                 assert request.transport is not None
                 request.transport.abort()

@@ -171,6 +171,11 @@ class SqlitePlatformState:
             ).rowcount
         return claimed == 1
 
+    async def release_recheck(self, answer_id: str) -> None:
+        await asyncio.to_thread(
+            self._execute, "DELETE FROM rechecks WHERE answer_id = ?", (answer_id,)
+        )
+
     async def expire_answers(self, before: float) -> int:
         return await asyncio.to_thread(self._expire, before)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
+import structlog
 import time_machine
 
 from bot.clock import (
@@ -14,6 +16,7 @@ from bot.clock import (
     ExpireJob,
     PruneJob,
     RecheckJob,
+    RunningJobs,
     ScheduledJob,
     build_scheduler,
     prune_trigger,
@@ -82,14 +85,30 @@ def test_runs_closer_together_than_the_grace_still_get_their_own_slot() -> None:
     assert prune.slot(datetime(2026, 11, 24, 3, 20, 0, 5, tzinfo=UTC)) == "2026-11-24T03:20:00Z"
 
 
+@pytest.mark.parametrize("grace", ["0.5", "0", "-3"])
+def test_a_misfire_grace_apscheduler_would_refuse_fails_when_settings_load(grace: str) -> None:
+    """APScheduler takes only a positive whole number of seconds: a fraction passed the
+    settings and stopped `bot clock` at start, after a deploy had gone green."""
+    with pytest.raises(ConfigError, match=r"keywords\.misfire_grace_s"):
+        load_settings(environ={"BOT_KEYWORDS__MISFIRE_GRACE_S": grace})
+
+
+async def test_the_smallest_misfire_grace_the_settings_take_starts_the_scheduler() -> None:
+    settings = load_settings(environ={"BOT_KEYWORDS__MISFIRE_GRACE_S": "1"}).keywords
+    scheduler = build_scheduler(settings, job(settings), prune_trigger(settings))
+    scheduler.start(paused=True)
+    try:
+        assert scheduler.get_job(PRUNE_JOB).misfire_grace_time == 1
+    finally:
+        scheduler.shutdown(wait=False)
+
+
 def test_a_claim_must_outlive_a_late_start() -> None:
     with pytest.raises(ValueError, match="lock_ttl_s must be longer than misfire_grace_s"):
         KeywordSettings(lock_ttl_s=60, misfire_grace_s=300)
 
 
 async def test_a_stopping_clock_waits_for_the_prune_under_way() -> None:
-    import asyncio
-
     finished: list[str] = []
 
     class SlowPruner:
@@ -99,11 +118,39 @@ async def test_a_stopping_clock_waits_for_the_prune_under_way() -> None:
 
     settings = KeywordSettings()
     prune = PruneJob(SlowPruner(), prune_trigger(settings), settings, holder="h")  # type: ignore[arg-type]
-    running = asyncio.create_task(prune.run())
+    running = RunningJobs()
+    under_way = asyncio.create_task(running.tracked(PRUNE_JOB, prune.run)())
     await asyncio.sleep(0.01)
-    await prune.wait_idle()
+    with structlog.testing.capture_logs() as logs:
+        await running.stop(grace_s=5)
     assert len(finished) == 1  # waited for it, rather than closing the stores under it
-    await running
+    assert under_way.done()
+    assert "job_cancelled" not in [e["event"] for e in logs]
+
+
+async def test_a_run_past_the_grace_is_cancelled_unwinds_and_says_so_in_one_line() -> None:
+    unwound: list[str] = []
+
+    async def endless() -> None:
+        try:
+            await asyncio.sleep(3_600)
+        finally:
+            await asyncio.sleep(0.05)  # a release in a `finally`: awaited, not cut short
+            unwound.append("released")
+
+    running = RunningJobs()
+    under_way = asyncio.create_task(running.tracked("sync-slow", endless)())
+    await asyncio.sleep(0.01)
+    with structlog.testing.capture_logs() as logs:
+        await running.stop(grace_s=0.1)
+    assert unwound == ["released"]
+    assert under_way.done()
+    assert not under_way.cancelled()  # handled: APScheduler sees a run that ended, no error
+    [line] = logs
+    assert line["event"] == "job_cancelled"
+    assert line["log_level"] == "warning"
+    assert line["job"] == "sync-slow"
+    assert "exc_info" not in line
 
 
 @pytest.mark.parametrize(

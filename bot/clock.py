@@ -32,6 +32,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from core.answer.engine import AnswerEngine
 from core.config import InsightSettings, KeywordSettings
+from core.cron import cron_trigger
 from core.errors import BotError, RunLockHeld
 from core.insights.stale import Notifier, recheck, stale_answers
 from core.learning.pruning import KeywordPruner
@@ -53,7 +54,7 @@ def process_holder() -> str:
 
 def prune_trigger(settings: KeywordSettings) -> CronTrigger:
     # The expression was checked when the settings loaded (KeywordSettings._valid_cron).
-    return CronTrigger.from_crontab(settings.prune_schedule, timezone=ZoneInfo(settings.timezone))
+    return cron_trigger(settings.prune_schedule, ZoneInfo(settings.timezone))
 
 
 class PruneJob:
@@ -127,7 +128,7 @@ class ExpireJob:
         self._records = records
         self._conversations = conversations
         self._retention_s = settings.retention_days * DAY_S
-        self.trigger = CronTrigger.from_crontab(settings.expire_schedule, timezone=UTC)
+        self.trigger = cron_trigger(settings.expire_schedule, UTC)
 
     async def run(self) -> None:
         """A coroutine function, for APScheduler's asyncio executor (see `PruneJob.run`)."""
@@ -161,7 +162,7 @@ class RecheckJob:
         self._engine = engine
         self._notifiers = notifiers
         self._window_s = settings.retention_days * DAY_S
-        self.trigger = CronTrigger.from_crontab(settings.recheck_schedule, timezone=UTC)
+        self.trigger = cron_trigger(settings.recheck_schedule, UTC)
 
     async def run(self) -> None:
         try:
@@ -179,7 +180,7 @@ class SyncJob:
     def __init__(self, source: str, schedule: str, sync: Callable[[], Awaitable[object]]) -> None:
         self.job_id = f"sync-{source}"
         self.name = f"sync {source}"
-        self.trigger = CronTrigger.from_crontab(schedule, timezone=UTC)
+        self.trigger = cron_trigger(schedule, UTC)
         self._source = source
         self._sync = sync
 

@@ -5,7 +5,7 @@ tests put an in-memory fake. Value types live in `core.domain`; implementations 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from core.domain.agent import AnswerProgress, ModelTurn, TurnRequest
 from core.domain.conversation import Answer, Trace, Turn
@@ -166,6 +166,10 @@ class AnswerRecords(LearnedVotes, Protocol):
         """True the first time an answer is claimed for a re-check after its sources changed
         (by any process), False ever after: each answer is re-checked and updated once."""
 
+    async def release_recheck(self, answer_id: str) -> None:
+        """Undo `claim_recheck`: the next re-check claims the answer again (an update the
+        platform did not take for now: a timeout, a rate limit, a server error)."""
+
     async def expire_answers(self, before: float) -> int:
         """Delete the answers recorded before `before`, with their votes and reasons; returns
         how many answers went."""
@@ -187,17 +191,6 @@ class AnswerRecords(LearnedVotes, Protocol):
     async def recorded_answer(self, answer_id: str) -> RecordedAnswer | None:
         """The answer kept under `answer_id` (it came back from a button: untrusted), to show
         it again; None when unknown."""
-
-
-@runtime_checkable
-class RecheckRetries(Protocol):
-    """A store that can take back a re-check's claim, so that an update the platform did not
-    take for now (a timeout, a rate limit, a server error) is tried again by the next run. The
-    SQLite state has it; the Elasticsearch state does not yet: there such an answer stays
-    claimed, and the re-check's log line says `retry=False`."""
-
-    async def release_recheck(self, answer_id: str) -> None:
-        """Undo `claim_recheck`: the next re-check claims the answer again."""
 
 
 class PlatformState(Deliveries, BotThreads, AnswerRecords, Protocol):

@@ -12,9 +12,9 @@ post. Nothing is re-asked for a thread with no place for an update, nor for a ch
 bot is switched off (`trigger: off`): it says nothing there, updates included.
 
 An update the platform does not take is one warning line (no contents) and the batch goes on.
-A failure for now (a timeout, a rate limit, a server error) gives the claim back, where the
-store can (`RecheckRetries`), so the next run tries again; a refusal for good (the channel
-archived or gone, the bot removed from it, part of the update already posted) keeps it.
+A failure for now (a timeout, a rate limit, a server error) gives the claim back, so the next
+run tries again; a refusal for good (the channel archived or gone, the bot removed from it,
+part of the update already posted) keeps it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from core.domain.conversation import (
     passage_fingerprint,
 )
 from core.domain.insights import LoggedAnswer
-from core.ports import AnswerRecords, RecheckRetries, SearchIndex
+from core.ports import AnswerRecords, SearchIndex
 from core.run_locks import uninterrupted
 
 log = structlog.get_logger(__name__)
@@ -191,7 +191,8 @@ async def _post(
     try:
         delivered = await notifier.post_update(entry.conversation_key, preface, fresh)
     except UpdateFailed as exc:
-        retry = not exc.permanent and await _give_back(records, entry.answer_id)
+        if not exc.permanent:
+            await _give_back(records, entry.answer_id)
         (report.refused if exc.permanent else report.failed).append(entry.answer_id)
         log.warning(
             "update_not_posted",
@@ -199,19 +200,16 @@ async def _post(
             answer_id=entry.answer_id,
             reason=exc.reason,
             permanent=exc.permanent,
-            retry=retry,
+            retry=not exc.permanent,
         )
         return
     (report.posted if delivered else report.undeliverable).append(entry.answer_id)
 
 
-async def _give_back(records: AnswerRecords, answer_id: str) -> bool:
-    """The answer's claim released, so the next run re-checks it; False where the store can't
-    (then it stays claimed). Awaited to its end even when the run is being cancelled."""
-    if not isinstance(records, RecheckRetries):
-        return False
+async def _give_back(records: AnswerRecords, answer_id: str) -> None:
+    """The answer's claim released, so the next run re-checks it. Awaited to its end even when
+    the run is being cancelled."""
     await uninterrupted(records.release_recheck(answer_id))
-    return True
 
 
 def asked_in(entry: LoggedAnswer) -> str:

@@ -28,7 +28,7 @@ from core.domain.conversation import Answer, ChannelKind, Question
 from core.domain.insights import LoggedAnswer
 from core.ingest.pipeline import Ingestor
 from core.insights.stale import UPDATE_PREFACE, Reach, UpdateFailed, recheck, stale_answers
-from core.ports import Backend, RecheckRetries, SearchIndex
+from core.ports import Backend, SearchIndex
 from core.search.embedder import MiniLMEmbedder
 from tests.conftest import REPO
 from tests.fakes.slack_api import SlackEmulator
@@ -422,13 +422,7 @@ async def test_an_update_that_failed_for_now_is_tried_again_by_the_next_run(
     answers: AnswerEngine,
     docs: Path,
 ) -> None:
-    if backend_settings.search.backend == "elasticsearch":
-        pytest.skip(
-            "Elasticsearch's state store can't give a claim back yet "
-            "(release_recheck, core/backends/elasticsearch/state.py)"
-        )
     state = backend.platform_state(60)
-    assert isinstance(state, RecheckRetries)
     first, _ = (key for key, _ in TWO_QUESTIONS)
     ids, found = await two_stale(backend, ingestor, answers, docs)
     with structlog.testing.capture_logs() as logs:
@@ -450,8 +444,6 @@ async def test_a_recheck_cancelled_while_it_asks_leaves_the_answer_to_the_next_r
 ) -> None:
     """A stopping clock cancels a re-check waiting on the model: nothing was posted, so the
     claim is given back rather than the update lost."""
-    if backend_settings.search.backend == "elasticsearch":
-        pytest.skip("Elasticsearch's state store can't give a claim back yet")
     state = backend.platform_state(60)
     ids, found = await two_stale(backend, ingestor, answers, docs)
     asking = asyncio.Event()

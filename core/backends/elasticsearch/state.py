@@ -339,6 +339,10 @@ class ElasticsearchPlatformState(Store):
                 self._names.rechecks, answer_id, {"answer_id": answer_id, "at": now_ms()}
             )
 
+    async def release_recheck(self, answer_id: str) -> None:
+        with explained(self._settings), contextlib.suppress(NotFoundError):
+            await self._client.delete(index=self._names.rechecks, id=answer_id)
+
     async def expire_answers(self, before: float) -> int:
         cutoff = int(before * _MS_PER_S)
         with explained(self._settings):

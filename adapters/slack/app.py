@@ -27,7 +27,7 @@ from adapters.answer_labels import (
     NOTHING_TO_ASK,
 )
 from adapters.slack.feedback import FeedbackListeners
-from adapters.slack.payloads import drop_malformed_events, id_of
+from adapters.slack.payloads import drop_malformed_events, id_of, is_direct_message
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
@@ -51,8 +51,6 @@ log = structlog.get_logger(__name__)
 
 # Messages people write: plain, "also send to channel" replies, messages with a file.
 _ANSWERED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-# Slack names a direct message channel with a leading D (channels C, private groups G).
-_DIRECT_MESSAGE = "D"
 ASK_SHORTCUT = "ask_docs"  # the message shortcut's callback id (manifest.yml)
 APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
@@ -207,7 +205,7 @@ class SlackBot:
     def _silenced(self, team: str, channel: str) -> bool:
         """A channel whose policy says `trigger: off`; never a direct message (a `D…`
         channel), which is always answered, whatever the channels' trigger."""
-        if channel.startswith(_DIRECT_MESSAGE):
+        if is_direct_message(channel):
             return False
         return self._policies(f"slack/{team}/{channel}").trigger == "off"
 

@@ -9,6 +9,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.payloads import is_direct_message
 from adapters.slack.progress import slack_error
 from adapters.slack.render import answer_messages, context_block
 from core.config import ResolvedPolicy, SlackSettings
@@ -17,8 +18,6 @@ from core.domain.insights import LoggedAnswer
 from core.insights.stale import Reach, UpdateFailed
 
 _KEY_PARTS = 4  # slack/TEAM/CHANNEL/THREAD_TS (or "direct")
-# A direct message's channel id: answered whatever the channels' trigger, as the app does.
-_DIRECT_MESSAGE = "D"
 # chat.postMessage's errors that trying again can't mend: the channel or thread is gone,
 # archived, read-only or locked, or the bot is no longer in it.
 _REFUSED_FOR_GOOD = frozenset(
@@ -58,7 +57,7 @@ class SlackNotifier:
         policy = self._policies(f"slack/{team}/{channel}")
         if policy.private:
             return Reach.NOWHERE
-        if policy.trigger == "off" and not channel.startswith(_DIRECT_MESSAGE):
+        if policy.trigger == "off" and not is_direct_message(channel):
             return Reach.SILENCED
         return Reach.THREAD
 

@@ -13,6 +13,15 @@ from slack_bolt.response import BoltResponse
 
 log = structlog.get_logger(__name__)
 
+# Slack names a direct message channel with a leading D (channels C, private groups G).
+_DIRECT_MESSAGE = "D"
+
+
+def is_direct_message(channel: str) -> bool:
+    """A DM is answered whatever the channels' `trigger` (and updated so)."""
+    return channel.startswith(_DIRECT_MESSAGE)
+
+
 # An event's fields the listeners read as text, whenever present: Slack sends them as strings.
 _EVENT_TEXT_FIELDS = ("user", "text", "channel", "ts", "thread_ts", "subtype", "bot_id")
 # ... and as objects.

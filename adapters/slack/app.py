@@ -256,10 +256,14 @@ class SlackBot:
             log.exception("unasked_answer_failed", platform="slack", channel=channel)
 
     async def _record(
-        self, key: str, text: str, answer: Answer, *, posted: bool = True
+        self, key: str, text: str, answer: Answer, *, posted: bool = True, channel: str = ""
     ) -> str | None:
+        """`channel`: the channel whose policy answered, where it is not the conversation's
+        own (a DM asked while viewing a channel), so a re-check asks under it again."""
         try:
-            return await self._state.record_answer(key, text, answer, posted=posted)
+            return await self._state.record_answer(
+                key, text, answer, posted=posted, channel=channel or None
+            )
         except Exception:
             log.warning("answer_not_recorded", platform="slack", exc_info=True)
             return None
@@ -464,7 +468,7 @@ class SlackBot:
             )
         finally:
             await progress.finish()
-        answer_id = await self._record(key, text, answer)
+        answer_id = await self._record(key, text, answer, channel=viewing)
         targets = self._policies(f"slack/{team}/{channel}").escalate_to
         await self._deliver(
             client,

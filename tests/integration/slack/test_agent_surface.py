@@ -70,5 +70,9 @@ async def test_the_viewed_channel_decides_the_policy_of_direct_questions(slack_f
         await harness.until(lambda: bool(harness.emulator.called("chat.update")))
         final = harness.emulator.called("chat.update")[-1]
         assert "couldn't find anything" in final["text"]  # only the handbook, which has none
+        # Logged under that channel, so a re-check of it asks under the same policy.
+        [logged] = await harness.state.answer_log(0)
+        assert logged.channel == "slack/T1/C9"
+        assert logged.conversation_key.startswith("slack/T1/D1/")
     finally:
         await stop()

@@ -417,7 +417,6 @@ async def test_a_failed_post_is_one_line_and_the_batch_goes_on(
 
 async def test_an_update_that_failed_for_now_is_tried_again_by_the_next_run(
     backend: Backend,
-    backend_settings: Settings,
     ingestor: Ingestor,
     answers: AnswerEngine,
     docs: Path,
@@ -437,7 +436,6 @@ async def test_an_update_that_failed_for_now_is_tried_again_by_the_next_run(
 
 async def test_a_recheck_cancelled_while_it_asks_leaves_the_answer_to_the_next_run(
     backend: Backend,
-    backend_settings: Settings,
     ingestor: Ingestor,
     answers: AnswerEngine,
     docs: Path,

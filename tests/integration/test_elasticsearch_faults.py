@@ -23,7 +23,7 @@ from core.backends.elasticsearch import ElasticsearchBackend
 from core.backends.elasticsearch.connection import build_client
 from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.reindex import reindex
-from core.backends.elasticsearch.schema import hashed_id
+from core.backends.elasticsearch.schema import doc_id_key, hashed_id
 from core.backends.elasticsearch.state import ElasticsearchPlatformState, ElasticsearchRunLocks
 from core.backends.elasticsearch.versions import drop_indices
 from core.config import Settings
@@ -34,10 +34,11 @@ from core.domain.documents import (
     DocumentWrite,
     Outcome,
     SearchMode,
+    chunk_id,
     embedding_text,
 )
 from core.errors import IndexUnavailable, SearchIndexError
-from core.ingest.pipeline import Ingestor
+from core.ingest.pipeline import Ingestor, remove
 from core.ports import Embedder
 from core.run_locks import REINDEX_LOCK
 from core.search.embedder import CachedEmbedder
@@ -298,6 +299,132 @@ async def test_bulk_partial_failures_are_reported_per_document(
     finally:
         await drop_indices(index.client, index.names)
         await index.close()
+
+
+def _sections(marker: str, count: int) -> str:
+    """A page of `count` sections, each a passage of its own with a findable word."""
+    body = "Configure the widget carefully before the first run. " * 12
+    return "".join(f"## Part {i}\n\n{marker}{i} {body}\n\n" for i in range(count))
+
+
+@asynccontextmanager
+async def failing_writes(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path
+) -> AsyncIterator[tuple[ElasticsearchIndex, ProxyScript, Ingestor, Path]]:
+    """An index behind the proxy whose bulk requests hold two actions each (so one document's
+    chunks take several), no retries, and a folder to ingest from."""
+    settings, script = proxied
+    es = settings.elasticsearch.model_copy(update={"bulk_chunk_size": 2, "max_retries": 0})
+    settings = settings.model_copy(update={"elasticsearch": es})
+    index = await open_index(settings, embedder)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    try:
+        yield index, script, Ingestor(index, embedder, settings.ingest), folder
+    finally:
+        script.fail_bulks_after, script.reject, script.unavailable = None, set(), set()
+        await drop_indices(index.client, index.names)
+        await index.close()
+
+
+@pytest.mark.parametrize("fault", ["bulk 503", "chunk rejected"])
+async def test_a_new_document_whose_write_failed_leaves_nothing_searchable(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path, fault: str
+) -> None:
+    """As on SQLite, where a document is written in one transaction: the chunks written before
+    the failure are deleted again, and a rerun adds the document."""
+    async with failing_writes(proxied, embedder, tmp_path) as (index, script, ingestor, folder):
+        page = folder / "many.md"
+        page.write_text(_sections("marker", 6))
+        doc_id = page.resolve().as_uri()
+        if fault == "bulk 503":
+            script.bulks, script.fail_bulks_after = 0, 2  # the pending record, two chunks
+        else:
+            script.reject = {doc_id_key(chunk_id(doc_id, 4))}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert [f.display for f in report.failed] == [str(page)]
+        assert report.counts[Outcome.FAILED] == 1
+        script.fail_bulks_after, script.reject = None, set()
+        await index.client.indices.refresh(index=index.names.chunks)  # as any later search
+        assert await index.search("marker0", k=1, mode=SearchMode.BM25) == []
+        stats = await index.stats()
+        assert (stats.documents, stats.chunks) == (0, 0)
+        assert await index.documents() == {}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.failed == []
+        assert report.counts[Outcome.ADDED] == 1
+        hits = await index.search("marker0", k=1, mode=SearchMode.BM25)
+        assert [h.chunk.doc_id for h in hits] == [doc_id]
+        assert (await index.documents())[doc_id].complete
+
+
+async def test_a_failed_write_that_cannot_be_cleared_stays_in_reach_of_remove_and_prune(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path
+) -> None:
+    """When the cluster refuses the clean-up too, the passages written stay under a pending
+    record: `bot remove` and `--prune` find them, and the next ingest completes the document."""
+    async with failing_writes(proxied, embedder, tmp_path) as (index, script, ingestor, folder):
+        pages = [folder / "one.md", folder / "two.md"]
+        for n, page in enumerate(pages):
+            page.write_text(_sections(f"marker{n}x", 4))
+        doc_ids = [p.resolve().as_uri() for p in pages]
+        script.reject = {doc_id_key(chunk_id(d, 3)) for d in doc_ids}
+        script.unavailable = {"/_delete_by_query"}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert {f.display for f in report.failed} == {str(p) for p in pages}
+        assert all("pending record" in f.reason for f in report.failed)
+        script.reject, script.unavailable = set(), set()
+        held = await index.documents()
+        assert set(held) == set(doc_ids)
+        assert not any(record.complete for record in held.values())
+        assert await index.search("marker0x0", k=1, mode=SearchMode.BM25) != []
+
+        [removal] = await remove(index, [str(pages[0])])
+        assert removal.documents == 1
+        assert removal.chunks > 0
+        assert await index.search("marker0x0", k=1, mode=SearchMode.BM25) == []
+        for page in pages:
+            page.unlink()
+        report = await ingestor.ingest([str(folder)], source="kb", prune=True)
+        assert report.counts[Outcome.DELETED] == 1
+        stats = await index.stats()
+        assert (stats.documents, stats.chunks) == (0, 0)
+
+        pages[0].write_text(_sections("marker0x", 4))
+        script.reject, script.unavailable = (
+            {doc_id_key(chunk_id(doc_ids[0], 3))},
+            {"/_delete_by_query"},
+        )
+        await ingestor.ingest([str(folder)], source="kb")
+        script.reject, script.unavailable = set(), set()
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.counts[Outcome.ADDED] == 1  # a pending document was never indexed
+        assert (await index.documents())[doc_ids[0]].complete
+        assert (await index.stats()).chunks == 4
+
+
+async def test_an_updated_document_whose_write_failed_keeps_its_old_record(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path
+) -> None:
+    """Elasticsearch can't roll back the passages already overwritten, so a failed update
+    keeps the old record (and its old checksum): the document stays listed, removable, and is
+    rewritten by the next ingest."""
+    async with failing_writes(proxied, embedder, tmp_path) as (index, script, ingestor, folder):
+        page = folder / "guide.md"
+        page.write_text(_sections("old", 3))
+        await ingestor.ingest([str(folder)], source="kb")
+        doc_id = page.resolve().as_uri()
+        before = (await index.documents())[doc_id]
+        page.write_text(_sections("new", 5))
+        script.reject = {doc_id_key(chunk_id(doc_id, 4))}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.counts[Outcome.FAILED] == 1
+        script.reject = set()
+        assert (await index.documents())[doc_id] == before
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.counts[Outcome.UPDATED] == 1
+        assert await index.search("old0", k=1, mode=SearchMode.BM25) == []
+        assert (await index.stats()).chunks == 5
 
 
 async def test_mapping_conflicts_are_refused(

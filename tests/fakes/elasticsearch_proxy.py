@@ -88,6 +88,8 @@ class ProxyScript:
     delay_once: dict[str, float] = field(default_factory=dict)  # "METHOD path" -> seconds
     fail_bulks_after: int | None = None  # every bulk request after this many answers 503
     unavailable: set[str] = field(default_factory=set)  # paths ending so answer 503
+    # paths ending so answer (status, body): a JSON body, or text ("" for none)
+    refuse: dict[str, tuple[int, dict[str, Any] | str]] = field(default_factory=dict)
     bulks: int = 0  # bulk requests seen
 
 
@@ -129,6 +131,11 @@ class ElasticsearchProxy:
                 return web.json_response(UNAVAILABLE, status=503, headers=_HEADERS)
         if any(request.path.endswith(suffix) for suffix in s.unavailable):
             return web.json_response(UNAVAILABLE, status=503, headers=_HEADERS)
+        for suffix, (status, answer) in s.refuse.items():
+            if request.path.endswith(suffix):
+                if isinstance(answer, str):
+                    return web.Response(status=status, text=answer, headers=_HEADERS)
+                return web.json_response(answer, status=status, headers=_HEADERS)
         status, payload, content_type = await self._forward(request, body)
         if request.path == "/" and s.server_version is not None and status == 200:
             info = json.loads(payload)

@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -23,7 +24,7 @@ from core.backends.elasticsearch import ElasticsearchBackend
 from core.backends.elasticsearch.connection import build_client
 from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.reindex import reindex
-from core.backends.elasticsearch.schema import doc_id_key, hashed_id
+from core.backends.elasticsearch.schema import IndexNames, doc_id_key, hashed_id
 from core.backends.elasticsearch.state import ElasticsearchPlatformState, ElasticsearchRunLocks
 from core.backends.elasticsearch.versions import drop_indices
 from core.config import Settings
@@ -425,6 +426,113 @@ async def test_an_updated_document_whose_write_failed_keeps_its_old_record(
         assert report.counts[Outcome.UPDATED] == 1
         assert await index.search("old0", k=1, mode=SearchMode.BM25) == []
         assert (await index.stats()).chunks == 5
+
+
+def _es_error(kind: str, reason: str, status: int) -> dict[str, Any]:
+    """An error body as Elasticsearch writes one."""
+    cause = {"type": kind, "reason": reason}
+    return {"error": {"root_cause": [cause], **cause}, "status": status}
+
+
+def _cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, settings: Settings) -> None:
+    """The command line on `settings`' cluster and prefix, one table row per line."""
+    es = settings.elasticsearch
+    for key, value in {
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+        "BOT_STORAGE__DATA_DIR": str(tmp_path),
+        "BOT_SEARCH__BACKEND": "elasticsearch",
+        "ELASTICSEARCH_URL": str(es.url),
+        "BOT_ELASTICSEARCH__INDEX_PREFIX": es.index_prefix,
+        "BOT_ELASTICSEARCH__NUMBER_OF_REPLICAS": "0",
+        "BOT_ELASTICSEARCH__MAX_RETRIES": "0",
+        "COLUMNS": "400",
+    }.items():
+        monkeypatch.setenv(key, value)
+
+
+def _rows(output: str) -> dict[str, tuple[str, str]]:
+    """`bot doctor`'s table: check -> (status, detail)."""
+    cells = [line.split("│")[1:4] for line in output.splitlines() if line.startswith("│")]
+    return {name.strip(): (status.strip(), detail.strip()) for name, status, detail in cells}
+
+
+def test_a_refused_request_says_the_servers_reason_and_what_failed(
+    es_settings: Settings, embedder: CachedEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A state index whose field has another type: the message carries the server's reason,
+    not only its error type, and `bot doctor` names the state indices, not the connection."""
+    es = es_settings.elasticsearch
+    reason = "mapper [status] cannot be changed from type [integer] to [keyword]"
+
+    async def conflicting_state_index() -> SearchIndexError:
+        async with AsyncElasticsearch(es.url) as client:
+            await client.indices.create(
+                index=f"{es.index_prefix}-answers",
+                mappings={"properties": {"status": {"type": "integer"}}},
+            )
+        with pytest.raises(SearchIndexError) as caught:
+            await open_index(es_settings, embedder)
+        return caught.value
+
+    async def drop() -> None:
+        async with AsyncElasticsearch(es.url) as client:
+            await drop_indices(client, IndexNames(es.index_prefix))
+
+    try:
+        refused = asyncio.run(conflicting_state_index())
+        assert str(refused).endswith(f"answered 400: illegal_argument_exception: {reason}")
+        assert refused.check == "state indices"
+
+        _cli_env(monkeypatch, tmp_path, es_settings)
+        result = runner.invoke(app, ["doctor"])
+        assert result.exit_code == 1, result.output
+        rows = _rows(result.output)
+        status, detail = rows["state indices"]
+        assert status == "FAIL"
+        assert detail.endswith(reason)  # its [names] shown, not read as markup
+        assert "connection" not in rows
+    finally:
+        asyncio.run(drop())
+
+
+async def test_a_request_too_large_says_what_to_change(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    """A proxy's bare 413 (no body) still says what to do."""
+    settings, script = proxied
+    index = await open_index(settings, embedder)
+    try:
+        script.refuse["/_bulk"] = (413, "")
+        with pytest.raises(SearchIndexError) as caught:
+            await _write(index, embedder, [_doc("guide", ["Install the app."])])
+        assert str(caught.value).endswith(
+            "answered 413: the request was too large: lower elasticsearch.bulk_chunk_size, or "
+            "raise the cluster's http.max_content_length (and any proxy's body limit)"
+        )
+    finally:
+        script.refuse.clear()
+        await drop_indices(index.client, index.names)
+        await index.close()
+
+
+async def test_a_missing_privilege_is_named_with_the_servers_reason(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    settings, script = proxied
+    reason = (
+        "action [indices:admin/index_template/put] is unauthorized for user [docbot] with "
+        "effective roles [reader], this action is granted by the cluster privileges "
+        "[manage_index_templates,manage,all]"
+    )
+    template = f"/_index_template/{settings.elasticsearch.index_prefix}-chunks"
+    script.refuse[template] = (403, _es_error("security_exception", reason, 403))
+    with pytest.raises(SearchIndexError) as caught:
+        await open_index(settings, embedder)
+    assert "refused the request (403): the user or API key needs the privileges" in str(
+        caught.value
+    )
+    assert str(caught.value).endswith(f"(security_exception: {reason})")
+    assert caught.value.check == "index template"
 
 
 async def test_mapping_conflicts_are_refused(

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.backends.elasticsearch.connection import build_client, connect, licence, where
+from core.backends.elasticsearch.connection import (
+    build_client,
+    checking,
+    connect,
+    licence,
+    where,
+)
 from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.keyword_store import ElasticsearchKeywordStore
 from core.backends.elasticsearch.reindex import reindex
@@ -51,7 +57,8 @@ class ElasticsearchBackend:
         )
         try:
             await index.open(check_compatible=check_compatible)
-            await ensure_state_indices(index.client, index.names, es)
+            with checking("state indices"):
+                await ensure_state_indices(index.client, index.names, es)
         except BaseException:
             await index.close()
             raise

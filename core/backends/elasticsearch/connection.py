@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import elasticsearch
@@ -28,6 +29,7 @@ from elasticsearch import (
 )
 
 from core.config import ElasticsearchSettings, Secrets
+from core.domain.text import clip
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import IndexUnavailable, SearchIndexError
 
@@ -37,6 +39,18 @@ CLIENT_MAJOR = int(CLIENT_VERSION.split(".", 1)[0])
 _RETRY_STATUSES = (429, 502, 503, 504)
 # Licences under which the server-side `rrf` retriever is allowed.
 RRF_LICENCES = frozenset({"platinum", "enterprise", "trial"})
+# The most of a server's reason a message quotes: a mapping conflict or a missing privilege
+# fits; a runaway one does not flood the line.
+_REASON_CHARS = 300
+# Where Elasticsearch starts quoting the document in a parse failure: the text is never shown.
+_PREVIEW = "Preview of field's value"
+# What a status says when the server (or a proxy before it) gave no reason.
+_STATUS_HINTS: dict[int, str] = {
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: (
+        "the request was too large: lower elasticsearch.bulk_chunk_size, or raise the "
+        "cluster's http.max_content_length (and any proxy's body limit)"
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +108,42 @@ def where(settings: ElasticsearchSettings) -> str:
     return redact_url(settings.url or "?")
 
 
+def server_cause(exc: ApiError) -> tuple[str, str]:
+    """(type, reason) of what the server said went wrong: the root cause of an error body,
+    else the first failure of a by-query response (which carries no error object); empty
+    when the body says nothing (a proxy's bare 413, an HTML page)."""
+    body = exc.body
+    cause: object = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        failures = body.get("failures")
+        if isinstance(error, dict):
+            roots = error.get("root_cause")
+            cause = roots[0] if isinstance(roots, list) and roots else error
+        elif isinstance(error, str):
+            cause = {"reason": error}
+        elif isinstance(failures, list) and failures and isinstance(failures[0], dict):
+            cause = failures[0].get("cause")
+    if not isinstance(cause, dict):
+        return "", ""
+    return str(cause.get("type") or ""), str(cause.get("reason") or "")
+
+
+def described(kind: str, reason: str) -> str:
+    """A server's error type and reason as one bounded line, without any document text a
+    parse failure quotes or credentials a URL in it carries."""
+    reason = reason.split(_PREVIEW, 1)[0].strip()
+    text = ": ".join(part for part in (kind, reason) if part)
+    return clip(redact_urls_in(text), _REASON_CHARS)
+
+
+def _what_it_said(exc: ApiError) -> str:
+    said = described(*server_cause(exc))
+    if said:
+        return said
+    return _STATUS_HINTS.get(exc.meta.status, "no reason given")
+
+
 def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError:
     """Turn a client exception into our error with a reason a person can act on (and without
     any credentials a URL in the client's message may carry)."""
@@ -116,7 +166,7 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError
     if isinstance(exc, AuthorizationException):
         return SearchIndexError(
             f"Elasticsearch at {at} refused the request (403): the user or API key needs the "
-            f"privileges to manage and write the bot's indices ({redact_urls_in(exc.message)})"
+            f"privileges to manage and write the bot's indices ({_what_it_said(exc)})"
         )
     if isinstance(exc, UnsupportedProductError):
         return SearchIndexError(
@@ -124,7 +174,7 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError
         )
     if isinstance(exc, ApiError):
         return SearchIndexError(
-            f"Elasticsearch at {at} answered {exc.meta.status}: {redact_urls_in(exc.message)}"
+            f"Elasticsearch at {at} answered {exc.meta.status}: {_what_it_said(exc)}"
         )
     return SearchIndexError(f"Elasticsearch at {at}: {reason}")
 
@@ -139,6 +189,18 @@ def explained(settings: ElasticsearchSettings) -> Iterator[None]:
         raise
     except Exception as exc:
         raise explain(exc, settings) from exc
+
+
+@contextmanager
+def checking(check: str) -> Iterator[None]:
+    """A failure inside is `bot doctor`'s row `check` (unless an inner step named its own; a
+    cluster gone away is the connection's, whatever step found it)."""
+    try:
+        yield
+    except SearchIndexError as exc:
+        if exc.check is None:
+            exc.check = "connection" if isinstance(exc, IndexUnavailable) else check
+        raise
 
 
 def check_major(server_version: str, settings: ElasticsearchSettings) -> int:
@@ -157,9 +219,13 @@ async def connect(client: AsyncElasticsearch, settings: ElasticsearchSettings) -
     try:
         info = await client.info()
     except Exception as exc:
-        raise explain(exc, settings) from exc
+        failure = explain(exc, settings)
+        failure.check = "connection"
+        raise failure from exc
     version = str(info["version"]["number"])
-    return ClusterInfo(str(info.get("cluster_name", "?")), version, check_major(version, settings))
+    with checking("version"):
+        major = check_major(version, settings)
+    return ClusterInfo(str(info.get("cluster_name", "?")), version, major)
 
 
 async def licence(client: AsyncElasticsearch) -> tuple[str, str]:

@@ -33,6 +33,7 @@ from elasticsearch import ApiError, AsyncElasticsearch, NotFoundError, helpers
 from core.backends.elasticsearch.connection import (
     ClusterInfo,
     allows_server_rrf,
+    checking,
     connect,
     explained,
     licence,
@@ -123,17 +124,19 @@ class ElasticsearchIndex(HybridIndex):
         """Check the cluster, create the template and first index version if missing, and
         refuse an index built for another embedder or with a conflicting mapping."""
         info = await connect(self.client, self.settings)
-        with explained(self.settings):
+        with checking("index template"), explained(self.settings):
             await self.client.indices.put_index_template(
                 name=self.names.template,
                 **chunks_template(
                     self.names, self.settings, self.embedder.model_id, self.embedder.dimensions
                 ),
             )
+        with checking("index"), explained(self.settings):
             if not await self.client.indices.exists_alias(name=self.names.chunks):
                 await create_first_version(self.client, self.names)
             if check_compatible:
                 await self.check_compatible()
+        with checking("licence"), explained(self.settings):
             if self.settings.fusion == "server":
                 kind, status = await licence(self.client)
                 self._server_rrf = allows_server_rrf(kind, status)

@@ -10,9 +10,11 @@ from core.backends.elasticsearch.connection import (
     allows_server_rrf,
     build_client,
     check_major,
+    described,
     explain,
     where,
 )
+from core.backends.elasticsearch.documents import item_reason
 from core.backends.elasticsearch.queries import bm25_fields, bm25_query
 from core.backends.elasticsearch.schema import (
     IndexNames,
@@ -94,6 +96,29 @@ def test_client_errors_quoting_a_url_are_explained_without_credentials() -> None
         "Elasticsearch at https://es.example.com:9200: "
         "no route to https://es.example.com:9200/_bulk"
     )
+
+
+def test_a_refused_bulk_item_is_named_without_the_document_it_quotes() -> None:
+    """A parse failure's reason previews the field's value: the passage's text stays out."""
+    item = {
+        "status": 400,
+        "error": {
+            "type": "document_parsing_exception",
+            "reason": "[1:15] failed to parse field [position] of type [integer] in document "
+            "with id 'abc-00001'. Preview of field's value: 'the internal runbook says'",
+        },
+    }
+    assert item_reason(item) == (
+        "document_parsing_exception: [1:15] failed to parse field [position] of type "
+        "[integer] in document with id 'abc-00001'."
+    )
+
+
+def test_a_servers_reason_is_one_bounded_line() -> None:
+    said = described("illegal_argument_exception", "a\nvery " + "long " * 200)
+    assert "\n" not in said
+    assert len(said) <= 300
+    assert described("", "") == ""
 
 
 def test_major_version_check() -> None:

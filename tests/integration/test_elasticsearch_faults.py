@@ -6,6 +6,7 @@ scripted proxy in front where the emulator can't play the part."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -533,6 +534,58 @@ async def test_a_missing_privilege_is_named_with_the_servers_reason(
     )
     assert str(caught.value).endswith(f"(security_exception: {reason})")
     assert caught.value.check == "index template"
+
+
+FLOOD_STAGE = (
+    "index [docbot-chunks-v1] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded "
+    "flood-stage watermark, index has read-only-allow-delete block];"
+)
+
+
+@pytest.mark.parametrize("block", ["write block", "flood stage", "answered with failures"])
+async def test_a_blocked_index_is_named_as_blocked_not_as_missing_privileges(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, block: str
+) -> None:
+    """A write block (403), the flood-stage watermark's block (429), or a delete by query
+    that answers yet deleted nothing: one line saying the index is blocked and how it lifts,
+    and the document stays listed for a later `bot remove`."""
+    settings, script = proxied
+    es = settings.elasticsearch.model_copy(update={"max_retries": 0})
+    index = await open_index(settings.model_copy(update={"elasticsearch": es}), embedder)
+    try:
+        await _write(index, embedder, [_doc("guide", ["Install the app.", "Then sign in."])])
+        current = await index.current_index()
+        if block == "write block":
+            await index.client.indices.put_settings(
+                index=current, settings={"index.blocks.write": True}
+            )
+        elif block == "flood stage":
+            error = _es_error("cluster_block_exception", FLOOD_STAGE, 429)
+            script.refuse["/_delete_by_query"] = (429, error)
+        else:
+            cause = {"type": "cluster_block_exception", "reason": FLOOD_STAGE}
+            failure = {"index": current, "id": "guide-0", "cause": cause, "status": 429}
+            script.refuse["/_delete_by_query"] = (200, {"deleted": 0, "failures": [failure]})
+        with pytest.raises(SearchIndexError) as caught:
+            await index.delete_document("guide")
+        message = str(caught.value)
+        assert "refused the request because the index is blocked (cluster_block_exception:" in (
+            message
+        )
+        assert "flood-stage watermark" in message
+        assert "privileges" not in message
+        assert "\n" not in message
+        assert len(message) < 600  # one line, not the response dict
+        script.refuse.clear()
+        assert set(await index.documents()) == {"guide"}
+    finally:
+        script.refuse.clear()
+        with contextlib.suppress(Exception):
+            await index.client.indices.put_settings(
+                index=await index.current_index(), settings={"index.blocks.write": None}
+            )
+        await drop_indices(index.client, index.names)
+        await index.close()
 
 
 async def test_mapping_conflicts_are_refused(

@@ -44,6 +44,9 @@ RRF_LICENCES = frozenset({"platinum", "enterprise", "trial"})
 _REASON_CHARS = 300
 # Where Elasticsearch starts quoting the document in a parse failure: the text is never shown.
 _PREVIEW = "Preview of field's value"
+# The error of a request an index block refused: a write block, a read-only index, or the
+# read-only-allow-delete block of a disk past the flood-stage watermark (403, or 429 for that).
+_BLOCKED = "cluster_block_exception"
 # What a status says when the server (or a proxy before it) gave no reason.
 _STATUS_HINTS: dict[int, str] = {
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE: (
@@ -137,6 +140,37 @@ def described(kind: str, reason: str) -> str:
     return clip(redact_urls_in(text), _REASON_CHARS)
 
 
+def blocked(at: str, said: str) -> SearchIndexError:
+    """An index block is no missing privilege: say which block it can be and how it lifts."""
+    return SearchIndexError(
+        f"Elasticsearch at {at} refused the request because the index is blocked ({said}): "
+        "a write block or a read-only index (lift it with PUT <index>/_settings "
+        '{"index.blocks.write": null}, or "index.blocks.read_only": null), or a disk past the '
+        "flood-stage watermark (free disk space: that block lifts by itself)"
+    )
+
+
+def by_query_failure(
+    body: dict[str, Any], settings: ElasticsearchSettings
+) -> SearchIndexError | None:
+    """A delete by query that answered, yet failed to delete some documents: one error for
+    the first failure (None when there was none)."""
+    failures = body.get("failures")
+    if not isinstance(failures, list) or not failures or not isinstance(failures[0], dict):
+        return None
+    cause = failures[0].get("cause")
+    cause = cause if isinstance(cause, dict) else {}
+    kind = str(cause.get("type") or "")
+    said = described(kind, str(cause.get("reason") or ""))
+    at = where(settings)
+    if kind == _BLOCKED:
+        return blocked(at, said)
+    return SearchIndexError(
+        f"Elasticsearch at {at} failed to delete {len(failures)} entries: "
+        f"{said or 'no reason given'}"
+    )
+
+
 def _what_it_said(exc: ApiError) -> str:
     said = described(*server_cause(exc))
     if said:
@@ -163,6 +197,8 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError
             f"Elasticsearch at {at} refused the credentials (401): check ELASTICSEARCH_API_KEY, "
             "or elasticsearch.username and ELASTICSEARCH_PASSWORD"
         )
+    if isinstance(exc, ApiError) and server_cause(exc)[0] == _BLOCKED:
+        return blocked(at, _what_it_said(exc))
     if isinstance(exc, AuthorizationException):
         return SearchIndexError(
             f"Elasticsearch at {at} refused the request (403): the user or API key needs the "

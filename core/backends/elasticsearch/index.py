@@ -33,6 +33,7 @@ from elasticsearch import ApiError, AsyncElasticsearch, NotFoundError, helpers
 from core.backends.elasticsearch.connection import (
     ClusterInfo,
     allows_server_rrf,
+    by_query_failure,
     checking,
     connect,
     explained,
@@ -351,6 +352,10 @@ class ElasticsearchIndex(HybridIndex):
                 conflicts="proceed",
                 refresh=True,
             )
+            # Chunks left behind (a block, a shard failure) must not be reported as removed,
+            # nor the record deleted that keeps them in reach of the next `bot remove`.
+            if (failure := by_query_failure(deleted.body, self.settings)) is not None:
+                raise failure
             with contextlib.suppress(NotFoundError):
                 await self.client.delete(
                     index=self.names.chunks, id=record_id(doc_id), refresh=True

@@ -11,6 +11,7 @@ What goes wrong in practice, and what each check says:
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,6 +83,8 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
             "elasticsearch.cloud_id is set (or ELASTICSEARCH_URL / ELASTICSEARCH_CLOUD_ID)"
         )
     if settings.ca_certs is not None:
+        if not settings.ca_certs.exists():
+            raise SearchIndexError(f"elasticsearch.ca_certs: {settings.ca_certs} does not exist")
         kwargs["ca_certs"] = str(settings.ca_certs)
     if settings.ssl_assert_fingerprint:
         kwargs["ssl_assert_fingerprint"] = settings.ssl_assert_fingerprint
@@ -102,6 +105,16 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
     except ValueError as exc:  # a URL without scheme, TLS options on http://, a bad Cloud ID
         # The client quotes an unparsable URL whole, password and all.
         raise SearchIndexError(f"elasticsearch settings: {redact_urls_in(str(exc))}") from None
+    except ssl.SSLError as exc:  # the CA file is read as the client is made
+        raise SearchIndexError(
+            f"elasticsearch.ca_certs: {settings.ca_certs} holds no CA certificate in PEM "
+            f"form ({exc.reason or exc}); a DER file must be converted first: openssl x509 "
+            "-inform der -in FILE -out FILE.pem"
+        ) from None
+    except OSError as exc:  # unreadable: permissions, a directory without certificates
+        raise SearchIndexError(
+            f"elasticsearch.ca_certs: {settings.ca_certs} can't be read ({exc.strerror or exc})"
+        ) from None
 
 
 def where(settings: ElasticsearchSettings) -> str:
@@ -240,7 +253,14 @@ def checking(check: str) -> Iterator[None]:
 
 
 def check_major(server_version: str, settings: ElasticsearchSettings) -> int:
-    major = int(server_version.split(".", 1)[0])
+    head = server_version.split(".", 1)[0]
+    if not head.isdigit():
+        raise SearchIndexError(
+            f"the server at {where(settings)} reports version {server_version!r}, which is "
+            "no Elasticsearch version: check that elasticsearch.url (or ELASTICSEARCH_URL) "
+            "names the cluster"
+        )
+    major = int(head)
     if major != CLIENT_MAJOR:
         raise SearchIndexError(
             f"Elasticsearch at {where(settings)} is version {server_version}, but this bot has "

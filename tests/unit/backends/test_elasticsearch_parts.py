@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 
 import pytest
 
@@ -119,6 +120,32 @@ def test_a_servers_reason_is_one_bounded_line() -> None:
     assert "\n" not in said
     assert len(said) <= 300
     assert described("", "") == ""
+
+
+def test_a_ca_file_without_a_pem_certificate_is_a_settings_error(tmp_path: Path) -> None:
+    """A DER certificate, or any other file: one line naming the setting, not an SSLError."""
+    der = tmp_path / "ca.der"
+    der.write_bytes(b"\x30\x82\x03\x0d\x30\x82\x01\xf5\xa0\x03\x02\x01\x02")
+    settings = ElasticsearchSettings(url="https://es.example.com:9200", ca_certs=der)
+    with pytest.raises(SearchIndexError) as caught:
+        build_client(settings, Secrets())
+    assert str(caught.value).startswith(
+        f"elasticsearch.ca_certs: {der} holds no CA certificate in PEM form"
+    )
+    assert "openssl x509 -inform der" in str(caught.value)
+
+
+def test_a_missing_ca_file_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "ca.pem"
+    settings = ElasticsearchSettings(url="https://es.example.com:9200", ca_certs=missing)
+    with pytest.raises(SearchIndexError, match=r"elasticsearch\.ca_certs: .* does not exist"):
+        build_client(settings, Secrets())
+
+
+def test_a_version_that_is_no_number_is_refused() -> None:
+    s = ElasticsearchSettings(url="http://localhost:9200")
+    with pytest.raises(SearchIndexError, match="reports version 'latest', which is no"):
+        check_major("latest", s)
 
 
 def test_major_version_check() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -586,6 +587,32 @@ async def test_a_blocked_index_is_named_as_blocked_not_as_missing_privileges(
             )
         await drop_indices(index.client, index.names)
         await index.close()
+
+
+async def test_health_fails_when_the_alias_points_at_several_indices(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    """An index added to the alias by hand leaves no write index: every ingest write fails,
+    so `bot doctor` must not say ok; the request it names repairs it."""
+    backend = await ElasticsearchBackend.open(es_settings, embedder)
+    index, names = backend.index, backend.index.names
+    try:
+        await _write(index, embedder, [_doc("guide", ["Install the app.", "Then sign in."])])
+        await index.client.indices.create(index=names.version(2), aliases={names.chunks: {}})
+        [check] = [c for c in await backend.health() if c.name == "index"]
+        assert not check.ok
+        assert check.detail.startswith(
+            f"{names.chunks} points at several indices: {names.version(1)} (3 entries), "
+            f"{names.version(2)} (0 entries)"
+        )
+        repair = check.detail.split("POST _aliases ", 1)[1]
+        await index.client.indices.update_aliases(**json.loads(repair))
+        [check] = [c for c in await backend.health() if c.name == "index"]
+        assert check.ok, check.detail
+        assert check.detail == f"{names.chunks} -> {names.version(1)}"
+    finally:
+        await backend.drop()
+        await backend.close()
 
 
 async def test_mapping_conflicts_are_refused(

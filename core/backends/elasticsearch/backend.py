@@ -23,7 +23,7 @@ from core.backends.elasticsearch.state import (
     ElasticsearchRunLocks,
     ensure_state_indices,
 )
-from core.backends.elasticsearch.versions import drop_indices
+from core.backends.elasticsearch.versions import drop_indices, several_behind_alias
 from core.backends.stores import OpenedStores
 from core.config import Settings
 from core.domain.health import HealthCheck, ReindexReport
@@ -112,10 +112,14 @@ class ElasticsearchBackend:
         kind, licence_status = await licence(client)
         fusion = self._settings.fusion
         checks.append(HealthCheck("licence", True, f"{kind} ({licence_status}); fusion: {fusion}"))
-        current = await index.current_index()
+        indices = await index.alias_indices()
+        if len(indices) > 1:
+            entries = await index.entries(indices)
+            checks.append(HealthCheck("index", False, several_behind_alias(index.names, entries)))
+            return checks
         try:
             await index.check_compatible()
-            checks.append(HealthCheck("index", True, f"{index.names.chunks} -> {current}"))
+            checks.append(HealthCheck("index", True, f"{index.names.chunks} -> {indices[-1]}"))
         except SearchIndexError as exc:
             checks.append(HealthCheck("index", False, str(exc)))
         return checks

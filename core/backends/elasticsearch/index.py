@@ -57,7 +57,7 @@ from core.backends.elasticsearch.schema import (
     doc_id_key,
     mapping_conflicts,
 )
-from core.backends.elasticsearch.versions import create_first_version
+from core.backends.elasticsearch.versions import by_version, create_first_version
 from core.config import ElasticsearchSettings, SearchSettings
 from core.domain.documents import (
     PENDING_CHECKSUM,
@@ -150,9 +150,19 @@ class ElasticsearchIndex(HybridIndex):
                     )
         return info
 
-    async def current_index(self) -> str:
+    async def alias_indices(self) -> list[str]:
+        """The indices behind the chunks alias, by version number (v10 after v9); one, unless
+        someone added another by hand."""
         aliases = await self.client.indices.get_alias(name=self.names.chunks)
-        return str(sorted(aliases.body)[-1])
+        return by_version(self.names, aliases.body)
+
+    async def current_index(self) -> str:
+        return (await self.alias_indices())[-1]
+
+    async def entries(self, indices: Sequence[str]) -> dict[str, int]:
+        """How many entries (chunks and records) each index holds."""
+        await self.client.indices.refresh(index=",".join(indices))
+        return {i: int((await self.client.count(index=i))["count"]) for i in indices}
 
     async def index_meta(self, index: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(`_meta`, properties) of one concrete chunks index."""

@@ -5,11 +5,36 @@ evaluation's or a test's throwaway indices). `bot index reindex` adds the next
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 from elasticsearch import ApiError, AsyncElasticsearch, NotFoundError
 
 from core.backends.elasticsearch.schema import IndexNames
 from core.errors import SearchIndexError
+
+
+def by_version(names: IndexNames, indices: Iterable[str]) -> list[str]:
+    """`indices` oldest version first, by number (a name that is no version of ours first)."""
+    return sorted(indices, key=lambda index: (names.version_number(index) or 0, index))
+
+
+def several_behind_alias(names: IndexNames, entries: dict[str, int]) -> str:
+    """What is wrong when the chunks alias points at several indices (each with how many
+    entries it holds), and the one request that keeps the fullest: every write fails until
+    then, as Elasticsearch has no index to write to."""
+    keep = max(by_version(names, entries), key=lambda index: entries[index])
+    drop = [index for index in by_version(names, entries) if index != keep]
+    listed = ", ".join(
+        f"{index} ({entries[index]} entries)" for index in by_version(names, entries)
+    )
+    actions = ", ".join(
+        f'{{"remove": {{"index": "{i}", "alias": "{names.chunks}"}}}}' for i in drop
+    )
+    return (
+        f"{names.chunks} points at several indices: {listed}; every write fails (no write "
+        f"index). Keep the one the bot's chunks are in, such as {keep}: "
+        f'POST _aliases {{"actions": [{actions}]}}'
+    )
 
 
 async def create_first_version(client: AsyncElasticsearch, names: IndexNames) -> None:

@@ -23,6 +23,7 @@ from core.backends.elasticsearch.schema import (
     doc_id_key,
     mapping_conflicts,
 )
+from core.backends.elasticsearch.versions import by_version, several_behind_alias
 from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings, Secrets
 from core.domain.documents import SearchFilters
 from core.domain.learned import normalise_keyword
@@ -37,6 +38,25 @@ def test_index_names_and_versions() -> None:
     assert names.version_number("docbot-chunks") is None
     assert names.version_number("other-chunks-v1") is None
     assert names.version_number("docbot-chunks-vx") is None
+
+
+def test_versions_are_ordered_by_number() -> None:
+    names = IndexNames("docbot")
+    found = ["docbot-chunks-v9", "docbot-chunks-v10", "docbot-chunks-v2"]
+    assert by_version(names, found) == ["docbot-chunks-v2", "docbot-chunks-v9", "docbot-chunks-v10"]
+
+
+def test_an_alias_on_several_indices_says_which_to_keep() -> None:
+    names = IndexNames("docbot")
+    said = several_behind_alias(names, {"docbot-chunks-v2": 0, "docbot-chunks-v1": 26})
+    assert said.startswith(
+        "docbot-chunks points at several indices: docbot-chunks-v1 (26 entries), "
+        "docbot-chunks-v2 (0 entries); every write fails"
+    )
+    assert said.endswith(
+        'POST _aliases {"actions": [{"remove": {"index": "docbot-chunks-v2", '
+        '"alias": "docbot-chunks"}}]}'
+    )
 
 
 def test_ids_are_kept_when_valid_and_hashed_otherwise() -> None:

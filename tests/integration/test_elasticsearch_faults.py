@@ -686,6 +686,69 @@ async def test_a_new_embedder_needs_a_reindex_which_swaps_the_alias(
         await fresh.close()
 
 
+@asynccontextmanager
+async def operators_template(settings: Settings) -> AsyncIterator[str]:
+    """An operator's index template over every index of the bot's prefix, of a higher
+    priority than the bot's: it is applied instead of the bot's, whole."""
+    es = settings.elasticsearch
+    name = f"ops-{es.index_prefix}"
+    async with AsyncElasticsearch(es.url) as client:
+        await client.indices.put_index_template(
+            name=name,
+            index_patterns=[f"{es.index_prefix}-*"],
+            priority=200,
+            template={"settings": {"number_of_replicas": 0}},
+        )
+        try:
+            yield name
+        finally:
+            await client.indices.delete_index_template(name=name)
+
+
+async def test_reindex_refuses_an_index_a_shadowing_template_made(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    """The new version gets the operator's template, not the bot's: no `_meta`, no vector
+    mapping. Moving the alias to it would break every process; the reindex refuses, naming
+    the template, and leaves the alias and the old version as they were."""
+    index = await open_index(es_settings, embedder)
+    try:
+        await _write(index, embedder, [_doc("guide", ["Install the Slack app."])])
+        async with operators_template(es_settings) as template:
+            with pytest.raises(SearchIndexError) as caught:
+                await reindex(index, delete_old=True)
+        message = str(caught.value)
+        assert message.startswith(
+            f"{index.names.version(2)} was not created with the bot's mapping: the index "
+            f"template(s) {template}, of a higher priority than {index.names.template}, "
+            "override the bot's mapping"
+        )
+        assert "the alias stays where it was" in message
+        assert await index.alias_indices() == [index.names.version(1)]
+        assert not await index.client.indices.exists(index=index.names.version(2))
+        await index.check_compatible()
+        hits = await index.search("slack app", k=1)
+        assert [h.chunk.doc_id for h in hits] == ["guide"]
+    finally:
+        await drop_indices(index.client, index.names)
+        await index.close()
+
+
+async def test_a_first_version_a_shadowing_template_made_names_the_template(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    """Not "holds vectors of None ... run `bot index reindex`", which would only build
+    another such version: the template to change."""
+    try:
+        async with operators_template(es_settings) as template:
+            with pytest.raises(SearchIndexError) as caught:
+                await open_index(es_settings, embedder)
+        assert f"the index template(s) {template}, of a higher priority" in str(caught.value)
+        assert "vectors of None" not in str(caught.value)
+    finally:
+        await _cleanup(es_settings, embedder)
+
+
 def test_reindex_refuses_to_run_twice_at_once(
     es_settings: Settings, embedder: CachedEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -57,7 +57,12 @@ from core.backends.elasticsearch.schema import (
     doc_id_key,
     mapping_conflicts,
 )
-from core.backends.elasticsearch.versions import by_version, create_first_version
+from core.backends.elasticsearch.versions import (
+    by_version,
+    create_first_version,
+    overridden,
+    shadowing_templates,
+)
 from core.config import ElasticsearchSettings, SearchSettings
 from core.domain.documents import (
     PENDING_CHECKSUM,
@@ -174,6 +179,11 @@ class ElasticsearchIndex(HybridIndex):
         meta, properties = await self.index_meta(index)
         wanted = (self.embedder.model_id, str(self.embedder.dimensions))
         found = (meta.get("embedder"), meta.get("dimensions"))
+        if not meta and (shadows := await shadowing_templates(self.client, self.names, index)):
+            # No `_meta` at all: another template made it; a reindex would do the same.
+            raise SearchIndexError(
+                f"{overridden(self.names, index, shadows)}; then run `bot index reindex`"
+            )
         if found != wanted:
             raise SearchIndexError(
                 f"{index} holds vectors of {found[0]} ({found[1]} dimensions), but this bot "

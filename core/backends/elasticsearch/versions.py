@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from fnmatch import fnmatchcase
 
 from elasticsearch import ApiError, AsyncElasticsearch, NotFoundError
 
@@ -56,6 +57,40 @@ async def create_first_version(client: AsyncElasticsearch, names: IndexNames) ->
         if exc.error != "resource_already_exists_exception":  # another process won the race
             raise
     await client.indices.update_aliases(actions=[{"add": {"index": first, "alias": names.chunks}}])
+
+
+async def shadowing_templates(
+    client: AsyncElasticsearch, names: IndexNames, index: str
+) -> list[str]:
+    """The index templates that match `index` with a higher priority than the bot's: the one
+    of those with the highest priority is applied instead of the bot's, whole (templates of
+    different priorities don't merge), so the index gets neither the bot's mapping nor its
+    `_meta`."""
+    templates = (await client.indices.get_index_template()).body.get("index_templates", [])
+    priorities = {t["name"]: int(t["index_template"].get("priority") or 0) for t in templates}
+    ours = priorities.get(names.template, 0)
+    shadows = []
+    for t in templates:
+        patterns = t["index_template"].get("index_patterns") or []
+        patterns = [patterns] if isinstance(patterns, str) else patterns
+        if priorities[t["name"]] > ours and any(fnmatchcase(index, p) for p in patterns):
+            shadows.append(str(t["name"]))
+    return sorted(shadows)
+
+
+def overridden(names: IndexNames, index: str, shadows: list[str]) -> str:
+    """Why `index` lacks the bot's mapping, and what to change, when templates shadow it."""
+    who = (
+        f"the index template(s) {', '.join(shadows)}, of a higher priority than "
+        f"{names.template}, override the bot's mapping"
+        if shadows
+        else "an index template overrides the bot's mapping"
+    )
+    return (
+        f"{index} was not created with the bot's mapping: {who}. Lower their priority below "
+        f"{names.template}'s, or narrow their index_patterns so they don't match "
+        f"{names.chunks}-v*"
+    )
 
 
 async def drop_indices(client: AsyncElasticsearch, names: IndexNames) -> None:

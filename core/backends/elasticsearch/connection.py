@@ -6,7 +6,12 @@ What goes wrong in practice, and what each check says:
 - the credentials are wrong (401) or lack a privilege (403): which variable to fix;
 - the server's major version differs from the client's: an 8.x client against a 9.x cluster
   (or the reverse) fails on the first request with an opaque 400, so we refuse to start and name
-  the client version to install instead.
+  the client version to install instead;
+- `elasticsearch.ca_certs` is no PEM file of certificates: the setting, not a TLS traceback.
+
+Any other refusal is quoted with the server's own reason (the root cause, one bounded line,
+never the document's text); an index block (write block, read-only, flood-stage watermark) is
+named as such, not as a missing privilege.
 """
 
 from __future__ import annotations
@@ -106,6 +111,8 @@ def build_client(settings: ElasticsearchSettings, secrets: Secrets) -> AsyncElas
         # The client quotes an unparsable URL whole, password and all.
         raise SearchIndexError(f"elasticsearch settings: {redact_urls_in(str(exc))}") from None
     except ssl.SSLError as exc:  # the CA file is read as the client is made
+        if settings.ca_certs is None:
+            raise SearchIndexError(f"elasticsearch TLS settings: {exc}") from None
         raise SearchIndexError(
             f"elasticsearch.ca_certs: {settings.ca_certs} holds no CA certificate in PEM "
             f"form ({exc.reason or exc}); a DER file must be converted first: openssl x509 "
@@ -254,7 +261,7 @@ def checking(check: str) -> Iterator[None]:
 
 def check_major(server_version: str, settings: ElasticsearchSettings) -> int:
     head = server_version.split(".", 1)[0]
-    if not head.isdigit():
+    if not (head.isascii() and head.isdigit()):
         raise SearchIndexError(
             f"the server at {where(settings)} reports version {server_version!r}, which is "
             "no Elasticsearch version: check that elasticsearch.url (or ELASTICSEARCH_URL) "

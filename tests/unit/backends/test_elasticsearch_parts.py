@@ -162,10 +162,11 @@ def test_a_missing_ca_file_is_named(tmp_path: Path) -> None:
         build_client(settings, Secrets())
 
 
-def test_a_version_that_is_no_number_is_refused() -> None:
+@pytest.mark.parametrize("version", ["latest", "", "².1.0"])
+def test_a_version_that_is_no_number_is_refused(version: str) -> None:
     s = ElasticsearchSettings(url="http://localhost:9200")
-    with pytest.raises(SearchIndexError, match="reports version 'latest', which is no"):
-        check_major("latest", s)
+    with pytest.raises(SearchIndexError, match=f"reports version {version!r}, which is no"):
+        check_major(version, s)
 
 
 def test_major_version_check() -> None:

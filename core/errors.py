@@ -22,6 +22,11 @@ class ConfigError(BotError, ValueError):
 class SearchIndexError(BotError, RuntimeError):
     """The index can't be opened or used as asked; the message says why and what to do."""
 
+    # What failed, when the backend knows it: the row of `bot doctor` that shows this failure
+    # ("connection", "version", "index template", "state indices"...), so a refused mapping is
+    # not reported as a failed connection.
+    check: str | None = None
+
 
 class IndexUnavailable(SearchIndexError):
     """The index's server can't be reached: not this document's fault, so a batch job stops."""

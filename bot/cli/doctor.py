@@ -26,6 +26,8 @@ def doctor(
 ) -> None:
     """Check the backend (reachable, versions, licence, index) and say which model answers,
     which platform tokens are set and whether the web is searched."""
+    from rich.markup import escape
+
     from core.config import CHANNEL_FORMS, is_channel_prefix
     from core.domain.urls import redact_urls_in
 
@@ -37,8 +39,9 @@ def doctor(
         status = (
             "[red]FAIL[/red]" if not check.ok else "info" if check.info else "[green]ok[/green]"
         )
-        # Any URL a message quotes (a client library's error) is shown without credentials.
-        table.add_row(check.name, status, redact_urls_in(check.detail))
+        # Any URL a message quotes (a client library's error) is shown without credentials,
+        # and its [brackets] (Elasticsearch quotes names so) as text, not as markup.
+        table.add_row(check.name, status, escape(redact_urls_in(check.detail)))
     out.print(table)
     if not all(c.ok for c in checks):
         raise typer.Exit(1)
@@ -54,7 +57,9 @@ async def _doctor(channel: str | None) -> list[Check]:
     try:
         backend = await open_backend(s, embedder, check_compatible=False)
     except SearchIndexError as exc:
-        failed = Check("index" if s.search.backend == "sqlite" else "connection", False, str(exc))
+        # The backend names what failed when it knows (a refused mapping is no connection).
+        name = exc.check or ("index" if s.search.backend == "sqlite" else "connection")
+        failed = Check(name, False, str(exc))
         policy = [] if channel is None else [channel_policy(s, channel, None)]
         return [failed, *configuration(s), *policy]
     try:

@@ -134,6 +134,7 @@ async def _ingest(
         label = source or s.ingest.default_source
         with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
             if site is not None:
+                from core.domain.documents import indexed
                 from core.ingest.site import SiteConnector, memory_name
 
                 sitemaps, prefixes = site
@@ -144,7 +145,7 @@ async def _ingest(
                     sitemaps=sitemaps,
                     prefixes=prefixes,
                     memory=s.storage.data_dir / "crawls" / memory_name(targets, prefixes),
-                    known=await rt.backend.index.documents(),
+                    known=indexed(await rt.backend.index.documents()),
                 )
                 return await ingestor.ingest_from(
                     crawler, source=label, prune=prune, progress=progress, targets=targets

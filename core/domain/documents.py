@@ -41,6 +41,13 @@ class Chunk:
     keywords: tuple[str, ...] = ()
 
 
+# The checksum of a document whose write began but never completed. Elasticsearch, which has
+# no transaction around a document's chunks, records a new document under it before writing
+# any chunk, so that whatever a failed or interrupted write leaves stays in reach of
+# `bot remove` and `--prune`; it matches no content, so the next ingest writes it again.
+PENDING_CHECKSUM = ""
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentRecord:
     """What the index remembers of a document to decide whether a re-ingest must touch it."""
@@ -51,6 +58,19 @@ class DocumentRecord:
     url: str
     checksum: str
     chunk_count: int
+
+    @property
+    def complete(self) -> bool:
+        """False for a document whose write never completed (`PENDING_CHECKSUM`): held, so it
+        can be removed, but never taken as indexed, so a sync that finds it unchanged at its
+        source still writes it."""
+        return self.checksum != PENDING_CHECKSUM
+
+
+def indexed(records: dict[str, DocumentRecord]) -> set[str]:
+    """The documents a connector may call unchanged when its source says so: those whose
+    write completed (a pending one must be read and written again)."""
+    return {doc_id for doc_id, record in records.items() if record.complete}
 
 
 @dataclass(frozen=True, slots=True)

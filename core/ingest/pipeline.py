@@ -195,7 +195,7 @@ class Ingestor:
                 try:
                     data, fmt = await connector.fetch(item)
                 except NotModified:  # the source says the indexed copy is current
-                    if item.doc_id in existing:
+                    if (held := existing.get(item.doc_id)) is not None and held.complete:
                         _count(report, progress, item.display, Outcome.UNCHANGED)
                         continue
                     raise UnreadableDocument("not modified, yet not in the index") from None
@@ -278,7 +278,8 @@ class Ingestor:
                 _count(report, progress, doc.display, Outcome.FAILED)
                 continue
             report.chunks_written += len(doc.chunks)
-            outcome = Outcome.UPDATED if doc.record.doc_id in existing else Outcome.ADDED
+            held = existing.get(doc.record.doc_id)
+            outcome = Outcome.UPDATED if held is not None and held.complete else Outcome.ADDED
             _count(report, progress, doc.display, outcome)
 
 

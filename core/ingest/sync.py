@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from core.config import IngestSettings, SourceSettings
+from core.domain.documents import indexed
 from core.errors import SourceUnavailable
 from core.ingest.confluence import ConfluenceConnector, flavour_of
 from core.ingest.connectors import Connector, PathsConnector
@@ -126,7 +127,7 @@ class SourceSyncer:
         started = time.perf_counter()
         try:
             async with run_lock(self.locks, f"sync-{name}", self.settings.lock_ttl_s):
-                known = set(await self.index.documents())
+                known = indexed(await self.index.documents())
                 connector = connector_for(
                     name, source, self.settings, self.http, self.data_dir, known
                 )

@@ -1,6 +1,7 @@
 """A local stand-in in front of the Elasticsearch emulator that plays what the emulator can't:
 a licence, the 403 a basic licence gives the `rrf` retriever, a server of another major version,
-wrong credentials, and bulk items refused (429 once, or 400 for good).
+wrong credentials, bulk items refused (429 once, or 400 for good), and bulk or other requests
+answered 503, as by a cluster whose primary shard is not active.
 
 Everything not scripted is forwarded to the upstream server unchanged, so the real client talks
 to a real REST API with only the scripted differences.
@@ -47,6 +48,18 @@ UNAUTHORIZED = {
     "status": 401,
 }
 
+# What a cluster whose primary shard is not active (yet) answers a write.
+UNAVAILABLE = {
+    "error": {
+        "root_cause": [
+            {"type": "unavailable_shards_exception", "reason": "primary shard is not active"}
+        ],
+        "type": "unavailable_shards_exception",
+        "reason": "primary shard is not active",
+    },
+    "status": 503,
+}
+
 
 def licence_body(kind: str) -> dict[str, Any]:
     return {
@@ -73,6 +86,11 @@ class ProxyScript:
     reject: set[str] = field(default_factory=set)  # bulk ids refused with 400, always
     seen: list[str] = field(default_factory=list)  # "METHOD path" of every request
     delay_once: dict[str, float] = field(default_factory=dict)  # "METHOD path" -> seconds
+    fail_bulks_after: int | None = None  # every bulk request after this many answers 503
+    unavailable: set[str] = field(default_factory=set)  # paths ending so answer 503
+    # paths ending so answer (status, body): a JSON body, or text ("" for none)
+    refuse: dict[str, tuple[int, dict[str, Any] | str]] = field(default_factory=dict)
+    bulks: int = 0  # bulk requests seen
 
 
 class ElasticsearchProxy:
@@ -107,6 +125,17 @@ class ElasticsearchProxy:
             return web.json_response(licence_body(s.licence), headers=_HEADERS)
         if s.refuse_rrf and request.path.endswith("/_search") and b'"retriever"' in body:
             return web.json_response(RRF_REFUSED, status=403, headers=_HEADERS)
+        if request.path.endswith("/_bulk"):
+            s.bulks += 1
+            if s.fail_bulks_after is not None and s.bulks > s.fail_bulks_after:
+                return web.json_response(UNAVAILABLE, status=503, headers=_HEADERS)
+        if any(request.path.endswith(suffix) for suffix in s.unavailable):
+            return web.json_response(UNAVAILABLE, status=503, headers=_HEADERS)
+        for suffix, (status, answer) in s.refuse.items():
+            if request.path.endswith(suffix):
+                if isinstance(answer, str):
+                    return web.Response(status=status, text=answer, headers=_HEADERS)
+                return web.json_response(answer, status=status, headers=_HEADERS)
         status, payload, content_type = await self._forward(request, body)
         if request.path == "/" and s.server_version is not None and status == 200:
             info = json.loads(payload)

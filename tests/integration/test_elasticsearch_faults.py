@@ -6,9 +6,12 @@ scripted proxy in front where the emulator can't play the part."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -23,7 +26,7 @@ from core.backends.elasticsearch import ElasticsearchBackend
 from core.backends.elasticsearch.connection import build_client
 from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.reindex import reindex
-from core.backends.elasticsearch.schema import hashed_id
+from core.backends.elasticsearch.schema import IndexNames, doc_id_key, hashed_id
 from core.backends.elasticsearch.state import ElasticsearchPlatformState, ElasticsearchRunLocks
 from core.backends.elasticsearch.versions import drop_indices
 from core.config import Settings
@@ -34,10 +37,11 @@ from core.domain.documents import (
     DocumentWrite,
     Outcome,
     SearchMode,
+    chunk_id,
     embedding_text,
 )
 from core.errors import IndexUnavailable, SearchIndexError
-from core.ingest.pipeline import Ingestor
+from core.ingest.pipeline import Ingestor, remove
 from core.ports import Embedder
 from core.run_locks import REINDEX_LOCK
 from core.search.embedder import CachedEmbedder
@@ -300,6 +304,317 @@ async def test_bulk_partial_failures_are_reported_per_document(
         await index.close()
 
 
+def _sections(marker: str, count: int) -> str:
+    """A page of `count` sections, each a passage of its own with a findable word."""
+    body = "Configure the widget carefully before the first run. " * 12
+    return "".join(f"## Part {i}\n\n{marker}{i} {body}\n\n" for i in range(count))
+
+
+@asynccontextmanager
+async def failing_writes(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path
+) -> AsyncIterator[tuple[ElasticsearchIndex, ProxyScript, Ingestor, Path]]:
+    """An index behind the proxy whose bulk requests hold two actions each (so one document's
+    chunks take several), no retries, and a folder to ingest from."""
+    settings, script = proxied
+    es = settings.elasticsearch.model_copy(update={"bulk_chunk_size": 2, "max_retries": 0})
+    settings = settings.model_copy(update={"elasticsearch": es})
+    index = await open_index(settings, embedder)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    try:
+        yield index, script, Ingestor(index, embedder, settings.ingest), folder
+    finally:
+        script.fail_bulks_after, script.reject, script.unavailable = None, set(), set()
+        await drop_indices(index.client, index.names)
+        await index.close()
+
+
+@pytest.mark.parametrize("fault", ["bulk 503", "chunk rejected"])
+async def test_a_new_document_whose_write_failed_leaves_nothing_searchable(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path, fault: str
+) -> None:
+    """As on SQLite, where a document is written in one transaction: the chunks written before
+    the failure are deleted again, and a rerun adds the document."""
+    async with failing_writes(proxied, embedder, tmp_path) as (index, script, ingestor, folder):
+        page = folder / "many.md"
+        page.write_text(_sections("marker", 6))
+        doc_id = page.resolve().as_uri()
+        if fault == "bulk 503":
+            script.bulks, script.fail_bulks_after = 0, 2  # the pending record, two chunks
+        else:
+            script.reject = {doc_id_key(chunk_id(doc_id, 4))}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert [f.display for f in report.failed] == [str(page)]
+        assert report.counts[Outcome.FAILED] == 1
+        script.fail_bulks_after, script.reject = None, set()
+        await index.client.indices.refresh(index=index.names.chunks)  # as any later search
+        assert await index.search("marker0", k=1, mode=SearchMode.BM25) == []
+        stats = await index.stats()
+        assert (stats.documents, stats.chunks) == (0, 0)
+        assert await index.documents() == {}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.failed == []
+        assert report.counts[Outcome.ADDED] == 1
+        hits = await index.search("marker0", k=1, mode=SearchMode.BM25)
+        assert [h.chunk.doc_id for h in hits] == [doc_id]
+        assert (await index.documents())[doc_id].complete
+
+
+async def test_a_failed_write_that_cannot_be_cleared_stays_in_reach_of_remove_and_prune(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path
+) -> None:
+    """When the cluster refuses the clean-up too, the passages written stay under a pending
+    record: `bot remove` and `--prune` find them, and the next ingest completes the document."""
+    async with failing_writes(proxied, embedder, tmp_path) as (index, script, ingestor, folder):
+        pages = [folder / "one.md", folder / "two.md"]
+        for n, page in enumerate(pages):
+            page.write_text(_sections(f"marker{n}x", 4))
+        doc_ids = [p.resolve().as_uri() for p in pages]
+        script.reject = {doc_id_key(chunk_id(d, 3)) for d in doc_ids}
+        script.unavailable = {"/_delete_by_query"}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert {f.display for f in report.failed} == {str(p) for p in pages}
+        assert all("pending record" in f.reason for f in report.failed)
+        script.reject, script.unavailable = set(), set()
+        held = await index.documents()
+        assert set(held) == set(doc_ids)
+        assert not any(record.complete for record in held.values())
+        assert await index.search("marker0x0", k=1, mode=SearchMode.BM25) != []
+
+        [removal] = await remove(index, [str(pages[0])])
+        assert removal.documents == 1
+        assert removal.chunks > 0
+        assert await index.search("marker0x0", k=1, mode=SearchMode.BM25) == []
+        for page in pages:
+            page.unlink()
+        report = await ingestor.ingest([str(folder)], source="kb", prune=True)
+        assert report.counts[Outcome.DELETED] == 1
+        stats = await index.stats()
+        assert (stats.documents, stats.chunks) == (0, 0)
+
+        pages[0].write_text(_sections("marker0x", 4))
+        script.reject, script.unavailable = (
+            {doc_id_key(chunk_id(doc_ids[0], 3))},
+            {"/_delete_by_query"},
+        )
+        await ingestor.ingest([str(folder)], source="kb")
+        script.reject, script.unavailable = set(), set()
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.counts[Outcome.ADDED] == 1  # a pending document was never indexed
+        assert (await index.documents())[doc_ids[0]].complete
+        assert (await index.stats()).chunks == 4
+
+
+async def test_an_updated_document_whose_write_failed_keeps_its_old_record(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path
+) -> None:
+    """Elasticsearch can't roll back the passages already overwritten, so a failed update
+    keeps the old record (and its old checksum): the document stays listed, removable, and is
+    rewritten by the next ingest."""
+    async with failing_writes(proxied, embedder, tmp_path) as (index, script, ingestor, folder):
+        page = folder / "guide.md"
+        page.write_text(_sections("old", 3))
+        await ingestor.ingest([str(folder)], source="kb")
+        doc_id = page.resolve().as_uri()
+        before = (await index.documents())[doc_id]
+        page.write_text(_sections("new", 5))
+        script.reject = {doc_id_key(chunk_id(doc_id, 4))}
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.counts[Outcome.FAILED] == 1
+        script.reject = set()
+        assert (await index.documents())[doc_id] == before
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.counts[Outcome.UPDATED] == 1
+        assert await index.search("old0", k=1, mode=SearchMode.BM25) == []
+        assert (await index.stats()).chunks == 5
+
+
+def _es_error(kind: str, reason: str, status: int) -> dict[str, Any]:
+    """An error body as Elasticsearch writes one."""
+    cause = {"type": kind, "reason": reason}
+    return {"error": {"root_cause": [cause], **cause}, "status": status}
+
+
+def _cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, settings: Settings) -> None:
+    """The command line on `settings`' cluster and prefix, one table row per line."""
+    es = settings.elasticsearch
+    for key, value in {
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+        "BOT_STORAGE__DATA_DIR": str(tmp_path),
+        "BOT_SEARCH__BACKEND": "elasticsearch",
+        "ELASTICSEARCH_URL": str(es.url),
+        "BOT_ELASTICSEARCH__INDEX_PREFIX": es.index_prefix,
+        "BOT_ELASTICSEARCH__NUMBER_OF_REPLICAS": "0",
+        "BOT_ELASTICSEARCH__MAX_RETRIES": "0",
+        "COLUMNS": "400",
+    }.items():
+        monkeypatch.setenv(key, value)
+
+
+def _rows(output: str) -> dict[str, tuple[str, str]]:
+    """`bot doctor`'s table: check -> (status, detail)."""
+    cells = [line.split("│")[1:4] for line in output.splitlines() if line.startswith("│")]
+    return {name.strip(): (status.strip(), detail.strip()) for name, status, detail in cells}
+
+
+def test_a_refused_request_says_the_servers_reason_and_what_failed(
+    es_settings: Settings, embedder: CachedEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A state index whose field has another type: the message carries the server's reason,
+    not only its error type, and `bot doctor` names the state indices, not the connection."""
+    es = es_settings.elasticsearch
+    reason = "mapper [status] cannot be changed from type [integer] to [keyword]"
+
+    async def conflicting_state_index() -> SearchIndexError:
+        async with AsyncElasticsearch(es.url) as client:
+            await client.indices.create(
+                index=f"{es.index_prefix}-answers",
+                mappings={"properties": {"status": {"type": "integer"}}},
+            )
+        with pytest.raises(SearchIndexError) as caught:
+            await open_index(es_settings, embedder)
+        return caught.value
+
+    async def drop() -> None:
+        async with AsyncElasticsearch(es.url) as client:
+            await drop_indices(client, IndexNames(es.index_prefix))
+
+    try:
+        refused = asyncio.run(conflicting_state_index())
+        assert str(refused).endswith(f"answered 400: illegal_argument_exception: {reason}")
+        assert refused.check == "state indices"
+
+        _cli_env(monkeypatch, tmp_path, es_settings)
+        result = runner.invoke(app, ["doctor"])
+        assert result.exit_code == 1, result.output
+        rows = _rows(result.output)
+        status, detail = rows["state indices"]
+        assert status == "FAIL"
+        assert detail.endswith(reason)  # its [names] shown, not read as markup
+        assert "connection" not in rows
+    finally:
+        asyncio.run(drop())
+
+
+async def test_a_request_too_large_says_what_to_change(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    """A proxy's bare 413 (no body) still says what to do."""
+    settings, script = proxied
+    index = await open_index(settings, embedder)
+    try:
+        script.refuse["/_bulk"] = (413, "")
+        with pytest.raises(SearchIndexError) as caught:
+            await _write(index, embedder, [_doc("guide", ["Install the app."])])
+        assert str(caught.value).endswith(
+            "answered 413: the request was too large: lower elasticsearch.bulk_chunk_size, or "
+            "raise the cluster's http.max_content_length (and any proxy's body limit)"
+        )
+    finally:
+        script.refuse.clear()
+        await drop_indices(index.client, index.names)
+        await index.close()
+
+
+async def test_a_missing_privilege_is_named_with_the_servers_reason(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder
+) -> None:
+    settings, script = proxied
+    reason = (
+        "action [indices:admin/index_template/put] is unauthorized for user [docbot] with "
+        "effective roles [reader], this action is granted by the cluster privileges "
+        "[manage_index_templates,manage,all]"
+    )
+    template = f"/_index_template/{settings.elasticsearch.index_prefix}-chunks"
+    script.refuse[template] = (403, _es_error("security_exception", reason, 403))
+    with pytest.raises(SearchIndexError) as caught:
+        await open_index(settings, embedder)
+    assert "refused the request (403): the user or API key needs the privileges" in str(
+        caught.value
+    )
+    assert str(caught.value).endswith(f"(security_exception: {reason})")
+    assert caught.value.check == "index template"
+
+
+FLOOD_STAGE = (
+    "index [docbot-chunks-v1] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded "
+    "flood-stage watermark, index has read-only-allow-delete block];"
+)
+
+
+@pytest.mark.parametrize("block", ["write block", "flood stage", "answered with failures"])
+async def test_a_blocked_index_is_named_as_blocked_not_as_missing_privileges(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, block: str
+) -> None:
+    """A write block (403), the flood-stage watermark's block (429), or a delete by query
+    that answers yet deleted nothing: one line saying the index is blocked and how it lifts,
+    and the document stays listed for a later `bot remove`."""
+    settings, script = proxied
+    es = settings.elasticsearch.model_copy(update={"max_retries": 0})
+    index = await open_index(settings.model_copy(update={"elasticsearch": es}), embedder)
+    try:
+        await _write(index, embedder, [_doc("guide", ["Install the app.", "Then sign in."])])
+        current = await index.current_index()
+        if block == "write block":
+            await index.client.indices.put_settings(
+                index=current, settings={"index.blocks.write": True}
+            )
+        elif block == "flood stage":
+            error = _es_error("cluster_block_exception", FLOOD_STAGE, 429)
+            script.refuse["/_delete_by_query"] = (429, error)
+        else:
+            cause = {"type": "cluster_block_exception", "reason": FLOOD_STAGE}
+            failure = {"index": current, "id": "guide-0", "cause": cause, "status": 429}
+            script.refuse["/_delete_by_query"] = (200, {"deleted": 0, "failures": [failure]})
+        with pytest.raises(SearchIndexError) as caught:
+            await index.delete_document("guide")
+        message = str(caught.value)
+        assert "refused the request because the index is blocked (cluster_block_exception:" in (
+            message
+        )
+        assert "flood-stage watermark" in message
+        assert "privileges" not in message
+        assert "\n" not in message
+        assert len(message) < 600  # one line, not the response dict
+        script.refuse.clear()
+        assert set(await index.documents()) == {"guide"}
+    finally:
+        script.refuse.clear()
+        with contextlib.suppress(Exception):
+            await index.client.indices.put_settings(
+                index=await index.current_index(), settings={"index.blocks.write": None}
+            )
+        await drop_indices(index.client, index.names)
+        await index.close()
+
+
+async def test_health_fails_when_the_alias_points_at_several_indices(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    """An index added to the alias by hand leaves no write index: every ingest write fails,
+    so `bot doctor` must not say ok; the request it names repairs it."""
+    backend = await ElasticsearchBackend.open(es_settings, embedder)
+    index, names = backend.index, backend.index.names
+    try:
+        await _write(index, embedder, [_doc("guide", ["Install the app.", "Then sign in."])])
+        await index.client.indices.create(index=names.version(2), aliases={names.chunks: {}})
+        [check] = [c for c in await backend.health() if c.name == "index"]
+        assert not check.ok
+        assert check.detail.startswith(
+            f"{names.chunks} points at several indices: {names.version(1)} (3 entries), "
+            f"{names.version(2)} (0 entries)"
+        )
+        repair = check.detail.split("POST _aliases ", 1)[1]
+        await index.client.indices.update_aliases(**json.loads(repair))
+        [check] = [c for c in await backend.health() if c.name == "index"]
+        assert check.ok, check.detail
+        assert check.detail == f"{names.chunks} -> {names.version(1)}"
+    finally:
+        await backend.drop()
+        await backend.close()
+
+
 async def test_mapping_conflicts_are_refused(
     es_settings: Settings, embedder: CachedEmbedder
 ) -> None:
@@ -369,6 +684,69 @@ async def test_a_new_embedder_needs_a_reindex_which_swaps_the_alias(
     finally:
         await drop_indices(fresh.client, fresh.names)
         await fresh.close()
+
+
+@asynccontextmanager
+async def operators_template(settings: Settings) -> AsyncIterator[str]:
+    """An operator's index template over every index of the bot's prefix, of a higher
+    priority than the bot's: it is applied instead of the bot's, whole."""
+    es = settings.elasticsearch
+    name = f"ops-{es.index_prefix}"
+    async with AsyncElasticsearch(es.url) as client:
+        await client.indices.put_index_template(
+            name=name,
+            index_patterns=[f"{es.index_prefix}-*"],
+            priority=200,
+            template={"settings": {"number_of_replicas": 0}},
+        )
+        try:
+            yield name
+        finally:
+            await client.indices.delete_index_template(name=name)
+
+
+async def test_reindex_refuses_an_index_a_shadowing_template_made(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    """The new version gets the operator's template, not the bot's: no `_meta`, no vector
+    mapping. Moving the alias to it would break every process; the reindex refuses, naming
+    the template, and leaves the alias and the old version as they were."""
+    index = await open_index(es_settings, embedder)
+    try:
+        await _write(index, embedder, [_doc("guide", ["Install the Slack app."])])
+        async with operators_template(es_settings) as template:
+            with pytest.raises(SearchIndexError) as caught:
+                await reindex(index, delete_old=True)
+        message = str(caught.value)
+        assert message.startswith(
+            f"{index.names.version(2)} was not created with the bot's mapping: the index "
+            f"template(s) {template}, of a higher priority than {index.names.template}, "
+            "override the bot's mapping"
+        )
+        assert "the alias stays where it was" in message
+        assert await index.alias_indices() == [index.names.version(1)]
+        assert not await index.client.indices.exists(index=index.names.version(2))
+        await index.check_compatible()
+        hits = await index.search("slack app", k=1)
+        assert [h.chunk.doc_id for h in hits] == ["guide"]
+    finally:
+        await drop_indices(index.client, index.names)
+        await index.close()
+
+
+async def test_a_first_version_a_shadowing_template_made_names_the_template(
+    es_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    """Not "holds vectors of None ... run `bot index reindex`", which would only build
+    another such version: the template to change."""
+    try:
+        async with operators_template(es_settings) as template:
+            with pytest.raises(SearchIndexError) as caught:
+                await open_index(es_settings, embedder)
+        assert f"the index template(s) {template}, of a higher priority" in str(caught.value)
+        assert "vectors of None" not in str(caught.value)
+    finally:
+        await _cleanup(es_settings, embedder)
 
 
 def test_reindex_refuses_to_run_twice_at_once(

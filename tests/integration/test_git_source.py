@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 import core.ingest.git as git_module
 from bot.cli import app
+from core.backends.elasticsearch.documents import now_millis, record_id, record_source
 from core.config import SourceSettings
-from core.domain.documents import Outcome
+from core.domain.documents import PENDING_CHECKSUM, Outcome
 from core.errors import SourceUnavailable
 from core.ingest.git import default_web_view, web_link
 from core.ingest.pipeline import Ingestor
@@ -214,6 +215,30 @@ async def test_a_sync_that_fails_midway_is_read_again_next_time(
     # the synced commit was not moved on by the failed run
     assert sorted(reads) == ["docs/big.md", "docs/faq.md"]
     assert report.counts[Outcome.UPDATED] == 1
+
+
+@pytest.mark.parametrize("backend_settings", ["elasticsearch"], indirect=True)
+async def test_a_document_left_pending_is_written_by_the_next_sync(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str]
+) -> None:
+    """On Elasticsearch a new document whose failed write could not be cleared away stays under
+    a pending record: the diff names nothing new, yet the next sync reads and adds it."""
+    await syncer.sync("handbook", source(repo))
+    records = await index.documents()
+    faq = next(d for d in records if d.endswith("/docs/faq.md"))
+    await index.delete_document(faq)
+    pending = dataclasses.replace(records[faq], checksum=PENDING_CHECKSUM)
+    await index.client.index(
+        index=index.names.chunks,
+        id=record_id(faq),
+        document=record_source(pending, 0, now_millis()),
+        refresh=True,
+    )
+    reads.clear()
+    report = await syncer.sync("handbook", source(repo))
+    assert "docs/faq.md" in reads
+    assert report.counts[Outcome.ADDED] == 1
+    assert (await index.documents())[faq].complete
 
 
 async def test_another_branch_and_a_changed_location(

@@ -60,6 +60,24 @@ def test_a_malformed_url_with_a_password_is_reported_without_it(
     assert detail.startswith(f"elasticsearch settings: {shown}")
 
 
+def test_a_ca_file_that_holds_no_certificate_is_a_settings_error(
+    env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 and one line naming elasticsearch.ca_certs, like every settings error (it was
+    "unexpected SSLError", exit 1, as for a bug)."""
+    not_a_ca = tmp_path / "ca.pem"
+    not_a_ca.write_text("search:\n  backend: elasticsearch\n")
+    monkeypatch.setenv("BOT_SEARCH__BACKEND", "elasticsearch")
+    monkeypatch.setenv("ELASTICSEARCH_URL", "https://127.0.0.1:9200")
+    monkeypatch.setenv("BOT_ELASTICSEARCH__CA_CERTS", str(not_a_ca))
+    monkeypatch.setattr("sys.argv", ["bot", "search", "install"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: elasticsearch.ca_certs: {not_a_ca} holds no CA certificate")
+
+
 def test_informational_rows_do_not_fail_the_command(
     env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

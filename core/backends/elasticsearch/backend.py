@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.backends.elasticsearch.connection import build_client, connect, licence, where
+from core.backends.elasticsearch.connection import (
+    build_client,
+    checking,
+    connect,
+    licence,
+    where,
+)
 from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.keyword_store import ElasticsearchKeywordStore
 from core.backends.elasticsearch.reindex import reindex
@@ -17,7 +23,7 @@ from core.backends.elasticsearch.state import (
     ElasticsearchRunLocks,
     ensure_state_indices,
 )
-from core.backends.elasticsearch.versions import drop_indices
+from core.backends.elasticsearch.versions import drop_indices, several_behind_alias
 from core.backends.stores import OpenedStores
 from core.config import Settings
 from core.domain.health import HealthCheck, ReindexReport
@@ -51,7 +57,8 @@ class ElasticsearchBackend:
         )
         try:
             await index.open(check_compatible=check_compatible)
-            await ensure_state_indices(index.client, index.names, es)
+            with checking("state indices"):
+                await ensure_state_indices(index.client, index.names, es)
         except BaseException:
             await index.close()
             raise
@@ -105,10 +112,14 @@ class ElasticsearchBackend:
         kind, licence_status = await licence(client)
         fusion = self._settings.fusion
         checks.append(HealthCheck("licence", True, f"{kind} ({licence_status}); fusion: {fusion}"))
-        current = await index.current_index()
+        indices = await index.alias_indices()
+        if len(indices) > 1:
+            entries = await index.entries(indices)
+            checks.append(HealthCheck("index", False, several_behind_alias(index.names, entries)))
+            return checks
         try:
             await index.check_compatible()
-            checks.append(HealthCheck("index", True, f"{index.names.chunks} -> {current}"))
+            checks.append(HealthCheck("index", True, f"{index.names.chunks} -> {indices[-1]}"))
         except SearchIndexError as exc:
             checks.append(HealthCheck("index", False, str(exc)))
         return checks

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from core.backends.elasticsearch.connection import described
 from core.backends.elasticsearch.schema import (
     CHUNK,
     DOCUMENT,
@@ -54,10 +55,12 @@ def record_id(doc_id: str) -> str:
 
 
 def item_reason(item: dict[str, Any]) -> str:
+    """Why the cluster refused one bulk item, as one bounded line that never quotes the
+    document (a parse failure's reason previews the field's value)."""
     error = item.get("error")
     if isinstance(error, dict):
-        return f"{error.get('type', 'error')}: {error.get('reason', '')}".strip()
-    return f"status {item.get('status')}: {error}"
+        return described(str(error.get("type", "error")), str(error.get("reason", "")))
+    return f"status {item.get('status')}: {described('', str(error))}"
 
 
 SOURCE_FIELDS = [

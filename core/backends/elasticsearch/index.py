@@ -9,9 +9,13 @@ ours.
 
 Writes go through `helpers.async_bulk` with deterministic `_id`s (the chunk ids), so re-ingest
 overwrites instead of duplicating, and 429s are retried with backoff. Per document, the order
-is: chunks, then the removal of the document's chunks that are not in the new set, then the
-document record with its checksum. A crash anywhere leaves the old checksum, so the next ingest
-rewrites that document: resumable, never half-marked as done.
+is: a pending record when the document is new, chunks, then the removal of the document's chunks
+that are not in the new set, then the document record with its checksum. A crash anywhere
+leaves the old (or the pending) checksum, so the next ingest rewrites that document: resumable,
+never half-marked as done, and never out of reach of `bot remove` and `--prune`. A new
+document whose write fails is deleted again, so that, as on SQLite, it leaves nothing
+searchable; an updated one keeps its old record, and whichever of its old passages were not
+overwritten yet, until the next ingest.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from dataclasses import replace
+from http import HTTPStatus
 from typing import Any
 
 from elasticsearch import ApiError, AsyncElasticsearch, NotFoundError, helpers
@@ -27,6 +33,8 @@ from elasticsearch import ApiError, AsyncElasticsearch, NotFoundError, helpers
 from core.backends.elasticsearch.connection import (
     ClusterInfo,
     allows_server_rrf,
+    by_query_failure,
+    checking,
     connect,
     explained,
     licence,
@@ -49,9 +57,15 @@ from core.backends.elasticsearch.schema import (
     doc_id_key,
     mapping_conflicts,
 )
-from core.backends.elasticsearch.versions import create_first_version
+from core.backends.elasticsearch.versions import (
+    by_version,
+    create_first_version,
+    overridden,
+    shadowing_templates,
+)
 from core.config import ElasticsearchSettings, SearchSettings
 from core.domain.documents import (
+    PENDING_CHECKSUM,
     Chunk,
     DocumentRecord,
     DocumentWrite,
@@ -61,7 +75,7 @@ from core.domain.documents import (
     SearchMode,
     Vectors,
 )
-from core.errors import SearchIndexError
+from core.errors import IndexUnavailable, SearchIndexError
 from core.ports import Embedder
 from core.search.checks import check_vectors
 from core.search.fusion import Fused, Ranked
@@ -79,6 +93,11 @@ log = logging.getLogger(__name__)
 
 # Buckets of the per-source chunk count in `stats` (sources are a handful of labels).
 _MAX_SOURCES = 10_000
+# Said of a new document whose failed write could not be cleared away either.
+_LEFT_IN_REACH = (
+    "the passages written before the failure stay under a pending record until the next "
+    "ingest rewrites them or `bot remove` deletes them"
+)
 
 
 class ElasticsearchIndex(HybridIndex):
@@ -111,17 +130,19 @@ class ElasticsearchIndex(HybridIndex):
         """Check the cluster, create the template and first index version if missing, and
         refuse an index built for another embedder or with a conflicting mapping."""
         info = await connect(self.client, self.settings)
-        with explained(self.settings):
+        with checking("index template"), explained(self.settings):
             await self.client.indices.put_index_template(
                 name=self.names.template,
                 **chunks_template(
                     self.names, self.settings, self.embedder.model_id, self.embedder.dimensions
                 ),
             )
+        with checking("index"), explained(self.settings):
             if not await self.client.indices.exists_alias(name=self.names.chunks):
                 await create_first_version(self.client, self.names)
             if check_compatible:
                 await self.check_compatible()
+        with checking("licence"), explained(self.settings):
             if self.settings.fusion == "server":
                 kind, status = await licence(self.client)
                 self._server_rrf = allows_server_rrf(kind, status)
@@ -134,9 +155,19 @@ class ElasticsearchIndex(HybridIndex):
                     )
         return info
 
-    async def current_index(self) -> str:
+    async def alias_indices(self) -> list[str]:
+        """The indices behind the chunks alias, by version number (v10 after v9); one, unless
+        someone added another by hand."""
         aliases = await self.client.indices.get_alias(name=self.names.chunks)
-        return str(sorted(aliases.body)[-1])
+        return by_version(self.names, aliases.body)
+
+    async def current_index(self) -> str:
+        return (await self.alias_indices())[-1]
+
+    async def entries(self, indices: Sequence[str]) -> dict[str, int]:
+        """How many entries (chunks and records) each index holds."""
+        await self.client.indices.refresh(index=",".join(indices))
+        return {i: int((await self.client.count(index=i))["count"]) for i in indices}
 
     async def index_meta(self, index: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(`_meta`, properties) of one concrete chunks index."""
@@ -148,6 +179,11 @@ class ElasticsearchIndex(HybridIndex):
         meta, properties = await self.index_meta(index)
         wanted = (self.embedder.model_id, str(self.embedder.dimensions))
         found = (meta.get("embedder"), meta.get("dimensions"))
+        if not meta and (shadows := await shadowing_templates(self.client, self.names, index)):
+            # No `_meta` at all: another template made it; a reindex would do the same.
+            raise SearchIndexError(
+                f"{overridden(self.names, index, shadows)}; then run `bot index reindex`"
+            )
         if found != wanted:
             raise SearchIndexError(
                 f"{index} holds vectors of {found[0]} ({found[1]} dimensions), but this bot "
@@ -190,8 +226,59 @@ class ElasticsearchIndex(HybridIndex):
                 failed[w.record.doc_id] = str(exc)
             else:
                 valid.append(w)
-        owner = {doc_id_key(c.chunk_id): w.record.doc_id for w in valid for c in w.chunks}
         now = now_millis()
+        new = await self._hold_new_documents(valid, now, failed)
+        valid = [w for w in valid if w.record.doc_id not in failed]
+        try:
+            await self._write_held(valid, now, failed)
+        except IndexUnavailable:
+            raise  # the cluster is gone: the pending records keep what was written in reach
+        except SearchIndexError:
+            await self._forget_unfinished(new)
+            raise
+        unfinished = new & set(failed)
+        if unfinished and not await self._forget_unfinished(unfinished):
+            for doc_id in unfinished:
+                failed[doc_id] += f"; {_LEFT_IN_REACH}"
+        return failed
+
+    async def _hold_new_documents(
+        self, writes: Sequence[DocumentWrite], now: int, failed: dict[str, str]
+    ) -> set[str]:
+        """Record each document the index does not hold yet as pending, before any of its
+        chunks: a failed or interrupted write then leaves nothing out of reach of `bot remove`
+        and `--prune`, and the pending checksum makes the next ingest write it again.
+
+        Returns the documents recorded here (a failure must leave nothing of them behind). A
+        document held already keeps its record (the `create` conflicts); one whose pending
+        record is refused fails before anything of it is written."""
+        by_record = {record_id(w.record.doc_id): w.record.doc_id for w in writes}
+        held = set(by_record.values())
+        actions = (
+            {
+                "_op_type": "create",
+                "_index": self.names.chunks,
+                "_id": record_id(w.record.doc_id),
+                "_source": record_source(replace(w.record, checksum=PENDING_CHECKSUM), 0, now),
+            }
+            for w in writes
+        )
+        for error in await self._bulk(actions):
+            item = next(iter(error.values()))
+            doc_id = by_record.get(str(item.get("_id")))
+            if doc_id is None:
+                continue
+            held.discard(doc_id)
+            if item.get("status") != HTTPStatus.CONFLICT:
+                failed[doc_id] = item_reason(item)
+        return held
+
+    async def _write_held(
+        self, valid: Sequence[DocumentWrite], now: int, failed: dict[str, str]
+    ) -> None:
+        """Chunks, then the removal of each document's chunks not in its new set, then its
+        record with the new checksum; a document's failure at any step goes into `failed`."""
+        owner = {doc_id_key(c.chunk_id): w.record.doc_id for w in valid for c in w.chunks}
         actions = (
             {
                 "_op_type": "index",
@@ -209,7 +296,7 @@ class ElasticsearchIndex(HybridIndex):
                 failed[doc_id] = item_reason(item)
         done = [w for w in valid if w.record.doc_id not in failed]
         if not done:
-            return failed
+            return
         await self._delete_stale_chunks(done)
         records = (
             {
@@ -225,7 +312,30 @@ class ElasticsearchIndex(HybridIndex):
             for w in done:
                 if record_id(w.record.doc_id) == item.get("_id"):
                     failed[w.record.doc_id] = item_reason(item)
-        return failed
+
+    async def _forget_unfinished(self, doc_ids: Collection[str]) -> bool:
+        """Delete what a failed write left of documents that were new (their chunks and their
+        pending records), so that, as on SQLite, a new document whose write failed leaves
+        nothing searchable. Best effort, on a cluster that has just failed a write: False when
+        this failed too, and the pending records keep those chunks in reach."""
+        if not doc_ids:
+            return True
+        try:
+            with explained(self.settings):
+                await self.client.indices.refresh(index=self.names.chunks)
+                response = await self.slow_client.delete_by_query(
+                    index=self.names.chunks,
+                    query={"terms": {"doc_id": sorted(doc_ids)}},
+                    conflicts="proceed",
+                    refresh=True,
+                )
+        except SearchIndexError as exc:
+            log.warning("%d document(s) failed to write: %s; %s", len(doc_ids), exc, _LEFT_IN_REACH)
+            return False
+        if response.body.get("failures"):
+            log.warning("%d document(s) failed to write; %s", len(doc_ids), _LEFT_IN_REACH)
+            return False
+        return True
 
     async def _delete_stale_chunks(self, done: Sequence[DocumentWrite]) -> None:
         keep = [doc_id_key(c.chunk_id) for w in done for c in w.chunks]
@@ -262,6 +372,10 @@ class ElasticsearchIndex(HybridIndex):
                 conflicts="proceed",
                 refresh=True,
             )
+            # Chunks left behind (a block, a shard failure) must not be reported as removed,
+            # nor the record deleted that keeps them in reach of the next `bot remove`.
+            if (failure := by_query_failure(deleted.body, self.settings)) is not None:
+                raise failure
             with contextlib.suppress(NotFoundError):
                 await self.client.delete(
                     index=self.names.chunks, id=record_id(doc_id), refresh=True

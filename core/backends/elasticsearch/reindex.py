@@ -4,7 +4,8 @@ For a new embedder or mapping: the new version is created from the current templ
 the old one (vectors copied when the embedder is the same, re-embedded otherwise, through the
 embedding cache), checked, and only then does the alias move, in one atomic `_aliases` call.
 Searches never see a missing or half-filled index. If anything fails before the swap, the new
-version is deleted and the alias stays where it was.
+version is deleted and the alias stays where it was; so too when the new version was not made
+with the bot's mapping (an operator's index template of a higher priority shadows the bot's).
 
 Writes made to the old version while this runs are not copied: rerun `bot ingest` afterwards
 (changed documents are recognised by checksum, so it only redoes what changed).
@@ -21,7 +22,8 @@ from elasticsearch import helpers
 from core.backends.elasticsearch.connection import explain, explained
 from core.backends.elasticsearch.documents import chunk_from_source
 from core.backends.elasticsearch.index import ElasticsearchIndex
-from core.backends.elasticsearch.schema import CHUNK
+from core.backends.elasticsearch.schema import CHUNK, chunks_meta, mapping_conflicts
+from core.backends.elasticsearch.versions import overridden, shadowing_templates
 from core.domain.documents import embedding_text
 from core.domain.health import ReindexReport
 from core.errors import SearchIndexError
@@ -50,6 +52,7 @@ async def reindex(
     )
     try:
         with explained(index.settings):
+            await _check_made_as_asked(index, new)
             chunks, documents = await _copy(index, old, new, reembed, total, on_progress)
             await client.indices.refresh(index=new)
             copied = int((await client.count(index=new))["count"])
@@ -75,6 +78,23 @@ async def reindex(
                 f"{new} now serves, but deleting {old} failed: {explain(exc, index.settings)}"
             ) from exc
     return ReindexReport(old, new, chunks, documents, reembed, delete_old)
+
+
+async def _check_made_as_asked(index: ElasticsearchIndex, new: str) -> None:
+    """The new version must have the mapping and `_meta` the bot's template gives: another
+    template that shadows it would otherwise be filled, pass the count, take the alias, and
+    leave every process refusing an index "of vectors of None", for a reindex to "fix" the
+    same way. The caller deletes it; the alias and the old version stay untouched."""
+    embedder = index.embedder
+    meta, properties = await index.index_meta(new)
+    wanted = chunks_meta(embedder.model_id, embedder.dimensions)
+    if meta == wanted and not mapping_conflicts(properties, embedder.dimensions):
+        return
+    shadows = await shadowing_templates(index.client, index.names, new)
+    raise SearchIndexError(
+        f"{overridden(index.names, new, shadows)}; the alias stays where it was. Then run "
+        "`bot index reindex` again"
+    )
 
 
 async def _embed_where_needed(

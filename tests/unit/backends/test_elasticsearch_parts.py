@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +11,11 @@ from core.backends.elasticsearch.connection import (
     allows_server_rrf,
     build_client,
     check_major,
+    described,
     explain,
     where,
 )
+from core.backends.elasticsearch.documents import item_reason
 from core.backends.elasticsearch.queries import bm25_fields, bm25_query
 from core.backends.elasticsearch.schema import (
     IndexNames,
@@ -20,6 +23,7 @@ from core.backends.elasticsearch.schema import (
     doc_id_key,
     mapping_conflicts,
 )
+from core.backends.elasticsearch.versions import by_version, several_behind_alias
 from core.config import Bm25Weights, ElasticsearchSettings, SearchSettings, Secrets
 from core.domain.documents import SearchFilters
 from core.domain.learned import normalise_keyword
@@ -34,6 +38,25 @@ def test_index_names_and_versions() -> None:
     assert names.version_number("docbot-chunks") is None
     assert names.version_number("other-chunks-v1") is None
     assert names.version_number("docbot-chunks-vx") is None
+
+
+def test_versions_are_ordered_by_number() -> None:
+    names = IndexNames("docbot")
+    found = ["docbot-chunks-v9", "docbot-chunks-v10", "docbot-chunks-v2"]
+    assert by_version(names, found) == ["docbot-chunks-v2", "docbot-chunks-v9", "docbot-chunks-v10"]
+
+
+def test_an_alias_on_several_indices_says_which_to_keep() -> None:
+    names = IndexNames("docbot")
+    said = several_behind_alias(names, {"docbot-chunks-v2": 0, "docbot-chunks-v1": 26})
+    assert said.startswith(
+        "docbot-chunks points at several indices: docbot-chunks-v1 (26 entries), "
+        "docbot-chunks-v2 (0 entries); every write fails"
+    )
+    assert said.endswith(
+        'POST _aliases {"actions": [{"remove": {"index": "docbot-chunks-v2", '
+        '"alias": "docbot-chunks"}}]}'
+    )
 
 
 def test_ids_are_kept_when_valid_and_hashed_otherwise() -> None:
@@ -94,6 +117,56 @@ def test_client_errors_quoting_a_url_are_explained_without_credentials() -> None
         "Elasticsearch at https://es.example.com:9200: "
         "no route to https://es.example.com:9200/_bulk"
     )
+
+
+def test_a_refused_bulk_item_is_named_without_the_document_it_quotes() -> None:
+    """A parse failure's reason previews the field's value: the passage's text stays out."""
+    item = {
+        "status": 400,
+        "error": {
+            "type": "document_parsing_exception",
+            "reason": "[1:15] failed to parse field [position] of type [integer] in document "
+            "with id 'abc-00001'. Preview of field's value: 'the internal runbook says'",
+        },
+    }
+    assert item_reason(item) == (
+        "document_parsing_exception: [1:15] failed to parse field [position] of type "
+        "[integer] in document with id 'abc-00001'."
+    )
+
+
+def test_a_servers_reason_is_one_bounded_line() -> None:
+    said = described("illegal_argument_exception", "a\nvery " + "long " * 200)
+    assert "\n" not in said
+    assert len(said) <= 300
+    assert described("", "") == ""
+
+
+def test_a_ca_file_without_a_pem_certificate_is_a_settings_error(tmp_path: Path) -> None:
+    """A DER certificate, or any other file: one line naming the setting, not an SSLError."""
+    der = tmp_path / "ca.der"
+    der.write_bytes(b"\x30\x82\x03\x0d\x30\x82\x01\xf5\xa0\x03\x02\x01\x02")
+    settings = ElasticsearchSettings(url="https://es.example.com:9200", ca_certs=der)
+    with pytest.raises(SearchIndexError) as caught:
+        build_client(settings, Secrets())
+    assert str(caught.value).startswith(
+        f"elasticsearch.ca_certs: {der} holds no CA certificate in PEM form"
+    )
+    assert "openssl x509 -inform der" in str(caught.value)
+
+
+def test_a_missing_ca_file_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "ca.pem"
+    settings = ElasticsearchSettings(url="https://es.example.com:9200", ca_certs=missing)
+    with pytest.raises(SearchIndexError, match=r"elasticsearch\.ca_certs: .* does not exist"):
+        build_client(settings, Secrets())
+
+
+@pytest.mark.parametrize("version", ["latest", "", "².1.0"])
+def test_a_version_that_is_no_number_is_refused(version: str) -> None:
+    s = ElasticsearchSettings(url="http://localhost:9200")
+    with pytest.raises(SearchIndexError, match=f"reports version {version!r}, which is no"):
+        check_major(version, s)
 
 
 def test_major_version_check() -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from bot.cli.app import app, out, refuse, state
 from bot.cli.output_files import checked_output, write_output
@@ -86,7 +87,7 @@ async def _report(since: float, until: float, channel: str | None) -> Report:
     async with opened(s) as rt:
         log = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
         return await build_report(
-            await log.answer_log(since),
+            log.answer_log_pages(since, s.insights.log_page_size),
             since=since,
             until=until,
             channel=channel,
@@ -115,6 +116,8 @@ def _print(r: Report) -> None:
         for gap in r.gaps:
             gaps.add_row(gap.label, str(gap.size), gap.examples[0] if gap.examples else "")
         out.print(gaps)
+    for left_out in r.gaps_left_out():
+        out.print(Text(left_out), soft_wrap=True)
 
 
 @app.command("stale-answers")

@@ -74,6 +74,27 @@ async def test_every_answer_is_logged_with_what_the_report_needs(backend: Backen
     assert await state.answer_log(time.time() + 1) == []
 
 
+async def test_the_log_reads_a_page_at_a_time(backend: Backend) -> None:
+    """`bot report` folds the log page by page: every entry once, with its votes and reasons,
+    never more than a page in hand."""
+    state = backend.platform_state(60)
+    now = time.time()
+    ids = []
+    for n in range(5):
+        with time_machine.travel(now - (10 - n) * DAY_S, tick=False):
+            ids.append(await state.record_answer(f"slack/T1/C1/{n}", f"q{n}", _answer()))
+    await state.record_feedback(ids[3], "U1", helpful=False)
+    await state.record_feedback_reason(ids[3], "U1", "missing", "")
+    pages = [page async for page in state.answer_log_pages(now - 30 * DAY_S, 2)]
+    assert [len(page) for page in pages] == [2, 2, 1]
+    read = [entry for page in pages for entry in page]
+    assert sorted(e.answer_id for e in read) == sorted(ids)
+    assert sorted(read, key=lambda e: e.at) == await state.answer_log(now - 30 * DAY_S)
+    [voted] = [e for e in read if e.answer_id == ids[3]]
+    assert (voted.down, voted.reasons) == (1, ("missing",))
+    assert [page async for page in state.answer_log_pages(now, 2)] == []
+
+
 async def test_an_answer_keeps_its_channel_and_moves_to_its_thread(backend: Backend) -> None:
     state = backend.platform_state(60)
     answer_id = await state.record_answer("discord/9/8/111", "q", _answer(), channel="discord/9/8")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.domain.conversation import Answer, AnswerMode, SourceKind
 from core.domain.feedback import citations_json
+from core.domain.text import without_controls
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +99,15 @@ def question_hash(question: str) -> str:
     not make a question new."""
     normal = " ".join(question.lower().split())
     return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+
+
+def logged_question(question: str, max_chars: int | None) -> str:
+    """The question as the log keeps it: as the engine reads it (without control characters
+    or surrounding space) and no longer than the engine answers (`answers.max_question_chars`):
+    an adapter records the message as it came, and one refused as too long may run to tens of
+    thousands of characters."""
+    kept = without_controls(question).strip()
+    return kept if max_chars is None else kept[:max_chars]
 
 
 def channel_of(conversation_key: str) -> tuple[str, str]:

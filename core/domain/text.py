@@ -35,6 +35,9 @@ _PINGS = re.compile(
 )
 
 
+# Control characters a question is read without (C0 but tab, line feed and carriage return;
+# DEL): what the engine answers, and what the answer log keeps.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Unicode categories a terminal acts on rather than shows: controls (NUL, BEL, ESC starting the
 # sequences that clear the screen, set the window title or make a link; the C1 controls some
 # terminals read as ESC sequences), format characters (bidi overrides that reorder what is shown,
@@ -67,3 +70,8 @@ def printable(text: str) -> str:
     being read (see `_ACTING`); line breaks and tabs stay. For text from outside the bot (the
     answer log, documents, a server's error) printed by the CLI."""
     return "".join(c for c in text if c in _KEPT_CONTROLS or unicodedata.category(c) not in _ACTING)
+
+
+def without_controls(text: str) -> str:
+    """`text` without the control characters a question is read without (`_CONTROL`)."""
+    return _CONTROL.sub("", text)

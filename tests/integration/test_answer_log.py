@@ -95,6 +95,24 @@ async def test_the_log_reads_a_page_at_a_time(backend: Backend) -> None:
     assert [page async for page in state.answer_log_pages(now, 2)] == []
 
 
+async def test_the_log_keeps_a_question_as_the_engine_reads_it(
+    backend: Backend, backend_settings: Settings
+) -> None:
+    """An adapter records the message as it came, even one refused as too long: the log keeps
+    it without control characters and no longer than the engine answers."""
+    state = backend.platform_state(60)
+    limit = backend_settings.answers.max_question_chars
+    message = "  How do I \x1b[2Jrotate keys\x00? " + "A" * (limit * 8)
+    refused = Answer("That question is too long.", AnswerStatus.ERROR, AnswerMode.AGENT)
+    await state.record_answer("slack/T1/C1/9", message, refused)
+    [entry] = await state.answer_log(0)
+    assert entry.question == ("How do I [2Jrotate keys? " + "A" * limit)[:limit]
+    assert entry.question_hash == question_hash(entry.question)
+    recorded = await state.recorded_answer(entry.answer_id)
+    assert recorded is not None
+    assert recorded.question == entry.question
+
+
 async def test_an_answer_keeps_its_channel_and_moves_to_its_thread(backend: Backend) -> None:
     state = backend.platform_state(60)
     answer_id = await state.record_answer("discord/9/8/111", "q", _answer(), channel="discord/9/8")

@@ -215,13 +215,17 @@ class ElasticsearchPlatformState(Store):
         dedup_ttl_s: float,
         store_questions: bool = True,
         embedder: Embedder | None = None,
+        max_question_chars: int | None = None,
     ) -> None:
         """`store_questions`: false keeps only a hash of each question in the answer log, and
-        a sketch of its embedding by `embedder` (`question_sketch`)."""
+        a sketch of its embedding by `embedder` (`question_sketch`). `max_question_chars`:
+        the longest question the log keeps (`answers.max_question_chars`: an adapter records
+        even a message refused as too long)."""
         super().__init__(client, settings)
         self._ttl_ms = int(dedup_ttl_s * 1000)
         self._store_questions = store_questions
         self._embedder = embedder
+        self._max_question_chars = max_question_chars
         self._next_purge = 0.0
 
     async def first_delivery(self, *keys: str) -> bool:
@@ -290,6 +294,7 @@ class ElasticsearchPlatformState(Store):
             channel=channel,
             store_questions=self._store_questions,
             embedder=self._embedder,
+            max_question_chars=self._max_question_chars,
         )
         document = {
             **row,

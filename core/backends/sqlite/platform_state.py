@@ -46,12 +46,16 @@ class SqlitePlatformState:
         dedup_ttl_s: float,
         store_questions: bool = True,
         embedder: Embedder | None = None,
+        max_question_chars: int | None = None,
     ) -> None:
         """`store_questions`: false keeps only a hash of each question in the answer log, and
-        a sketch of its embedding by `embedder` (`question_sketch`)."""
+        a sketch of its embedding by `embedder` (`question_sketch`). `max_question_chars`:
+        the longest question the log keeps (`answers.max_question_chars`: an adapter records
+        even a message refused as too long)."""
         self._ttl = dedup_ttl_s
         self._store_questions = store_questions
         self._embedder = embedder
+        self._max_question_chars = max_question_chars
         self._lock = threading.Lock()
         self._db = connect_state(path, busy_timeout_ms)
 
@@ -109,6 +113,7 @@ class SqlitePlatformState:
             channel=channel,
             store_questions=self._store_questions,
             embedder=self._embedder,
+            max_question_chars=self._max_question_chars,
         )
         for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column])

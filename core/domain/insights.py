@@ -177,15 +177,22 @@ def log_row(
 def logged_answer(
     answer_id: str, at: float, row: Mapping[str, Any], votes: Sequence[int], reasons: Sequence[str]
 ) -> LoggedAnswer:
-    """A stored row read back (`log_row`'s fields), with the votes and 👎 reasons it got."""
+    """A stored row read back (`log_row`'s fields), with the votes and 👎 reasons it got.
+    A row an older release wrote before the log had channels (a state file brought up to date
+    before its rows were filled in, an Elasticsearch document of then) gets its platform and
+    channel from its conversation key and its hash from its question, as `log_row` would."""
+    key, question = str(row["conversation_key"]), str(row["question"])
+    platform, channel = str(row["platform"]), str(row["channel"])
+    if not channel:
+        platform, channel = channel_of(key)
     return LoggedAnswer(
         answer_id=answer_id,
         at=at,
-        conversation_key=str(row["conversation_key"]),
-        platform=str(row["platform"]),
-        channel=str(row["channel"]),
-        question=str(row["question"]),
-        question_hash=str(row["question_hash"]),
+        conversation_key=key,
+        platform=platform,
+        channel=channel,
+        question=question,
+        question_hash=str(row["question_hash"]) or question_hash(question),
         text=str(row["answer"]),
         status=str(row["status"]),
         mode=str(row["mode"]),

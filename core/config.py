@@ -664,6 +664,16 @@ class InsightSettings(_Section):
     gap_distance: float = Field(0.8, gt=0, lt=2)
     gap_examples: int = Field(3, ge=1, le=20)  # example questions shown per gap
     gap_passages: int = Field(2, ge=0, le=10)  # closest existing passages shown per gap
+    # Grouping compares every pair of questions (time and memory grow with the square of their
+    # number: 56,000 distinct ones asked for 12 GB), so only the most asked, then the most
+    # recent, are grouped; the rest are counted in the report, not grouped.
+    gap_max_questions: int = Field(2_000, ge=2, le=20_000)
+    # Gaps listed, biggest first: each costs a search for its closest passages.
+    gap_max_listed: int = Field(100, ge=1, le=1_000)
+    # Answers `bot report` reads from the log at a time: it folds each page into its figures,
+    # so its memory holds one page, not the whole window (at most Elasticsearch's default
+    # max_result_window, the largest page a scroll returns).
+    log_page_size: int = Field(5_000, ge=1, le=10_000)
     report_top: int = Field(10, ge=1, le=100)  # rows in each "most/never cited" table
     # Answers whose cited passages changed: re-asked and updated in their threads by `bot
     # clock` on recheck_schedule (and by `bot stale-answers --notify`).

@@ -4,7 +4,7 @@ tests put an in-memory fake. Value types live in `core.domain`; implementations 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 from core.domain.agent import AnswerProgress, ModelTurn, TurnRequest
@@ -161,6 +161,11 @@ class AnswerRecords(LearnedVotes, Protocol):
     async def answer_log(self, since: float) -> list[LoggedAnswer]:
         """Every answer recorded at or after `since` (epoch seconds), oldest first, with the
         votes and 👎 reasons it got."""
+
+    def answer_log_pages(self, since: float, page_size: int) -> AsyncIterator[list[LoggedAnswer]]:
+        """The entries of `answer_log`, at most `page_size` at a time (oldest first on
+        SQLite, in no set order on Elasticsearch), so a reader of a long window (`bot
+        report`) holds one page in memory, not the window."""
 
     async def claim_recheck(self, answer_id: str) -> bool:
         """True the first time an answer is claimed for a re-check after its sources changed

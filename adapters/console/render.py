@@ -2,7 +2,9 @@
 
 A terminal links URLs too (Markdown links become OSC 8 hyperlinks; most terminals make any
 printed URL clickable), so the text and titles go through `check_links` here as on Slack and
-Discord, and a source URL that is not plain http(s) is never printed as a link.
+Discord, and a source URL that is not plain http(s) is never printed as a link. The model's and
+the documents' text is `printable` first: an escape sequence in it would clear the screen, set
+the title or make a link of its own.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rich.text import Text
 from adapters.answer_labels import CONSULTED, KIND_MARKS, SOURCES
 from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
+from core.domain.text import printable
 from core.domain.urls import is_linkable
 
 STATUS_LABELS = {
@@ -39,7 +42,7 @@ def render_answer(answer: Answer) -> RenderableType:
         if label:
             parts.append(Text(label, style="yellow"))
     allowed = allowed_urls(c.url for c in answer.citations)
-    parts.append(Markdown(check_links(answer.text, allowed)))
+    parts.append(Markdown(check_links(printable(answer.text), allowed)))
     for heading, listed in ((SOURCES, answer.citations), (CONSULTED, answer.consulted)):
         if listed:
             parts.append(_sources(heading, listed, quoted=heading == SOURCES))
@@ -52,7 +55,8 @@ def _sources(heading: str, citations: list[Citation], *, quoted: bool) -> Text:
     sources = Text(f"\n{heading}\n", style="bold")
     for c in citations:
         sources.append(f"[{c.number}] ", style="bold")
-        sources.append(check_links(c.title, allowed) + KIND_MARKS.get(c.source_kind, ""))
+        title = check_links(printable(c.title), allowed)
+        sources.append(title + KIND_MARKS.get(c.source_kind, ""))
         if quoted and not c.verified:
             sources.append(" (quote not verified)", style="yellow")
         if is_linkable(c.url):

@@ -8,11 +8,13 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.style import Style
 from rich.text import Text
 
 from bot.logs import configure_logging
 from core.config import Settings
 from core.config_loader import load_settings
+from core.domain.text import printable
 
 # No pretty exceptions: they print every frame's local variables (tokens, message texts), and
 # `main()` turns every failure into one line anyway.
@@ -48,6 +50,14 @@ def _main(
     state.verbose = verbose
     state.settings = load_settings(config)
     configure_logging(state.settings.logging)
+
+
+def shown(text: str, style: str | Style = "") -> Text:
+    """Text from outside the bot (the answer log, documents, a server's error, a setting) as
+    the terminal may show it: a `Text`, so never read as rich markup (a `[/bold]` in a question
+    would stop the command, a `[link=...]` would make a link), and without the characters a
+    terminal acts on (`printable`)."""
+    return Text(printable(text), style=style)
 
 
 def refuse(problem: str) -> NoReturn:

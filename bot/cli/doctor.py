@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from bot.diagnostics import Check
 
-from bot.cli.app import app, out, refuse, state
+from bot.cli.app import app, out, refuse, shown, state
 
 
 @app.command()
@@ -26,7 +27,6 @@ def doctor(
 ) -> None:
     """Check the backend (reachable, versions, licence, index) and say which model answers,
     which platform tokens are set and whether the web is searched."""
-    from rich.markup import escape
 
     from core.config import CHANNEL_FORMS, is_channel_prefix
     from core.domain.urls import redact_urls_in
@@ -37,11 +37,15 @@ def doctor(
     table = Table("check", "status", "detail", title=f"backend: {state.settings.search.backend}")
     for check in checks:
         status = (
-            "[red]FAIL[/red]" if not check.ok else "info" if check.info else "[green]ok[/green]"
+            Text("FAIL", style="red")
+            if not check.ok
+            else Text("info")
+            if check.info
+            else Text("ok", style="green")
         )
-        # Any URL a message quotes (a client library's error) is shown without credentials,
-        # and its [brackets] (Elasticsearch quotes names so) as text, not as markup.
-        table.add_row(check.name, status, escape(redact_urls_in(check.detail)))
+        # Any URL a message quotes (a client library's error) is shown without credentials;
+        # names and details quote settings, sources and servers: never read as markup.
+        table.add_row(shown(check.name), status, shown(redact_urls_in(check.detail)))
     out.print(table)
     if not all(c.ok for c in checks):
         raise typer.Exit(1)

@@ -12,7 +12,7 @@ import typer
 if TYPE_CHECKING:
     from core.domain.health import ReindexReport
 
-from bot.cli.app import app, err, out, state
+from bot.cli.app import app, err, out, shown, state
 
 index_app = typer.Typer(help="Index maintenance.")
 app.add_typer(index_app, name="index")
@@ -58,7 +58,7 @@ async def _reindex(delete_old: bool) -> ReindexReport:
 def index_rebuild_vectors() -> None:
     """Build the SQLite index's approximate vector graph again from the stored vectors."""
     count, graph = asyncio.run(_rebuild_vectors())
-    out.print(f"The vector graph holds {count} vectors: {graph}", soft_wrap=True)
+    out.print(shown(f"The vector graph holds {count} vectors: {graph}"), soft_wrap=True)
 
 
 async def _rebuild_vectors() -> tuple[int, str]:

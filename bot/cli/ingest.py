@@ -11,6 +11,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from core.domain.text import printable
+
 if TYPE_CHECKING:
     from core.ingest.pipeline import IngestReport, Removal
 
@@ -213,7 +215,9 @@ def _print_report(
     table = Table("file", "reason", title="Not indexed", title_justify="left")
     shown = problems if verbose else problems[:_SKIPS_SHOWN]
     for item in shown:
-        table.add_row(Text(item.display), Text(item.reason))
+        # Crawled links and a server's words: `Text` is never markup; `printable` keeps
+        # what would act on the terminal out.
+        table.add_row(Text(printable(item.display)), Text(printable(item.reason)))
     err.print(table)
     if len(problems) > len(shown):
         err.print(f"... and {len(problems) - len(shown)} more (--verbose lists all)")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from bot.cli.app import app, out, refuse, state
+from bot.cli.app import app, out, refuse, shown, state
 from bot.cli.output_files import checked_output, write_output
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ async def _report(since: float, until: float, channel: str | None) -> Report:
     async with opened(s) as rt:
         log = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
         return await build_report(
-            await log.answer_log(since),
+            log.answer_log_pages(since, s.insights.log_page_size),
             since=since,
             until=until,
             channel=channel,
@@ -98,8 +98,10 @@ async def _report(since: float, until: float, channel: str | None) -> Report:
 
 
 def _print(r: Report) -> None:
+    """Every text from the log (questions, gap names, the channel asked for) goes in as
+    `shown`: never read as markup, without what a terminal acts on."""
     where = f", channel {r.channel}" if r.channel else ""
-    table = Table("", "", title=f"{r.since} to {r.until}{where}: {r.answers} questions")
+    table = Table("", "", title=shown(f"{r.since} to {r.until}{where}: {r.answers} questions"))
     for status, count in r.statuses.items():
         table.add_row(status, f"{count} ({r.rates[status]:.0%})")
     table.add_row("held back", f"{r.abstained} ({r.rates['abstained']:.0%})")
@@ -113,8 +115,11 @@ def _print(r: Report) -> None:
     if r.gaps:
         gaps = Table("gap", "questions", "example", title="Knowledge gaps")
         for gap in r.gaps:
-            gaps.add_row(gap.label, str(gap.size), gap.examples[0] if gap.examples else "")
+            example = gap.examples[0] if gap.examples else ""
+            gaps.add_row(shown(gap.label), str(gap.size), shown(example))
         out.print(gaps)
+    for left_out in r.gaps_left_out():
+        out.print(shown(left_out), soft_wrap=True)
 
 
 @app.command("stale-answers")
@@ -137,7 +142,7 @@ def stale_answers_command(
     for item in found:
         changes = "; ".join(f"{c.change}: {c.title or c.url}" for c in item.changes)
         when = datetime.fromtimestamp(item.entry.at, UTC).strftime("%Y-%m-%d")
-        table.add_row(when, item.entry.question, changes)
+        table.add_row(when, shown(item.entry.question), shown(changes))
     out.print(table)
     if rechecked is not None:
         out.print(

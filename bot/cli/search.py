@@ -10,12 +10,12 @@ import typer
 from rich.text import Text
 
 from core.domain.documents import SearchFilters, SearchMode
-from core.domain.text import clip
+from core.domain.text import clip, printable
 
 if TYPE_CHECKING:
     from core.domain.documents import IndexStats, SearchHit
 
-from bot.cli.app import EXIT_USER_ERROR, app, err, out, state
+from bot.cli.app import EXIT_USER_ERROR, app, err, out, shown, state
 
 
 @app.command()
@@ -41,7 +41,7 @@ def search(
     if as_json:
         out.print_json(json.dumps([_hit_json(h) for h in hits]))
     elif not hits:
-        out.print(why_none, soft_wrap=True)
+        out.print(shown(why_none), soft_wrap=True)  # it names the sources asked for
     else:
         _print_hits(hits, explain)
 
@@ -104,17 +104,19 @@ def _rank(rank: int | None, score: float | None) -> str:
 
 
 def _print_hits(hits: list[SearchHit], explain: bool) -> None:
+    """Titles, links and passages are the documents' (or the web's) text: as `Text`, never
+    read as markup, and `printable`."""
     for number, hit in enumerate(hits, start=1):
         c = hit.chunk
         line = Text(f"{number}. ", style="bold")
-        line.append(c.title, style="bold")
+        line.append(printable(c.title), style="bold")
         if c.heading:
-            line.append(f" › {c.heading}")
+            line.append(f" › {printable(c.heading)}")
         if c.learned:
             line.append(" [learned]", style="yellow")
         out.print(line)
-        out.print(Text(f"   {c.url}", style="cyan"))
-        out.print(Text(f"   {_snippet(c.text)}"))
+        out.print(shown(f"   {c.url}", style="cyan"))
+        out.print(shown(f"   {_snippet(c.text)}"))
         if explain:
             out.print(
                 Text(

@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
-from bot.cli.app import app, err, out, refuse, state
+from bot.cli.app import app, err, out, refuse, shown, state
 
 sources_app = typer.Typer(help="The named sources of config.yaml's `sources:`.")
 app.add_typer(sources_app, name="sources")
@@ -61,11 +60,11 @@ async def _sync(names: list[str]) -> list[str]:
             try:
                 report = await syncer.sync(name, s.sources[name])
             except BotError as exc:
-                err.print(Text(f"{name}: {exc}"), soft_wrap=True)
+                err.print(shown(f"{name}: {exc}"), soft_wrap=True)
                 failed.append(name)
                 continue
             counts = ", ".join(f"{n} {o.value}" for o, n in report.counts.items() if n)
-            out.print(f"{name}: {counts or 'nothing found'}")
+            out.print(shown(f"{name}: {counts or 'nothing found'}"))
     return failed
 
 
@@ -91,7 +90,13 @@ def sources_list() -> None:
         else:
             counts = ", ".join(f"{n} {o}" for o, n in status.counts.items())
             result = counts + (f"; {len(status.skipped)} skipped" if status.skipped else "")
+        # Locations and a failed sync's error (a server's words) are not markup.
         table.add_row(
-            name, source.type, ", ".join(source.location), source.schedule or "-", when, result
+            name,
+            source.type,
+            shown(", ".join(source.location)),
+            shown(source.schedule or "-"),
+            when,
+            shown(result),
         )
     out.print(table)

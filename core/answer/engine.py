@@ -9,7 +9,6 @@ new turn is stored for the next.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -37,13 +36,13 @@ from core.domain.conversation import (
     Turn,
 )
 from core.domain.documents import SearchFilters, SearchHit, SearchMode
+from core.domain.text import without_controls
 from core.errors import ModelUnavailable, NoResponse, SearchIndexError, ToolsUnsupported
 from core.learning.knowledge import LearnedKnowledge
 from core.ports import ChatModel, ConversationStore, SearchIndex
 
 log = structlog.get_logger(__name__)
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CHARS_PER_TOKEN = 4  # a rough, conservative estimate for English prose
 INDEX_UNAVAILABLE = (
     "I can't reach the knowledge base right now, so I can't answer. "
@@ -73,7 +72,7 @@ class InvalidQuestion:
 
 
 def clean_question(text: str, max_chars: int) -> str | InvalidQuestion:
-    cleaned = _CONTROL.sub("", text).strip()
+    cleaned = without_controls(text).strip()
     if not cleaned:
         return InvalidQuestion("Please ask a question: the message was empty.")
     if len(cleaned) > max_chars:

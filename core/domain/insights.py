@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.domain.conversation import Answer, AnswerMode, SourceKind
 from core.domain.feedback import citations_json
+from core.domain.text import without_controls
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,6 +101,15 @@ def question_hash(question: str) -> str:
     return hashlib.sha256(normal.encode("utf-8")).hexdigest()
 
 
+def logged_question(question: str, max_chars: int | None) -> str:
+    """The question as the log keeps it: as the engine reads it (without control characters
+    or surrounding space) and no longer than the engine answers (`answers.max_question_chars`):
+    an adapter records the message as it came, and one refused as too long may run to tens of
+    thousands of characters."""
+    kept = without_controls(question).strip()
+    return kept if max_chars is None else kept[:max_chars]
+
+
 def channel_of(conversation_key: str) -> tuple[str, str]:
     """(platform, channel) of a conversation key: its first part, and the key up to the
     channel (`slack/T1/C1/1700000000.000100` -> `slack`, `slack/T1/C1`)."""
@@ -167,15 +177,22 @@ def log_row(
 def logged_answer(
     answer_id: str, at: float, row: Mapping[str, Any], votes: Sequence[int], reasons: Sequence[str]
 ) -> LoggedAnswer:
-    """A stored row read back (`log_row`'s fields), with the votes and 👎 reasons it got."""
+    """A stored row read back (`log_row`'s fields), with the votes and 👎 reasons it got.
+    A row an older release wrote before the log had channels (a state file brought up to date
+    before its rows were filled in, an Elasticsearch document of then) gets its platform and
+    channel from its conversation key and its hash from its question, as `log_row` would."""
+    key, question = str(row["conversation_key"]), str(row["question"])
+    platform, channel = str(row["platform"]), str(row["channel"])
+    if not channel:
+        platform, channel = channel_of(key)
     return LoggedAnswer(
         answer_id=answer_id,
         at=at,
-        conversation_key=str(row["conversation_key"]),
-        platform=str(row["platform"]),
-        channel=str(row["channel"]),
-        question=str(row["question"]),
-        question_hash=str(row["question_hash"]),
+        conversation_key=key,
+        platform=platform,
+        channel=channel,
+        question=question,
+        question_hash=str(row["question_hash"]) or question_hash(question),
         text=str(row["answer"]),
         status=str(row["status"]),
         mode=str(row["mode"]),

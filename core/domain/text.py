@@ -1,9 +1,10 @@
 """Text rules every part shares: shortening for display, and making untrusted text unable to
-notify anyone."""
+notify anyone or to act on a terminal."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 ELLIPSIS = "…"
 # The number in a citation marker, [1] or [1, 3]: at most four digits. Model and web-search text
@@ -34,6 +35,17 @@ _PINGS = re.compile(
 )
 
 
+# Control characters a question is read without (C0 but tab, line feed and carriage return;
+# DEL): what the engine answers, and what the answer log keeps.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Unicode categories a terminal acts on rather than shows: controls (NUL, BEL, ESC starting the
+# sequences that clear the screen, set the window title or make a link; the C1 controls some
+# terminals read as ESC sequences), format characters (bidi overrides that reorder what is shown,
+# zero-width characters that hide text) and lone surrogates (which can't be written at all).
+_ACTING = frozenset({"Cc", "Cf", "Cs"})
+_KEPT_CONTROLS = frozenset("\n\t")
+
+
 def clip(text: str, limit: int, *, ellipsis: str = ELLIPSIS) -> str:
     """`text` on one line, cut at a word boundary to at most `limit` characters (the ellipsis
     included), so a snippet, quote or keyword never ends mid-word."""
@@ -51,3 +63,15 @@ def defuse_pings(text: str) -> str:
         if defused == text:
             return defused
         text = defused
+
+
+def printable(text: str) -> str:
+    """`text` as a terminal may show it: without what would act on the terminal instead of
+    being read (see `_ACTING`); line breaks and tabs stay. For text from outside the bot (the
+    answer log, documents, a server's error) printed by the CLI."""
+    return "".join(c for c in text if c in _KEPT_CONTROLS or unicodedata.category(c) not in _ACTING)
+
+
+def without_controls(text: str) -> str:
+    """`text` without the control characters a question is read without (`_CONTROL`)."""
+    return _CONTROL.sub("", text)

@@ -8,20 +8,27 @@ Each gap is named by its most distinctive terms and shown with the passages clos
 the docs say nearby, and so where the missing page belongs. With questions not stored (privacy
 mode) gaps are grouped by a sketch of each question's embedding, kept in its place
 (`question_sketch`), and shown without examples.
+
+A log of any size: the log is read a page at a time and folded into the figures (a few counters
+and eight bytes of latency per answer), each missed question is kept once however often it was
+asked, and only the `insights.gap_max_questions` most asked are grouped: the grouping compares
+every pair, so its time and memory grow with the square of what it is given. What is left out
+is counted and said.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-import statistics
+from array import array
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from core.config import InsightSettings
 from core.domain.documents import DocumentRecord
-from core.domain.insights import NO_MODEL, LoggedAnswer
+from core.domain.insights import NO_MODEL, LoggedAnswer, question_hash
 from core.domain.learned import LEARNED_PREFIX, LearnedDocument
 from core.ports import Embedder, SearchIndex
 
@@ -93,6 +100,29 @@ class Report:
     down_voted_sources: list[CitedSource] = field(default_factory=list)
     web_topics: list[WebTopic] = field(default_factory=list)
     questions_stored: bool = True
+    # Distinct missed questions past `insights.gap_max_questions` (the least asked), and how
+    # often they were asked: counted, not grouped.
+    ungrouped_questions: int = 0
+    ungrouped_asks: int = 0
+    # Gaps past `insights.gap_max_listed` (the smallest), and their questions: counted only.
+    unlisted_gaps: int = 0
+    unlisted_asks: int = 0
+
+    def gaps_left_out(self) -> list[str]:
+        """What the gaps table does not show, in words (terminal and page alike)."""
+        said = []
+        if self.unlisted_gaps:
+            said.append(
+                f"{self.unlisted_gaps:,} smaller gaps ({self.unlisted_asks:,} questions) not "
+                "listed (insights.gap_max_listed)"
+            )
+        if self.ungrouped_questions:
+            said.append(
+                f"{self.ungrouped_questions:,} more distinct questions "
+                f"({self.ungrouped_asks:,} asked) not grouped: the most asked are grouped "
+                "first (insights.gap_max_questions)"
+            )
+        return said
 
 
 def in_channel(entry: LoggedAnswer, wanted: str) -> bool:
@@ -104,8 +134,104 @@ def in_channel(entry: LoggedAnswer, wanted: str) -> bool:
     )
 
 
+@dataclass(slots=True)
+class Missed:
+    """One distinct question the docs fell short on, however often it was asked: its text
+    (or in privacy mode its hash and sketch), when it was first and last asked, its outcomes."""
+
+    question: str
+    question_hash: str
+    sketch: array[float]  # float32: what the grouping reads
+    first: int  # its place in reading order: examples and groups keep it
+    latest_at: float
+    asked: int = 0
+    down: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+
+
+class _Tally:
+    """The figures of the chosen entries, one entry at a time."""
+
+    def __init__(self, channel: str | None, settings: InsightSettings) -> None:
+        self.channel = channel
+        self.settings = settings
+        self.answers = self.posted = self.up = self.down = 0
+        self.quotes = self.quotes_verified = self.web_answers = 0
+        self.tokens = self.with_tokens = 0
+        self.spent = 0.0
+        self.days: Counter[str] = Counter()
+        self.channels: Counter[str] = Counter()
+        self.statuses: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
+        self.models: Counter[str] = Counter()
+        self.seconds = array("d")
+        self.stored = False
+        self.cited: Counter[str] = Counter()
+        self.cited_down: Counter[str] = Counter()
+        self.seen: dict[str, tuple[str, str]] = {}
+        self.missed: dict[str, Missed] = {}
+
+    def add(self, e: LoggedAnswer) -> None:
+        if self.channel is not None and not in_channel(e, self.channel):
+            return
+        self.answers += 1
+        self.days[_day(e.at)] += 1
+        self.channels[e.channel] += 1
+        self.statuses[e.status] += 1
+        self.seconds.append(e.total_seconds)
+        if e.model != NO_MODEL:
+            self.tokens += e.input_tokens + e.output_tokens
+            self.with_tokens += 1
+        prices = self.settings.input_usd_per_mtok, self.settings.output_usd_per_mtok
+        if prices[0] is not None and prices[1] is not None:
+            self.spent += e.input_tokens * prices[0] + e.output_tokens * prices[1]
+        self.models[e.model] += 1
+        self.up += e.up
+        self.down += e.down
+        self.reasons.update(e.reasons)
+        self.stored = self.stored or bool(e.question)
+        if e.posted:
+            self._add_posted(e)
+        if e.status in GAP_STATUSES or e.down > 0:
+            self._add_missed(e)
+
+    def _add_posted(self, e: LoggedAnswer) -> None:
+        self.posted += 1
+        self.web_answers += e.web
+        for c in e.citations:
+            if not c.web:
+                self.quotes += 1
+                self.quotes_verified += c.verified
+        for doc_id in {c.doc_id for c in e.citations if c.doc_id and not c.web}:
+            self.cited[doc_id] += 1
+            self.cited_down[doc_id] += e.down
+        for c in e.citations:
+            self.seen.setdefault(c.doc_id, (c.title, c.url))
+
+    def _add_missed(self, e: LoggedAnswer) -> None:
+        key = e.question or e.question_hash  # its words; in privacy mode, its hash
+        missed = self.missed.get(key)
+        if missed is None:
+            missed = self.missed[key] = Missed(
+                e.question,
+                e.question_hash or question_hash(e.question),
+                array("f", e.sketch),
+                len(self.missed),
+                e.at,
+            )
+        missed.asked += 1
+        missed.down += e.down
+        missed.statuses[e.status] += 1
+        missed.latest_at = max(missed.latest_at, e.at)
+
+    def cost(self) -> float | None:
+        if self.settings.input_usd_per_mtok is None or self.settings.output_usd_per_mtok is None:
+            return None
+        return self.spent / PER_MTOK
+
+
 async def build_report(
-    entries: Sequence[LoggedAnswer],
+    entries: Sequence[LoggedAnswer] | AsyncIterable[Sequence[LoggedAnswer]],
     *,
     since: float,
     until: float,
@@ -115,41 +241,48 @@ async def build_report(
     index: SearchIndex,
     learned: Sequence[LearnedDocument],
 ) -> Report:
-    chosen = [e for e in entries if channel is None or in_channel(e, channel)]
-    posted = [e for e in chosen if e.posted]
-    statuses = Counter(e.status for e in chosen)
-    quotes = [c for e in posted for c in e.citations if not c.web]
-    seconds = sorted(e.total_seconds for e in chosen)
-    tokens = [e.input_tokens + e.output_tokens for e in chosen if e.model != NO_MODEL]
+    """`entries`: the log, whole or in pages (`AnswerRecords.answer_log_pages`), folded as
+    it comes: a page at a time is all a long window holds in memory."""
+    tally = _Tally(channel, settings)
+    if isinstance(entries, AsyncIterable):
+        async for page in entries:
+            for entry in page:
+                tally.add(entry)
+    else:
+        for entry in entries:
+            tally.add(entry)
     documents = await index.documents()
+    t = tally
+    p50, p95 = _percentiles(t.seconds, 50, 95)
+    abstained = t.answers - t.posted
     report = Report(
         since=_day(since),
         until=_day(until),
         channel=channel,
-        answers=len(chosen),
-        per_day=dict(sorted(Counter(_day(e.at) for e in chosen).items())),
-        per_channel=dict(Counter(e.channel for e in chosen).most_common()),
-        statuses={s: statuses.get(s, 0) for s in STATUSES},
+        answers=t.answers,
+        per_day=dict(sorted(t.days.items())),
+        per_channel=dict(t.channels.most_common()),
+        statuses={s: t.statuses.get(s, 0) for s in STATUSES},
         rates={
-            **{s: _share(statuses.get(s, 0), len(chosen)) for s in STATUSES},
-            "abstained": _share(len(chosen) - len(posted), len(chosen)),
+            **{s: _share(t.statuses.get(s, 0), t.answers) for s in STATUSES},
+            "abstained": _share(abstained, t.answers),
         },
-        abstained=len(chosen) - len(posted),
-        up_votes=sum(e.up for e in chosen),
-        down_votes=sum(e.down for e in chosen),
-        reasons=dict(Counter(r for e in chosen for r in e.reasons).most_common()),
-        quotes_verified=sum(c.verified for c in quotes),
-        quotes=len(quotes),
-        latency_p50_s=_percentile(seconds, 50),
-        latency_p95_s=_percentile(seconds, 95),
-        tokens_per_answer=statistics.fmean(tokens) if tokens else None,
-        cost_usd=_cost(chosen, settings),
-        models=dict(Counter(e.model for e in chosen).most_common()),
-        web_answers=sum(e.web for e in posted),
-        questions_stored=any(e.question for e in chosen) or not chosen,
+        abstained=abstained,
+        up_votes=t.up,
+        down_votes=t.down,
+        reasons=dict(t.reasons.most_common()),
+        quotes_verified=t.quotes_verified,
+        quotes=t.quotes,
+        latency_p50_s=p50,
+        latency_p95_s=p95,
+        tokens_per_answer=t.tokens / t.with_tokens if t.with_tokens else None,
+        cost_usd=t.cost(),
+        models=dict(t.models.most_common()),
+        web_answers=t.web_answers,
+        questions_stored=t.stored or not t.answers,
     )
-    report.gaps = await knowledge_gaps(chosen, settings, embedder, index)
-    _sources(report, posted, documents, settings.report_top)
+    await _knowledge_gaps(report, list(t.missed.values()), settings, embedder, index)
+    _sources(report, t, documents, settings.report_top)
     report.web_topics = [
         WebTopic(d.question, list(d.keywords), d.uses)
         for d in sorted(learned, key=lambda d: -d.uses)[: settings.report_top]
@@ -157,47 +290,80 @@ async def build_report(
     return report
 
 
-async def knowledge_gaps(
-    entries: Sequence[LoggedAnswer],
+async def _knowledge_gaps(
+    report: Report,
+    missed: Sequence[Missed],
     settings: InsightSettings,
     embedder: Embedder,
     index: SearchIndex,
-) -> list[Gap]:
-    """The questions the docs fell short on, grouped by meaning, biggest group first."""
-    missed = [e for e in entries if e.status in GAP_STATUSES or e.down > 0]
-    if not missed:
-        return []
-    if all(e.question for e in missed):
+) -> None:
+    """The questions the docs fell short on, grouped by meaning, biggest group first: of
+    those, the `gap_max_questions` most asked (then the most recent) are grouped, and the
+    `gap_max_listed` biggest groups listed; the rest are counted on `report`."""
+    chosen = heapq.nsmallest(
+        settings.gap_max_questions, missed, key=lambda m: (-m.asked, -m.latest_at, m.first)
+    )
+    chosen.sort(key=lambda m: m.first)  # grouped in reading order, as they came
+    report.ungrouped_questions = len(missed) - len(chosen)
+    report.ungrouped_asks = sum(m.asked for m in missed) - sum(m.asked for m in chosen)
+    if not chosen:
+        return
+    if all(m.question for m in chosen):
         groups = await cluster_questions(
-            [e.question for e in missed], embedder, settings.gap_distance
+            [m.question for m in chosen], embedder, settings.gap_distance
         )
-    elif all(e.sketch for e in missed):  # privacy mode: their meaning, not their words
-        groups = cluster_vectors([e.sketch for e in missed], settings.gap_distance)
+    elif all(m.sketch for m in chosen):  # privacy mode: their meaning, not their words
+        groups = cluster_vectors([m.sketch for m in chosen], settings.gap_distance)
     else:
-        groups = _same_question(missed)
-    gaps = []
-    labels = _labels([[missed[i].question for i in group] for group in groups])
-    for group, label in zip(groups, labels, strict=True):
-        members = [missed[i] for i in group]
-        examples = list(dict.fromkeys(m.question for m in members if m.question))
-        closest: list[Passage] = []
-        if examples and settings.gap_passages:
-            hits = await index.search(examples[0], k=settings.gap_passages)
-            closest = [
-                Passage(" › ".join(p for p in (h.chunk.title, h.chunk.heading) if p), h.chunk.url)
-                for h in hits
-            ]
-        gaps.append(
-            Gap(
-                label=label or f"{len(members)} questions (text not stored)",
-                size=len(members),
-                examples=examples[: settings.gap_examples],
-                closest=closest,
-                statuses=dict(Counter(m.status for m in members)),
-                down_votes=sum(m.down for m in members),
-            )
+        groups = _same_question(chosen)
+    members_of = [[chosen[i] for i in group] for group in groups]
+    # Each question once per time it was asked: how often a word comes up names the gap.
+    labels = _labels(
+        [[m.question for m in members for _ in range(m.asked)] for members in members_of]
+    )
+    gaps = [
+        Gap(
+            label=label or f"{sum(m.asked for m in members)} questions (text not stored)",
+            size=sum(m.asked for m in members),
+            examples=list(dict.fromkeys(m.question for m in members if m.question)),
+            closest=[],
+            statuses=_statuses(m.statuses for m in members),
+            down_votes=sum(m.down for m in members),
         )
-    return sorted(gaps, key=lambda g: (-g.size, g.label))
+        for members, label in zip(members_of, labels, strict=True)
+    ]
+    gaps.sort(key=lambda g: (-g.size, g.label))
+    listed = gaps[: settings.gap_max_listed]
+    report.unlisted_gaps = len(gaps) - len(listed)
+    report.unlisted_asks = sum(g.size for g in gaps[len(listed) :])
+    report.gaps = [
+        replace(
+            g,
+            examples=g.examples[: settings.gap_examples],
+            closest=await _closest(g.examples, index, settings.gap_passages),
+        )
+        for g in listed
+    ]
+
+
+def _statuses(counts: Iterable[Counter[str]]) -> dict[str, int]:
+    """A gap's outcomes in the report's order of statuses (whatever order they came in)."""
+    total = sum(counts, Counter())
+    return {s: total[s] for s in sorted(total, key=_status_order)}
+
+
+def _status_order(status: str) -> tuple[int, str]:
+    return (STATUSES.index(status) if status in STATUSES else len(STATUSES), status)
+
+
+async def _closest(examples: Sequence[str], index: SearchIndex, k: int) -> list[Passage]:
+    if not examples or not k:
+        return []
+    hits = await index.search(examples[0], k=k)
+    return [
+        Passage(" › ".join(p for p in (h.chunk.title, h.chunk.heading) if p), h.chunk.url)
+        for h in hits
+    ]
 
 
 async def cluster_questions(
@@ -237,10 +403,10 @@ def cluster_vectors(vectors: Sequence[Sequence[float]], distance: float) -> list
     return list(groups.values())
 
 
-def _same_question(entries: Sequence[LoggedAnswer]) -> list[list[int]]:
+def _same_question(missed: Sequence[Missed]) -> list[list[int]]:
     groups: dict[str, list[int]] = {}
-    for position, entry in enumerate(entries):
-        groups.setdefault(entry.question_hash, []).append(position)
+    for position, question in enumerate(missed):
+        groups.setdefault(question.question_hash, []).append(position)
     return list(groups.values())
 
 
@@ -266,19 +432,11 @@ def _labels(groups: Sequence[Sequence[str]]) -> list[str]:
 
 def _sources(
     report: Report,
-    posted: Sequence[LoggedAnswer],
+    tally: _Tally,
     documents: dict[str, DocumentRecord],
     top: int,
 ) -> None:
-    cited: Counter[str] = Counter()
-    down: Counter[str] = Counter()
-    seen: dict[str, tuple[str, str]] = {}
-    for entry in posted:
-        for doc_id in {c.doc_id for c in entry.citations if c.doc_id and not c.web}:
-            cited[doc_id] += 1
-            down[doc_id] += entry.down
-        for c in entry.citations:
-            seen.setdefault(c.doc_id, (c.title, c.url))
+    cited, down, seen = tally.cited, tally.cited_down, tally.seen
 
     def source(doc_id: str) -> CitedSource:
         record = documents.get(doc_id)
@@ -292,22 +450,15 @@ def _sources(
     report.down_voted_sources = [source(d) for d in voted[:top]]
 
 
-def _cost(entries: Sequence[LoggedAnswer], settings: InsightSettings) -> float | None:
-    if settings.input_usd_per_mtok is None or settings.output_usd_per_mtok is None:
-        return None
-    spent = sum(
-        e.input_tokens * settings.input_usd_per_mtok
-        + e.output_tokens * settings.output_usd_per_mtok
-        for e in entries
-    )
-    return spent / PER_MTOK
+def _percentiles(values: array[float], *percents: int) -> list[float | None]:
+    """Nearest rank: a value some answer actually took. Sorted as numpy's 8-byte floats, not
+    as a list of Python objects: a long window's latencies stay small."""
+    if not values:
+        return [None for _ in percents]
+    import numpy as np  # at call time: importing it costs a tenth of a second
 
-
-def _percentile(ordered: Sequence[float], percent: int) -> float | None:
-    """Nearest rank: a value some answer actually took."""
-    if not ordered:
-        return None
-    return ordered[max(0, math.ceil(percent / 100 * len(ordered)) - 1)]
+    ordered = np.sort(np.frombuffer(values, dtype=np.float64))
+    return [float(ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]) for p in percents]
 
 
 def _share(part: int, whole: int) -> float:

@@ -4,7 +4,7 @@ mode the sketch of the question's embedding (the only place the log needs the em
 from __future__ import annotations
 
 from core.domain.conversation import Answer
-from core.domain.insights import log_row, question_sketch
+from core.domain.insights import log_row, logged_question, question_sketch
 from core.ports import Embedder
 
 
@@ -17,7 +17,11 @@ async def answer_row(
     channel: str | None,
     store_questions: bool,
     embedder: Embedder | None,
+    max_question_chars: int | None = None,
 ) -> dict[str, object]:
+    """`max_question_chars`: the longest question kept (`logged_question`); None keeps it
+    whole."""
+    question = logged_question(question, max_question_chars)
     sketch: tuple[float, ...] = ()
     if not store_questions and embedder is not None:  # else the report embeds the text itself
         sketch = question_sketch((await embedder.embed_query(question)).tolist())

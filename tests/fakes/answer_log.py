@@ -53,19 +53,31 @@ def docs_questions() -> list[str]:
     return [r["text"] for r in rows if r["answer"]]
 
 
-def seeded(total: int, documents: Sequence[DocumentRecord], seed: int = 7) -> Iterator[Seeded]:
+def seeded(
+    total: int,
+    documents: Sequence[DocumentRecord],
+    seed: int = 7,
+    distinct_missed: int | None = None,
+) -> Iterator[Seeded]:
     """`total` answers: one in three a gap question, the rest docs questions answered citing
-    the first half of `documents` (sorted by id)."""
+    the first half of `documents` (sorted by id). The gap questions come in turn, or with
+    `distinct_missed` each is drawn from that many distinct texts (the labelled ones, then
+    each again with a case number: "... (case 1234)"), as a big deployment's log would hold."""
     rng = random.Random(seed)
     ordered = sorted(documents, key=lambda d: d.doc_id)
     cited = ordered[: max(1, int(len(ordered) * CITED_SHARE))]
-    gaps = itertools.cycle(gap_questions())
+    labelled = gap_questions()
+    gaps = itertools.cycle(labelled)
     answered = itertools.cycle(docs_questions())
     for n in range(total):
         channel = rng.choice(CHANNELS)
         days_ago = rng.uniform(0, 28)
         if n % 3 == 0:
             question, topic = next(gaps)
+            if distinct_missed is not None:
+                drawn = rng.randrange(distinct_missed)
+                question, topic = labelled[drawn % len(labelled)]
+                question = question if drawn < len(labelled) else f"{question} (case {drawn})"
             status = AnswerStatus.NOT_FOUND if rng.random() < 0.8 else AnswerStatus.PARTIAL
             posted = not (channel.endswith("CDOCS") and status is AnswerStatus.NOT_FOUND)
             votes = (False,) if rng.random() < 0.2 else ()

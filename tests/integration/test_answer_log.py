@@ -12,6 +12,7 @@ import structlog
 import time_machine
 
 from bot.clock import ExpireJob
+from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.sqlite.platform_state import SqlitePlatformState
 from core.config import InsightSettings, Settings
 from core.domain.conversation import (
@@ -25,7 +26,9 @@ from core.domain.conversation import (
     Usage,
 )
 from core.domain.insights import SKETCH_DIMENSIONS, question_hash
+from core.insights.report import build_report
 from core.ports import Backend
+from tests.fakes.memory import ConstantEmbedder, InMemoryIndex
 
 DAY_S = 86_400
 
@@ -72,6 +75,45 @@ async def test_every_answer_is_logged_with_what_the_report_needs(backend: Backen
     assert (first.up, first.down, first.reasons) == (1, 1, ("outdated",))
     assert (second.up, second.down, second.reasons) == (0, 0, ())
     assert await state.answer_log(time.time() + 1) == []
+
+
+async def test_the_log_reads_a_page_at_a_time(backend: Backend) -> None:
+    """`bot report` folds the log page by page: every entry once, with its votes and reasons,
+    never more than a page in hand."""
+    state = backend.platform_state(60)
+    now = time.time()
+    ids = []
+    for n in range(5):
+        with time_machine.travel(now - (10 - n) * DAY_S, tick=False):
+            ids.append(await state.record_answer(f"slack/T1/C1/{n}", f"q{n}", _answer()))
+    await state.record_feedback(ids[3], "U1", helpful=False)
+    await state.record_feedback_reason(ids[3], "U1", "missing", "")
+    pages = [page async for page in state.answer_log_pages(now - 30 * DAY_S, 2)]
+    assert [len(page) for page in pages] == [2, 2, 1]
+    read = [entry for page in pages for entry in page]
+    assert sorted(e.answer_id for e in read) == sorted(ids)
+    assert sorted(read, key=lambda e: e.at) == await state.answer_log(now - 30 * DAY_S)
+    [voted] = [e for e in read if e.answer_id == ids[3]]
+    assert (voted.down, voted.reasons) == (1, ("missing",))
+    assert [page async for page in state.answer_log_pages(now, 2)] == []
+
+
+async def test_the_log_keeps_a_question_as_the_engine_reads_it(
+    backend: Backend, backend_settings: Settings
+) -> None:
+    """An adapter records the message as it came, even one refused as too long: the log keeps
+    it without control characters and no longer than the engine answers."""
+    state = backend.platform_state(60)
+    limit = backend_settings.answers.max_question_chars
+    message = "  How do I \x1b[2Jrotate keys\x00? " + "A" * (limit * 8)
+    refused = Answer("That question is too long.", AnswerStatus.ERROR, AnswerMode.AGENT)
+    await state.record_answer("slack/T1/C1/9", message, refused)
+    [entry] = await state.answer_log(0)
+    assert entry.question == ("How do I [2Jrotate keys? " + "A" * limit)[:limit]
+    assert entry.question_hash == question_hash(entry.question)
+    recorded = await state.recorded_answer(entry.answer_id)
+    assert recorded is not None
+    assert recorded.question == entry.question
 
 
 async def test_an_answer_keeps_its_channel_and_moves_to_its_thread(backend: Backend) -> None:
@@ -153,6 +195,86 @@ async def test_an_answers_table_from_before_the_log_gains_its_columns(tmp_path: 
         assert [e.question for e in await state.answer_log(0)] == ["q", "new"]
     finally:
         await state.close()
+
+
+async def test_rows_from_before_the_log_get_their_channel_from_their_key(
+    tmp_path: Path,
+) -> None:
+    """Bringing an older state file up to date fills in where each answer was given, on which
+    platform, and its question's hash: `bot report --channel` and the re-check go by them."""
+    path = tmp_path / "state.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
+            " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
+            " citations TEXT NOT NULL, created_at REAL NOT NULL)"
+        )
+        db.executemany(
+            "INSERT INTO answers VALUES (?, ?, ?, 'text', 'not_found', '[]', 1700000000)",
+            [
+                ("a1", "slack/T1/C1/1700000000.0001", "Where is the VPN?"),
+                ("a2", "discord/42/77/9", "How do refunds work?"),
+            ],
+        )
+    state = SqlitePlatformState(path, 1000, 60)
+    try:
+        with sqlite3.connect(path) as db:  # on disk, for every reader
+            assert db.execute(
+                "SELECT platform, channel, question_hash FROM answers ORDER BY id"
+            ).fetchall() == [
+                ("slack", "slack/T1/C1", question_hash("Where is the VPN?")),
+                ("discord", "discord/42/77", question_hash("How do refunds work?")),
+            ]
+        log = await state.answer_log(0)
+        assert [(e.platform, e.channel) for e in log] == [
+            ("slack", "slack/T1/C1"),
+            ("discord", "discord/42/77"),
+        ]
+        report = await build_report(
+            log,
+            since=0,
+            until=time.time(),
+            channel="C1",
+            settings=InsightSettings(),
+            embedder=ConstantEmbedder(),
+            index=InMemoryIndex(),
+            learned=[],
+        )
+        assert (report.answers, report.per_channel) == (1, {"slack/T1/C1": 1})
+    finally:
+        await state.close()
+
+
+async def test_an_entry_logged_without_its_channel_reads_it_from_its_key(
+    backend: Backend, backend_settings: Settings
+) -> None:
+    """A state file brought up to date before such rows were filled in (their channel left
+    empty), or an Elasticsearch answer indexed before the log had channels: the entry still
+    says where it was given."""
+    state = backend.platform_state(60)
+    answer_id = await state.record_answer("slack/T1/C1/1700.5", "Where is the VPN?", _answer())
+    if backend_settings.search.backend == "sqlite":
+        with sqlite3.connect(backend_settings.state_path) as db:
+            db.execute("UPDATE answers SET platform = '', channel = '', question_hash = ''")
+    else:
+        index = backend.index
+        assert isinstance(index, ElasticsearchIndex)
+        await index.client.index(
+            index=index.names.answers,
+            id=answer_id,
+            document={
+                "conversation_key": "slack/T1/C1/1700.5",
+                "question": "Where is the VPN?",
+                "answer": "text",
+                "status": "answered",
+                "citations": {"items": []},
+                "created_at": int(time.time() * 1000),
+            },
+            refresh=True,
+        )
+    [entry] = await state.answer_log(0)
+    assert (entry.platform, entry.channel) == ("slack", "slack/T1/C1")
+    assert entry.question_hash == question_hash("Where is the VPN?")
 
 
 async def test_retention_forgets_finished_conversations_too(backend: Backend) -> None:

@@ -239,6 +239,20 @@ def test_an_older_state_file_in_a_read_only_folder_is_read_as_it_is(data: Path) 
         ]
 
 
+def test_an_older_state_files_answers_keep_their_channel_read_only_or_not(data: Path) -> None:
+    """Rows from before the log had channels are counted in their channel's report: read as
+    they are in a folder this user can't write, then brought up to date."""
+    _as_an_older_version_left_it(data / "state.sqlite")
+    figures = data.parent / "report.json"
+    with _read_only(data) as prefix:
+        report = _bot(data, "report", "--channel", "C1", "--json", str(figures), wrapper=prefix)
+        assert report.returncode == 0, report.stderr
+    assert json.loads(figures.read_text())["per_channel"] == {"slack/T1/C1": 1}
+    report = _bot(data, "report", "--channel", "C1", "--json", str(figures))
+    assert report.returncode == 0, report.stderr
+    assert json.loads(figures.read_text())["per_channel"] == {"slack/T1/C1": 1}
+
+
 def test_doctor_fails_when_a_channel_searches_a_source_nobody_ingested(data: Path) -> None:
     policies = '{"slack/T0123/C0DOCS": {"sources": ["handbok"]}}'
     done = _bot(data, "doctor", "--channel", "slack/T0123/C0DOCS", BOT_CHANNELS__POLICIES=policies)

@@ -270,3 +270,41 @@ def test_a_file_to_write_that_cannot_be_is_refused_before_the_work(
         assert f"Invalid value for '{option}': {said}" in flat
         assert "unexpected" not in result.output
         assert "Answers" not in result.output  # refused before the report was made
+
+
+def test_the_command_says_what_it_left_out_of_the_gaps(
+    kb: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `insights.gap_max_questions` distinct missed questions, the least asked are
+    counted, not grouped, and the terminal, the JSON and the page all say so."""
+    from core.backends.sqlite.platform_state import SqlitePlatformState
+    from core.domain.conversation import Answer, AnswerMode, AnswerStatus
+
+    async def seed() -> None:
+        state = SqlitePlatformState(tmp_path / "state.sqlite", 1000, 60)
+        missed = Answer("The docs don't say.", AnswerStatus.NOT_FOUND, AnswerMode.AGENT)
+        try:
+            for n, (question, _) in enumerate(gap_questions()[:5]):
+                for _ in range(5 - n):  # the first asked most
+                    await state.record_answer(f"slack/T1/C1/{n}", question, missed)
+        finally:
+            await state.close()
+
+    asyncio.run(seed())
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BOT_SEARCH__SQLITE_PATH", str(kb.index_path))
+    monkeypatch.setenv("BOT_INSIGHTS__GAP_MAX_QUESTIONS", "3")
+    figures, page = tmp_path / "r.json", tmp_path / "r.html"
+    result = CliRunner().invoke(
+        app, ["report", "--json", str(figures), "--html", str(page)], env={"COLUMNS": "400"}
+    )
+    assert result.exit_code == 0, result.output
+    said = (
+        "2 more distinct questions (3 asked) not grouped: the most asked are grouped first "
+        "(insights.gap_max_questions)"
+    )
+    assert said in result.output
+    found = json.loads(figures.read_text(encoding="utf-8"))
+    assert (found["ungrouped_questions"], found["ungrouped_asks"]) == (2, 3)
+    assert sum(g["size"] for g in found["gaps"]) == 12
+    assert said in page.read_text(encoding="utf-8")

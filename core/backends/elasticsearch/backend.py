@@ -39,10 +39,13 @@ from core.ports import (
 
 
 class ElasticsearchBackend:
-    def __init__(self, index: ElasticsearchIndex) -> None:
+    def __init__(self, index: ElasticsearchIndex, max_question_chars: int | None = None) -> None:
+        """`max_question_chars`: the longest question the answer log keeps (`open` passes
+        `answers.max_question_chars`; None keeps a question whole)."""
         self.index = index
         self.embedder: Embedder = index.embedder
         self._settings = index.settings
+        self._max_question_chars = max_question_chars
         self._stores = OpenedStores()
 
     @classmethod
@@ -62,7 +65,7 @@ class ElasticsearchBackend:
         except BaseException:
             await index.close()
             raise
-        return cls(index)
+        return cls(index, settings.answers.max_question_chars)
 
     @property
     def conversations(self) -> ConversationStore:
@@ -92,7 +95,12 @@ class ElasticsearchBackend:
     def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         return self._stores.new(
             lambda: ElasticsearchPlatformState(
-                self.index.client, self._settings, dedup_ttl_s, store_questions, self.embedder
+                self.index.client,
+                self._settings,
+                dedup_ttl_s,
+                store_questions,
+                self.embedder,
+                self._max_question_chars,
             )
         )
 

@@ -18,7 +18,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 import structlog
@@ -215,13 +215,17 @@ class ElasticsearchPlatformState(Store):
         dedup_ttl_s: float,
         store_questions: bool = True,
         embedder: Embedder | None = None,
+        max_question_chars: int | None = None,
     ) -> None:
         """`store_questions`: false keeps only a hash of each question in the answer log, and
-        a sketch of its embedding by `embedder` (`question_sketch`)."""
+        a sketch of its embedding by `embedder` (`question_sketch`). `max_question_chars`:
+        the longest question the log keeps (`answers.max_question_chars`: an adapter records
+        even a message refused as too long)."""
         super().__init__(client, settings)
         self._ttl_ms = int(dedup_ttl_s * 1000)
         self._store_questions = store_questions
         self._embedder = embedder
+        self._max_question_chars = max_question_chars
         self._next_purge = 0.0
 
     async def first_delivery(self, *keys: str) -> bool:
@@ -290,6 +294,7 @@ class ElasticsearchPlatformState(Store):
             channel=channel,
             store_questions=self._store_questions,
             embedder=self._embedder,
+            max_question_chars=self._max_question_chars,
         )
         document = {
             **row,
@@ -309,19 +314,38 @@ class ElasticsearchPlatformState(Store):
             )
 
     async def answer_log(self, since: float) -> list[LoggedAnswer]:
+        pages = self.answer_log_pages(since, self._settings.scan_page_size)
+        entries = [entry async for page in pages for entry in page]
+        return sorted(entries, key=lambda e: e.at)
+
+    async def answer_log_pages(
+        self, since: float, page_size: int
+    ) -> AsyncIterator[list[LoggedAnswer]]:
+        """Scrolled `page_size` answers at a time; each page's votes and reasons are looked up
+        by its answers' ids, not read whole."""
         recent = {"range": {"created_at": {"gte": int(since * _MS_PER_S)}}}
         with explained(self._settings):
             await self._client.indices.refresh(index=self._log_indices)
-            answers = [h async for h in self._scan(self._names.answers, recent)]
-            votes: dict[str, list[int]] = {}
-            async for hit in self._scan(self._names.feedback, {"match_all": {}}):
-                votes.setdefault(hit["_source"]["answer_id"], []).append(
-                    int(hit["_source"]["vote"])
-                )
-            reasons: dict[str, list[str]] = {}
-            async for hit in self._scan(self._names.feedback_reasons, {"match_all": {}}):
-                reasons.setdefault(hit["_source"]["answer_id"], []).append(hit["_source"]["reason"])
-        entries = [
+            hits: list[dict[str, Any]] = []
+            async for hit in self._scan(self._names.answers, recent, page_size):
+                hits.append(hit)
+                if len(hits) == page_size:
+                    yield await self._logged(hits, page_size)
+                    hits = []
+            if hits:
+                yield await self._logged(hits, page_size)
+
+    async def _logged(self, hits: list[dict[str, Any]], page_size: int) -> list[LoggedAnswer]:
+        ids = {"terms": {"answer_id": [h["_id"] for h in hits]}}
+        votes: dict[str, list[int]] = {}
+        async for vote in self._scan(self._names.feedback, ids, page_size):
+            votes.setdefault(vote["_source"]["answer_id"], []).append(int(vote["_source"]["vote"]))
+        reasons: dict[str, list[str]] = {}
+        async for reason in self._scan(self._names.feedback_reasons, ids, page_size):
+            reasons.setdefault(reason["_source"]["answer_id"], []).append(
+                reason["_source"]["reason"]
+            )
+        return [
             logged_answer(
                 h["_id"],
                 int(h["_source"]["created_at"]) / _MS_PER_S,
@@ -329,9 +353,8 @@ class ElasticsearchPlatformState(Store):
                 votes.get(h["_id"], []),
                 reasons.get(h["_id"], []),
             )
-            for h in answers
+            for h in hits
         ]
-        return sorted(entries, key=lambda e: e.at)
 
     async def claim_recheck(self, answer_id: str) -> bool:
         with explained(self._settings):
@@ -368,9 +391,14 @@ class ElasticsearchPlatformState(Store):
         names = self._names
         return [names.answers, names.feedback, names.feedback_reasons, names.rechecks]
 
-    def _scan(self, index: str, query: dict[str, Any]) -> AsyncIterable[dict[str, Any]]:
+    def _scan(
+        self, index: str, query: dict[str, Any], page_size: int | None = None
+    ) -> AsyncIterable[dict[str, Any]]:
         return helpers.async_scan(
-            self._client, index=index, query={"query": query}, size=self._settings.scan_page_size
+            self._client,
+            index=index,
+            query={"query": query},
+            size=page_size or self._settings.scan_page_size,
         )
 
     async def record_feedback(self, answer_id: str, user: str, helpful: bool) -> bool:

@@ -39,6 +39,7 @@ class SqliteBackend:
         self._state_path = settings.state_path
         self._busy_ms = settings.search.busy_timeout_ms
         self._check_s = settings.search.integrity_check_s
+        self._max_question_chars = settings.answers.max_question_chars
         self._stores = OpenedStores()
 
     @property
@@ -66,7 +67,12 @@ class SqliteBackend:
     def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         return self._stores.new(
             lambda: SqlitePlatformState(
-                self._state_path, self._busy_ms, dedup_ttl_s, store_questions, self.embedder
+                self._state_path,
+                self._busy_ms,
+                dedup_ttl_s,
+                store_questions,
+                self.embedder,
+                self._max_question_chars,
             )
         )
 

@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from core.backends.sqlite.state_file import connect_state
@@ -31,6 +32,10 @@ from core.search.sketch import answer_row
 from core.sqlite import transaction
 
 _JSON_COLUMNS = ("citations", "consulted", "question_sketch")
+# `answer_log` reads the window in one page: its callers (the re-check, the feedback export)
+# want every entry at once.
+_NO_LIMIT = -1  # SQLite's LIMIT -1
+_BEFORE_ANY_ROW = -1  # row ids start at 1
 
 
 class SqlitePlatformState:
@@ -41,12 +46,16 @@ class SqlitePlatformState:
         dedup_ttl_s: float,
         store_questions: bool = True,
         embedder: Embedder | None = None,
+        max_question_chars: int | None = None,
     ) -> None:
         """`store_questions`: false keeps only a hash of each question in the answer log, and
-        a sketch of its embedding by `embedder` (`question_sketch`)."""
+        a sketch of its embedding by `embedder` (`question_sketch`). `max_question_chars`:
+        the longest question the log keeps (`answers.max_question_chars`: an adapter records
+        even a message refused as too long)."""
         self._ttl = dedup_ttl_s
         self._store_questions = store_questions
         self._embedder = embedder
+        self._max_question_chars = max_question_chars
         self._lock = threading.Lock()
         self._db = connect_state(path, busy_timeout_ms)
 
@@ -104,6 +113,7 @@ class SqlitePlatformState:
             channel=channel,
             store_questions=self._store_questions,
             embedder=self._embedder,
+            max_question_chars=self._max_question_chars,
         )
         for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column])
@@ -124,32 +134,52 @@ class SqlitePlatformState:
         )
 
     async def answer_log(self, since: float) -> list[LoggedAnswer]:
-        return await asyncio.to_thread(self._answer_log, since)
+        start = (since, _BEFORE_ANY_ROW)
+        page, _ = await asyncio.to_thread(self._log_page, since, start, _NO_LIMIT)
+        return page
 
-    def _answer_log(self, since: float) -> list[LoggedAnswer]:
+    async def answer_log_pages(
+        self, since: float, page_size: int
+    ) -> AsyncIterator[list[LoggedAnswer]]:
+        """Oldest first, each page after the last row of the one before (by time, then row
+        id: what the time index orders by), so no page re-reads or sorts the window."""
+        after: tuple[float, int] = (since, _BEFORE_ANY_ROW)
+        while True:
+            page, after = await asyncio.to_thread(self._log_page, since, after, page_size)
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+
+    def _log_page(
+        self, since: float, after: tuple[float, int], limit: int
+    ) -> tuple[list[LoggedAnswer], tuple[float, int]]:
         with self._lock:
             self._db.row_factory = sqlite3.Row
             try:
                 rows = self._db.execute(
-                    "SELECT * FROM answers WHERE created_at >= ? ORDER BY created_at", (since,)
+                    "SELECT rowid AS row_id, * FROM answers WHERE created_at >= ?"
+                    " AND (created_at, rowid) > (?, ?) ORDER BY created_at, rowid LIMIT ?",
+                    (since, *after, limit),
                 ).fetchall()
+                ids = json.dumps([r["id"] for r in rows])
                 votes: dict[str, list[int]] = {}
                 for answer_id, vote in self._db.execute(
-                    "SELECT f.answer_id, f.vote FROM feedback f JOIN answers a"
-                    " ON a.id = f.answer_id WHERE a.created_at >= ?",
-                    (since,),
+                    "SELECT answer_id, vote FROM feedback"
+                    " WHERE answer_id IN (SELECT value FROM json_each(?))",
+                    (ids,),
                 ):
                     votes.setdefault(answer_id, []).append(int(vote))
                 reasons: dict[str, list[str]] = {}
                 for answer_id, reason in self._db.execute(
-                    "SELECT r.answer_id, r.reason FROM feedback_reasons r JOIN answers a"
-                    " ON a.id = r.answer_id WHERE a.created_at >= ?",
-                    (since,),
+                    "SELECT answer_id, reason FROM feedback_reasons"
+                    " WHERE answer_id IN (SELECT value FROM json_each(?))",
+                    (ids,),
                 ):
                     reasons.setdefault(answer_id, []).append(str(reason))
             finally:
                 self._db.row_factory = None
-        return [
+        page = [
             logged_answer(
                 r["id"],
                 r["created_at"],
@@ -159,6 +189,7 @@ class SqlitePlatformState:
             )
             for r in rows
         ]
+        return page, (rows[-1]["created_at"], rows[-1]["row_id"]) if rows else after
 
     async def claim_recheck(self, answer_id: str) -> bool:
         return await asyncio.to_thread(self._claim_recheck, answer_id)

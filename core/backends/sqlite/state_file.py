@@ -20,6 +20,7 @@ import sqlite3
 from functools import cache
 from pathlib import Path
 
+from core.domain.insights import channel_of, question_hash
 from core.sqlite import (
     InaccessibleFile,
     Integrity,
@@ -70,7 +71,8 @@ _SCHEMA = (
 _NAMES = frozenset(re.findall(r"IF NOT EXISTS (\w+)", " ".join(_SCHEMA)))
 _TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")
 # The answer log's columns, added to an `answers` table made before it existed (its rows keep
-# these defaults: nothing of the kind was known then).
+# these defaults: nothing of the kind was known then; except where and on which platform each
+# was asked, and its question's hash, which `_known_from_rows` fills in).
 _LOG_COLUMNS = {
     "platform": "TEXT NOT NULL DEFAULT ''",
     "channel": "TEXT NOT NULL DEFAULT ''",
@@ -96,8 +98,11 @@ def connect_state(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
                 with transaction(db):
                     for statement in _SCHEMA:
                         db.execute(statement)
-                    for column, kind in _missing_columns(db).items():
+                    missing = _missing_columns(db)
+                    for column, kind in missing.items():
                         db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+                    if missing:
+                        _known_from_rows(db, "main")
             except InaccessibleFile:
                 _stand_in(db, path)
     except BaseException:
@@ -131,6 +136,25 @@ def _stand_in(db: sqlite3.Connection, path: Path) -> None:
             ours = [row[1] for row in db.execute("PRAGMA temp.table_info(answers)").fetchall()]
             kept = ", ".join(column for column in ours if column in had)
             db.execute(f"INSERT INTO temp.answers ({kept}) SELECT {kept} FROM main.answers")  # noqa: S608
+            _known_from_rows(db, "temp")
+
+
+def _known_from_rows(db: sqlite3.Connection, schema: str) -> None:
+    """What an older release's rows tell once the log's columns are added: the platform and
+    channel are in the conversation key (`channel_of`, as `log_row` derives them), the
+    question's hash in its text. Without them `bot report --channel` and the re-check, which
+    go by channel and platform, would pass those rows by."""
+    db.create_function("docbot_platform", 1, lambda key: channel_of(key)[0], deterministic=True)
+    db.create_function("docbot_channel", 1, lambda key: channel_of(key)[1], deterministic=True)
+    db.create_function("docbot_question_hash", 1, question_hash, deterministic=True)
+    db.execute(
+        f"UPDATE {schema}.answers SET platform = docbot_platform(conversation_key),"  # noqa: S608 (main or temp)
+        " channel = docbot_channel(conversation_key) WHERE channel = ''"
+    )
+    db.execute(
+        f"UPDATE {schema}.answers SET question_hash = docbot_question_hash(question)"  # noqa: S608 (main or temp)
+        " WHERE question_hash = '' AND question != ''"
+    )
 
 
 @cache

@@ -396,3 +396,24 @@ def test_holding_back_an_unfinished_tail_takes_linear_time(unit: str) -> None:
     started = time.process_time()
     finished_part(text)
     assert time.process_time() - started < LINEAR_CPU_BOUND_S
+
+
+# Sequences a terminal acts on: clear the screen, set the window title, a link of its own (OSC 8),
+# NUL, BEL, a bidi override that reorders what is shown.
+TERMINAL_ACTS = ("\x1b[2J", "\x1b]0;", "\x1b]8;;https://evil", "\x00", "\x07", "\u202e")
+
+
+@pytest.mark.parametrize("builder", ["extractive", "raw"])  # a model's quote is refused first
+def test_no_escape_sequence_of_the_text_reaches_the_terminal(builder: str) -> None:
+    """`bot ask` prints the documents' and the model's text: the terminal shows it, it never
+    acts on it (the renderer's own styles and source links are its only sequences)."""
+    payload = (
+        "\x1b[2Jcleared \x1b]0;title\x07 \x1b]8;;https://evil.example\x07x\x1b]8;;\x07 \x00 "
+        "\u202eevil"
+    )
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=200, color_system="standard")
+    terminal.print(render_answer(BUILDERS[builder](payload)))
+    printed = terminal.file.getvalue()  # type: ignore[attr-defined]
+    assert "cleared" in printed
+    for sequence in TERMINAL_ACTS:
+        assert sequence not in printed, (sequence, printed)

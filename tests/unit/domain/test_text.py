@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.text import clip
+from core.domain.text import clip, printable
 
 
 @pytest.mark.parametrize(
@@ -27,3 +27,30 @@ def test_clip_without_an_ellipsis_keeps_the_whole_limit_for_words():
     # Derived keywords are cut this way: no ellipsis, the last whole word kept.
     assert clip("claude prompt caching explained", 20, ellipsis="") == "claude prompt"
     assert clip("claude prompt caching", 21, ellipsis="") == "claude prompt caching"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("clear \x1b[2Jscreen", "clear [2Jscreen"),
+        (
+            "link \x1b]8;;https://evil.example\x07here\x1b]8;;\x07",
+            "link ]8;;https://evil.examplehere]8;;",
+        ),
+        ("nul\x00 bel\x07 bs\x08 cr\r vt\x0b del\x7f c1\x9b", "nul bel bs cr vt del c1"),
+        (
+            "bidi \u202eevil\u202c zero\u200bwidth \u2066isolate\u2069",
+            "bidi evil zerowidth isolate",
+        ),
+        ("lone \ud800surrogate", "lone surrogate"),
+        ("lines\nand\ttabs stay", "lines\nand\ttabs stay"),
+        (
+            "[/bold] [link=x]markup is text[/link] ünïcödé 日本 🙂",
+            "[/bold] [link=x]markup is text[/link] ünïcödé 日本 🙂",
+        ),
+    ],
+)
+def test_printable_keeps_what_a_terminal_shows_and_drops_what_it_acts_on(
+    text: str, expected: str
+) -> None:
+    assert printable(text) == expected

@@ -149,8 +149,17 @@ def stale_answers_command(
             f"re-asked: {len(rechecked.posted)} updated in their threads, "
             f"{len(rechecked.unchanged)} unchanged, {len(rechecked.not_grounded)} without a "
             f"grounded answer, {len(rechecked.undeliverable)} with no thread to post in, "
+            f"{len(rechecked.silenced)} where the bot is switched off, "
             f"{rechecked.already_checked} re-checked before"
         )
+        failed, refused = len(rechecked.failed), len(rechecked.refused)
+        if failed or refused:
+            # As `bot sync` does: what was done stands, and the exit says not all of it was.
+            refuse(
+                f"not every update was posted: {failed} failed for now (the next run tries "
+                f"again), {refused} refused for good (the channel gone, archived or closed to "
+                "the bot); the log's update_not_posted lines say why"
+            )
 
 
 async def _stale(since: float, notify: bool) -> tuple[list[StaleAnswer], RecheckReport | None]:

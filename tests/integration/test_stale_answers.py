@@ -510,7 +510,11 @@ def test_stale_answers_notify_goes_on_past_a_refused_post_and_the_next_run_retri
         monkeypatch.setenv("BOT_SLACK__BASE_URL", f"{base}/api/")
         first_run = runner.invoke(app, ["stale-answers", "--notify"])
         assert "unexpected" not in first_run.output, first_run.output
-        assert "1 updated in their threads" in " ".join(first_run.output.split())
+        said = " ".join(first_run.output.split())
+        assert "1 updated in their threads" in said
+        assert "error: not every update was posted: 1 failed for now" in said
+        assert "0 refused for good" in said
+        assert first_run.exit_code == 1  # not everything was done
         refused, posted = emulator.called("chat.postMessage")
         assert refused["thread_ts"] == "6.1"
         assert posted["thread_ts"] == "6.2"

@@ -19,10 +19,11 @@ from core.insights.stale import Reach, UpdateFailed
 # Others (an ephemeral `/ask`) were the asker's alone: never posted to.
 _POSTABLE = ("thread", "dm")
 _KEY_PARTS = 3
-# Refusals that trying again can't mend: the channel is gone (404) or closed to the bot (403),
-# or the thread is archived and locked (Discord's code for it).
-_GONE_STATUSES = frozenset({403, 404})
-_ARCHIVED_THREAD = 50083
+# Refusals a later try may get past: the rate limit and Discord's own trouble. Every other
+# (the channel gone or closed to the bot, the thread archived, a message Discord will never
+# take) is for good: retrying it would re-ask the model at every run for nothing.
+_RATE_LIMITED = 429
+_SERVER_ERROR = 500
 
 
 class DiscordNotifier:
@@ -77,16 +78,16 @@ class DiscordNotifier:
 
 def _failed(exc: Exception, *, posted: int, of: int) -> UpdateFailed:
     """Discord's status and error code (or the exception's type: a network failure), and
-    whether a retry can help: not where the channel is gone, nor once part of the update is
-    in the thread."""
+    whether a retry can help: only for a network failure, the rate limit or Discord's own
+    trouble, and never once part of the update is in the thread."""
     if isinstance(exc, discord.HTTPException):
         reason = f"HTTP {exc.status} (code {exc.code})"
-        gone = exc.status in _GONE_STATUSES or exc.code == _ARCHIVED_THREAD
+        for_now = exc.status == _RATE_LIMITED or exc.status >= _SERVER_ERROR
     else:
-        reason, gone = type(exc).__name__, False
+        reason, for_now = type(exc).__name__, True
     if posted:
         return UpdateFailed(f"{reason} after {posted} of {of} messages", permanent=True)
-    return UpdateFailed(reason, permanent=gone)
+    return UpdateFailed(reason, permanent=not for_now)
 
 
 def _place(conversation_key: str) -> tuple[str, int] | None:

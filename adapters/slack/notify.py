@@ -18,18 +18,13 @@ from core.domain.insights import LoggedAnswer
 from core.insights.stale import Reach, UpdateFailed
 
 _KEY_PARTS = 4  # slack/TEAM/CHANNEL/THREAD_TS (or "direct")
-# chat.postMessage's errors that trying again can't mend: the channel or thread is gone,
-# archived, read-only or locked, or the bot is no longer in it.
-_REFUSED_FOR_GOOD = frozenset(
-    {
-        "channel_not_found",
-        "is_archived",
-        "not_in_channel",
-        "restricted_action",
-        "restricted_action_read_only_channel",
-        "restricted_action_thread_locked",
-    }
+# chat.postMessage's errors that a later try may get past: Slack's own trouble and its rate
+# limit. Every other refusal (the channel gone or archived, the bot removed, a message Slack
+# will never take) is for good: retrying it would re-ask the model at every run for nothing.
+_FOR_NOW = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
+_SERVER_ERROR = 500  # an HTTP status from here on is Slack's (or a proxy's) trouble, not ours
 
 
 class SlackNotifier:
@@ -95,8 +90,14 @@ class SlackNotifier:
 
 def _failed(exc: Exception, *, posted: int, of: int) -> UpdateFailed:
     """Slack's error code (or the exception's type: a network failure), and whether a retry
-    can help: not where the channel is gone, nor once part of the update is in the thread."""
-    reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+    can help: only for a network failure, Slack's own trouble or its rate limit, and never
+    once part of the update is in the thread."""
+    if isinstance(exc, SlackApiError):
+        reason = slack_error(exc)
+        status = exc.response.status_code
+        for_now = reason in _FOR_NOW or (isinstance(status, int) and status >= _SERVER_ERROR)
+    else:
+        reason, for_now = type(exc).__name__, True
     if posted:
         return UpdateFailed(f"{reason} after {posted} of {of} messages", permanent=True)
-    return UpdateFailed(reason, permanent=reason in _REFUSED_FOR_GOOD)
+    return UpdateFailed(reason, permanent=not for_now)

@@ -77,15 +77,22 @@ async def test_no_update_in_a_thread_of_a_channel_where_the_bot_is_switched_off(
 
 
 async def test_a_refused_update_says_why_and_whether_trying_again_can_help(discord_factory) -> None:
-    """The channel gone (404) or closed to the bot (403), a locked archived thread: for good.
+    """The channel gone (404) or closed to the bot (403), a locked archived thread, an invalid
+    message: for good.
     Discord's servers failing: for now. Refused after the first of several messages: for
     good, or a retry would post that part twice."""
     harness, stop = await discord_factory(None)
     try:
         notifier = DiscordNotifier(harness.bot.http, harness.bot.settings, harness.bot.policies)
-        harness.emulator.message_failures += [(404, 10003), (403, 50001), (400, 50083), (503, 0)]
+        harness.emulator.message_failures += [
+            (404, 10003),
+            (403, 50001),
+            (400, 50083),
+            (400, 50035),  # a message Discord will never take: retrying would only re-ask
+            (503, 0),
+        ]
         failures = []
-        for _ in range(4):
+        for _ in range(5):
             with pytest.raises(UpdateFailed) as failed:
                 await notifier.post_update("discord/thread/555", "Updated:", updated_answer())
             failures.append((failed.value.reason, failed.value.permanent))
@@ -93,6 +100,7 @@ async def test_a_refused_update_says_why_and_whether_trying_again_can_help(disco
             ("HTTP 404 (code 10003)", True),
             ("HTTP 403 (code 50001)", True),
             ("HTTP 400 (code 50083)", True),
+            ("HTTP 400 (code 50035)", True),
             ("HTTP 503 (code 0)", False),
         ]
 

@@ -109,7 +109,8 @@ async def test_no_update_where_the_bot_is_switched_off_but_direct_messages_still
 
 
 async def test_a_refused_update_says_why_and_whether_trying_again_can_help(slack_factory) -> None:
-    """The channel archived: for good. Slack busy, the network down: for now. Refused after
+    """The channel archived, a message Slack won't take: for good. Slack busy, the network
+    down: for now. Refused after
     the first of several messages: for good, or a retry would post that part twice. The reason
     names the error, never the update's words."""
     harness, stop = await slack_factory(None)
@@ -120,15 +121,24 @@ async def test_a_refused_update_says_why_and_whether_trying_again_can_help(slack
         key = "slack/T1/C1/1700000000.000100"
         # The SDK retries a dropped connection once: both attempts fail.
         harness.emulator.fail(
-            "chat.postMessage", "is_archived", "internal_error", "disconnect", "disconnect"
+            "chat.postMessage",
+            "is_archived",
+            "invalid_blocks",  # a message Slack will never take: retrying would only re-ask
+            "internal_error",
+            "disconnect",
+            "disconnect",
         )
         failures = []
-        for _ in range(3):
+        for _ in range(4):
             with pytest.raises(UpdateFailed) as failed:
                 await notifier.post_update(key, "Updated:", updated_answer())
             failures.append((failed.value.reason, failed.value.permanent))
-        assert failures[:2] == [("is_archived", True), ("internal_error", False)]
-        assert failures[2][1] is False
+        assert failures[:3] == [
+            ("is_archived", True),
+            ("invalid_blocks", True),
+            ("internal_error", False),
+        ]
+        assert failures[3][1] is False
 
         long = updated_answer()
         long.text = "\n\n".join(["Keys rotate every 30 days [1]. " * 100] * 8)

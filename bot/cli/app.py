@@ -61,7 +61,7 @@ def shown(text: str, style: str | Style = "") -> Text:
 
 
 def refuse(problem: str) -> NoReturn:
-    err.print(Text(f"error: {problem}", style="red"), soft_wrap=True)
+    err.print(shown(f"error: {problem}", style="red"), soft_wrap=True)
     raise typer.Exit(EXIT_FAILURE)
 
 
@@ -95,7 +95,8 @@ def _fail(exc: BaseException, line: str, code: int) -> None:
         import traceback
 
         traceback.print_exception(exc, file=sys.stderr)
-    err.print(Text(redact_urls_in(line), style="red"), soft_wrap=True)
+    # A server's own reason may be quoted, escape sequences and all: shown, never acted on.
+    err.print(shown(redact_urls_in(line), style="red"), soft_wrap=True)
     sys.exit(code)
 
 

@@ -43,7 +43,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # terminals read as ESC sequences), format characters (bidi overrides that reorder what is shown,
 # zero-width characters that hide text) and lone surrogates (which can't be written at all).
 _ACTING = frozenset({"Cc", "Cf", "Cs"})
-_KEPT_CONTROLS = frozenset("\n\t")
+# ... but line breaks and tabs, and the format characters words are spelt with: the zero-width
+# non-joiner and joiner (Persian, Hindi; emoji sequences such as a family) and the soft hyphen.
+# They reorder nothing and hide nothing.
+_KEPT_CONTROLS = frozenset("\n\t\u200c\u200d\u00ad")
 
 
 def clip(text: str, limit: int, *, ellipsis: str = ELLIPSIS) -> str:
@@ -67,8 +70,8 @@ def defuse_pings(text: str) -> str:
 
 def printable(text: str) -> str:
     """`text` as a terminal may show it: without what would act on the terminal instead of
-    being read (see `_ACTING`); line breaks and tabs stay. For text from outside the bot (the
-    answer log, documents, a server's error) printed by the CLI."""
+    being read (see `_ACTING`); line breaks, tabs and the joiners words need stay. For text
+    from outside the bot (the answer log, documents, a server's error) printed by the CLI."""
     return "".join(c for c in text if c in _KEPT_CONTROLS or unicodedata.category(c) not in _ACTING)
 
 

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
+from bot.cli.app import main
 from core.backends.sqlite.platform_state import SqlitePlatformState
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
 from core.domain.text import printable
@@ -141,3 +142,18 @@ def test_sources_list_prints_locations_as_they_are(
     assert result.exit_code == 0, result.output
     assert_inert(result.output)
     assert "/srv/[prod]/run[/bold]books[2J" in result.output
+
+
+def test_an_error_line_quoting_the_input_shows_it_inert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error quotes what it was given (a path, a server's reason): as text, never acted on."""
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr("sys.argv", ["bot", "ingest", "/nope\x1b[2J\x1b]0;pwned\x07"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main()
+    said = capsys.readouterr().err
+    assert exited.value.code != 0
+    assert "nothing to ingest at /nope[2J]0;pwned" in said
+    assert_inert(said)

@@ -44,6 +44,12 @@ def test_clip_without_an_ellipsis_keeps_the_whole_limit_for_words():
         ),
         ("lone \ud800surrogate", "lone surrogate"),
         ("lines\nand\ttabs stay", "lines\nand\ttabs stay"),
+        # The joiners words are spelt with stay: Persian's non-joiner, an emoji family's
+        # joiners, a soft hyphen.
+        (
+            "می\u200cخواهم 👨\u200d👩\u200d👧 hy\u00adphen",
+            "می\u200cخواهم 👨\u200d👩\u200d👧 hy\u00adphen",
+        ),
         (
             "[/bold] [link=x]markup is text[/link] ünïcödé 日本 🙂",
             "[/bold] [link=x]markup is text[/link] ünïcödé 日本 🙂",

@@ -698,7 +698,7 @@ class KeywordSettings(_Section):
     misfire_grace_s: int = Field(300, ge=1)
     # `bot clock` stopping: runs under way get this long to finish, then are cancelled and get
     # as long again to unwind (their run locks released).
-    shutdown_grace_s: float = Field(4.0, ge=0, le=3_600)
+    shutdown_grace_s: float = Field(4.0, gt=0, le=3_600)
     lock_ttl_s: float = Field(3_600, gt=0)
     settle_s: float = Field(600, ge=0)
 

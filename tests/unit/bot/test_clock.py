@@ -93,6 +93,13 @@ def test_a_misfire_grace_apscheduler_would_refuse_fails_when_settings_load(grace
         load_settings(environ={"BOT_KEYWORDS__MISFIRE_GRACE_S": grace})
 
 
+def test_a_stopping_clock_always_gives_its_runs_time_to_release_their_locks() -> None:
+    """A grace of 0 cancelled the runs and closed the stores while they still unwound, so
+    their run locks stayed held until they expired."""
+    with pytest.raises(ConfigError, match=r"keywords\.shutdown_grace_s"):
+        load_settings(environ={"BOT_KEYWORDS__SHUTDOWN_GRACE_S": "0"})
+
+
 async def test_the_smallest_misfire_grace_the_settings_take_starts_the_scheduler() -> None:
     settings = load_settings(environ={"BOT_KEYWORDS__MISFIRE_GRACE_S": "1"}).keywords
     scheduler = build_scheduler(settings, job(settings), prune_trigger(settings))

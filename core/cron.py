@@ -50,7 +50,9 @@ def _weekdays(field: str) -> str:
             first, last = 0, saturday
         else:
             first = _day(match["first"])
-            last = _day(match["last"]) if match["last"] else saturday if match["step"] else first
+            # An open step (`1/3`) runs to cron's last day, 7 (Sunday again), as cronie reads it.
+            open_end = _SUNDAY_AGAIN if match["step"] else first
+            last = _day(match["last"]) if match["last"] else open_end
             if last < first:
                 raise ValueError(f"{part!r}: a range runs from an earlier day to a later one")
         days.update(day % _SUNDAY_AGAIN for day in range(first, last + 1, step))

@@ -38,6 +38,8 @@ def _weekdays_run(expression: str) -> set[str]:
         ("5-7", {"Fri", "Sat", "Sun"}),
         ("*/2", {"Sun", "Tue", "Thu", "Sat"}),
         ("1-5/2", {"Mon", "Wed", "Fri"}),
+        ("1/3", {"Mon", "Thu", "Sun"}),  # an open step runs to 7, Sunday, as in cronie
+        ("5/1", {"Fri", "Sat", "Sun"}),
         ("0,6", {"Sun", "Sat"}),
         ("*", {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}),
     ],

@@ -430,6 +430,35 @@ async def test_an_updated_document_whose_write_failed_keeps_its_old_record(
         assert (await index.stats()).chunks == 5
 
 
+async def test_an_update_whose_old_passages_could_not_all_be_deleted_is_not_marked_done(
+    proxied: tuple[Settings, ProxyScript], embedder: CachedEmbedder, tmp_path: Path
+) -> None:
+    """The delete of a shrunk document's old passages answered, yet left some: its record
+    keeps the old checksum, so the next ingest deletes them, rather than skipping the file
+    as unchanged while the old passages stay searchable."""
+    async with failing_writes(proxied, embedder, tmp_path) as (index, script, ingestor, folder):
+        page = folder / "guide.md"
+        page.write_text(_sections("old", 5))
+        await ingestor.ingest([str(folder)], source="kb")
+        doc_id = page.resolve().as_uri()
+        before = (await index.documents())[doc_id]
+        page.write_text(_sections("new", 2))
+        cause = {"type": "es_rejected_execution_exception", "reason": "shard busy"}
+        failure = {"index": "x", "id": "y", "cause": cause, "status": 429}
+        script.refuse["/_delete_by_query"] = (200, {"deleted": 0, "failures": [failure]})
+        report = await ingestor.ingest([str(folder)], source="kb")
+        script.refuse.clear()
+        assert [f.display for f in report.failed] == [str(page)]
+        assert "failed to delete 1 entries: es_rejected_execution_exception" in (
+            report.failed[0].reason
+        )
+        assert (await index.documents())[doc_id] == before
+        report = await ingestor.ingest([str(folder)], source="kb")
+        assert report.counts[Outcome.UPDATED] == 1
+        assert await index.search("old4", k=1, mode=SearchMode.BM25) == []
+        assert (await index.stats()).chunks == 2
+
+
 def _es_error(kind: str, reason: str, status: int) -> dict[str, Any]:
     """An error body as Elasticsearch writes one."""
     cause = {"type": kind, "reason": reason}

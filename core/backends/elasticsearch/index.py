@@ -297,7 +297,11 @@ class ElasticsearchIndex(HybridIndex):
         done = [w for w in valid if w.record.doc_id not in failed]
         if not done:
             return
-        await self._delete_stale_chunks(done)
+        if (stale := await self._delete_stale_chunks(done)) is not None:
+            # Old passages may still be there: no new checksum, so the next ingest rewrites.
+            for w in done:
+                failed[w.record.doc_id] = str(stale)
+            return
         records = (
             {
                 "_op_type": "index",
@@ -337,7 +341,9 @@ class ElasticsearchIndex(HybridIndex):
             return False
         return True
 
-    async def _delete_stale_chunks(self, done: Sequence[DocumentWrite]) -> None:
+    async def _delete_stale_chunks(self, done: Sequence[DocumentWrite]) -> SearchIndexError | None:
+        """The documents' passages that are not in their new sets deleted; the error when the
+        delete answered, yet left some (a block, a shard failure)."""
         keep = [doc_id_key(c.chunk_id) for w in done for c in w.chunks]
         query: dict[str, Any] = {
             "bool": {
@@ -350,9 +356,10 @@ class ElasticsearchIndex(HybridIndex):
         }
         with explained(self.settings):
             await self.client.indices.refresh(index=self.names.chunks)
-            await self.slow_client.delete_by_query(
+            deleted = await self.slow_client.delete_by_query(
                 index=self.names.chunks, query=query, conflicts="proceed", refresh=True
             )
+        return by_query_failure(deleted.body, self.settings)
 
     async def replace_document(
         self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors

@@ -171,16 +171,20 @@ async def test_privacy_mode_keeps_no_question_text(
         assert b"Zanzibar" not in b"".join(p.read_bytes() for p in files)
 
 
+# The answers table as an earlier version wrote it, before the log's columns.
+_ANSWERS_BEFORE_THE_LOG = (
+    "CREATE TABLE answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
+    " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
+    " citations TEXT NOT NULL, created_at REAL NOT NULL)"
+)
+
+
 async def test_an_answers_table_from_before_the_log_gains_its_columns(tmp_path: Path) -> None:
     """A state file written by an earlier version: its answers stay readable (and shareable),
     with what was not known then left at neutral values."""
     path = tmp_path / "state.sqlite"
     with sqlite3.connect(path) as db:
-        db.execute(
-            "CREATE TABLE answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
-            " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
-            " citations TEXT NOT NULL, created_at REAL NOT NULL)"
-        )
+        db.execute(_ANSWERS_BEFORE_THE_LOG)
         db.execute(
             "INSERT INTO answers VALUES ('a' || hex(randomblob(15)), 'slack/T1/C1/1', 'q',"
             " 'text', 'answered', '[]', 1700000000)"
@@ -204,11 +208,7 @@ async def test_rows_from_before_the_log_get_their_channel_from_their_key(
     platform, and its question's hash: `bot report --channel` and the re-check go by them."""
     path = tmp_path / "state.sqlite"
     with sqlite3.connect(path) as db:
-        db.execute(
-            "CREATE TABLE answers (id TEXT PRIMARY KEY, conversation_key TEXT NOT NULL,"
-            " question TEXT NOT NULL, answer TEXT NOT NULL, status TEXT NOT NULL,"
-            " citations TEXT NOT NULL, created_at REAL NOT NULL)"
-        )
+        db.execute(_ANSWERS_BEFORE_THE_LOG)
         db.executemany(
             "INSERT INTO answers VALUES (?, ?, ?, 'text', 'not_found', '[]', 1700000000)",
             [

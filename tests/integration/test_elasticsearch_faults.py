@@ -783,16 +783,7 @@ def test_reindex_refuses_to_run_twice_at_once(
 ) -> None:
     import asyncio
 
-    es = es_settings.elasticsearch
-    for key, value in {
-        "BOT_CONFIG": str(REPO / "config.yaml"),
-        "BOT_STORAGE__DATA_DIR": str(tmp_path),
-        "BOT_SEARCH__BACKEND": "elasticsearch",
-        "ELASTICSEARCH_URL": str(es.url),
-        "BOT_ELASTICSEARCH__INDEX_PREFIX": es.index_prefix,
-        "BOT_ELASTICSEARCH__NUMBER_OF_REPLICAS": "0",
-    }.items():
-        monkeypatch.setenv(key, value)
+    _cli_env(monkeypatch, tmp_path, es_settings)
 
     async def hold_lock() -> None:
         index = await open_index(es_settings, embedder)

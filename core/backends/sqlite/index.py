@@ -7,7 +7,8 @@ Why this shape:
   asks an approximate graph, re-scored exactly, once it is large; either is brought up to date
   only when the `generation` counter, bumped by every write, has moved.
 - All SQLite and numpy work runs in worker threads (`asyncio.to_thread`) so a search never blocks
-  the event loop that acknowledges platform events.
+  the event loop that acknowledges platform events; `close` waits for them to leave their
+  connections (`in_flight.py`), since closing one in use can crash the process.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
+from core.backends.sqlite.in_flight import InFlight
 from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, schema_names, statements
 from core.backends.sqlite.vectors import IDS_PER_QUERY, SqliteVectors, filter_clauses
 from core.config import SearchSettings
@@ -54,6 +57,8 @@ from core.sqlite import Integrity, check_integrity, connect_store, transaction
 _KEYWORD_SEPARATOR = "\n"
 _FTS_INTEGRITY_CHECK = "INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')"
 # What to do about a damaged index file: it is made again from the sources.
+P = ParamSpec("P")
+T = TypeVar("T")
 IF_DAMAGED = (
     "delete it and ingest again (`bot ingest PATH`, `bot sync NAME`); the embedding cache "
     "makes that quick"
@@ -72,6 +77,7 @@ class SqliteIndex(HybridIndex):
         self._df_cache: tuple[int, dict[str, int]] = (-1, {})
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
+        self._in_flight = InFlight()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._vectors = SqliteVectors(
             path, embedder.dimensions, embedder.model_id, settings, self._reader, self._write_lock
@@ -222,7 +228,7 @@ class SqliteIndex(HybridIndex):
     async def replace_document(
         self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
     ) -> None:
-        await asyncio.to_thread(self._replace_document, record, chunks, vectors)
+        await self._in_thread(self._replace_document, record, chunks, vectors)
 
     async def write_documents(self, writes: Sequence[DocumentWrite]) -> dict[str, str]:
         """One transaction per document, so a failure never takes its neighbours with it."""
@@ -235,7 +241,7 @@ class SqliteIndex(HybridIndex):
         return failed
 
     async def delete_document(self, doc_id: str) -> int:
-        return await asyncio.to_thread(self._delete_document, doc_id)
+        return await self._in_thread(self._delete_document, doc_id)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -246,7 +252,7 @@ class SqliteIndex(HybridIndex):
         return {r[0]: DocumentRecord(*r) for r in rows}
 
     async def documents(self) -> dict[str, DocumentRecord]:
-        return await asyncio.to_thread(self._documents)
+        return await self._in_thread(self._documents)
 
     def _stats(self) -> IndexStats:
         db = self._reader()
@@ -261,7 +267,7 @@ class SqliteIndex(HybridIndex):
         return stats
 
     async def stats(self) -> IndexStats:
-        return await asyncio.to_thread(self._stats)
+        return await self._in_thread(self._stats)
 
     def _document_frequencies(self, db: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
         """How many chunks contain each term, cached until the next write."""
@@ -306,7 +312,7 @@ class SqliteIndex(HybridIndex):
         return [Ranked(str(r[0]), -float(r[1])) for r in rows]
 
     async def passages(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        return await asyncio.to_thread(self._passages, list(dict.fromkeys(chunk_ids)))
+        return await self._in_thread(self._passages, list(dict.fromkeys(chunk_ids)))
 
     def _passages(self, chunk_ids: list[str]) -> dict[str, Chunk]:
         found: dict[str, Chunk] = {}
@@ -350,12 +356,12 @@ class SqliteIndex(HybridIndex):
         self, r: SearchRequest, vector: asyncio.Future[Vectors] | None
     ) -> list[SearchHit]:
         bm25 = (
-            await asyncio.to_thread(self._bm25_side, r.query, r.filters, r.limit)
+            await self._in_thread(self._bm25_side, r.query, r.filters, r.limit)
             if r.mode is not SearchMode.VECTOR
             else []
         )
         query_vector = await vector if vector is not None else None
-        return await asyncio.to_thread(self._fused, r, bm25, query_vector)
+        return await self._in_thread(self._fused, r, bm25, query_vector)
 
     def _fused(
         self, r: SearchRequest, bm25: list[Ranked], query_vector: Vectors | None
@@ -375,11 +381,11 @@ class SqliteIndex(HybridIndex):
     async def refresh(self) -> None:
         """After a run of writes: the approximate vector graph saved up to date (or dropped
         below its size threshold), so the next search does not replay the run."""
-        await asyncio.to_thread(self._vectors.refresh)
+        await self._in_thread(self._vectors.refresh)
 
     async def rebuild_vectors(self, on_progress: Callable[[int, int], None]) -> int:
         """The vector graph built again from every stored vector (`bot index reindex`)."""
-        return await asyncio.to_thread(self._vectors.rebuild, on_progress)
+        return await self._in_thread(self._vectors.rebuild, on_progress)
 
     def vector_side(self) -> str:
         return self._vectors.describe()
@@ -392,7 +398,18 @@ class SqliteIndex(HybridIndex):
     def vector_plan(self, chunks: int) -> str:
         return self._vectors.plan(chunks)
 
+    async def _in_thread(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`work` in a worker thread, known to `close` while it uses a connection."""
+        return await asyncio.to_thread(self._in_flight.run, partial(work, *args, **kwargs))
+
     async def close(self) -> None:
+        """Once no worker thread is inside a connection any more (`InFlight`): statements
+        still running are interrupted first, so a search cancelled at shutdown ends at once."""
+        self._in_flight.close()
+        with self._connections_lock:
+            for db in self._connections:
+                db.interrupt()
+        await asyncio.to_thread(self._in_flight.wait_idle)
         with self._connections_lock:
             for db in self._connections:
                 db.close()

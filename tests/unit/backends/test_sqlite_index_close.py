@@ -1,0 +1,47 @@
+"""Closing the embedded index while a worker thread is still inside one of its connections (an
+answer cancelled at shutdown stops awaiting its search; the search goes on in its thread).
+sqlite3 closing a connection in use crashed the test process (a segfault in CI): the close
+must interrupt the statement, wait for the thread to leave, and only then close."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from core.backends.sqlite.index import SqliteIndex
+from core.config import SearchSettings
+from core.errors import SearchIndexError
+from tests.fakes.memory import ConstantEmbedder
+
+# Counts to 200 million: seconds of work, unless interrupted (bounded, so that a close that
+# does not interrupt fails the test instead of leaving a thread running for ever).
+LONG = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000000)"
+    " SELECT count(*) FROM n"
+)
+WAIT_S = 30  # far longer than an interrupted statement takes to end
+
+
+async def test_closing_interrupts_a_statement_under_way_and_waits_for_its_thread(
+    tmp_path: Path,
+) -> None:
+    index = SqliteIndex(tmp_path / "index.sqlite", ConstantEmbedder(), SearchSettings())
+    inside = threading.Event()
+
+    def long() -> object:
+        db = index._reader()
+        inside.set()
+        return db.execute(LONG).fetchone()
+
+    running = asyncio.create_task(index._in_thread(long))
+    assert await asyncio.to_thread(inside.wait, WAIT_S)
+    await asyncio.wait_for(index.close(), WAIT_S)
+    assert running.done()  # the close waited for the thread to leave its connection
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        running.result()
+    with pytest.raises(SearchIndexError, match="closed"):
+        await index.documents()

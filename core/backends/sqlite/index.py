@@ -14,6 +14,7 @@ Why this shape:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -412,6 +413,10 @@ class SqliteIndex(HybridIndex):
         await asyncio.to_thread(self._in_flight.wait_idle)
         with self._connections_lock:
             for db in self._connections:
+                # An interrupt that found no statement stays set, and would interrupt the
+                # checkpoint that closing runs, leaving the WAL behind: a statement clears it.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("SELECT 1").fetchall()
                 db.close()
             self._connections.clear()
 

@@ -45,3 +45,12 @@ async def test_closing_interrupts_a_statement_under_way_and_waits_for_its_thread
         running.result()
     with pytest.raises(SearchIndexError, match="closed"):
         await index.documents()
+
+
+async def test_closing_an_idle_index_leaves_only_its_file(tmp_path: Path) -> None:
+    """An interrupt that finds no statement stays set in SQLite and would interrupt the
+    checkpoint closing runs: the WAL was left behind, and a copied file missed its last writes."""
+    index = SqliteIndex(tmp_path / "index.sqlite", ConstantEmbedder(), SearchSettings())
+    assert await index.documents() == {}
+    await index.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.sqlite"]

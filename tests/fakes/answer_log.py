@@ -24,6 +24,7 @@ from core.domain.conversation import (
     Usage,
 )
 from core.domain.documents import DocumentRecord
+from core.domain.insights import LoggedAnswer
 from core.ports import AnswerRecords, Backend, PlatformState
 
 DATA = Path(__file__).parents[1] / "data"
@@ -41,6 +42,31 @@ class Seeded:
     channel: str
     days_ago: float
     votes: tuple[bool, ...]  # helpful or not, one per voter
+
+
+def logged_answer(**fields: object) -> LoggedAnswer:
+    """One entry of the log as a test states it: the fields it is about, the rest neutral (a
+    grounded Slack answer in slack/T1/C1, no tokens, no citations)."""
+    neutral: dict[str, object] = {
+        "answer_id": "a1",
+        "at": 0.0,
+        "conversation_key": "slack/T1/C1/1",
+        "platform": "slack",
+        "channel": "slack/T1/C1",
+        "question": "",
+        "question_hash": "",
+        "text": "",
+        "status": "answered",
+        "mode": "agent",
+        "posted": True,
+        "model": "",
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "total_seconds": 0.0,
+        "model_seconds": 0.0,
+        "citations": (),
+    }
+    return LoggedAnswer(**{**neutral, **fields})  # type: ignore[arg-type]
 
 
 def gap_questions() -> list[tuple[str, str]]:

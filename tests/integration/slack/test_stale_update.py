@@ -11,30 +11,20 @@ from core.config import ChannelPolicy
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation
 from core.domain.insights import LoggedAnswer, channel_of
 from core.insights.stale import Reach, UpdateFailed
+from tests.fakes.answer_log import logged_answer
 
 
 def logged(conversation_key: str, channel: str = "") -> LoggedAnswer:
     """An answer of the log given in `conversation_key` (logged in `channel`, by default the
     channel the key names)."""
     platform, from_key = channel_of(conversation_key)
-    return LoggedAnswer(
-        answer_id="a1",
-        at=0.0,
+    return logged_answer(
         conversation_key=conversation_key,
         platform=platform,
         channel=channel or from_key,
         question="How often are keys rotated?",
-        question_hash="",
         text="Keys rotate every 90 days [1].",
-        status="answered",
         mode="extractive",
-        posted=True,
-        model="",
-        input_tokens=0,
-        output_tokens=0,
-        total_seconds=0.0,
-        model_seconds=0.0,
-        citations=(),
     )
 
 

@@ -12,6 +12,7 @@ from core.config import InsightSettings
 from core.domain.documents import Progress, Vectors
 from core.domain.insights import LoggedAnswer, question_hash
 from core.insights.report import Report, build_report
+from tests.fakes.answer_log import logged_answer
 from tests.fakes.memory import InMemoryIndex, passage
 
 TOPICS = ("sso", "vpn", "refund", "export", "webhook", "oncall")
@@ -44,24 +45,19 @@ class TopicEmbedder:
 
 
 def missed(question: str, at: float, n: int) -> LoggedAnswer:
-    return LoggedAnswer(
+    return logged_answer(
         answer_id=f"a{n}",
         at=at,
         conversation_key=f"slack/T1/C1/{n}",
-        platform="slack",
-        channel="slack/T1/C1",
         question=question,
         question_hash=question_hash(question),
         text="The docs don't say.",
         status="not_found",
-        mode="agent",
-        posted=True,
         model="claude",
         input_tokens=100,
         output_tokens=10,
         total_seconds=1.0,
         model_seconds=0.5,
-        citations=(),
     )
 
 

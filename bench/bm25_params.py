@@ -21,6 +21,8 @@ import asyncio
 import math
 import sqlite3
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,15 +123,22 @@ class Lexical:
             terms = within_postings_budget(terms, frequency, SEARCH.bm25_max_postings)
         return [postings[t] for t in terms]
 
-    def rank(self, postings: list[Postings], k1: float, b: float) -> list[Ranked]:
-        """FTS5's bm25() with these k1 and b (its idf floor of 1e-6 included)."""
+    def rank(
+        self,
+        postings: list[Postings],
+        k1: float,
+        b: float,
+        weights: Sequence[float] | None = None,
+    ) -> list[Ranked]:
+        """FTS5's bm25() with these k1 and b (its idf floor of 1e-6 included); `weights`, one
+        per postings list, weigh each term's share (1 each, as FTS5 does, when not given)."""
         score = np.zeros(self.size)
-        for rows, f in postings:
+        for (rows, f), weight in zip(postings, weights or [1.0] * len(postings), strict=True):
             if len(rows):
                 n = len(rows)
                 idf = max(math.log((self.passages - n + 0.5) / (n + 0.5)), 1e-6)
                 norm = k1 * (1 - b + b * self.length[rows] / self.average)
-                score[rows] += idf * f * (k1 + 1) / (f + norm)
+                score[rows] += weight * idf * f * (k1 + 1) / (f + norm)
         hit = np.nonzero(score)[0]
         order = hit[np.lexsort((hit, -score[hit]))][: SEARCH.candidates]
         return [Ranked(self.chunk_of[int(i)], float(score[i])) for i in order]
@@ -183,7 +192,20 @@ def per_query_ndcg(
     return np.asarray(scores)
 
 
-async def main() -> None:
+@dataclass
+class Run:
+    """One set's queries, ready to rank again: their BM25 postings and their vector sides."""
+
+    lexical: Lexical
+    data: Dataset
+    corpus: Corpus
+    queries: list[Query]
+    postings: list[list[Postings]]
+    vector_sides: list[list[Ranked]]
+
+
+async def prepared() -> dict[str, Run]:
+    """SciFact train (which chooses), SciFact test and the docs set, on the floor's indices."""
     scifact, docs = SHARED_EVAL / "scifact", SHARED_EVAL / "anthropic_docs_qa"
     sets = {
         "scifact train": ("scifact", train_split(scifact)),
@@ -193,57 +215,82 @@ async def main() -> None:
     lexical = {name: Lexical(ROOT / name / "index.sqlite") for name in ("scifact", docs.name)}
     corpora = {name: corpus_of(ROOT / name / "index.sqlite") for name in lexical}
     embedder = build_embedder(SETTINGS)
-    result: dict[str, Any] = {"check at k1 1.2, b 0.75": {}, "grid": {}}
     runs = {}
     for label, (name, data) in sets.items():
-        corpus, lex = corpora[name], lexical[name]
-        queries, postings, vector_sides = [], [], []
+        run = Run(lexical[name], data, corpora[name], [], [], [])
         for qid, text in data.queries.items():
             vector = np.asarray(await embedder.embed_query(text), dtype=np.float32)
-            queries.append(Query(qid, vector, []))
-            postings.append(lex.query(text))
-            vector_sides.append(corpus.vector_side(vector))
-        own = [[r.key for r in lex.rank(p, *SHIPPED)] for p in postings]
-        real = [lex.fts5(text) for text in data.queries.values()]
+            run.queries.append(Query(qid, vector, []))
+            run.postings.append(run.lexical.query(text))
+            run.vector_sides.append(run.corpus.vector_side(vector))
+        runs[label] = run
+    return runs
+
+
+def paired_gain(new: npt.NDArray[np.float64], old: npt.NDArray[np.float64]) -> dict[str, Any]:
+    """The mean per-query gain, with a paired bootstrap interval."""
+    gain = new - old
+    rng = np.random.default_rng(0)
+    means = [gain[rng.integers(0, len(gain), len(gain))].mean() for _ in range(RESAMPLES)]
+    return {
+        "mean": round(float(gain.mean()), 4),
+        "95% interval": [round(float(np.percentile(means, q)), 4) for q in (2.5, 97.5)],
+        "queries better / worse": [int((gain > 0).sum()), int((gain < 0).sum())],
+    }
+
+
+async def main() -> None:
+    runs = await prepared()
+    result: dict[str, Any] = {"check at k1 1.2, b 0.75": {}, "grid": {}}
+    for label, run in runs.items():
+        own = [[r.key for r in run.lexical.rank(p, *SHIPPED)] for p in run.postings]
+        real = [run.lexical.fts5(text) for text in run.data.queries.values()]
         same = np.mean([a[:10] == b[:10] for a, b in zip(own, real, strict=True)])
         result["check at k1 1.2, b 0.75"][label] = {"same top 10 as FTS5": float(same)}
-        print(f"{label}: {len(queries)} queries, same top 10 as FTS5 for {same:.1%}", flush=True)
-        runs[label] = (lex, data, corpus, queries, postings, vector_sides)
+        print(
+            f"{label}: {len(run.queries)} queries, same top 10 as FTS5 for {same:.1%}", flush=True
+        )
     per_query: dict[tuple[float, float], npt.NDArray[np.float64]] = {}
     for k1 in K1S:
         for b in BS:
             row = {}
-            for label, (lex, data, corpus, queries, postings, vector_sides) in runs.items():
-                lists = [lex.rank(p, k1, b) for p in postings]
-                hybrid = [fused(a, v) for a, v in zip(lists, vector_sides, strict=True)]
-                alone = figures([[r.key for r in a] for a in lists], corpus, data, queries)
-                mixed = figures(hybrid, corpus, data, queries)
-                row[label] = {
-                    "bm25 nDCG@10": alone["ndcg@10"],
-                    "hybrid nDCG@10": mixed["ndcg@10"],
-                    "hybrid MRR@10": mixed["mrr@10"],
-                }
+            for label, run in runs.items():
+                lists = [run.lexical.rank(p, k1, b) for p in run.postings]
+                row[label] = hybrid_figures(run, lists)
                 if label == "scifact test":
-                    per_query[(k1, b)] = per_query_ndcg(hybrid, corpus, data, queries)
+                    per_query[(k1, b)] = hybrid_per_query(run, lists)
             result["grid"][f"k1={k1}, b={b}"] = row
             print(f"k1={k1}, b={b}:", row, flush=True)
     chosen = max(
         per_query,
         key=lambda kb: result["grid"][f"k1={kb[0]}, b={kb[1]}"]["scifact train"]["hybrid nDCG@10"],
     )
-    gain = per_query[chosen] - per_query[SHIPPED]
-    rng = np.random.default_rng(0)
-    means = [gain[rng.integers(0, len(gain), len(gain))].mean() for _ in range(RESAMPLES)]
     result["chosen on train"] = f"k1={chosen[0]}, b={chosen[1]}"
-    result["scifact test gain over the shipped"] = {
-        "mean": round(float(gain.mean()), 4),
-        "95% interval": [round(float(np.percentile(means, q)), 4) for q in (2.5, 97.5)],
-        "queries better / worse": [int((gain > 0).sum()), int((gain < 0).sum())],
-    }
+    result["scifact test gain over the shipped"] = paired_gain(
+        per_query[chosen], per_query[SHIPPED]
+    )
     print(
         "chosen on train:", result["chosen on train"], result["scifact test gain over the shipped"]
     )
     print(write_result("bm25-params.json", result))
+
+
+def hybrid_per_query(run: Run, lists: list[list[Ranked]]) -> npt.NDArray[np.float64]:
+    """The hybrid's nDCG@10 per query (for `paired_gain`)."""
+    hybrid = [fused(a, v) for a, v in zip(lists, run.vector_sides, strict=True)]
+    return per_query_ndcg(hybrid, run.corpus, run.data, run.queries)
+
+
+def hybrid_figures(run: Run, lists: list[list[Ranked]]) -> dict[str, float]:
+    """One BM25 ranking per query: its own nDCG@10, and the hybrid's once fused as shipped."""
+    hybrid = [fused(a, v) for a, v in zip(lists, run.vector_sides, strict=True)]
+    alone = figures([[r.key for r in a] for a in lists], run.corpus, run.data, run.queries)
+    mixed = figures(hybrid, run.corpus, run.data, run.queries)
+    return {
+        "bm25 nDCG@10": alone["ndcg@10"],
+        "hybrid nDCG@10": mixed["ndcg@10"],
+        "hybrid MRR@10": mixed["mrr@10"],
+    }
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.bm25_params import SHIPPED, WEIGHTS, Lexical
+from bench.lexical_feedback import Feedback
 from core.backends.sqlite.schema import statements
 
 PASSAGES = [
@@ -82,3 +83,29 @@ def test_other_constants_change_the_scores(index: Path) -> None:
     flatter = {r.key: r.score for r in lexical.rank(postings, 1.2, 0.0)}
     assert shipped.keys() == flatter.keys()
     assert shipped != flatter
+
+
+def test_term_weights_scale_each_terms_share(index: Path) -> None:
+    lexical = Lexical(index)
+    postings = lexical.query("streaming json")
+    plain = {r.key: r.score for r in lexical.rank(postings, *SHIPPED)}
+    weighted = {r.key: r.score for r in lexical.rank(postings, *SHIPPED, [2.0, 0.5])}
+    assert plain.keys() == weighted.keys() == {"c1", "c4"}
+    assert weighted == {"c1": pytest.approx(2 * plain["c1"]), "c4": pytest.approx(plain["c4"] / 2)}
+
+
+def test_feedback_adds_the_first_passages_terms(index: Path) -> None:
+    """The lexical-feedback bench (`bench.lexical_feedback`): with no weight left for expansion
+    it is the plain ranking; with some, a passage sharing no query term but the first
+    passage's rarer terms comes in behind the passages that match the query."""
+    lexical = Lexical(index)
+    feedback = Feedback(lexical, max_share=0.3)  # of 8 passages, terms in at most 2
+    postings = lexical.query("overloaded")
+    first = lexical.rank(postings, *SHIPPED)
+    assert [r.key for r in first] == ["c5"]
+    assert feedback.expanded(postings, first, 1, 10, 1.0) == first
+    expanded = [r.key for r in feedback.expanded(postings, first, 1, 10, 0.5)]
+    assert expanded[0] == "c5"
+    assert "c2" in expanded  # "a 429 error ...; retry after a pause": shares "error", "retry"
+    common_only = Feedback(lexical, max_share=0.1).expanded(postings, first, 1, 10, 0.5)
+    assert [r.key for r in common_only] == ["c5"]  # every term is in more than 0.8 passages

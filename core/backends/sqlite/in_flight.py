@@ -43,8 +43,9 @@ class InFlight:
         with self._changed:
             self._closing = True
 
-    def wait_idle(self) -> None:
-        """Until no thread is inside `run`. Each is bounded: its statement was interrupted, or
-        it waits at most the busy timeout, or it is numpy work of milliseconds."""
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Whether no thread is inside `run` any more, waiting up to `timeout_s`. Each is
+        bounded: its statement was interrupted, or it waits at most the busy timeout, or it is
+        numpy work of milliseconds."""
         with self._changed:
-            self._changed.wait_for(lambda: self._running == 0)
+            return self._changed.wait_for(lambda: self._running == 0, timeout_s)

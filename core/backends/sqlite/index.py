@@ -56,6 +56,9 @@ from core.search.terms import query_terms
 from core.sqlite import Integrity, check_integrity, connect_store, transaction
 
 _KEYWORD_SEPARATOR = "\n"
+# How long closing waits for the worker threads before interrupting their statements again:
+# short, since a thread that missed the first interrupt is otherwise waited for in full.
+_INTERRUPT_AGAIN_S = 0.05
 _FTS_INTEGRITY_CHECK = "INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')"
 # What to do about a damaged index file: it is made again from the sources.
 P = ParamSpec("P")
@@ -407,10 +410,14 @@ class SqliteIndex(HybridIndex):
         """Once no worker thread is inside a connection any more (`InFlight`): statements
         still running are interrupted first, so a search cancelled at shutdown ends at once."""
         self._in_flight.close()
-        with self._connections_lock:
-            for db in self._connections:
-                db.interrupt()
-        await asyncio.to_thread(self._in_flight.wait_idle)
+        # Again and again until every thread has left: a thread between entering and starting
+        # its statement misses an interrupt (SQLite clears it when a first statement starts).
+        while True:
+            with self._connections_lock:
+                for db in self._connections:
+                    db.interrupt()
+            if await asyncio.to_thread(self._in_flight.wait_idle, _INTERRUPT_AGAIN_S):
+                break
         with self._connections_lock:
             for db in self._connections:
                 # An interrupt that found no statement stays set, and would interrupt the

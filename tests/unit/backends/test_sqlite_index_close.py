@@ -24,6 +24,7 @@ LONG = (
     " SELECT count(*) FROM n"
 )
 WAIT_S = 30  # far longer than an interrupted statement takes to end
+LATE_STATEMENT_S = 5  # LONG uninterrupted takes longer (seconds on a fast machine)
 
 
 async def test_closing_interrupts_a_statement_under_way_and_waits_for_its_thread(
@@ -45,6 +46,31 @@ async def test_closing_interrupts_a_statement_under_way_and_waits_for_its_thread
         running.result()
     with pytest.raises(SearchIndexError, match="closed"):
         await index.documents()
+
+
+async def test_a_statement_started_just_after_the_interrupt_is_interrupted_too(
+    tmp_path: Path,
+) -> None:
+    """A thread that entered before the close but starts its statement after the interrupt
+    (SQLite clears an interrupt when a first statement starts): the close interrupts again
+    instead of waiting out the whole statement. Under load CI saw exactly this window."""
+    index = SqliteIndex(tmp_path / "index.sqlite", ConstantEmbedder(), SearchSettings())
+    inside, interrupted = threading.Event(), threading.Event()
+
+    def late() -> object:
+        db = index._reader()
+        inside.set()
+        interrupted.wait(WAIT_S)  # the close has interrupted by now: no statement was running
+        return db.execute(LONG).fetchone()
+
+    running = asyncio.create_task(index._in_thread(late))
+    assert await asyncio.to_thread(inside.wait, WAIT_S)
+    closing = asyncio.create_task(index.close())
+    await asyncio.sleep(0.2)
+    interrupted.set()
+    await asyncio.wait_for(closing, LATE_STATEMENT_S)
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        running.result()
 
 
 async def test_closing_an_idle_index_leaves_only_its_file(tmp_path: Path) -> None:

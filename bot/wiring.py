@@ -177,7 +177,17 @@ def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
         knowledge=knowledge,
         web=web,
         policies=settings.policy,
+        ground_tool_answers=grounds_tool_answers(settings, model),
     )
+
+
+def grounds_tool_answers(settings: Settings, model: ChatModel | None) -> bool:
+    """Whether the model's tool answers are held to the passages sentence by sentence: each
+    model's own setting (`anthropic.ground_answers`, `openai.ground_answers`)."""
+    from core.answer.claude import ClaudeModel
+
+    models = settings.anthropic if isinstance(model, ClaudeModel) else settings.openai
+    return models.ground_answers
 
 
 def _secret(value: SecretStr | None, name: str, purpose: str) -> str:

@@ -423,6 +423,9 @@ class AnthropicSettings(_Section):
     base_url: HttpUrlText | None = None
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
+    # Claude's answers carry quotes the core verifies; holding each sentence to the passages
+    # as well would drop the paraphrases a strong model writes (on for the strictest channels).
+    ground_answers: bool = False
 
 
 class OpenAICompatibleSettings(_Section):
@@ -434,6 +437,8 @@ class OpenAICompatibleSettings(_Section):
     probe_max_tokens: int = Field(256, ge=32, le=64_000)
     tool_support: Literal["auto", "named", "required", "none"] = "auto"
     tool_support_ttl_s: float = Field(7 * _DAY_S, gt=0)
+    # A small local model's sentences without a marker are otherwise shown unchecked.
+    ground_answers: bool = True
 
     @property
     def request_timeout_s(self) -> float:

@@ -1,6 +1,7 @@
 """The one agent loop, for every model that can call tools.
 
-Round 1 forces the knowledge-base search (the model writes the query); later rounds let the model
+Round 1 forces the knowledge-base search (the model writes the query), and no `respond` is
+accepted until a search has run (a server may ignore the forced call); later rounds let the model
 choose (search again or respond); the last allowed round forces `respond`, and a web search
 forces `save_keywords` next. A turn that fails to respond (plain text, or an invalid respond call)
 is asked again once; a second failure is an error for the user, never a guess. Tool failures go

@@ -19,9 +19,11 @@ from core import metrics
 from core.answer.agent import run_agent
 from core.answer.citations import SourceRegistry, check_answer, checked_answer, finished_part
 from core.answer.extractive import extractive_answer, unavailable_reason
+from core.answer.holding import ALSO_QUOTED, SourceHolding
 from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tool_runner import SearchFn, ToolRunner
-from core.answer.tools import WEB_SEARCH_TOOL
+from core.answer.tools import WEB_SEARCH_TOOL, RespondInput
+from core.answer.turn_order import ConversationLocks
 from core.answer.web_research import WebLearning
 from core.config import AnswerSettings, ResolvedPolicy
 from core.domain.agent import AnswerProgress
@@ -36,7 +38,7 @@ from core.domain.conversation import (
     Turn,
 )
 from core.domain.documents import SearchFilters, SearchHit, SearchMode
-from core.domain.text import without_controls
+from core.domain.text import ELLIPSIS, without_controls
 from core.errors import ModelUnavailable, NoResponse, SearchIndexError, ToolsUnsupported
 from core.learning.knowledge import LearnedKnowledge
 from core.ports import ChatModel, ConversationStore, SearchIndex
@@ -84,16 +86,34 @@ def clean_question(text: str, max_chars: int) -> str | InvalidQuestion:
 
 
 def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
-    """The most recent turns that fit the budget (oldest dropped first)."""
+    """The most recent turns that fit the budget (oldest dropped first). The newest turn is
+    kept even when it alone is over the budget, cut to fit: a follow-up to a long pasted log
+    still knows what was asked and the start of what was said."""
     kept: list[Turn] = []
     used = 0
     for turn in reversed(turns):
         cost = (len(turn.question) + len(turn.answer)) // _CHARS_PER_TOKEN
         if used + cost > token_budget:
+            if not kept and token_budget > 0:
+                kept.append(_shortened(turn, token_budget * _CHARS_PER_TOKEN))
             break
         kept.append(turn)
         used += cost
     return list(reversed(kept))
+
+
+def _shortened(turn: Turn, chars: int) -> Turn:
+    """`turn` within `chars` characters: the question up to half of them, the answer's start
+    in the rest, each cut at a word boundary."""
+    question = _head(turn.question, chars // 2)
+    return Turn(question, _head(turn.answer, chars - len(question)))
+
+
+def _head(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - len(ELLIPSIS), 0)]
+    return (cut.rsplit(maxsplit=1)[0] if " " in cut.strip() else cut) + ELLIPSIS
 
 
 def _previewer(
@@ -127,9 +147,11 @@ class AnswerEngine:
         knowledge: LearnedKnowledge | None = None,
         web: WebLearning | None = None,
         policies: Callable[[str], ResolvedPolicy] | None = None,
+        ground_tool_answers: bool = False,
     ) -> None:
         """`fallback` answers when `model` turns out not to call tools; `policies` gives each
-        channel's sources and web search (`Settings.policy`)."""
+        channel's sources and web search (`Settings.policy`); `ground_tool_answers` holds the
+        model's tool answers to the passages sentence by sentence, as search-then-answer's."""
         self._index = index
         self._store = store
         self._settings = settings
@@ -139,6 +161,9 @@ class AnswerEngine:
         self._knowledge = knowledge
         self._web = web
         self._policies = policies
+        self._holding = SourceHolding(settings)
+        self._in_order = ConversationLocks()
+        self._ground_tool_answers = ground_tool_answers
 
     async def close(self) -> None:
         """Closes what the engine opened itself (the web search's client); the stores and the
@@ -169,6 +194,32 @@ class AnswerEngine:
         cleaned = clean_question(question.text, self._settings.max_question_chars)
         if isinstance(cleaned, InvalidQuestion):
             return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
+        # A follow-up waits for the answer before it, and then has it in its history.
+        async with self._in_order.held(question.conversation_key):
+            answer = await self._answer_in_turn(question, cleaned, trace, on_progress)
+        trace.total_seconds = time.perf_counter() - started
+        answer.trace = trace
+        _count(question.platform, answer)
+        log.info(
+            "answered",
+            platform=question.platform,
+            mode=answer.mode.value,
+            status=answer.status.value,
+            citations=len(answer.citations),
+            model_calls=trace.model_calls,
+            seconds=round(trace.total_seconds, 3),
+        )
+        return answer
+
+    async def _answer_in_turn(
+        self,
+        question: Question,
+        cleaned: str,
+        trace: Trace,
+        on_progress: AnswerProgress | None,
+    ) -> Answer:
+        """The answer, with the conversation's history read before it and its turn stored
+        after it (the conversation's lock is held)."""
         try:
             history = within_budget(
                 await self._store.recent(question.conversation_key, self._settings.history_turns),
@@ -186,23 +237,11 @@ class AnswerEngine:
             # damaged file: delete it and ingest again; "try again later" would not help).
             said = str(exc) if question.channel_kind is ChannelKind.TERMINAL else INDEX_UNAVAILABLE
             answer = Answer(said, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE)
-        trace.total_seconds = time.perf_counter() - started
-        answer.trace = trace
         if answer.status is not AnswerStatus.ERROR and not answer.withheld:
             try:
                 await self._store.append(question.conversation_key, Turn(cleaned, answer.text))
             except SearchIndexError as exc:  # the answer stands; only the follow-up context is lost
                 log.warning("turn_not_stored", error=str(exc))
-        _count(question.platform, answer)
-        log.info(
-            "answered",
-            platform=question.platform,
-            mode=answer.mode.value,
-            status=answer.status.value,
-            citations=len(answer.citations),
-            model_calls=trace.model_calls,
-            seconds=round(trace.total_seconds, 3),
-        )
         return answer
 
     async def _said_empty(self, answer: Answer, trace: Trace, kind: ChannelKind) -> Answer:
@@ -267,7 +306,7 @@ class AnswerEngine:
                 max_rounds=self._settings.max_rounds,
                 on_answer=_previewer(on_progress, registry),
             )
-            answer = checked_answer(respond, registry, AnswerMode.AGENT)
+            answer = self._agent_answer(respond, registry, trace)
             # A web page cited in the answer that learned it: feedback on this answer then
             # counts for the learned document too.
             answer.citations = [
@@ -294,6 +333,25 @@ class AnswerEngine:
             return await self._extractive(search, question, registry, trace, reason)
         finally:
             await runner.finish()
+
+    def _agent_answer(
+        self, respond: RespondInput, registry: SourceRegistry, trace: Trace
+    ) -> Answer:
+        """The model's answer as shown: held to the passages claim by claim when its answers
+        are grounded; otherwise checked, and completed with the top passages quoted when it
+        answers citing none, so that no answer shows less than the answer with no model (a
+        strong model's "not found" stands as written: the closest passages are noise then)."""
+        numbered = registry.all()
+        if self._ground_tool_answers:
+            claimed = AnswerStatus(respond.status)
+            return self._holding.held(
+                respond.answer, numbered, registry, trace, AnswerMode.AGENT, claimed=claimed
+            )
+        answer = checked_answer(respond, registry, AnswerMode.AGENT)
+        if answer.status is not AnswerStatus.NOT_FOUND and not answer.citations:
+            trace.notes.append("the answer cites no passage: the top passages follow")
+            return self._holding.completed(answer, numbered, ALSO_QUOTED)
+        return answer
 
     async def _extractive(
         self, search: SearchFn, question: str, registry: SourceRegistry, trace: Trace, reason: str

@@ -271,7 +271,10 @@ class OpenAICompatibleModel:
             return await self._complete({**body, "tool_choice": "required"}, trace)
         named = {"type": "function", "function": {"name": request.required}}
         reply = await self._complete({**body, "tool_choice": named}, trace)
-        if reply.uses or support is ToolSupport.NAMED:
+        # Another tool than the one named is the choice ignored, not honoured: the agent loop
+        # refuses an answer before a search, and "required" is tried as for no call at all.
+        honoured = any(use.name == request.required for use in reply.uses)
+        if honoured or support is ToolSupport.NAMED:
             await self._learned(ToolSupport.NAMED, trace)
             return reply
         trace.notes.append('the model server ignored a named tool_choice: trying "required"')

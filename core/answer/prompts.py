@@ -66,6 +66,12 @@ RETRY_NUDGE = (
 )
 
 
+SEARCH_FIRST = (
+    "Search the knowledge base first (call search_knowledge_base with a query for the "
+    "question): an answer is only accepted once it has been searched."
+)
+
+
 EMPTY_ANSWER = (
     "The answer must say something beyond citation markers: write the sentences that answer "
     "the question, each followed by its marker (or use status not_found)."

@@ -15,7 +15,7 @@ import structlog
 
 from core.answer.citations import SourceRegistry
 from core.answer.grounding import content_text
-from core.answer.prompts import EMPTY_ANSWER, format_sources, system_prompt
+from core.answer.prompts import EMPTY_ANSWER, SEARCH_FIRST, format_sources, system_prompt
 from core.answer.tools import (
     RESPOND_TOOL,
     SAVE_KEYWORDS_TOOL,
@@ -52,6 +52,9 @@ class ToolRunner:
         self._timeout_s = timeout_s
         self._web = web
         self.failures = 0  # turns without a usable answer; after one, `respond` is forced
+        # Whether the knowledge base has been searched: no answer is accepted before it is (a
+        # server may ignore the forced first search, and its model answer from nothing).
+        self.searched = False
         self._handlers: dict[str, _Handler] = {SEARCH_TOOL: self._search_knowledge_base}
         # Each tool's time limit; a web search has its own retries, so its budget covers them.
         self._timeouts: dict[str, float] = {}
@@ -69,7 +72,10 @@ class ToolRunner:
         return system_prompt(web=self.web)
 
     def required_tool(self, round_number: int, max_rounds: int) -> str | None:
-        """The tool this round must call; None lets the model choose."""
+        """The tool this round must call; None lets the model choose. The search, whatever the
+        round, until the knowledge base has been searched."""
+        if not self.searched:
+            return SEARCH_TOOL
         forced = required_tool(round_number, max_rounds, self.failures)
         if forced is None and self._web is not None and self._web.must_ask():
             return SAVE_KEYWORDS_TOOL
@@ -95,6 +101,9 @@ class ToolRunner:
     async def judge_respond(self, raw: object, *, final: bool) -> RespondInput | str:
         """The answer when it can be accepted; otherwise what the model is told instead (web
         results waiting for keywords, or what is wrong with its input)."""
+        if not self.searched:
+            self.failed("the model answered before searching the knowledge base")
+            return SEARCH_FIRST
         if self._web is not None:
             refusal = await self._web.respond_refusal(final=final, trace=self._trace)
             if refusal is not None:
@@ -117,6 +126,7 @@ class ToolRunner:
     async def _search_knowledge_base(self, raw: object) -> tuple[str, str]:
         query = parse_tool_input(SearchInput, raw).query
         hits = await self._search(query)
+        self.searched = True
         return format_sources(query, self._registry.add(hits)), f"{len(hits)} passages"
 
     async def run(self, name: str, raw_input: object) -> ToolResult:

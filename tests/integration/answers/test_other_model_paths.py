@@ -32,14 +32,15 @@ async def agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleModel]:
 
 
 def _answer_citing_the_first_source(tool_result: str) -> tuple[int, dict]:
-    """The model's `respond` call, quoting the first passage a search gave it."""
+    """The model's `respond` call, saying and quoting the first passage a search gave it (its
+    answers are held to the passages, `openai.ground_answers`)."""
     number, passage = next(iter(sources_in(tool_result).items()))
     return completion(
         None,
         (
             RESPOND_TOOL,
             {
-                "answer": f"Use --base-url [{number}].",
+                "answer": f"{first_sentence(passage).rstrip('.')} [{number}].",
                 "citations": [{"source": number, "quote": first_sentence(passage)}],
                 "status": "answered",
             },
@@ -263,3 +264,109 @@ async def test_a_server_that_refuses_tools_gets_search_then_answer(
     )
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
     assert answer.text.startswith("Ingest the folder again [1].\n\n_Also in the top search")
+
+
+INVENTED = "Prune deletes every document older than a week, so run it nightly."
+
+
+def _respond(answer: str, status: str = "answered", citations: list | None = None) -> Any:
+    return completion(
+        None, (RESPOND_TOOL, {"answer": answer, "citations": citations or [], "status": status})
+    )
+
+
+async def test_an_answer_before_any_search_is_refused(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    """A server that ignores the named search and a model that answers at once: the answer is
+    refused and the search asked for again; the server is not taken to honour the named form."""
+
+    def refused(body: dict[str, Any]) -> tuple[int, dict]:
+        assert "Search the knowledge base first" in body["messages"][-1]["content"]
+        return completion(None, (SEARCH_TOOL, {"query": "re-ingest"}))
+
+    chat.replies = [_respond(INVENTED), _respond(INVENTED), refused, _answers()]
+    answer = await engine(settings, index, model=agent).answer(question("how do I re-ingest?"))
+    assert [r["tool_choice"] for r in chat.requests] == [
+        {"type": "function", "function": {"name": SEARCH_TOOL}},
+        "required",
+        "required",  # the search is still what this round needs; the server honours "required"
+        "required",
+    ]
+    assert "tool calls: the model server honours named" not in answer.trace.notes
+    assert "tool calls: the model server honours required" in answer.trace.notes
+    assert [c.name for c in answer.trace.tool_calls] == [SEARCH_TOOL]
+    assert (answer.mode, answer.status) == (AnswerMode.AGENT, AnswerStatus.ANSWERED)
+    assert INVENTED not in answer.text
+    assert answer.citations[0].verified
+
+
+async def test_a_model_that_never_searches_gets_the_quoted_passages(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    chat.replies = [_respond(INVENTED)] * 4
+    answer = await engine(settings, index, model=agent).answer(question("what does prune do?"))
+    assert answer.mode is AnswerMode.EXTRACTIVE
+    assert INVENTED not in answer.text
+    assert "answered before searching the knowledge base, twice" in answer.text
+    assert answer.citations
+    assert all(c.verified for c in answer.citations)
+
+
+async def test_a_tool_answers_unsupported_sentences_are_left_out(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    """`openai.ground_answers`: a sentence without a marker that no passage says is not shown,
+    as search-then-answer's would not be; the supported one keeps its passage's quote."""
+
+    def respond(body: dict[str, Any]) -> tuple[int, dict]:
+        passage = sources_in(body["messages"][-1]["content"])[1]
+        said = first_sentence(passage).rstrip(".")
+        return _respond(f"{said} [1]. {INVENTED}", citations=[{"source": 1, "quote": "e"}])
+
+    chat.replies = [completion(None, (SEARCH_TOOL, {"query": "re-ingest"})), respond]
+    answer = await engine(settings, index, model=agent).answer(question("how do I re-ingest?"))
+    assert (answer.mode, answer.status) == (AnswerMode.AGENT, AnswerStatus.PARTIAL)
+    assert INVENTED not in answer.text
+    assert "1 of the model's statements are not in the sources: left out" in answer.trace.notes
+    first = answer.citations[0]
+    assert first.verified
+    assert len(first.quote) > 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "intro"),
+    [
+        (_respond(INVENTED), AnswerStatus.PARTIAL, "could not be matched to the documentation"),
+        (_respond("I'm sorry, but I can't help with that."), AnswerStatus.PARTIAL, "could not be"),
+        (_respond("Not in the docs.", "not_found"), AnswerStatus.NOT_FOUND, "closest passages"),
+    ],
+)
+async def test_a_tool_answer_that_says_nothing_the_passages_do_shows_them(
+    settings, index, chat: ChatServer, agent, reply: Any, status: AnswerStatus, intro: str
+) -> None:
+    chat.replies = [completion(None, (SEARCH_TOOL, {"query": "prune"})), reply]
+    answer = await engine(settings, index, model=agent).answer(question("what does prune do?"))
+    assert answer.status is status
+    assert intro in answer.text
+    assert INVENTED not in answer.text
+    assert answer.citations
+    assert all(c.verified for c in answer.citations)
+
+
+async def test_an_ungrounded_models_answer_citing_nothing_is_followed_by_the_passages(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    """With `ground_answers: false` the model's sentences stand, but an answer that cites no
+    passage still shows the top passages after it: never less than no model."""
+    chat.replies = [completion(None, (SEARCH_TOOL, {"query": "prune"})), _respond(INVENTED)]
+    ungrounded = settings.model_copy(
+        update={"openai": settings.openai.model_copy(update={"ground_answers": False})}
+    )
+    answer = await engine(ungrounded, index, model=agent).answer(question("what does prune do?"))
+    assert answer.mode is AnswerMode.AGENT
+    assert answer.status is AnswerStatus.PARTIAL
+    assert answer.text.startswith(f"{INVENTED}\n\n_Also in the top search results")
+    assert answer.citations
+    assert all(c.verified for c in answer.citations)
+    assert "the answer cites no passage: the top passages follow" in answer.trace.notes

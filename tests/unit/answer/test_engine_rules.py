@@ -4,6 +4,7 @@ fallbacks (search-then-answer, extractive). No model files, no database, no netw
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -369,3 +370,42 @@ async def test_the_floor_asks_the_vector_side_within_the_channels_sources(settin
     assert answer.withheld
     assert model.requests == []
     assert index.vector_searches == [SearchFilters(sources=("docs",))]
+
+
+async def test_follow_ups_in_one_conversation_are_answered_in_order(settings, index) -> None:
+    """A follow-up sent while the answer before it is being written waits for it: then it has
+    that turn in its history, and the turns are stored in the order they were asked."""
+    released = asyncio.Event()
+
+    class SlowFirstAnswer(ScriptedChatModel):
+        async def turn(self, request, trace, on_answer):  # type: ignore[no-untyped-def]
+            reply = await super().turn(request, trace, on_answer)
+            if request.question == "What does prune remove?" and not request.transcript:
+                await released.wait()
+            return reply
+
+    model = SlowFirstAnswer(
+        [
+            search_turn("prune"),
+            respond_turn("Unused keywords [1].", (1, PRUNE)),
+            search_turn("invite"),
+            respond_turn("Invite it first [1].", (1, INVITE)),
+        ]
+    )
+    bot = engine(settings, index, model)
+    first = asyncio.create_task(ask(bot, "What does prune remove?"))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(ask(bot, "And how do I invite the bot?"))
+    await asyncio.sleep(0.05)
+    assert [r.question for r in model.requests] == ["What does prune remove?"]
+    released.set()
+    answers = await asyncio.gather(first, second)
+    assert [a.status for a in answers] == [AnswerStatus.ANSWERED, AnswerStatus.ANSWERED]
+    asked_second = [r for r in model.requests if r.question.startswith("And how")]
+    assert [t.question for t in asked_second[0].history] == ["What does prune remove?"]
+    stored = await bot._store.recent("test/1", 10)
+    assert [t.question for t in stored] == [
+        "What does prune remove?",
+        "And how do I invite the bot?",
+    ]
+    assert len(bot._in_order) == 0  # no lock is kept once nobody waits

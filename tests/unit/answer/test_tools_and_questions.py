@@ -77,3 +77,15 @@ def test_history_budget_keeps_the_most_recent_turns() -> None:
     assert within_budget(turns, 45) == turns[-2:]
     assert within_budget(turns, 0) == []
     assert within_budget(turns, 1_000) == turns
+
+
+def test_a_newest_turn_over_the_budget_is_cut_not_dropped() -> None:
+    """A follow-up to a pasted log: the turn before it is over the budget alone, and the model
+    still gets what was asked and the start of the answer, not an empty history."""
+    log = " ".join(f"line{n}" for n in range(5_000))
+    turns = [Turn("what is prune?", "It removes keywords."), Turn(f"why this? {log}", "Because.")]
+    (kept,) = within_budget(turns, 100)  # 400 characters
+    assert kept.question.startswith("why this? line0 line1")
+    assert kept.question.endswith("…")
+    assert kept.answer == "Because."
+    assert len(kept.question) + len(kept.answer) <= 400

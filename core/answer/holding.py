@@ -1,0 +1,100 @@
+"""A model's prose held to the passages it read, and never shown with less than no model.
+
+Search-then-answer (a model that can't call tools) always goes through it, and so does a
+tool-calling model whose answers are grounded (`openai.ground_answers`, on by default: a small
+local model's sentences without a marker would otherwise be shown unchecked). Each claim is kept
+only with a marker to the passage sentence that says it (`grounding`); claims no passage
+supports are left out, and the answer says so; an answer with nothing supported falls back to
+quoting the passages. The top passages the answer does not cite are quoted after it and the
+rest the model read are listed, so sources always appear.
+"""
+
+from __future__ import annotations
+
+from core.answer.citations import NumberedSource, SourceRegistry, checked_answer
+from core.answer.extractive import consulted_sources, extractive_answer, quoted, top_documents
+from core.answer.grounding import ground
+from core.answer.tools import MAX_ANSWER_CHARS, RespondInput
+from core.config import AnswerSettings
+from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Trace
+
+NOT_FOUND = "The documentation I searched does not seem to answer this."
+UNSUPPORTED = (
+    "The language model's answer could not be matched to the documentation, so it is not shown."
+)
+ALSO_QUOTED = "_Also in the top search results, quoted as written:_"
+CLOSEST_QUOTED = "_The closest passages, quoted as written:_"
+
+
+def _within(text: str, limit: int, trace: Trace) -> str:
+    """`text` cut at its last line break within `limit` (an answer's most): a long reply from a
+    server allowed many tokens is shortened, never refused."""
+    if len(text) <= limit:
+        return text
+    trace.notes.append(f"the answer was cut to {limit:,} characters")
+    head = text[:limit]
+    return head[: head.rfind("\n")] if "\n" in head else head
+
+
+class SourceHolding:
+    def __init__(self, settings: AnswerSettings) -> None:
+        self._settings = settings
+
+    def held(
+        self,
+        text: str,
+        numbered: list[NumberedSource],
+        registry: SourceRegistry,
+        trace: Trace,
+        mode: AnswerMode,
+        *,
+        claimed: AnswerStatus | None = None,
+    ) -> Answer:
+        """`text` cut down to its supported claims, with the passages it does not cite quoted
+        after it; `claimed` is the status the model gave, when it gave one (a model that says
+        it found nothing is not shown as answering)."""
+        grounded = ground(text, numbered, self._settings.grounding)
+        if grounded.unsupported:
+            trace.notes.append(
+                f"{grounded.unsupported} of the model's statements are not in the sources: left out"
+            )
+        if grounded.supported:
+            complete = not grounded.unsupported and claimed in (None, AnswerStatus.ANSWERED)
+            respond = RespondInput(
+                answer=_within(grounded.text, MAX_ANSWER_CHARS, trace),
+                citations=grounded.citations,
+                status="answered" if complete else "partial",
+            )
+            # The grounding decoded the model's entities already (`ground`): not twice.
+            answer = checked_answer(respond, registry, mode, decoded=True)
+            return self.completed(answer, numbered, ALSO_QUOTED)
+        if grounded.says_not_found or claimed is AnswerStatus.NOT_FOUND:
+            answer = Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, mode)
+            return self.completed(answer, numbered, CLOSEST_QUOTED)
+        return self.quoted(numbered, UNSUPPORTED)
+
+    def completed(self, answer: Answer, numbered: list[NumberedSource], intro: str) -> Answer:
+        """`answer` followed by the top documents' passages it does not cite, quoted (what the
+        answer with no model would show), and the rest of what the model read, listed."""
+        passages = self._settings.extractive_passages
+        cited = {c.doc_id for c in answer.citations}
+        missing = [s for s in top_documents(numbered, passages) if s.hit.chunk.doc_id not in cited]
+        if missing:
+            lines, citations = quoted(
+                missing,
+                first_number=len(answer.citations) + 1,
+                quote_chars=self._settings.quote_chars,
+            )
+            answer.text = "\n".join([answer.text, "", intro, "", *lines]).strip()
+            answer.citations += citations
+            answer.sources = sorted({c.source_kind for c in answer.citations})
+        answer.consulted = consulted_sources(numbered, answer.citations, passages)
+        return answer
+
+    def quoted(self, numbered: list[NumberedSource], reason: str) -> Answer:
+        return extractive_answer(
+            numbered,
+            passages=self._settings.extractive_passages,
+            quote_chars=self._settings.quote_chars,
+            reason=reason,
+        )

@@ -6,8 +6,6 @@ the only URLs an embed shows, as a link or as text, are its citations' http(s) o
 
 from __future__ import annotations
 
-import re
-
 import discord
 
 from adapters.answer_labels import (
@@ -20,15 +18,14 @@ from adapters.answer_labels import (
 )
 from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, Citation
-from core.domain.text import MARKER_NUMBER
+from core.domain.text import CODE_FENCE
+from core.domain.text import link_markers as core_link_markers
 from core.domain.urls import is_linkable
 
-_FENCE = re.compile(r"^\s*```")
 # Discord's limits on one message: ten embeds, and 6,000 characters of embed text in all
 # (titles, descriptions, fields, footers); over either, the whole message is refused.
 MESSAGE_EMBEDS = 10
 MESSAGE_EMBED_CHARS = 6_000
-_MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 _ICONS = {
     "partial": "⚠️",
     "not_found": "🔍",
@@ -59,13 +56,9 @@ def safe_label(text: str, allowed: set[str]) -> str:
 
 
 def link_markers(text: str, citations: list[Citation]) -> str:
+    """Markers `[n]` outside code linked to their source (`[[n]](url)`)."""
     urls = {c.number: safe_url(c.url) for c in citations if is_linkable(c.url)}
-    return _MARKER.sub(
-        lambda m: (
-            f"[[{m.group(1)}]]({urls[int(m.group(1))]})" if int(m.group(1)) in urls else m.group(0)
-        ),
-        text,
-    )
+    return core_link_markers(text, urls, lambda url, marker: f"[{marker}]({url})")
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -75,7 +68,7 @@ def split_text(text: str, limit: int) -> list[str]:
     current: list[str] = []
     in_fence = False
     for line in text.split("\n"):
-        if _FENCE.match(line):
+        if CODE_FENCE.match(line):
             in_fence = not in_fence
         current.append(line)
         if not in_fence and not line.strip():

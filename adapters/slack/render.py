@@ -29,7 +29,7 @@ from adapters.answer_labels import (
 from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, AnswerStatus, Citation
 from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
-from core.domain.text import MARKER_NUMBER
+from core.domain.text import CODE_FENCE, link_markers
 from core.domain.urls import is_linkable
 
 FEEDBACK_UP = "feedback_up"
@@ -39,11 +39,9 @@ FEEDBACK = "feedback"  # Slack's own feedback buttons: the value says up or down
 SHARE_ANSWER = "share_answer"
 FEEDBACK_REASON = "feedback_reason"  # the 👎 form's callback id
 
-_FENCE = re.compile(r"^\s*```")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _HEADING = re.compile(r"^#{1,6}\s+(.*)$")
-_MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 _ICONS = {
     "partial": ":warning:",
     "not_found": ":mag:",
@@ -72,14 +70,14 @@ def _link(url: str, label: str) -> str:
 
 
 def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
-    """Markdown from the core, checked, escaped, in Slack's dialect; [n] markers link to their
-    source."""
+    """Markdown from the core, checked, escaped, in Slack's dialect; [n] markers outside code
+    link to their source."""
     urls = {c.number: c.url for c in citations}
     markdown = check_links(markdown, allowed_urls(urls.values()))
     out: list[str] = []
     in_fence = False
     for line in escape(markdown).splitlines():
-        if _FENCE.match(line):
+        if CODE_FENCE.match(line):
             in_fence = not in_fence
             out.append(line)
             continue
@@ -90,14 +88,8 @@ def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
             line = f"*{heading.group(1).strip()}*"
         line = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", line)
         line = _LINK.sub(lambda m: _link(m.group(2), m.group(1)), line)
-        line = _MARKER.sub(
-            lambda m: (
-                _link(urls[int(m.group(1))], m.group(0)) if int(m.group(1)) in urls else m.group(0)
-            ),
-            line,
-        )
         out.append(line)
-    return "\n".join(out)
+    return link_markers("\n".join(out), urls, _link)
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -107,10 +99,10 @@ def split_text(text: str, limit: int) -> list[str]:
     current: list[str] = []
     in_fence = False
     for line in text.split("\n"):
-        if _FENCE.match(line):
+        if CODE_FENCE.match(line):
             in_fence = not in_fence
         current.append(line)
-        if not in_fence and (not line.strip() or _FENCE.match(line)):
+        if not in_fence and (not line.strip() or CODE_FENCE.match(line)):
             blocks.append("\n".join(current))
             current = []
     if current:
@@ -133,10 +125,10 @@ def split_text(text: str, limit: int) -> list[str]:
 def _cut(block: str, limit: int) -> list[str]:
     if len(block) <= limit:
         return [block]
-    fenced = _FENCE.match(block) is not None
+    fenced = CODE_FENCE.match(block) is not None
     inner = block.strip("\n").split("\n")
     if fenced:
-        inner = inner[1:-1] if len(inner) > 1 and _FENCE.match(inner[-1]) else inner[1:]
+        inner = inner[1:-1] if len(inner) > 1 and CODE_FENCE.match(inner[-1]) else inner[1:]
     room = limit - (8 if fenced else 0)
     parts: list[str] = []
     current = ""

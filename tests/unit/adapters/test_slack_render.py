@@ -42,6 +42,15 @@ def test_code_blocks_are_left_alone() -> None:
     assert out == "```\n**not bold** [1]\n```"
 
 
+def test_markers_in_code_are_code_not_links() -> None:
+    text = "Use argv [1]. Inline `sys.argv[1]` too.\n\n```python\nfirst = sys.argv[1]\n```"
+    out = to_mrkdwn(text, [_citation(1)])
+    assert out == (
+        "Use argv <https://docs.example/1#sec|[1]>. Inline `sys.argv[1]` too.\n\n"
+        "```python\nfirst = sys.argv[1]\n```"
+    )
+
+
 def test_split_never_breaks_links_or_loses_text() -> None:
     link = "<https://docs.example/page#section|[1]>"
     text = " ".join(f"word{i} {link}" for i in range(300))

@@ -39,7 +39,9 @@ FEEDBACK = "feedback"  # Slack's own feedback buttons: the value says up or down
 SHARE_ANSWER = "share_answer"
 FEEDBACK_REASON = "feedback_reason"  # the 👎 form's callback id
 
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+# A Markdown link; its URL may hold one level of balanced parentheses, as `_TARGET` in
+# core/answer/citations.py reads it (https://en.wikipedia.org/wiki/Mercury_(planet)).
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://(?:[^()\s]|\([^()\s]*\))+)\)")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _HEADING = re.compile(r"^#{1,6}\s+(.*)$")
 _ICONS = {

@@ -51,6 +51,13 @@ def test_markers_in_code_are_code_not_links() -> None:
     )
 
 
+def test_a_url_with_parentheses_is_linked_whole() -> None:
+    url = "https://en.wikipedia.org/wiki/Mercury_(planet)"
+    cited = Citation(1, "Mercury", url, "q", True)
+    out = to_mrkdwn(f"See [the article]({url}) [1].", [cited])
+    assert out == f"See <{url}|the article> <{url}|[1]>."
+
+
 def test_split_never_breaks_links_or_loses_text() -> None:
     link = "<https://docs.example/page#section|[1]>"
     text = " ".join(f"word{i} {link}" for i in range(300))

@@ -52,6 +52,11 @@ _ICONS = {
     FROM_WEB: ":globe_with_meridians:",
 }
 _EMPTY = f"_({EMPTY_ANSWER})_"
+# A URL inside `<url|label>`: `>` would end the link, `|` start its label, `<` open another
+# control sequence, so they are percent-encoded (the same address to a browser). `&` starts an
+# entity Slack reads back, so it is written as one, as Slack's formatting guide asks:
+# percent-encoding it would change the address (`?a=1&b=2` is two parameters, `?a=1%26b=2` one).
+_URL_IN_LINK = str.maketrans({"<": "%3C", ">": "%3E", "|": "%7C", "&": "&amp;"})
 
 
 @dataclass(slots=True)
@@ -64,11 +69,17 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _unescape(text: str) -> str:
+    """What `escape` was given (`&amp;` last, so an escaped `&lt;` comes back as `&lt;`)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def _link(url: str, label: str) -> str:
-    """`<url|label>`, or just the label when the URL must not be a link (not http(s), userinfo)."""
+    """`<url|label>`, or just the label when the URL must not be a link (not http(s), userinfo,
+    characters no URL holds). `url` as the source has it, unescaped: it is made safe here."""
     if not is_linkable(url):
         return label
-    return f"<{url.replace('>', '%3E').replace('|', '%7C')}|{label}>"
+    return f"<{url.translate(_URL_IN_LINK)}|{label}>"
 
 
 def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
@@ -89,7 +100,8 @@ def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
         if heading := _HEADING.match(line):
             line = f"*{heading.group(1).strip()}*"
         line = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", line)
-        line = _LINK.sub(lambda m: _link(m.group(2), m.group(1)), line)
+        # The line is escaped already: its URL goes back to the source's own for `_link`.
+        line = _LINK.sub(lambda m: _link(_unescape(m.group(2)), m.group(1)), line)
         out.append(line)
     return link_markers("\n".join(out), urls, _link)
 

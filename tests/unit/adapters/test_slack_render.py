@@ -58,6 +58,17 @@ def test_a_url_with_parentheses_is_linked_whole() -> None:
     assert out == f"See <{url}|the article> <{url}|[1]>."
 
 
+def test_source_urls_are_made_safe_inside_slack_links() -> None:
+    """`&` is written as the entity Slack reads back (percent-encoding it would change the
+    query); `|` would start the label early, so it is percent-encoded."""
+    url = "https://docs.example/search?q=a&page=2|3"
+    cited = Citation(1, "Search", url, "q", True)
+    safe = "https://docs.example/search?q=a&amp;page=2%7C3"
+    out = to_mrkdwn(f"See [the search]({url}) [1].", [cited])
+    assert out == f"See <{safe}|the search> <{safe}|[1]>."
+    assert sources_line([cited], 10) == f"*Sources:* <{safe}|[1] Search>"
+
+
 def test_split_never_breaks_links_or_loses_text() -> None:
     link = "<https://docs.example/page#section|[1]>"
     text = " ".join(f"word{i} {link}" for i in range(300))

@@ -15,6 +15,7 @@ from adapters.answer_labels import (
     KIND_MARKS,
     SOURCES,
     answer_labels,
+    source_title,
 )
 from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, Citation
@@ -37,7 +38,6 @@ _EMPTY = f"*({EMPTY_ANSWER})*"
 
 
 _URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
-TITLE_CHARS = 100
 
 
 def safe_url(url: str) -> str:
@@ -48,10 +48,7 @@ def safe_url(url: str) -> str:
 def safe_label(text: str, allowed: set[str]) -> str:
     """Link text that can't close the link or open a new one (`escape_markdown` leaves `]`),
     show a URL that isn't a source, or ping."""
-    # Checked whole, then again after the cut: a cut can turn a source's URL into one that
-    # isn't, or leave half a link whose leftovers meet the escaping backslashes.
-    cut = check_links(check_links(text, allowed)[:TITLE_CHARS], allowed)
-    label = discord.utils.escape_markdown(cut)
+    label = discord.utils.escape_markdown(source_title(text, allowed))
     return label.replace("[", "\\[").replace("]", "\\]")
 
 

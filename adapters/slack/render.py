@@ -25,6 +25,7 @@ from adapters.answer_labels import (
     SOURCES,
     STILL_NEED_HELP,
     answer_labels,
+    source_title,
 )
 from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, AnswerStatus, Citation
@@ -52,6 +53,10 @@ _ICONS = {
     FROM_WEB: ":globe_with_meridians:",
 }
 _EMPTY = f"_({EMPTY_ANSWER})_"
+# Slack's limit on one text object (a section's text, a context element's): one over it and the
+# whole message is refused (invalid_blocks).
+TEXT_OBJECT_CHARS = 3_000
+_BETWEEN_SOURCES = " · "
 # A URL inside `<url|label>`: `>` would end the link, `|` start its label, `<` open another
 # control sequence, so they are percent-encoded (the same address to a browser). `&` starts an
 # entity Slack reads back, so it is written as one, as Slack's formatting guide asks:
@@ -179,19 +184,51 @@ def _safe_cut(line: str, room: int) -> int:
     return best if best > room // 2 else room
 
 
-def sources_line(citations: list[Citation], limit: int, *, heading: str = SOURCES) -> str:
-    """The sources as one line of links; uncited ones (`CONSULTED`) without the quote note."""
+def _source_links(citations: list[Citation], limit: int, heading: str) -> list[str]:
+    """Each source (deduplicated, at most `limit`) as a link with its number, title and kind;
+    uncited ones (`CONSULTED`) without the quote note. A URL too long for any text object
+    leaves its source listed unlinked: a link can't be cut."""
     seen: dict[str, Citation] = {}
     for c in citations:
         seen.setdefault(c.url, c)
     allowed = allowed_urls(seen)
+    room = TEXT_OBJECT_CHARS - len(_sources_heading(heading))
     parts = []
     for c in list(seen.values())[:limit]:
-        title = check_links(c.title, allowed)
-        label = escape(f"[{c.number}] {title}{KIND_MARKS.get(c.source_kind, '')}")
+        label = escape(
+            f"[{c.number}] {source_title(c.title, allowed)}{KIND_MARKS.get(c.source_kind, '')}"
+        )
         unverified = " _(quote not verified)_" if not c.verified and heading == SOURCES else ""
-        parts.append(_link(c.url, label) + unverified)
-    return f"*{heading}:* " + " · ".join(parts)
+        linked = _link(c.url, label) + unverified
+        parts.append(linked if len(linked) <= room else label + unverified)
+    return parts
+
+
+def _sources_heading(heading: str) -> str:
+    return f"*{heading}:* "
+
+
+def sources_line(citations: list[Citation], limit: int, *, heading: str = SOURCES) -> str:
+    """The sources as one line of links, for text of any length (the plain fallback)."""
+    return _sources_heading(heading) + _BETWEEN_SOURCES.join(
+        _source_links(citations, limit, heading)
+    )
+
+
+def sources_blocks(
+    citations: list[Citation], limit: int, *, heading: str = SOURCES
+) -> list[dict[str, Any]]:
+    """The sources as context blocks, as many as it takes for each text to stay within
+    `TEXT_OBJECT_CHARS`: ten long titles and URLs make more than one holds, and Slack refuses
+    the whole message for one text over it. Blocks break between links, never inside one."""
+    texts = [_sources_heading(heading)]
+    for n, part in enumerate(_source_links(citations, limit, heading)):
+        joined = f"{texts[-1]}{_BETWEEN_SOURCES if n else ''}{part}"
+        if len(joined) <= TEXT_OBJECT_CHARS:
+            texts[-1] = joined
+        else:
+            texts.append(part)
+    return [context_block(text) for text in texts]
 
 
 def answer_messages(
@@ -215,9 +252,9 @@ def answer_messages(
     if labels:
         footer.append(context_block(labels))
     if answer.citations:
-        footer.append(context_block(sources_line(answer.citations, max_sources)))
+        footer += sources_blocks(answer.citations, max_sources)
     if answer.consulted:
-        footer.append(context_block(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
+        footer += sources_blocks(answer.consulted, max_sources, heading=CONSULTED)
     if answer_id and answer.status is not AnswerStatus.ERROR:
         footer += _feedback(answer_id, escalate=escalate, share=share, native=native_feedback)
     messages: list[SlackMessage] = []
@@ -235,12 +272,15 @@ def answer_messages(
 
 
 def plain_messages(answer: Answer, limit: int) -> list[str]:
-    """The fallback when Slack refuses blocks: the same content, labels included, as text."""
+    """The fallback when Slack refuses blocks: the same content, labels and both lists of
+    sources included, as text."""
     text = to_mrkdwn(answer.text, answer.citations) or _EMPTY
     if labels := _labels(answer):
         text = f"{labels}\n\n{text}"
     if answer.citations:
         text += "\n\n" + sources_line(answer.citations, len(answer.citations))
+    if answer.consulted:
+        text += "\n\n" + sources_line(answer.consulted, len(answer.consulted), heading=CONSULTED)
     return split_text(text, limit) or [_EMPTY]
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from core.answer.citations import check_links
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, SourceKind
+from core.domain.text import clip
 
 STATUS_TEXT = {
     AnswerStatus.PARTIAL: "Partial answer: the docs cover only part of this.",
@@ -36,6 +38,9 @@ SOURCES = "Sources"
 # Passages the answer was written from without citing them: listed so they can be checked,
 # and not "quote not verified", since they carry no quote to verify.
 CONSULTED = "Sources consulted"
+# A source's title as listed under an answer: a document's or web page's title can be a
+# paragraph, and ten of them must fit in the room a platform gives the sources.
+SOURCE_TITLE_CHARS = 100
 
 
 def answer_labels(answer: Answer, icons: Mapping[str, str]) -> str:
@@ -49,3 +54,10 @@ def answer_labels(answer: Answer, icons: Mapping[str, str]) -> str:
     if any(c.source_kind in (SourceKind.WEB, SourceKind.LEARNED) for c in answer.citations):
         labels.append((FROM_WEB, FROM_WEB_TEXT))
     return " ".join(f"{icons[key]} {text}" for key, text in labels)
+
+
+def source_title(title: str, allowed: set[str]) -> str:
+    """A source's title on one line, at most `SOURCE_TITLE_CHARS` (cut at a word), showing no
+    URL but the answer's sources. Checked whole, then again after the cut: a cut can turn a
+    source's URL into one that isn't, or leave half a link."""
+    return check_links(clip(check_links(title, allowed), SOURCE_TITLE_CHARS), allowed)

@@ -6,8 +6,6 @@ the only URLs an embed shows, as a link or as text, are its citations' http(s) o
 
 from __future__ import annotations
 
-import re
-
 import discord
 
 from adapters.answer_labels import (
@@ -17,18 +15,18 @@ from adapters.answer_labels import (
     KIND_MARKS,
     SOURCES,
     answer_labels,
+    source_title,
 )
 from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, Citation
-from core.domain.text import MARKER_NUMBER
+from core.domain.text import CODE_FENCE
+from core.domain.text import link_markers as core_link_markers
 from core.domain.urls import is_linkable
 
-_FENCE = re.compile(r"^\s*```")
 # Discord's limits on one message: ten embeds, and 6,000 characters of embed text in all
 # (titles, descriptions, fields, footers); over either, the whole message is refused.
 MESSAGE_EMBEDS = 10
 MESSAGE_EMBED_CHARS = 6_000
-_MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 _ICONS = {
     "partial": "⚠️",
     "not_found": "🔍",
@@ -40,7 +38,6 @@ _EMPTY = f"*({EMPTY_ANSWER})*"
 
 
 _URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
-TITLE_CHARS = 100
 
 
 def safe_url(url: str) -> str:
@@ -51,21 +48,14 @@ def safe_url(url: str) -> str:
 def safe_label(text: str, allowed: set[str]) -> str:
     """Link text that can't close the link or open a new one (`escape_markdown` leaves `]`),
     show a URL that isn't a source, or ping."""
-    # Checked whole, then again after the cut: a cut can turn a source's URL into one that
-    # isn't, or leave half a link whose leftovers meet the escaping backslashes.
-    cut = check_links(check_links(text, allowed)[:TITLE_CHARS], allowed)
-    label = discord.utils.escape_markdown(cut)
+    label = discord.utils.escape_markdown(source_title(text, allowed))
     return label.replace("[", "\\[").replace("]", "\\]")
 
 
 def link_markers(text: str, citations: list[Citation]) -> str:
+    """Markers `[n]` outside code linked to their source (`[[n]](url)`)."""
     urls = {c.number: safe_url(c.url) for c in citations if is_linkable(c.url)}
-    return _MARKER.sub(
-        lambda m: (
-            f"[[{m.group(1)}]]({urls[int(m.group(1))]})" if int(m.group(1)) in urls else m.group(0)
-        ),
-        text,
-    )
+    return core_link_markers(text, urls, lambda url, marker: f"[{marker}]({url})")
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -75,7 +65,7 @@ def split_text(text: str, limit: int) -> list[str]:
     current: list[str] = []
     in_fence = False
     for line in text.split("\n"):
-        if _FENCE.match(line):
+        if CODE_FENCE.match(line):
             in_fence = not in_fence
         current.append(line)
         if not in_fence and not line.strip():

@@ -25,11 +25,12 @@ from adapters.answer_labels import (
     SOURCES,
     STILL_NEED_HELP,
     answer_labels,
+    source_title,
 )
 from core.answer.citations import allowed_urls, check_links
 from core.domain.conversation import Answer, AnswerStatus, Citation
 from core.domain.feedback import FEEDBACK_REASONS, MAX_FEEDBACK_NOTE_CHARS
-from core.domain.text import MARKER_NUMBER
+from core.domain.text import CODE_FENCE, link_markers
 from core.domain.urls import is_linkable
 
 FEEDBACK_UP = "feedback_up"
@@ -39,11 +40,11 @@ FEEDBACK = "feedback"  # Slack's own feedback buttons: the value says up or down
 SHARE_ANSWER = "share_answer"
 FEEDBACK_REASON = "feedback_reason"  # the 👎 form's callback id
 
-_FENCE = re.compile(r"^\s*```")
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+# A Markdown link; its URL may hold one level of balanced parentheses, as `_TARGET` in
+# core/answer/citations.py reads it (https://en.wikipedia.org/wiki/Mercury_(planet)).
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://(?:[^()\s]|\([^()\s]*\))+)\)")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _HEADING = re.compile(r"^#{1,6}\s+(.*)$")
-_MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 _ICONS = {
     "partial": ":warning:",
     "not_found": ":mag:",
@@ -52,6 +53,15 @@ _ICONS = {
     FROM_WEB: ":globe_with_meridians:",
 }
 _EMPTY = f"_({EMPTY_ANSWER})_"
+# Slack's limit on one text object (a section's text, a context element's): one over it and the
+# whole message is refused (invalid_blocks).
+TEXT_OBJECT_CHARS = 3_000
+_BETWEEN_SOURCES = " · "
+# A URL inside `<url|label>`: `>` would end the link, `|` start its label, `<` open another
+# control sequence, so they are percent-encoded (the same address to a browser). `&` starts an
+# entity Slack reads back, so it is written as one, as Slack's formatting guide asks:
+# percent-encoding it would change the address (`?a=1&b=2` is two parameters, `?a=1%26b=2` one).
+_URL_IN_LINK = str.maketrans({"<": "%3C", ">": "%3E", "|": "%7C", "&": "&amp;"})
 
 
 @dataclass(slots=True)
@@ -64,22 +74,28 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _unescape(text: str) -> str:
+    """What `escape` was given (`&amp;` last, so an escaped `&lt;` comes back as `&lt;`)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def _link(url: str, label: str) -> str:
-    """`<url|label>`, or just the label when the URL must not be a link (not http(s), userinfo)."""
+    """`<url|label>`, or just the label when the URL must not be a link (not http(s), userinfo,
+    characters no URL holds). `url` as the source has it, unescaped: it is made safe here."""
     if not is_linkable(url):
         return label
-    return f"<{url.replace('>', '%3E').replace('|', '%7C')}|{label}>"
+    return f"<{url.translate(_URL_IN_LINK)}|{label}>"
 
 
 def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
-    """Markdown from the core, checked, escaped, in Slack's dialect; [n] markers link to their
-    source."""
+    """Markdown from the core, checked, escaped, in Slack's dialect; [n] markers outside code
+    link to their source."""
     urls = {c.number: c.url for c in citations}
     markdown = check_links(markdown, allowed_urls(urls.values()))
     out: list[str] = []
     in_fence = False
     for line in escape(markdown).splitlines():
-        if _FENCE.match(line):
+        if CODE_FENCE.match(line):
             in_fence = not in_fence
             out.append(line)
             continue
@@ -89,15 +105,10 @@ def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
         if heading := _HEADING.match(line):
             line = f"*{heading.group(1).strip()}*"
         line = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", line)
-        line = _LINK.sub(lambda m: _link(m.group(2), m.group(1)), line)
-        line = _MARKER.sub(
-            lambda m: (
-                _link(urls[int(m.group(1))], m.group(0)) if int(m.group(1)) in urls else m.group(0)
-            ),
-            line,
-        )
+        # The line is escaped already: its URL goes back to the source's own for `_link`.
+        line = _LINK.sub(lambda m: _link(_unescape(m.group(2)), m.group(1)), line)
         out.append(line)
-    return "\n".join(out)
+    return link_markers("\n".join(out), urls, _link)
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -107,10 +118,10 @@ def split_text(text: str, limit: int) -> list[str]:
     current: list[str] = []
     in_fence = False
     for line in text.split("\n"):
-        if _FENCE.match(line):
+        if CODE_FENCE.match(line):
             in_fence = not in_fence
         current.append(line)
-        if not in_fence and (not line.strip() or _FENCE.match(line)):
+        if not in_fence and (not line.strip() or CODE_FENCE.match(line)):
             blocks.append("\n".join(current))
             current = []
     if current:
@@ -133,10 +144,10 @@ def split_text(text: str, limit: int) -> list[str]:
 def _cut(block: str, limit: int) -> list[str]:
     if len(block) <= limit:
         return [block]
-    fenced = _FENCE.match(block) is not None
+    fenced = CODE_FENCE.match(block) is not None
     inner = block.strip("\n").split("\n")
     if fenced:
-        inner = inner[1:-1] if len(inner) > 1 and _FENCE.match(inner[-1]) else inner[1:]
+        inner = inner[1:-1] if len(inner) > 1 and CODE_FENCE.match(inner[-1]) else inner[1:]
     room = limit - (8 if fenced else 0)
     parts: list[str] = []
     current = ""
@@ -173,19 +184,51 @@ def _safe_cut(line: str, room: int) -> int:
     return best if best > room // 2 else room
 
 
-def sources_line(citations: list[Citation], limit: int, *, heading: str = SOURCES) -> str:
-    """The sources as one line of links; uncited ones (`CONSULTED`) without the quote note."""
+def _source_links(citations: list[Citation], limit: int, heading: str) -> list[str]:
+    """Each source (deduplicated, at most `limit`) as a link with its number, title and kind;
+    uncited ones (`CONSULTED`) without the quote note. A URL too long for any text object
+    leaves its source listed unlinked: a link can't be cut."""
     seen: dict[str, Citation] = {}
     for c in citations:
         seen.setdefault(c.url, c)
     allowed = allowed_urls(seen)
+    room = TEXT_OBJECT_CHARS - len(_sources_heading(heading))
     parts = []
     for c in list(seen.values())[:limit]:
-        title = check_links(c.title, allowed)
-        label = escape(f"[{c.number}] {title}{KIND_MARKS.get(c.source_kind, '')}")
+        label = escape(
+            f"[{c.number}] {source_title(c.title, allowed)}{KIND_MARKS.get(c.source_kind, '')}"
+        )
         unverified = " _(quote not verified)_" if not c.verified and heading == SOURCES else ""
-        parts.append(_link(c.url, label) + unverified)
-    return f"*{heading}:* " + " · ".join(parts)
+        linked = _link(c.url, label) + unverified
+        parts.append(linked if len(linked) <= room else label + unverified)
+    return parts
+
+
+def _sources_heading(heading: str) -> str:
+    return f"*{heading}:* "
+
+
+def sources_line(citations: list[Citation], limit: int, *, heading: str = SOURCES) -> str:
+    """The sources as one line of links, for text of any length (the plain fallback)."""
+    return _sources_heading(heading) + _BETWEEN_SOURCES.join(
+        _source_links(citations, limit, heading)
+    )
+
+
+def sources_blocks(
+    citations: list[Citation], limit: int, *, heading: str = SOURCES
+) -> list[dict[str, Any]]:
+    """The sources as context blocks, as many as it takes for each text to stay within
+    `TEXT_OBJECT_CHARS`: ten long titles and URLs make more than one holds, and Slack refuses
+    the whole message for one text over it. Blocks break between links, never inside one."""
+    texts = [_sources_heading(heading)]
+    for n, part in enumerate(_source_links(citations, limit, heading)):
+        joined = f"{texts[-1]}{_BETWEEN_SOURCES if n else ''}{part}"
+        if len(joined) <= TEXT_OBJECT_CHARS:
+            texts[-1] = joined
+        else:
+            texts.append(part)
+    return [context_block(text) for text in texts]
 
 
 def answer_messages(
@@ -209,9 +252,9 @@ def answer_messages(
     if labels:
         footer.append(context_block(labels))
     if answer.citations:
-        footer.append(context_block(sources_line(answer.citations, max_sources)))
+        footer += sources_blocks(answer.citations, max_sources)
     if answer.consulted:
-        footer.append(context_block(sources_line(answer.consulted, max_sources, heading=CONSULTED)))
+        footer += sources_blocks(answer.consulted, max_sources, heading=CONSULTED)
     if answer_id and answer.status is not AnswerStatus.ERROR:
         footer += _feedback(answer_id, escalate=escalate, share=share, native=native_feedback)
     messages: list[SlackMessage] = []
@@ -229,12 +272,15 @@ def answer_messages(
 
 
 def plain_messages(answer: Answer, limit: int) -> list[str]:
-    """The fallback when Slack refuses blocks: the same content, labels included, as text."""
+    """The fallback when Slack refuses blocks: the same content, labels and both lists of
+    sources included, as text."""
     text = to_mrkdwn(answer.text, answer.citations) or _EMPTY
     if labels := _labels(answer):
         text = f"{labels}\n\n{text}"
     if answer.citations:
         text += "\n\n" + sources_line(answer.citations, len(answer.citations))
+    if answer.consulted:
+        text += "\n\n" + sources_line(answer.consulted, len(answer.consulted), heading=CONSULTED)
     return split_text(text, limit) or [_EMPTY]
 
 

@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator, Mapping
 
 ELLIPSIS = "…"
 # The number in a citation marker, [1] or [1, 3]: at most four digits. Model and web-search text
 # is hostile, and Python refuses int() of a number over 4,300 digits; no answer cites ten
 # thousand sources, so a longer number in brackets is text, not a marker.
 MARKER_NUMBER = r"\d{1,4}"
+# One citation marker as the renderers link it: [n].
+_MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
+# A line that opens or closes a fenced code block, as Slack and Discord read it.
+CODE_FENCE = re.compile(r"^\s*```")
+# A run of backticks: it opens an inline code span that the next run of the same length closes.
+_BACKTICKS = re.compile(r"`+")
+# A blank line ends a paragraph, and no inline code span reaches past it.
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # English words too common to tell passages apart (search) or to show a claim came from one
 # (grounding).
 STOPWORDS = frozenset(
@@ -78,3 +88,83 @@ def printable(text: str) -> str:
 def without_controls(text: str) -> str:
     """`text` without the control characters a question is read without (`_CONTROL`)."""
     return _CONTROL.sub("", text)
+
+
+def code_ranges(text: str) -> Iterator[tuple[int, int]]:
+    """Where `text` is code, as (start, end) offsets in order: fenced blocks (fence lines
+    included; an unclosed fence runs to the end, as Slack and Discord show it) and inline code
+    spans. Inside code, `[1]` is an index and `**` an operator, not Markdown to rewrite."""
+    offset = 0
+    prose_start = 0
+    fence_start: int | None = None
+    for line in text.splitlines(keepends=True):
+        if CODE_FENCE.match(line):
+            if fence_start is None:
+                yield from _inline_code(text, prose_start, offset)
+                fence_start = offset
+            else:
+                yield fence_start, offset + len(line)
+                fence_start = None
+                prose_start = offset + len(line)
+        offset += len(line)
+    if fence_start is not None:
+        yield fence_start, len(text)
+    else:
+        yield from _inline_code(text, prose_start, len(text))
+
+
+def _inline_code(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The inline code spans of `text[start:end]`, paragraph by paragraph (CommonMark's rule: a
+    run of n backticks is closed by the next run of exactly n; one left unclosed is a literal
+    backtick). Each run is looked at a bounded number of times, so hostile text full of
+    backticks costs linear time."""
+    for paragraph in _paragraphs(text, start, end):
+        runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text, *paragraph)]
+        later: defaultdict[int, deque[int]] = defaultdict(deque)  # run length -> run indices
+        for index, (run_start, run_end) in enumerate(runs):
+            later[run_end - run_start].append(index)
+        index = 0
+        while index < len(runs):
+            run_start, run_end = runs[index]
+            same = later[run_end - run_start]
+            while same and same[0] <= index:
+                same.popleft()
+            if not same:
+                index += 1
+                continue
+            closing = same.popleft()
+            yield run_start, runs[closing][1]
+            index = closing + 1
+
+
+def _paragraphs(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    for brk in _PARAGRAPH_BREAK.finditer(text, start, end):
+        yield start, brk.start()
+        start = brk.end()
+    yield start, end
+
+
+def outside_code(text: str, rewrite: Callable[[str], str]) -> str:
+    """`text` with `rewrite` applied to each stretch of prose between code (`code_ranges`); the
+    code itself is kept exactly as written."""
+    out: list[str] = []
+    done = 0
+    for start, end in code_ranges(text):
+        out += [rewrite(text[done:start]), text[start:end]]
+        done = end
+    out.append(rewrite(text[done:]))
+    return "".join(out)
+
+
+def link_markers(text: str, urls: Mapping[int, str], link: Callable[[str, str], str]) -> str:
+    """Each citation marker `[n]` outside code whose number has a URL in `urls`, replaced by
+    `link(url, "[n]")` in the platform's link syntax; others stay as written. `sys.argv[1]` in
+    a code block is code, and a link there would show up as literal Markdown in the code."""
+
+    def rewrite(prose: str) -> str:
+        return _MARKER.sub(
+            lambda m: link(urls[n], m.group(0)) if (n := int(m.group(1))) in urls else m.group(0),
+            prose,
+        )
+
+    return outside_code(text, rewrite)

@@ -23,6 +23,11 @@ _USERINFO_IN_TEXT = re.compile(r"://[^/\\?#\s'\"<>]*@")
 # the start, after the `//` when there is one.
 _LEADING_USERINFO = re.compile(r"^(//)?[^/\\?#]*@")
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
+# Characters a URL never holds unencoded (RFC 3986; a browser encodes them before sending).
+# In a source's URL they are a web page's trick, not an address: `<` and `>` build Slack
+# control sequences (`https://evil.example/a<!channel>`) and end Markdown `<url>` targets, `"`
+# ends an HTML attribute, and a backslash is read as `/` by browsers but not by our checks.
+_NEVER_IN_URL = frozenset('<>"\\')
 
 
 def redact_urls_in(text: str) -> str:
@@ -62,10 +67,13 @@ def is_local_url(url: str | None) -> bool:
 def is_linkable(url: str) -> bool:
     """Whether a source's URL may be shown as a link at all: http(s) with a host, no userinfo
     (`https://docs.example.com@evil.example/` goes to evil.example), nothing invisible or
-    blank in it; or the `file:///path` our ingest gives a local file ingested without
-    `--base-url`, which points at the team's own copy. Anything else (javascript:, data:, a
-    file URL naming a host) is shown as text, never linked."""
-    if any(c.isspace() or c == "\\" or unicodedata.category(c) in ("Cc", "Cf") for c in url):
+    blank in it, nor a character no URL carries unencoded (`_NEVER_IN_URL`); or the
+    `file:///path` our ingest gives a local file ingested without `--base-url`, which points
+    at the team's own copy. Anything else (javascript:, data:, a file URL naming a host) is
+    shown as text, never linked."""
+    if any(
+        c.isspace() or c in _NEVER_IN_URL or unicodedata.category(c) in ("Cc", "Cf") for c in url
+    ):
         return False
     try:
         parts = urlsplit(url)

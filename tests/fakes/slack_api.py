@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
 
 BOT_USER = "UBOT"
 TEAM = "T1"
+# Slack's limit on one text object in a block: a message with a longer one is refused whole.
+TEXT_OBJECT_CHARS = 3_000
+_POSTING = ("chat.postMessage", "chat.update", "chat.postEphemeral")
 
 
 class SlackEmulator:
@@ -53,6 +57,8 @@ class SlackEmulator:
         self.calls.append((method, params))
         queued = self.failures.get(method)
         error = queued.pop(0) if queued else self.refusals.get(method)
+        if error is None and method in _POSTING and _over_limit(params.get("blocks")):
+            error = "invalid_blocks"
         if error is not None and error != "ok":
             if error == "disconnect":  # the network fails: no HTTP answer at all
                 assert request.transport is not None
@@ -95,3 +101,21 @@ class SlackEmulator:
             older = [m for m in self.history if m["ts"] <= latest]
             return {"ok": True, "messages": older[: int(params.get("limit") or 100)]}
         return {"ok": True}
+
+
+def text_objects(blocks: Any) -> Iterator[dict[str, Any]]:
+    """Every text object in `blocks` (a section's text, a context element, a button's label)."""
+    if isinstance(blocks, list):
+        for item in blocks:
+            yield from text_objects(item)
+    elif isinstance(blocks, dict):
+        if blocks.get("type") in ("mrkdwn", "plain_text"):
+            yield blocks
+        else:
+            for value in blocks.values():
+                yield from text_objects(value)
+
+
+def _over_limit(blocks: Any) -> bool:
+    """Whether a text object in `blocks` is over Slack's limit (Slack: `invalid_blocks`)."""
+    return any(len(str(t.get("text", ""))) > TEXT_OBJECT_CHARS for t in text_objects(blocks))

@@ -36,6 +36,14 @@ def test_markers_link_to_their_source_only() -> None:
     )
 
 
+def test_markers_in_code_are_code_not_links() -> None:
+    text = "Use argv [1]. Inline `sys.argv[1]` too.\n\n```python\nfirst = sys.argv[1]\n```"
+    assert link_markers(text, [_citation(1)]) == (
+        "Use argv [[1]](https://docs.example/1#sec). Inline `sys.argv[1]` too.\n\n"
+        "```python\nfirst = sys.argv[1]\n```"
+    )
+
+
 def test_embeds_respect_discord_limits() -> None:
     answer = Answer(
         "\n\n".join(["word " * 400] * 6),

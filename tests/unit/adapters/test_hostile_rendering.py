@@ -330,6 +330,7 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
         "https://user:pw@docs.example.com/guide",
         "https://docs.example.com/a b",
         "https://docs.example.com/\u200bguide",
+        "https://evil.example/a<!channel>b&x=<@U024BE7LH>",
         "ftp://docs.example.com/guide",
         "/relative/path",
     ],

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+from adapters.answer_labels import SOURCE_TITLE_CHARS
 from adapters.slack.render import (
     answer_messages,
     escape,
+    plain_messages,
     sources_line,
     split_text,
     to_mrkdwn,
 )
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
+from tests.fakes.slack_api import TEXT_OBJECT_CHARS, text_objects
 
 
 def _citation(
@@ -40,6 +43,33 @@ def test_mrkdwn_escapes_untrusted_text_and_links_markers() -> None:
 def test_code_blocks_are_left_alone() -> None:
     out = to_mrkdwn("```\n**not bold** [1]\n```", [_citation(1)])
     assert out == "```\n**not bold** [1]\n```"
+
+
+def test_markers_in_code_are_code_not_links() -> None:
+    text = "Use argv [1]. Inline `sys.argv[1]` too.\n\n```python\nfirst = sys.argv[1]\n```"
+    out = to_mrkdwn(text, [_citation(1)])
+    assert out == (
+        "Use argv <https://docs.example/1#sec|[1]>. Inline `sys.argv[1]` too.\n\n"
+        "```python\nfirst = sys.argv[1]\n```"
+    )
+
+
+def test_a_url_with_parentheses_is_linked_whole() -> None:
+    url = "https://en.wikipedia.org/wiki/Mercury_(planet)"
+    cited = Citation(1, "Mercury", url, "q", True)
+    out = to_mrkdwn(f"See [the article]({url}) [1].", [cited])
+    assert out == f"See <{url}|the article> <{url}|[1]>."
+
+
+def test_source_urls_are_made_safe_inside_slack_links() -> None:
+    """`&` is written as the entity Slack reads back (percent-encoding it would change the
+    query); `|` would start the label early, so it is percent-encoded."""
+    url = "https://docs.example/search?q=a&page=2|3"
+    cited = Citation(1, "Search", url, "q", True)
+    safe = "https://docs.example/search?q=a&amp;page=2%7C3"
+    out = to_mrkdwn(f"See [the search]({url}) [1].", [cited])
+    assert out == f"See <{safe}|the search> <{safe}|[1]>."
+    assert sources_line([cited], 10) == f"*Sources:* <{safe}|[1] Search>"
 
 
 def test_split_never_breaks_links_or_loses_text() -> None:
@@ -147,3 +177,60 @@ def test_plain_fallback_keeps_labels_and_is_never_empty() -> None:
     (text,) = plain_messages(partial, 3900)
     assert text.startswith(":warning: Partial answer")
     assert plain_messages(Answer("", AnswerStatus.ANSWERED, AnswerMode.AGENT), 3900)
+
+
+def long_sources_answer(n_sources: int = 10) -> Answer:
+    """The auditor's case: ten citations with ~110-character titles and ~150-character URLs
+    made a sources line of 3,066 characters, which Slack refuses (invalid_blocks)."""
+    citations = [
+        Citation(
+            n,
+            "Platform handbook: rolling back a failed database migration without downtime, "
+            f"part {n} of the incident response guide",
+            "https://handbook.example.com/engineering/platform/deployments/production-rollbacks"
+            f"-and-incident-response-{n}.html#rolling-back-a-failed-database-migration-without"
+            "-downtime",
+            "q",
+            n % 2 == 0,
+        )
+        for n in range(1, n_sources + 1)
+    ]
+    text = " ".join(f"Step {n} is described here [{n}]." for n in range(1, n_sources + 1))
+    return Answer(text, AnswerStatus.ANSWERED, AnswerMode.AGENT, citations, consulted=citations)
+
+
+def test_long_sources_stay_within_slacks_text_limit_and_whole() -> None:
+    (message,) = answer_messages(
+        long_sources_answer(), "a1", section_chars=3000, message_chars=12000, max_blocks=50,
+        max_sources=10,
+    )  # fmt: skip
+    texts = [t["text"] for t in text_objects(message.blocks)]
+    assert all(len(t) <= TEXT_OBJECT_CHARS for t in texts)
+    footer = [t for t in texts if "handbook.example.com" in t]
+    listed = " ".join(footer)
+    for n in range(1, 11):  # every source linked, no link cut
+        assert f"-{n}.html#rolling-back-a-failed-database-migration-without-downtime|[{n}] " in (
+            listed
+        )
+    assert all(t.count("<") == t.count(">") for t in footer)
+    assert "feedback_up" in str(message.blocks[-1])  # the feedback buttons stay
+
+
+def test_titles_are_clipped_and_an_overlong_url_is_listed_unlinked() -> None:
+    title = "word " * 100
+    huge = Citation(1, title, "https://docs.example/" + "x" * TEXT_OBJECT_CHARS, "q", True)
+    (message,) = answer_messages(
+        Answer("Fact [1].", AnswerStatus.ANSWERED, AnswerMode.AGENT, [huge]), "a1",
+        section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10,
+    )  # fmt: skip
+    texts = [t["text"] for t in text_objects(message.blocks)]
+    assert all(len(t) <= TEXT_OBJECT_CHARS for t in texts)
+    sources = next(t for t in texts if t.startswith("*Sources:*"))
+    assert "[1] word word" in sources
+    assert len(sources) <= len("*Sources:* [1] ") + SOURCE_TITLE_CHARS
+
+
+def test_plain_fallback_lists_sources_consulted_too() -> None:
+    plain = "\n".join(plain_messages(long_sources_answer(2), 3900))
+    _, consulted = plain.split("*Sources consulted:*")
+    assert "-2.html#rolling-back-a-failed-database-migration-without-downtime|[2] " in consulted

@@ -146,6 +146,10 @@ def test_nested_and_labelled_pings_are_defused() -> None:
         ("file:relative/x.md", False),
         ("javascript:alert(1)", False),
         ("https://docs.example.com@evil.example/", False),
+        ("https://evil.example/a<!channel>b&x=<@U024BE7LH>", False),  # a web result's trick
+        ("https://evil.example/a>b", False),
+        ('https://evil.example/a"onclick="x', False),
+        ("https://docs.example.com/search?q=a&page=2|3", True),  # odd, but a real address
     ],
 )
 def test_which_source_urls_may_be_linked(url: str, linked: bool) -> None:

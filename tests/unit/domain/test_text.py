@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.text import clip, printable
+from core.domain.text import clip, outside_code, printable
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,33 @@ def test_printable_keeps_what_a_terminal_shows_and_drops_what_it_acts_on(
     text: str, expected: str
 ) -> None:
     assert printable(text) == expected
+
+
+def _mark(prose: str) -> str:
+    return prose.replace("[1]", "<L>")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see [1] and `argv[1]`", "see <L> and `argv[1]`"),
+        ("``a`b[1]`` [1]", "``a`b[1]`` <L>"),  # a span closes on a run of its own length
+        ("an unclosed ` then [1]", "an unclosed ` then <L>"),
+        ("`spans\nlines[1]` [1]", "`spans\nlines[1]` <L>"),
+        ("`no span\n\nacross paragraphs [1]`", "`no span\n\nacross paragraphs <L>`"),
+        ("[1]\n```py\nx = a[1]\n```\n[1]", "<L>\n```py\nx = a[1]\n```\n<L>"),
+        ("[1]\n```\nunclosed [1]", "<L>\n```\nunclosed [1]"),
+    ],
+)
+def test_rewrites_reach_prose_and_never_code(text: str, expected: str) -> None:
+    assert outside_code(text, _mark) == expected
+
+
+def test_finding_code_in_text_full_of_backticks_takes_linear_time() -> None:
+    """Runs that never close (each length once) must not each re-read the rest of the text."""
+    import time
+
+    text = " ".join("`" * n for n in range(2, 400)) + " `x" * 20_000
+    started = time.process_time()
+    outside_code(text, _mark)
+    assert time.process_time() - started < 1.0

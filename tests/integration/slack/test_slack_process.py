@@ -118,6 +118,9 @@ async def _serving_bot(
         BOT_OPENAI__BASE_URL=str(server.make_url("/v1")),
         BOT_OPENAI__MODEL="slow-test",
         BOT_OPENAI__TIMEOUT_S="120",
+        # The stand-in's answer is no passage's sentence, and these tests are about the
+        # process: its words are shown as written, so the test sees that the answer finished.
+        BOT_OPENAI__GROUND_ANSWERS="false",
         BOT_SLACK__SHUTDOWN_GRACE_S=str(grace_s),
     )
     process = await _start(env)

@@ -180,6 +180,8 @@ class SlackBot:
             return
         if not _has_fields(event, "message", "channel", "ts"):
             return
+        if not str(event.get("text") or "").strip():
+            return  # a file or an image with no words: "the message was empty" would be noise
         team = body.get("team_id", "")
         thread_ts = event.get("thread_ts")
         if event.get("channel_type") == "im":  # a policy's trigger is about channels

@@ -553,6 +553,9 @@ class ChannelPolicy(_Section):
     private: bool | None = None
     reactions: bool | None = None
     escalate_to: list[str] | None = None
+    # In a thread the bot answers in: `questions` answers only messages that read as one more
+    # question for it (not "thanks", 👍 or words to a colleague); `all` answers every message.
+    followups: Literal["questions", "all"] | None = None
 
     @field_validator("min_relevance", mode="before")
     @classmethod
@@ -603,6 +606,7 @@ class ResolvedPolicy:
     private: bool = False  # answers only the asker sees, with a button to share them
     reactions: bool = True  # the platform's reaction trigger asks about a message
     min_relevance: float = 0.0  # unasked questions: the closest passage's cosine at least this
+    followups: Literal["questions", "all"] = "questions"  # which thread messages are answered
 
 
 BUILT_IN_CHANNEL_POLICY = ChannelPolicy(
@@ -614,6 +618,7 @@ BUILT_IN_CHANNEL_POLICY = ChannelPolicy(
     private=False,
     reactions=True,
     escalate_to=[],
+    followups="questions",
 )
 
 
@@ -886,6 +891,7 @@ class Settings(_Section):
             private=bool(merged["private"]),
             reactions=bool(merged["reactions"]),
             min_relevance=float(merged["min_relevance"] or 0.0),
+            followups=merged["followups"] or "questions",
         )
 
     def web_search_reach(self) -> WebSearchReach:

@@ -45,10 +45,13 @@ from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import ResolvedPolicy, SlackSettings
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.domain.questions import reads_as_follow_up
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
 
+# A mention of a person (U…, W… in Enterprise Grid) or a user group, as Slack writes it.
+_SOMEONE = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>|<!subteam\^[A-Z0-9]+(?:\|[^>]*)?>")
 # Messages people write: plain, "also send to channel" replies, messages with a file.
 _ANSWERED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 ASK_SHORTCUT = "ask_docs"  # the message shortcut's callback id (manifest.yml)
@@ -198,6 +201,8 @@ class SlackBot:
             if policy.trigger == "auto":
                 await self._answer_unasked(body, event, client, bot_user, policy)
             return  # a channel message that does not mention the bot
+        if not _for_the_bot(event.get("text", ""), policy):
+            return
         if not await self._state.is_bot_thread(_key(team, event["channel"], thread_ts)):
             return
         if not await self._claim(body, event):
@@ -703,6 +708,19 @@ def _has_fields(payload: dict[str, Any], what: str, *names: str) -> bool:
     if missing:
         log.warning("slack_event_incomplete", platform="slack", payload=what, missing=missing)
     return not missing
+
+
+def _for_the_bot(text: str, policy: ResolvedPolicy) -> bool:
+    """Whether a message in a thread, which does not mention the bot, is meant for it: not when
+    it mentions a person or a user group (words to a colleague), and, with `followups:
+    questions`, only when it reads as one more question or request (not thanks, "ok", 👍)."""
+    if _SOMEONE.search(text):
+        log.debug("not_answered", platform="slack", reason="for someone else")
+        return False
+    if policy.followups == "questions" and not reads_as_follow_up(text):
+        log.debug("not_answered", platform="slack", reason="not a question")
+        return False
+    return True
 
 
 def _key(team: str, channel: str, thread_ts: str | None) -> str:

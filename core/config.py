@@ -749,7 +749,16 @@ class SlackSettings(_Section):
     max_blocks: int = Field(50, ge=3, le=50)
     max_sources: int = Field(10, ge=1, le=10)
     plain_chars: int = Field(3_900, ge=100, le=40_000)
+    # A thread read back from Slack (when our store has none of it): its first message and the
+    # latest ones, at most `history_messages` in all, one page of that size per call.
     history_messages: int = Field(50, ge=1, le=1_000)
+    # conversations.replies returns a thread oldest first, so the latest messages of a long one
+    # are pages away; each page is a call, and apps outside the Marketplace get about one a
+    # minute: a rate-limited page ends the reading with what was read.
+    history_pages: int = Field(5, ge=1, le=50)
+    # Each message read back is cut to this: one pasted log would otherwise take the whole
+    # `answers.history_token_budget`, and the engine drops a turn over it with every older one.
+    history_message_chars: int = Field(2_000, ge=100, le=100_000)
     dedup_ttl_s: float = Field(86_400, gt=0)
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
     update_interval_s: float = Field(1.0, ge=0)

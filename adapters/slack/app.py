@@ -41,10 +41,11 @@ from adapters.slack.render import (
     escape,
     plain_messages,
 )
+from adapters.slack.threads import answered_turns, read_thread, without_mention
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import ResolvedPolicy, SlackSettings
-from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question
 from core.domain.questions import reads_as_follow_up
 from core.ports import ConversationStore, PlatformState
 
@@ -233,7 +234,7 @@ class SlackBot:
         `answer_only_when_grounded`, only when the answer stands on verified citations;
         otherwise nothing is posted and the abstention is logged. Nothing is shown while the
         answer is written, since it may never be posted."""
-        text = _strip_mention(event.get("text", ""), bot_user)
+        text = without_mention(event.get("text", ""), bot_user)
         if policy.questions_only and not await self._questions(text):
             return
         if not await self._claim(body, event):
@@ -338,7 +339,7 @@ class SlackBot:
         can't be edited."""
         channel, user = event["channel"], event.get("user", "")
         key = _key(team, channel, thread_ts)
-        text = _strip_mention(event.get("text", ""), bot_user)
+        text = without_mention(event.get("text", ""), bot_user)
         try:
             answer = await self._engine.answer(
                 Question("slack", key, user, text, ChannelKind.THREAD)
@@ -453,7 +454,7 @@ class SlackBot:
     ) -> None:
         channel = event["channel"]
         key = _key(team, channel, thread_ts)
-        text = _strip_mention(event.get("text", ""), bot_user)
+        text = without_mention(event.get("text", ""), bot_user)
         if thread_ts is not None:
             if thread_ts != event.get("ts") and await self._state.is_bot_thread(key):
                 await self._seed_history(
@@ -587,28 +588,21 @@ class SlackBot:
         before_ts: str,
     ) -> None:
         """Earlier turns from Slack, only when our store has none (after losing the store, or
-        a thread started before the bot kept turns). Rate limits just mean no history."""
+        a thread started before the bot kept turns): the thread's latest, not its start (see
+        `read_thread`). Rate limits just mean less history, or none."""
         if await self._store.recent(key, 1):
             return
-        try:
-            response = await client.conversations_replies(
-                channel=channel, ts=thread_ts, limit=self._settings.history_messages
-            )
-        except SlackApiError as exc:
-            log.info("slack_history_unavailable", error=slack_error(exc))
-            return
-        question: str | None = None
-        messages: list[dict[str, Any]] = response.get("messages", [])
-        for message in messages:
-            if _timestamp(message.get("ts")) >= _timestamp(before_ts):
-                break  # the message being answered, our placeholder, anything newer
-            text = message.get("text", "")
-            if message.get("user") == bot_user:
-                if question is not None and text:
-                    await self._store.append(key, Turn(question, text))
-                    question = None
-            elif not message.get("bot_id"):
-                question = _strip_mention(text, bot_user)
+        s = self._settings
+        messages = await read_thread(
+            client,
+            channel,
+            thread_ts,
+            before_ts=before_ts,
+            max_messages=s.history_messages,
+            max_pages=s.history_pages,
+        )
+        for turn in answered_turns(messages, bot_user, s.history_message_chars):
+            await self._store.append(key, turn)
 
     # -- asking about a message (the shortcut, the reaction) -----------------------------------
 
@@ -727,18 +721,5 @@ def _key(team: str, channel: str, thread_ts: str | None) -> str:
     return f"slack/{team}/{channel}/{thread_ts or 'direct'}"
 
 
-def _strip_mention(text: str, bot_user: str | None) -> str:
-    if bot_user:
-        text = re.sub(rf"<@{re.escape(bot_user)}(?:\|[^>]*)?>", "", text)
-    return text.strip()
-
-
 def _describe(exc: Exception) -> str:
     return slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-
-
-def _timestamp(ts: object) -> float:
-    try:
-        return float(str(ts))
-    except ValueError:
-        return float("inf")  # unknown: treat as newer, so it is never taken as history

@@ -4,8 +4,28 @@ reaction on a reply."""
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
+from core.answer.claude import ClaudeModel
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
+from tests.fakes.slack_api import BOT_USER
 from tests.integration.slack.conftest import SlackHarness
 from tests.integration.slack.test_slack_app import message_event
+
+
+def claude() -> tuple[FakeMessagesAPI, ClaudeModel]:
+    """A model that searches once, then answers; its API keeps every request it was sent."""
+    answer = message(tool_use(RESPOND_TOOL, answer="Re-run it.", citations=[], status="answered"))
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), answer])
+    return api, ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
+
+
+def conversation(request: dict[str, Any]) -> str:
+    """Everything a request to the model says before the tools' results: history, question."""
+    return json.dumps(request["messages"])
 
 
 def posted(slack: SlackHarness) -> list[str]:
@@ -53,5 +73,80 @@ async def test_a_channel_with_followups_all_answers_thanks_but_not_words_for_oth
         assert posted(harness) == []
         await harness.event(message_event("1700000000.140200", "thanks, that worked!", root), "E2")
         await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+    finally:
+        await stop()
+
+
+def exchange(n: int, base: int = 1700000000) -> list[dict[str, Any]]:
+    """The n-th question of a thread and the bot's answer to it."""
+    asked = {"user": "U2", "text": f"question number {n}", "ts": f"{base + 2 * n}.000000"}
+    said = {"user": BOT_USER, "bot_id": "BBOT", "text": f"answer number {n}"}
+    return [asked, {**said, "ts": f"{base + 2 * n + 1}.000000"}]
+
+
+async def test_a_long_thread_is_read_back_from_its_latest_messages(slack_factory) -> None:
+    api, model = claude()
+    harness, stop = await slack_factory(model)
+    try:
+        harness.emulator.replies_page_cap = 50
+        harness.emulator.replies = [m for n in range(60) for m in exchange(n)]
+        root = harness.emulator.replies[0]["ts"]
+        await harness.state.remember_thread(f"slack/T1/C1/{root}")  # its turns were lost
+        await harness.event(message_event("1700000200.000000", "and the last one?", root), "E1")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+        assert len(harness.emulator.called("conversations.replies")) == 3  # 50 + 50 + 20
+        seen = re.findall(r"question number \d+", conversation(api.requests[0]))
+        assert seen[-1] == "question number 59", seen
+        turns = await harness.store.recent(f"slack/T1/C1/{root}", 100)
+        # The latest 49 messages (from answer 35 on): no answer is paired with the thread's
+        # first question across the messages left out.
+        assert [t.question for t in turns[:2]] == ["question number 36", "question number 37"]
+        assert turns[0].answer == "answer number 36"
+    finally:
+        await stop()
+
+
+async def test_reading_a_long_thread_stops_after_its_pages(slack_factory) -> None:
+    harness, stop = await slack_factory()
+    try:
+        harness.emulator.replies_page_cap = 15  # apps outside the Marketplace, since 2025
+        harness.emulator.replies = [m for n in range(60) for m in exchange(n)]
+        root = harness.emulator.replies[0]["ts"]
+        await harness.state.remember_thread(f"slack/T1/C1/{root}")
+        await harness.event(message_event("1700000200.000000", "and the last one?", root), "E1")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+        pages = harness.settings.slack.history_pages
+        assert len(harness.emulator.called("conversations.replies")) == pages
+    finally:
+        await stop()
+
+
+async def test_a_pasted_log_in_the_thread_does_not_crowd_out_its_history(slack_factory) -> None:
+    api, model = claude()
+    harness, stop = await slack_factory(model)
+    try:
+        root = "1700000000.900000"
+        await harness.state.remember_thread(f"slack/T1/C1/{root}")
+        log = "ERROR ingest failed: checksum mismatch in chunk 4711\n" * 400  # ~21,000 chars
+        said = {"user": BOT_USER, "bot_id": "BBOT"}
+        harness.emulator.replies = [
+            {"user": "U2", "text": f"<@{BOT_USER}> what is prune?", "ts": root},
+            {**said, "text": "Prune deletes removed files.", "ts": "1700000000.900100"},
+            {"user": "U2", "text": "here is my log:\n" + log, "ts": "1700000000.900200"},
+            {**said, "text": "The checksum mismatch means it changed.", "ts": "1700000000.900300"},
+        ]
+        await harness.event(message_event("1700000000.900400", "do I re-run it?", root), "E1")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+        history = conversation(api.requests[0])
+        assert "what is prune?" in history
+        assert "checksum mismatch means it changed" in history
+        limit = harness.settings.slack.history_message_chars
+        [pasted] = [
+            t
+            for t in await harness.store.recent(f"slack/T1/C1/{root}", 10)
+            if t.question.startswith("here")
+        ]
+        assert len(pasted.question) == limit
+        assert pasted.question.endswith("…")
     finally:
         await stop()

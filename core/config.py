@@ -759,6 +759,10 @@ class SlackSettings(_Section):
     # Each message read back is cut to this: one pasted log would otherwise take the whole
     # `answers.history_token_budget`, and the engine drops a turn over it with every older one.
     history_message_chars: int = Field(2_000, ge=100, le=100_000)
+    # Mentioned in a thread it was not part of, the bot reads what people said there as one
+    # turn of this many characters at most: well under `answers.history_token_budget` (4,000
+    # tokens are about 14,000 characters), or the engine would drop that turn whole.
+    thread_context_chars: int = Field(6_000, ge=500, le=100_000)
     dedup_ttl_s: float = Field(86_400, gt=0)
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
     update_interval_s: float = Field(1.0, ge=0)

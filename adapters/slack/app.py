@@ -41,7 +41,13 @@ from adapters.slack.render import (
     escape,
     plain_messages,
 )
-from adapters.slack.threads import answered_turns, read_thread, without_mention
+from adapters.slack.threads import (
+    answered_turns,
+    asked_in,
+    discussion,
+    read_thread,
+    without_mention,
+)
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import ResolvedPolicy, SlackSettings
@@ -339,7 +345,7 @@ class SlackBot:
         can't be edited."""
         channel, user = event["channel"], event.get("user", "")
         key = _key(team, channel, thread_ts)
-        text = without_mention(event.get("text", ""), bot_user)
+        text = await self._question(client, key, event, bot_user, thread_ts)
         try:
             answer = await self._engine.answer(
                 Question("slack", key, user, text, ChannelKind.THREAD)
@@ -454,12 +460,8 @@ class SlackBot:
     ) -> None:
         channel = event["channel"]
         key = _key(team, channel, thread_ts)
-        text = without_mention(event.get("text", ""), bot_user)
+        text = await self._question(client, key, event, bot_user, thread_ts)
         if thread_ts is not None:
-            if thread_ts != event.get("ts") and await self._state.is_bot_thread(key):
-                await self._seed_history(
-                    client, key, channel, thread_ts, bot_user, str(event.get("ts"))
-                )
             await self._state.remember_thread(key)
         direct = event.get("channel_type") == "im"
         kind = ChannelKind.DIRECT if direct else ChannelKind.THREAD
@@ -578,7 +580,23 @@ class SlackBot:
         ts = response.get("ts")
         return str(ts) if ts else None
 
-    async def _seed_history(
+    async def _question(
+        self,
+        client: AsyncWebClient,
+        key: str,
+        event: dict[str, Any],
+        bot_user: str | None,
+        thread_ts: str | None,
+    ) -> str:
+        """The question a message asks, once the conversation holds what the bot needs of its
+        thread (`_catch_up`): its text without the bot's mention."""
+        text = without_mention(event.get("text", ""), bot_user)
+        ts = str(event.get("ts"))
+        if thread_ts is None or thread_ts == ts:
+            return text  # a direct message, or a new thread: nothing before it
+        return await self._catch_up(client, key, event["channel"], thread_ts, bot_user, ts, text)
+
+    async def _catch_up(
         self,
         client: AsyncWebClient,
         key: str,
@@ -586,14 +604,19 @@ class SlackBot:
         thread_ts: str,
         bot_user: str | None,
         before_ts: str,
-    ) -> None:
-        """Earlier turns from Slack, only when our store has none (after losing the store, or
-        a thread started before the bot kept turns): the thread's latest, not its start (see
-        `read_thread`). Rate limits just mean less history, or none."""
-        if await self._store.recent(key, 1):
-            return
+        text: str,
+    ) -> str:
+        """Reads the thread from Slack, once, when our store has none of it (or the message is
+        a bare mention): in the bot's own thread its earlier turns (`answered_turns`); in a
+        thread it was not part of, the discussion so far as the conversation's first turn
+        (`discussion`), so the model knows what "is this expected?" is about. A bare mention
+        asks the thread's question (`asked_in`). Returns the question; rate limits just mean
+        less history, or none."""
+        remembered = bool(await self._store.recent(key, 1))
+        if text and remembered:
+            return text
         s = self._settings
-        messages = await read_thread(
+        thread = await read_thread(
             client,
             channel,
             thread_ts,
@@ -601,8 +624,23 @@ class SlackBot:
             max_messages=s.history_messages,
             max_pages=s.history_pages,
         )
-        for turn in answered_turns(messages, bot_user, s.history_message_chars):
-            await self._store.append(key, turn)
+        asked = None if text else asked_in(thread, bot_user)
+        if not remembered:
+            if await self._state.is_bot_thread(key):
+                turns = answered_turns(thread, bot_user, s.history_message_chars)
+            else:
+                leave_out = asked.get("ts") if asked else None
+                context = discussion(
+                    thread,
+                    bot_user,
+                    leave_out=leave_out,
+                    message_chars=s.history_message_chars,
+                    max_chars=s.thread_context_chars,
+                )
+                turns = [context] if context else []
+            for turn in turns:
+                await self._store.append(key, turn)
+        return without_mention(str(asked.get("text", "")), bot_user) if asked else text
 
     # -- asking about a message (the shortcut, the reaction) -----------------------------------
 

@@ -26,6 +26,16 @@ log = structlog.get_logger(__name__)
 
 Message = dict[str, Any]
 ELLIPSIS = "…"
+# A thread the bot was mentioned in, as the conversation's first turn: what people said, and
+# (as the model's side of that turn) what the bot makes of it. Nothing it did not do.
+THREAD_SO_FAR = (
+    "Before I was asked, people wrote this in the Slack thread (each line: the author's Slack "
+    "id, then the message; … where messages are left out):"
+)
+NOTED = (
+    "I had not taken part in this thread yet. I will answer the next message with this "
+    "discussion in mind."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +117,49 @@ def answered_turns(thread: Thread, bot_user: str | None, max_chars: int) -> list
     return turns
 
 
+def asked_in(thread: Thread, bot_user: str | None) -> Message | None:
+    """What a bare mention in a thread asks about: the thread's first message, which is what
+    people reply under, or when it has no words (a file alone) or is not a person's, the
+    latest person's message with words before the mention."""
+    said = [m for m in thread.messages if _by_a_person(m, bot_user) and _words(m, bot_user)]
+    if said and said[0] is thread.first:
+        return said[0]
+    return said[-1] if said else None
+
+
+def discussion(
+    thread: Thread,
+    bot_user: str | None,
+    *,
+    leave_out: object,
+    message_chars: int,
+    max_chars: int,
+) -> Turn | None:
+    """What people said in a thread the bot was not part of, as one turn of the conversation
+    (the engine takes the history as turns): the first message and the latest that fit in
+    `max_chars`, each cut to `message_chars`, with the message `leave_out` (the one asked
+    about) left out. The turn's answer says what the bot did with it, nothing more. None
+    when nobody said anything."""
+    lines = [
+        f"{m.get('user')}: {clipped(_words(m, bot_user), message_chars)}"
+        for m in thread.messages
+        if _by_a_person(m, bot_user) and _words(m, bot_user) and m.get("ts") != leave_out
+    ]
+    if not lines:
+        return None
+    first, *rest = lines
+    kept: list[str] = []
+    used = len(first)
+    for line in reversed(rest):
+        if used + len(line) > max_chars:
+            break
+        kept.insert(0, line)
+        used += len(line)
+    gap = [ELLIPSIS] if thread.left_out or len(kept) < len(rest) else []
+    said = "\n".join([first, *gap, *kept])
+    return Turn(f"{THREAD_SO_FAR}\n{said}", NOTED)
+
+
 def clipped(text: str, max_chars: int) -> str:
     """`text`, cut to `max_chars` with an ellipsis where it was cut."""
     if len(text) <= max_chars:
@@ -119,6 +172,16 @@ def without_mention(text: str, bot_user: str | None) -> str:
     if bot_user:
         text = re.sub(rf"<@{re.escape(bot_user)}(?:\|[^>]*)?>", "", text)
     return text.strip()
+
+
+def _by_a_person(message: Message, bot_user: str | None) -> bool:
+    return (
+        bool(message.get("user")) and message.get("user") != bot_user and not message.get("bot_id")
+    )
+
+
+def _words(message: Message, bot_user: str | None) -> str:
+    return without_mention(str(message.get("text") or ""), bot_user)
 
 
 def _timestamp(ts: object) -> float:

@@ -13,7 +13,7 @@ from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
 from tests.fakes.slack_api import BOT_USER
 from tests.integration.slack.conftest import SlackHarness
-from tests.integration.slack.test_slack_app import message_event
+from tests.integration.slack.test_slack_app import mention, message_event
 
 
 def claude() -> tuple[FakeMessagesAPI, ClaudeModel]:
@@ -150,3 +150,74 @@ async def test_a_pasted_log_in_the_thread_does_not_crowd_out_its_history(slack_f
         assert pasted.question.endswith("…")
     finally:
         await stop()
+
+
+async def test_a_mention_in_someone_elses_thread_reads_the_discussion(slack_factory) -> None:
+    api, model = claude()
+    harness, stop = await slack_factory(model)
+    try:
+        root = "1700000000.100000"
+        harness.emulator.replies = [
+            {"user": "U3", "text": "Our nightly ingest re-embeds every file", "ts": root},
+            {"user": "U4", "text": "Same here since the upgrade", "ts": "1700000000.100100"},
+            {"user": "U2", "text": f"<@{BOT_USER}> is this expected?", "ts": "1700000000.100200"},
+        ]
+        await harness.event(mention("1700000000.100200", "is this expected?", root), "E1")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+        assert len(harness.emulator.called("conversations.replies")) == 1
+        history = conversation(api.requests[0])
+        assert "U3: Our nightly ingest re-embeds every file" in history
+        assert "U4: Same here since the upgrade" in history
+        turns = await harness.store.recent(f"slack/T1/C1/{root}", 10)
+        assert [t.question for t in turns][-1] == "is this expected?"
+        # From now on it is the bot's thread: a follow-up is answered from the store.
+        await harness.event(message_event("1700000000.100300", "and how do I stop it?", root), "E2")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 2)
+        assert len(harness.emulator.called("conversations.replies")) == 1
+    finally:
+        await stop()
+
+
+async def test_the_discussion_read_is_bounded_and_keeps_the_first_message(slack_factory) -> None:
+    harness, stop = await slack_factory(BOT_SLACK__THREAD_CONTEXT_CHARS="1000")
+    try:
+        root = "1700000000.150000"
+        chatter = [
+            {"user": "U4", "text": f"message {n:02d} " + "x" * 100, "ts": f"1700000001.{n:06d}"}
+            for n in range(30)
+        ]
+        harness.emulator.replies = [
+            {"user": "U3", "text": "Why does ingest re-embed everything?", "ts": root},
+            *chatter,
+        ]
+        await harness.event(mention("1700000002.000000", "any idea?", root), "E1")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 1)
+        [context, _] = await harness.store.recent(f"slack/T1/C1/{root}", 10)
+        lines = context.question.splitlines()
+        assert lines[1] == "U3: Why does ingest re-embed everything?"
+        assert lines[2] == "…"
+        assert lines[-1].startswith("U4: message 29")
+        assert sum(len(line) for line in lines[1:] if line != "…") <= 1000
+    finally:
+        await stop()
+
+
+async def test_a_bare_mention_in_a_thread_asks_the_threads_question(slack) -> None:
+    root = "1700000000.110000"
+    slack.emulator.replies = [
+        {"user": "U3", "text": "How do I re-ingest changed documents?", "ts": root},
+        {"user": "U4", "text": "no idea, let's ask", "ts": "1700000000.110050"},
+    ]
+    await slack.event(mention("1700000000.110100", "", root), "E1")
+    await slack.until(lambda: len(slack.emulator.called("chat.update")) == 1)
+    assert "message was empty" not in posted(slack)[-1]
+    turns = await slack.store.recent(f"slack/T1/C1/{root}", 10)
+    assert turns[-1].question == "How do I re-ingest changed documents?"
+    assert "U4: no idea, let's ask" in turns[0].question
+
+
+async def test_a_bare_mention_outside_a_thread_still_asks_for_a_question(slack) -> None:
+    await slack.event(mention("1700000000.111000", ""), "E1")
+    await slack.until(lambda: len(slack.emulator.called("chat.update")) == 1)
+    assert "message was empty" in posted(slack)[-1]
+    assert not slack.emulator.called("conversations.replies")

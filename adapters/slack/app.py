@@ -61,6 +61,9 @@ log = structlog.get_logger(__name__)
 _SOMEONE = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>|<!subteam\^[A-Z0-9]+(?:\|[^>]*)?>")
 # Messages people write: plain, "also send to channel" replies, messages with a file.
 _ANSWERED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+# A reply looked up by its timestamp: the reply, and the thread's first message, which Slack
+# may put before it in any conversations.replies answer whatever the time range.
+_REPLY_LOOKUP_LIMIT = 2
 ASK_SHORTCUT = "ask_docs"  # the message shortcut's callback id (manifest.yml)
 APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
@@ -701,17 +704,28 @@ class SlackBot:
     async def _message(
         self, client: AsyncWebClient, channel: str, ts: str
     ) -> dict[str, Any] | None:
-        """One message by its timestamp: from the channel's history, or from its thread."""
+        """One message by its timestamp: from the channel's history, which lists only messages
+        posted to the channel itself, or else from its thread (conversations.replies takes a
+        reply's timestamp as well as a thread's), for a reaction on a reply."""
         try:
             found = await client.conversations_history(
                 channel=channel, latest=ts, inclusive=True, limit=1
             )
-            listed: list[dict[str, Any]] = found.get("messages") or []
-            messages = [m for m in listed if m.get("ts") == ts]
+            message = _with_ts(found.get("messages"), ts)
+            if message is None:
+                found = await client.conversations_replies(
+                    channel=channel,
+                    ts=ts,
+                    oldest=ts,
+                    latest=ts,
+                    inclusive=True,
+                    limit=_REPLY_LOOKUP_LIMIT,
+                )
+                message = _with_ts(found.get("messages"), ts)
         except SlackApiError as exc:
             log.warning("slack_message_unreadable", error=slack_error(exc))
             return None
-        return messages[0] if messages else None
+        return message
 
     async def _ask_about(
         self,
@@ -753,6 +767,12 @@ def _for_the_bot(text: str, policy: ResolvedPolicy) -> bool:
         log.debug("not_answered", platform="slack", reason="not a question")
         return False
     return True
+
+
+def _with_ts(messages: object, ts: str) -> dict[str, Any] | None:
+    """The message of `messages` (a Web API answer's list) posted at `ts`, if any."""
+    listed = messages if isinstance(messages, list) else []
+    return next((m for m in listed if isinstance(m, dict) and m.get("ts") == ts), None)
 
 
 def _key(team: str, channel: str, thread_ts: str | None) -> str:

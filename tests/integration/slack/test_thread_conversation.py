@@ -13,6 +13,7 @@ from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
 from tests.fakes.slack_api import BOT_USER
 from tests.integration.slack.conftest import SlackHarness
+from tests.integration.slack.test_channel_policies import reaction_added
 from tests.integration.slack.test_slack_app import mention, message_event
 
 
@@ -221,3 +222,16 @@ async def test_a_bare_mention_outside_a_thread_still_asks_for_a_question(slack) 
     await slack.until(lambda: len(slack.emulator.called("chat.update")) == 1)
     assert "message was empty" in posted(slack)[-1]
     assert not slack.emulator.called("conversations.replies")
+
+
+async def test_the_question_reaction_on_a_thread_reply_is_answered_in_that_thread(slack) -> None:
+    root, reply = "1700000000.700000", "1700000000.700100"
+    first = {"type": "message", "user": "U2", "text": "debugging ingest", "ts": root}
+    slack.emulator.history = [{**first, "thread_ts": root, "reply_count": 1}]  # parents only
+    asked = {"type": "message", "user": "U2", "ts": reply, "thread_ts": root}
+    slack.emulator.replies = [first, {**asked, "text": "How do I re-ingest changed documents?"}]
+    await slack.event(reaction_added(reply), "E1")
+    await slack.until(lambda: len(slack.emulator.called("chat.update")) == 1)
+    assert slack.emulator.called("chat.postMessage")[0]["thread_ts"] == root
+    turns = await slack.store.recent(f"slack/T1/C1/{root}", 10)
+    assert turns[-1].question == "How do I re-ingest changed documents?"

@@ -108,6 +108,7 @@ def channel_policy(settings: Settings, key: str, indexed: Collection[str] | None
         f"min_relevance {p.min_relevance:g}; "
         f"sources {sources}; web_search {'on' if p.web_search else 'off'}; "
         f"private {str(p.private).lower()}; reactions {str(p.reactions).lower()}; "
+        f"followups {p.followups}; "
         f"escalate_to {escalation} (from {came_from})"
     )
     if indexed is not None and (missing := not_indexed(settings, p.sources, indexed)):

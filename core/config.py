@@ -558,6 +558,9 @@ class ChannelPolicy(_Section):
     private: bool | None = None
     reactions: bool | None = None
     escalate_to: list[str] | None = None
+    # In a thread the bot answers in: `questions` answers only messages that read as one more
+    # question for it (not "thanks", 👍 or words to a colleague); `all` answers every message.
+    followups: Literal["questions", "all"] | None = None
 
     @field_validator("min_relevance", mode="before")
     @classmethod
@@ -608,6 +611,7 @@ class ResolvedPolicy:
     private: bool = False  # answers only the asker sees, with a button to share them
     reactions: bool = True  # the platform's reaction trigger asks about a message
     min_relevance: float = 0.0  # unasked questions: the closest passage's cosine at least this
+    followups: Literal["questions", "all"] = "questions"  # which thread messages are answered
 
 
 BUILT_IN_CHANNEL_POLICY = ChannelPolicy(
@@ -619,6 +623,7 @@ BUILT_IN_CHANNEL_POLICY = ChannelPolicy(
     private=False,
     reactions=True,
     escalate_to=[],
+    followups="questions",
 )
 
 
@@ -749,7 +754,20 @@ class SlackSettings(_Section):
     max_blocks: int = Field(50, ge=3, le=50)
     max_sources: int = Field(10, ge=1, le=10)
     plain_chars: int = Field(3_900, ge=100, le=40_000)
+    # A thread read back from Slack (when our store has none of it): its first message and the
+    # latest ones, at most `history_messages` in all, one page of that size per call.
     history_messages: int = Field(50, ge=1, le=1_000)
+    # conversations.replies returns a thread oldest first, so the latest messages of a long one
+    # are pages away; each page is a call, and apps outside the Marketplace get about one a
+    # minute: a rate-limited page ends the reading with what was read.
+    history_pages: int = Field(5, ge=1, le=50)
+    # Each message read back is cut to this: one pasted log would otherwise take the whole
+    # `answers.history_token_budget`, and the engine drops a turn over it with every older one.
+    history_message_chars: int = Field(2_000, ge=100, le=100_000)
+    # Mentioned in a thread it was not part of, the bot reads what people said there as one
+    # turn of this many characters at most: well under `answers.history_token_budget` (4,000
+    # tokens are about 14,000 characters), or the engine would drop that turn whole.
+    thread_context_chars: int = Field(6_000, ge=500, le=100_000)
     dedup_ttl_s: float = Field(86_400, gt=0)
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
     update_interval_s: float = Field(1.0, ge=0)
@@ -891,6 +909,7 @@ class Settings(_Section):
             private=bool(merged["private"]),
             reactions=bool(merged["reactions"]),
             min_relevance=float(merged["min_relevance"] or 0.0),
+            followups=merged["followups"] or "questions",
         )
 
     def web_search_reach(self) -> WebSearchReach:

@@ -33,6 +33,7 @@ from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import DiscordSettings, ResolvedPolicy
 from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.domain.questions import reads_as_follow_up
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
@@ -237,7 +238,13 @@ class DocsBot(discord.Client):
         try:
             if await self.state.is_bot_thread(key):
                 channel_key = await self._channel_key(message)
-                if self.policies(channel_key or key).trigger != "off":
+                policy = self.policies(channel_key or key)
+                # A follow-up needs no mention, but words to a colleague (they mention someone
+                # else) and, with `followups: questions`, thanks or 👍 are not for the bot.
+                mentioned = bool(self.user and self.user in message.mentions)
+                others = [u for u in message.mentions if u != self.user] or message.role_mentions
+                asks = policy.followups == "all" or reads_as_follow_up(message.content)
+                if policy.trigger != "off" and (mentioned or (asks and not others)):
                     await self._answer_in_place(message, key, channel_key)
                 return
             if message.id == message.channel.id:  # a thread's first message: a forum post?

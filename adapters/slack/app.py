@@ -41,16 +41,29 @@ from adapters.slack.render import (
     escape,
     plain_messages,
 )
+from adapters.slack.threads import (
+    answered_turns,
+    asked_in,
+    discussion,
+    read_thread,
+    without_mention,
+)
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import ResolvedPolicy, SlackSettings
-from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question, Turn
+from core.domain.conversation import Answer, AnswerStatus, ChannelKind, Question
+from core.domain.questions import reads_as_follow_up
 from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
 
+# A mention of a person (U…, W… in Enterprise Grid) or a user group, as Slack writes it.
+_SOMEONE = re.compile(r"<@[UW][A-Z0-9]+(?:\|[^>]*)?>|<!subteam\^[A-Z0-9]+(?:\|[^>]*)?>")
 # Messages people write: plain, "also send to channel" replies, messages with a file.
 _ANSWERED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+# A reply looked up by its timestamp: the reply, and the thread's first message, which Slack
+# may put before it in any conversations.replies answer whatever the time range.
+_REPLY_LOOKUP_LIMIT = 2
 ASK_SHORTCUT = "ask_docs"  # the message shortcut's callback id (manifest.yml)
 APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
@@ -180,6 +193,8 @@ class SlackBot:
             return
         if not _has_fields(event, "message", "channel", "ts"):
             return
+        if not str(event.get("text") or "").strip():
+            return  # a file or an image with no words: "the message was empty" would be noise
         team = body.get("team_id", "")
         thread_ts = event.get("thread_ts")
         if event.get("channel_type") == "im":  # a policy's trigger is about channels
@@ -196,6 +211,8 @@ class SlackBot:
             if policy.trigger == "auto":
                 await self._answer_unasked(body, event, client, bot_user, policy)
             return  # a channel message that does not mention the bot
+        if not _for_the_bot(event.get("text", ""), policy):
+            return
         if not await self._state.is_bot_thread(_key(team, event["channel"], thread_ts)):
             return
         if not await self._claim(body, event):
@@ -226,7 +243,7 @@ class SlackBot:
         `answer_only_when_grounded`, only when the answer stands on verified citations;
         otherwise nothing is posted and the abstention is logged. Nothing is shown while the
         answer is written, since it may never be posted."""
-        text = _strip_mention(event.get("text", ""), bot_user)
+        text = without_mention(event.get("text", ""), bot_user)
         if policy.questions_only and not await self._questions(text):
             return
         if not await self._claim(body, event):
@@ -331,7 +348,7 @@ class SlackBot:
         can't be edited."""
         channel, user = event["channel"], event.get("user", "")
         key = _key(team, channel, thread_ts)
-        text = _strip_mention(event.get("text", ""), bot_user)
+        text = await self._question(client, key, event, bot_user, thread_ts)
         try:
             answer = await self._engine.answer(
                 Question("slack", key, user, text, ChannelKind.THREAD)
@@ -446,12 +463,8 @@ class SlackBot:
     ) -> None:
         channel = event["channel"]
         key = _key(team, channel, thread_ts)
-        text = _strip_mention(event.get("text", ""), bot_user)
+        text = await self._question(client, key, event, bot_user, thread_ts)
         if thread_ts is not None:
-            if thread_ts != event.get("ts") and await self._state.is_bot_thread(key):
-                await self._seed_history(
-                    client, key, channel, thread_ts, bot_user, str(event.get("ts"))
-                )
             await self._state.remember_thread(key)
         direct = event.get("channel_type") == "im"
         kind = ChannelKind.DIRECT if direct else ChannelKind.THREAD
@@ -570,7 +583,23 @@ class SlackBot:
         ts = response.get("ts")
         return str(ts) if ts else None
 
-    async def _seed_history(
+    async def _question(
+        self,
+        client: AsyncWebClient,
+        key: str,
+        event: dict[str, Any],
+        bot_user: str | None,
+        thread_ts: str | None,
+    ) -> str:
+        """The question a message asks, once the conversation holds what the bot needs of its
+        thread (`_catch_up`): its text without the bot's mention."""
+        text = without_mention(event.get("text", ""), bot_user)
+        ts = str(event.get("ts"))
+        if thread_ts is None or thread_ts == ts:
+            return text  # a direct message, or a new thread: nothing before it
+        return await self._catch_up(client, key, event["channel"], thread_ts, bot_user, ts, text)
+
+    async def _catch_up(
         self,
         client: AsyncWebClient,
         key: str,
@@ -578,30 +607,43 @@ class SlackBot:
         thread_ts: str,
         bot_user: str | None,
         before_ts: str,
-    ) -> None:
-        """Earlier turns from Slack, only when our store has none (after losing the store, or
-        a thread started before the bot kept turns). Rate limits just mean no history."""
-        if await self._store.recent(key, 1):
-            return
-        try:
-            response = await client.conversations_replies(
-                channel=channel, ts=thread_ts, limit=self._settings.history_messages
-            )
-        except SlackApiError as exc:
-            log.info("slack_history_unavailable", error=slack_error(exc))
-            return
-        question: str | None = None
-        messages: list[dict[str, Any]] = response.get("messages", [])
-        for message in messages:
-            if _timestamp(message.get("ts")) >= _timestamp(before_ts):
-                break  # the message being answered, our placeholder, anything newer
-            text = message.get("text", "")
-            if message.get("user") == bot_user:
-                if question is not None and text:
-                    await self._store.append(key, Turn(question, text))
-                    question = None
-            elif not message.get("bot_id"):
-                question = _strip_mention(text, bot_user)
+        text: str,
+    ) -> str:
+        """Reads the thread from Slack, once, when our store has none of it (or the message is
+        a bare mention): in the bot's own thread its earlier turns (`answered_turns`); in a
+        thread it was not part of, the discussion so far as the conversation's first turn
+        (`discussion`), so the model knows what "is this expected?" is about. A bare mention
+        asks the thread's question (`asked_in`). Returns the question; rate limits just mean
+        less history, or none."""
+        remembered = bool(await self._store.recent(key, 1))
+        if text and remembered:
+            return text
+        s = self._settings
+        thread = await read_thread(
+            client,
+            channel,
+            thread_ts,
+            before_ts=before_ts,
+            max_messages=s.history_messages,
+            max_pages=s.history_pages,
+        )
+        asked = None if text else asked_in(thread, bot_user)
+        if not remembered:
+            if await self._state.is_bot_thread(key):
+                turns = answered_turns(thread, bot_user, s.history_message_chars)
+            else:
+                leave_out = asked.get("ts") if asked else None
+                context = discussion(
+                    thread,
+                    bot_user,
+                    leave_out=leave_out,
+                    message_chars=s.history_message_chars,
+                    max_chars=s.thread_context_chars,
+                )
+                turns = [context] if context else []
+            for turn in turns:
+                await self._store.append(key, turn)
+        return without_mention(str(asked.get("text", "")), bot_user) if asked else text
 
     # -- asking about a message (the shortcut, the reaction) -----------------------------------
 
@@ -662,17 +704,28 @@ class SlackBot:
     async def _message(
         self, client: AsyncWebClient, channel: str, ts: str
     ) -> dict[str, Any] | None:
-        """One message by its timestamp: from the channel's history, or from its thread."""
+        """One message by its timestamp: from the channel's history, which lists only messages
+        posted to the channel itself, or else from its thread (conversations.replies takes a
+        reply's timestamp as well as a thread's), for a reaction on a reply."""
         try:
             found = await client.conversations_history(
                 channel=channel, latest=ts, inclusive=True, limit=1
             )
-            listed: list[dict[str, Any]] = found.get("messages") or []
-            messages = [m for m in listed if m.get("ts") == ts]
+            message = _with_ts(found.get("messages"), ts)
+            if message is None:
+                found = await client.conversations_replies(
+                    channel=channel,
+                    ts=ts,
+                    oldest=ts,
+                    latest=ts,
+                    inclusive=True,
+                    limit=_REPLY_LOOKUP_LIMIT,
+                )
+                message = _with_ts(found.get("messages"), ts)
         except SlackApiError as exc:
             log.warning("slack_message_unreadable", error=slack_error(exc))
             return None
-        return messages[0] if messages else None
+        return message
 
     async def _ask_about(
         self,
@@ -703,22 +756,28 @@ def _has_fields(payload: dict[str, Any], what: str, *names: str) -> bool:
     return not missing
 
 
+def _for_the_bot(text: str, policy: ResolvedPolicy) -> bool:
+    """Whether a message in a thread, which does not mention the bot, is meant for it: not when
+    it mentions a person or a user group (words to a colleague), and, with `followups:
+    questions`, only when it reads as one more question or request (not thanks, "ok", 👍)."""
+    if _SOMEONE.search(text):
+        log.debug("not_answered", platform="slack", reason="for someone else")
+        return False
+    if policy.followups == "questions" and not reads_as_follow_up(text):
+        log.debug("not_answered", platform="slack", reason="not a question")
+        return False
+    return True
+
+
+def _with_ts(messages: object, ts: str) -> dict[str, Any] | None:
+    """The message of `messages` (a Web API answer's list) posted at `ts`, if any."""
+    listed = messages if isinstance(messages, list) else []
+    return next((m for m in listed if isinstance(m, dict) and m.get("ts") == ts), None)
+
+
 def _key(team: str, channel: str, thread_ts: str | None) -> str:
     return f"slack/{team}/{channel}/{thread_ts or 'direct'}"
 
 
-def _strip_mention(text: str, bot_user: str | None) -> str:
-    if bot_user:
-        text = re.sub(rf"<@{re.escape(bot_user)}(?:\|[^>]*)?>", "", text)
-    return text.strip()
-
-
 def _describe(exc: Exception) -> str:
     return slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-
-
-def _timestamp(ts: object) -> float:
-    try:
-        return float(str(ts))
-    except ValueError:
-        return float("inf")  # unknown: treat as newer, so it is never taken as history

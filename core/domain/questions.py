@@ -99,6 +99,23 @@ _TO_YOU = re.compile(
     r"^(?:can|could|would|will|do|did|are|have) (?:you|u|ya)\b(?! (?:know|explain|tell))",
     re.IGNORECASE,
 )
+# Openings of a request to the bot, in a thread it answers in: "explain step 2", "show me how".
+_REQUESTS = frozenset(
+    [
+        "explain",
+        "show",
+        "tell",
+        "give",
+        "list",
+        "describe",
+        "compare",
+        "summarise",
+        "summarize",
+        "elaborate",
+        "clarify",
+        "expand",
+    ]
+)
 MIN_WORDS = 3  # "what?", "why not?", "any updates?" are conversation, not questions
 MIN_OPEN_QUESTION_WORDS = 4  # an interrogative opening without "?": "what does E1042 mean"
 LONG_QUESTION_WORDS = 6  # a "?" sentence this long need not open with an interrogative
@@ -128,3 +145,21 @@ def reads_as_question(text: str) -> bool:
         return opens or bool(_KNOWLEDGE.search(body)) or len(words) >= LONG_QUESTION_WORDS
     asks = words[0] in _ASKING or bool(_KNOWLEDGE.search(body))
     return opens and len(words) >= MIN_OPEN_QUESTION_WORDS and asks
+
+
+def reads_as_follow_up(text: str) -> bool:
+    """A message in a thread the bot answers in, read as one more question or request for it.
+
+    The bar is lower than `reads_as_question`'s: that thread is already a conversation with the
+    bot about the docs, so a short "and --prune?" or "what about PDFs" means the bot, and no
+    classifier is asked (it judges messages on their own, not as replies). Thanks, "ok", 👍
+    and a message addressed to a person are not questions for it."""
+    if _ADDRESSED.match(text):
+        return False
+    plain = plain_text(text)
+    words = re.findall(r"[\w'’]+", _OPENER.sub("", plain).lower())
+    if not words:
+        return False
+    if plain.rstrip(" .!").endswith("?") or words[0] in _WH or words[0] in _REQUESTS:
+        return True
+    return reads_as_question(text)

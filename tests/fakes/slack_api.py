@@ -26,7 +26,11 @@ class SlackEmulator:
         # What apps.connections.open hands out for Socket Mode: by default a port where nothing
         # listens, so the WebSocket connection fails (and the SDK tries again).
         self.socket_url = "ws://127.0.0.1:9/link"
-        self.replies: list[dict[str, Any]] = []  # what conversations.replies returns
+        # A thread, oldest first, as conversations.replies pages it (`_replies`).
+        self.replies: list[dict[str, Any]] = []
+        # Messages per page at most, whatever `limit` asks: 1,000 is Slack's own ceiling; apps
+        # outside the Marketplace get 15 since 2025.
+        self.replies_page_cap = 1_000
         self.history: list[dict[str, Any]] = []  # a channel's messages, newest first
         self.posted_ts: list[str] = []  # the ts of each new message, in order
         self._ts = itertools.count(1)
@@ -95,12 +99,36 @@ class SlackEmulator:
         if method == "apps.connections.open":
             return {"ok": True, "url": self.socket_url}
         if method == "conversations.replies":
-            return {"ok": True, "messages": self.replies, "has_more": False}
+            return self._replies(params)
         if method == "conversations.history":  # `latest` inclusive, newest first, as Slack
             latest = str(params.get("latest") or "9999999999.999999")
             older = [m for m in self.history if m["ts"] <= latest]
             return {"ok": True, "messages": older[: int(params.get("limit") or 100)]}
         return {"ok": True}
+
+    def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """As Slack answers it: the thread's messages between `oldest` and `latest` (the ends
+        themselves only with `inclusive`), oldest first, `limit` a page (Slack's default is
+        1,000), the next page behind `response_metadata.next_cursor`."""
+        inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+        oldest, latest = params.get("oldest"), params.get("latest")
+
+        def in_range(message: dict[str, Any]) -> bool:
+            ts = float(message["ts"])
+            after = oldest is None or ts > float(oldest) or (inclusive and ts == float(oldest))
+            before = latest is None or ts < float(latest) or (inclusive and ts == float(latest))
+            return after and before
+
+        messages = [m for m in self.replies if in_range(m)]
+        limit = min(int(params.get("limit") or 1_000), self.replies_page_cap)
+        start = int(params.get("cursor") or 0)
+        more = start + limit < len(messages)
+        return {
+            "ok": True,
+            "messages": messages[start : start + limit],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
 
 def text_objects(blocks: Any) -> Iterator[dict[str, Any]]:

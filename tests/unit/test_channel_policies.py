@@ -24,6 +24,7 @@ def test_the_default_is_mention_only_everywhere() -> None:
     assert policy.sources == ()
     assert policy.matched == ()
     assert policy.min_relevance == pytest.approx(0.3)
+    assert policy.followups == "questions"
 
 
 def test_a_default_written_without_a_key_keeps_that_keys_built_in_value() -> None:
@@ -201,3 +202,11 @@ def test_a_platforms_entry_refuses_the_other_platforms_targets(prefix: str, targ
     """They would be posted as text, "<@role:333>", and ping nobody."""
     with pytest.raises(ValueError, match=f"{prefix}: escalate_to '{target}' can't be mentioned"):
         _settings(**{prefix: ChannelPolicy(escalate_to=[target])})
+
+
+def test_a_channel_may_answer_every_follow_up_but_only_questions_or_all() -> None:
+    settings = _settings(**{"discord/9": ChannelPolicy(followups="all")})
+    assert settings.policy("discord/9/10").followups == "all"
+    assert settings.policy("slack/T1/C1").followups == "questions"
+    with pytest.raises(ValueError, match="'questions' or 'all'"):
+        ChannelPolicy(followups="some")  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.domain.questions import reads_as_question
+from core.domain.questions import reads_as_follow_up, reads_as_question
 
 DATA = Path(__file__).parents[2] / "data" / "chat_messages.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
@@ -86,3 +86,35 @@ def test_chatter_and_messages_for_people_are_not_questions(text: str) -> None:
 )
 def test_questions_for_the_docs_are(text: str) -> None:
     assert reads_as_question(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "thanks, that worked!",
+        "ok",
+        "ok thanks!",
+        "got it",
+        "👍",
+        ":+1:",
+        "<@U7> can you take a look?",
+        "@bob could you check this on your machine?",
+    ],
+)
+def test_thanks_and_words_for_a_colleague_are_no_follow_up(text: str) -> None:
+    assert not reads_as_follow_up(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "and --prune?",  # too short for a question on its own, not in the bot's thread
+        "and this file?",
+        "what about PDFs",
+        "explain the second step",
+        "thanks! but how do I undo it?",
+        "does bot ingest skip unchanged files",
+    ],
+)
+def test_short_questions_and_requests_in_the_bots_thread_are_follow_ups(text: str) -> None:
+    assert reads_as_follow_up(text)

@@ -1,0 +1,25 @@
+"""Which messages in the bot's Discord thread it answers without a mention: one more question,
+not thanks or words meant for someone else."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.fakes.discord_api import user
+from tests.integration.discord.conftest import DiscordHarness, ask_payload, thread_message
+
+
+async def test_words_for_a_colleague_and_thanks_in_the_thread_get_no_answer(
+    discord_bot: DiscordHarness,
+) -> None:
+    discord_bot.interaction(ask_payload("How do I re-ingest changed documents?"))
+    thread_id = await discord_bot.thread_ready()
+    to_bob = thread_message(thread_id, "<@43> can you check this on your machine?", author_id="44")
+    to_bob["mentions"] = [user("43", "bob")]
+    discord_bot.gateway_message(to_bob)
+    discord_bot.gateway_message(thread_message(thread_id, "thanks, that worked!"))
+    await asyncio.sleep(1)
+    sent = f"/channels/{thread_id}/messages"
+    assert not discord_bot.emulator.called("POST", sent)
+    discord_bot.gateway_message(thread_message(thread_id, "and --prune?"))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.called("POST", sent)))

@@ -19,26 +19,20 @@ import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
-
-import snowballstemmer  # type: ignore[import-untyped]
 
 from core.answer.citations import NumberedSource
 from core.answer.tools import CitedSource
 from core.config import GroundingSettings
-from core.domain.text import MARKER_NUMBER, STOPWORDS, clip
+from core.domain.text import LINE_PREFIX, MARKER_NUMBER, WORD, clip, terms
 
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
 _MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
-# A list bullet, a numbered item or a heading's hashes: kept as written, not part of the claim.
-_LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
 _SENTENCE_END = re.compile(
     rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
 )
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "no", "dr", "mr", "ms"})
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "neither", "nor"})
 _NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
@@ -51,7 +45,6 @@ _NOT_FOUND = re.compile(
     r"can't|don't|do not) (?:find|know|answer))",
     re.IGNORECASE,
 )
-_stemmer = snowballstemmer.stemmer("english")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,22 +76,8 @@ def content_text(answer: str) -> str:
     return re.sub(r"[\W_]+", " ", _MARKERS.sub(" ", answer)).strip()
 
 
-@lru_cache(maxsize=65_536)
-def _stem(word: str) -> str:
-    return str(_stemmer.stemWord(word))
-
-
-def terms(text: str) -> set[str]:
-    """Content words, lower-cased and stemmed: what a claim and its source must share."""
-    return {
-        _stem(w)
-        for w in (m.group(0).lower() for m in _WORD.finditer(text))
-        if w not in STOPWORDS and not w.isdigit()
-    }
-
-
 def _negated(text: str) -> bool:
-    words = {m.group(0).lower() for m in _WORD.finditer(text)}
+    words = {m.group(0).lower() for m in WORD.finditer(text)}
     return bool(words & _NEGATIONS) or bool(_NEGATED_CONTRACTION.search(text))
 
 
@@ -124,7 +103,7 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
         if not whole.strip():
             continue
         # A bullet or item number ("1. ") is not a sentence of its own: it goes with the first.
-        bullet = _LINE_PREFIX.match(whole)
+        bullet = LINE_PREFIX.match(whole)
         prefix, line = (whole[: bullet.end()], whole[bullet.end() :]) if bullet else ("", whole)
         start = 0
         found = []
@@ -149,7 +128,7 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
             int(n) for group in _MARKERS.findall(sentence) for n in re.split(r"\s*,\s*", group)
         )
         code = sentence.lstrip().startswith(("```", "~~~"))
-        body = _MARKERS.sub("", _LINE_PREFIX.sub("", sentence, count=1)).strip()
+        body = _MARKERS.sub("", LINE_PREFIX.sub("", sentence, count=1)).strip()
         framing = body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#") or not body
         claim = code or (not framing and len(terms(body)) >= settings.min_terms)
         if markers and not body and result and result[-1].code:
@@ -208,7 +187,7 @@ def _code_support(block: str, passage: _Passage, settings: GroundingSettings) ->
 def _quote(sentence: str, passage: _Passage, limit: int) -> str:
     """The supporting sentence as it stands in the passage (so the quote check verifies it),
     without its bullet, cut to `limit` at a word boundary."""
-    bare = _LINE_PREFIX.sub("", sentence, count=1).strip()
+    bare = LINE_PREFIX.sub("", sentence, count=1).strip()
     return (
         clip(bare, limit, ellipsis="")
         if bare in passage.text

@@ -1,10 +1,14 @@
-"""Text rules every part shares: shortening for display, and making untrusted text unable to
-notify anyone or to act on a terminal."""
+"""Text rules every part shares: shortening for display, making untrusted text unable to
+notify anyone or to act on a terminal, and the content words that tie a sentence or a quote to
+the passage it comes from."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 ELLIPSIS = "…"
 # The number in a citation marker, [1] or [1, 3]: at most four digits. Model and web-search text
@@ -26,6 +30,13 @@ STOPWORDS = frozenset(
     yourself yourselves s t d ll m re ve y
     """.split()  # noqa: SIM905 (a word list reads better as text)
 )
+# A word as grounding and quote checks read it: letters and digits, with one inner apostrophe.
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+# A list bullet, a numbered item, a heading's hashes or a block quote's `>` at the start of a
+# line: markup around a sentence, not part of it.
+LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
+_STEM_CACHE_SIZE = 65_536  # distinct words stemmed; a long answer and its passages fit many times
+_stemmer = snowballstemmer.stemmer("english")
 _PINGS = re.compile(
     # Slack (<!channel>, <!subteam^...>, <@U1|bob>, <#C1>) and Discord (<@1>, <@!1>, <@&1>,
     # <#1>) control sequences: anything in <...> that starts with @, # or !; and Discord's
@@ -56,6 +67,21 @@ def clip(text: str, limit: int, *, ellipsis: str = ELLIPSIS) -> str:
     if len(flat) <= limit:
         return flat
     return flat[: limit - len(ellipsis)].rsplit(" ", 1)[0] + ellipsis
+
+
+@lru_cache(maxsize=_STEM_CACHE_SIZE)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def terms(text: str) -> set[str]:
+    """Content words, lower-cased and stemmed (stop words and bare numbers out): what a claim
+    and its source, or a quote, must share to be about the same thing."""
+    return {
+        _stem(w)
+        for w in (m.group(0).lower() for m in WORD.finditer(text))
+        if w not in STOPWORDS and not w.isdigit()
+    }
 
 
 def defuse_pings(text: str) -> str:

@@ -61,6 +61,41 @@ def test_quotes_are_verified_loosely_but_honestly() -> None:
     assert not empty[0].verified
 
 
+@pytest.mark.parametrize(
+    "quote",
+    [
+        "e",  # a letter is in almost any passage
+        "that",  # so is a stop word
+        "keywords",  # one content word shows nothing
+        "rune removes learned",  # not on a word boundary: part of "Prune"
+        "learned keyword",  # ... nor here: part of "keywords"
+    ],
+)
+def test_a_quote_that_says_too_little_verifies_nothing(quote: str) -> None:
+    registry = _registry("Prune removes learned keywords that nobody used for ninety days.")
+    _, citations = check_answer("x [1]", [CitedSource(source=1, quote=quote)], registry)
+    assert not citations[0].verified
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [
+        "removes learned keywords",
+        "Restart it.",  # a short sentence quoted whole, as grounding quotes it
+        "Restart it",
+        "Then: done",  # a short line quoted whole
+        "x = 1",  # a line of code
+    ],
+)
+def test_a_quote_with_content_or_a_whole_short_sentence_verifies(quote: str) -> None:
+    registry = _registry(
+        "Prune removes learned keywords. Restart it. Check the log.\n"
+        "- Then: done\n\n```\nx = 1\n```"
+    )
+    _, citations = check_answer("x [1]", [CitedSource(source=1, quote=quote)], registry)
+    assert citations[0].verified
+
+
 def test_cited_but_unmarked_sources_are_kept_after_marked_ones() -> None:
     registry = _registry("one", "two")
     text, citations = check_answer("Only [2].", [CitedSource(source=1, quote="one")], registry)

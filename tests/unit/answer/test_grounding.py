@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.answer.citations import NumberedSource
+from core.answer.citations import NumberedSource, SourceRegistry, check_answer
 from core.answer.grounding import content_text, ground, sentences
 from core.config import GroundingSettings
 from core.domain.documents import Chunk, SearchHit
@@ -38,6 +38,18 @@ def test_a_copied_claim_gets_the_marker_and_quote_of_its_passage() -> None:
         (2, "unchanged documents are skipped without being parsed;")
     ]
     assert (grounded.supported, grounded.unsupported) == (1, 0)
+
+
+def test_the_quotes_grounding_writes_verify_even_for_a_short_sentence() -> None:
+    """Grounding quotes a whole passage sentence, however short: the citation check must
+    accept it as verified (it asks short quotes to be whole sentences)."""
+    passages = "Restart it. Changed documents are replaced in one transaction."
+    sources = numbered(passages)
+    grounded = ground("Restart it.", sources, SETTINGS)
+    registry = SourceRegistry()
+    registry.add([s.hit for s in sources])
+    _, citations = check_answer(grounded.text, grounded.citations, registry, decoded=True)
+    assert [(c.quote, c.verified) for c in citations] == [("Restart it.", True)]
 
 
 def test_a_marker_on_the_wrong_passage_is_moved() -> None:

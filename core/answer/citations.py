@@ -27,7 +27,14 @@ from core.domain.conversation import (
     passage_fingerprint,
 )
 from core.domain.documents import SearchHit
-from core.domain.text import LINE_PREFIX, MARKER_NUMBER, WORD, defuse_pings, terms
+from core.domain.text import (
+    LINE_PREFIX,
+    MARKER_NUMBER,
+    WORD,
+    defuse_pings,
+    sub_outside_code,
+    terms,
+)
 from core.domain.urls import is_linkable
 from core.domain.web import WEB_SOURCE
 
@@ -302,6 +309,7 @@ def check_answer(
     answer: str, cited: Sequence[CitedSource], registry: SourceRegistry, *, decoded: bool = False
 ) -> tuple[str, list[Citation]]:
     """The answer text with markers renumbered 1..n in reading order, and its checked citations.
+    A `[n]` in code (a fenced block or an inline span) is the code's, not a marker.
 
     Entities are decoded first: a model copying escaped text writes `&lt;!channel&gt;`, which
     must reach the ping and link checks as the `<!channel>` a reader would see. Once only: a
@@ -324,7 +332,8 @@ def check_answer(
             kept.append(f"[{order.index(number) + 1}]")
         return match.group(1) + "".join(kept) if kept else ""
 
-    text = _MARKER.sub(renumber, answer)
+    # Only prose has markers: `sys.argv[1]` in code is an index, kept as written.
+    text = sub_outside_code(_MARKER, renumber, answer)
     for number in quotes:  # cited with a quote but never marked: still a source of the answer
         if registry.get(number) is not None and number not in order:
             order.append(number)

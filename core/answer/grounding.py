@@ -23,11 +23,19 @@ from dataclasses import dataclass, field, replace
 from core.answer.citations import NumberedSource
 from core.answer.tools import CitedSource
 from core.config import GroundingSettings
-from core.domain.text import LINE_PREFIX, MARKER_NUMBER, WORD, clip, terms
+from core.domain.text import (
+    FENCED,
+    LINE_PREFIX,
+    MARKER_NUMBER,
+    WORD,
+    clip,
+    findall_outside_code,
+    sub_outside_code,
+    terms,
+)
 
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
 _MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
-_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
 _SENTENCE_END = re.compile(
     rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
@@ -72,8 +80,9 @@ class Grounded:
 
 
 def content_text(answer: str) -> str:
-    """What an answer says beyond its citation markers and punctuation: empty for `[1] [2]`."""
-    return re.sub(r"[\W_]+", " ", _MARKERS.sub(" ", answer)).strip()
+    """What an answer says beyond its citation markers and punctuation: empty for `[1] [2]`
+    (a `[1]` in code is code, not a marker)."""
+    return re.sub(r"[\W_]+", " ", sub_outside_code(_MARKERS, " ", answer)).strip()
 
 
 def _negated(text: str) -> bool:
@@ -90,7 +99,7 @@ def sentences(text: str) -> list[tuple[str, bool]]:
     one piece; a list item's bullet stays with its sentence."""
     pieces: list[tuple[str, bool]] = []
     position = 0
-    for fence in _FENCE.finditer(text):
+    for fence in FENCED.finditer(text):
         pieces += _prose_sentences(text[position : fence.start()])
         pieces.append((fence.group(0).rstrip("\n"), True))
         position = fence.end()
@@ -124,11 +133,14 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
 def units(answer: str, settings: GroundingSettings) -> list[Unit]:
     result: list[Unit] = []
     for sentence, line_end in sentences(answer):
+        # Markers are read from prose only: a fenced block or inline code keeps its `[0]`.
         markers = tuple(
-            int(n) for group in _MARKERS.findall(sentence) for n in re.split(r"\s*,\s*", group)
+            int(n)
+            for group in findall_outside_code(_MARKERS, sentence)
+            for n in re.split(r"\s*,\s*", group)
         )
         code = sentence.lstrip().startswith(("```", "~~~"))
-        body = _MARKERS.sub("", LINE_PREFIX.sub("", sentence, count=1)).strip()
+        body = sub_outside_code(_MARKERS, "", LINE_PREFIX.sub("", sentence, count=1)).strip()
         framing = body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#") or not body
         claim = code or (not framing and len(terms(body)) >= settings.min_terms)
         if markers and not body and result and result[-1].code:
@@ -159,7 +171,7 @@ def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tupl
     wanted = terms(claim)
     if not wanted:
         return 0.0, ""
-    numbers = _numbers(_MARKERS.sub("", claim))
+    numbers = _numbers(sub_outside_code(_MARKERS, "", claim))
     negated = _negated(claim)
     best, quote = 0.0, ""
     for sentence, have in passage.sentences:
@@ -213,7 +225,7 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
     seen: set[str] = set()
     for unit in units(html.unescape(answer), settings):
         if not unit.claim:
-            kept.append((unit, _MARKERS.sub("", unit.text)))
+            kept.append((unit, _unmarked(unit)))
             continue
         said = terms(unit.body) | _numbers(unit.body)  # claims differing in a number differ
         key = " ".join(unit.body.split()) if unit.code else " ".join(sorted(said))
@@ -228,11 +240,17 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
             continue
         result.supported += 1
         quotes.setdefault(number, quote)
-        kept.append((unit, _marked(_MARKERS.sub("", unit.text), number, code=unit.code)))
+        kept.append((unit, _marked(_unmarked(unit), number, code=unit.code)))
     if result.supported:
         result.text = _joined(kept)
         result.citations = [CitedSource(source=n, quote=q) for n, q in quotes.items()]
     return result
+
+
+def _unmarked(unit: Unit) -> str:
+    """The unit's text without the model's markers (`ground` writes its own): a code block
+    verbatim, and the code spans of a sentence too."""
+    return unit.text if unit.code else sub_outside_code(_MARKERS, "", unit.text)
 
 
 def _best_source(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 
 import snowballstemmer  # type: ignore[import-untyped]
@@ -35,6 +36,12 @@ WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 # A list bullet, a numbered item, a heading's hashes or a block quote's `>` at the start of a
 # line: markup around a sentence, not part of it.
 LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
+# A fenced code block: from its opening fence line to the same fence closing it, or to the end
+# (a block still being written, or one the writer never closed, is code all the same).
+FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+_BACKTICKS = re.compile(r"`+")
+# An inline code span ends within its paragraph: a blank line ends the paragraph.
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _STEM_CACHE_SIZE = 65_536  # distinct words stemmed; a long answer and its passages fit many times
 _stemmer = snowballstemmer.stemmer("english")
 _PINGS = re.compile(
@@ -82,6 +89,65 @@ def terms(text: str) -> set[str]:
         for w in (m.group(0).lower() for m in WORD.finditer(text))
         if w not in STOPWORDS and not w.isdigit()
     }
+
+
+def split_code(text: str) -> list[tuple[str, bool]]:
+    """`text` cut into pieces, in order, each with whether it is code: a fenced block, or an
+    inline span between two equal runs of backticks in one paragraph (as Markdown reads them).
+    Code is shown as written, so a rule that rewrites prose (citation markers) must not touch
+    it: `sys.argv[1]` is an index, not a citation."""
+    pieces: list[tuple[str, bool]] = []
+    position = 0
+    for fence in FENCED.finditer(text):
+        pieces += _inline_code(text[position : fence.start()])
+        pieces.append((fence.group(0), True))
+        position = fence.end()
+    return [piece for piece in pieces + _inline_code(text[position:]) if piece[0]]
+
+
+def _inline_code(text: str) -> list[tuple[str, bool]]:
+    """`text` (no fenced block in it) cut at its inline code spans. One pass over the backtick
+    runs of each paragraph: a run opens a span closed by the next run of the same length, and
+    a run with none is literal text (linear, whatever a hostile text holds)."""
+    pieces: list[tuple[str, bool]] = []
+    position = 0
+    starts = [0, *(m.end() for m in _PARAGRAPH_BREAK.finditer(text))]
+    ends = [*(m.start() for m in _PARAGRAPH_BREAK.finditer(text)), len(text)]
+    for start, end in zip(starts, ends, strict=True):
+        runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text, start, end)]
+        closing: list[int | None] = [None] * len(runs)
+        latest: dict[int, int] = {}  # a run length to the next run of that length
+        for i in range(len(runs) - 1, -1, -1):
+            length = runs[i][1] - runs[i][0]
+            closing[i] = latest.get(length)
+            latest[length] = i
+        i = 0
+        while i < len(runs):
+            j = closing[i]
+            if j is None:
+                i += 1
+                continue
+            pieces += [(text[position : runs[i][0]], False), (text[runs[i][0] : runs[j][1]], True)]
+            position = runs[j][1]
+            i = j + 1
+    return [*pieces, (text[position:], False)]
+
+
+def sub_outside_code(
+    pattern: re.Pattern[str], replacement: str | Callable[[re.Match[str]], str], text: str
+) -> str:
+    """`pattern.sub(replacement, text)` on the prose of `text` only, in reading order; its code
+    (`split_code`) is kept as written."""
+    return "".join(
+        piece if code else pattern.sub(replacement, piece) for piece, code in split_code(text)
+    )
+
+
+def findall_outside_code(pattern: re.Pattern[str], text: str) -> list[str]:
+    """`pattern.findall(text)` on the prose of `text` only (`split_code`)."""
+    return [
+        found for piece, code in split_code(text) if not code for found in pattern.findall(piece)
+    ]
 
 
 def defuse_pings(text: str) -> str:

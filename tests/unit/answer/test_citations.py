@@ -96,6 +96,26 @@ def test_a_quote_with_content_or_a_whole_short_sentence_verifies(quote: str) -> 
     assert citations[0].verified
 
 
+def test_brackets_in_code_are_code_not_markers() -> None:
+    """`sys.argv[1]` in a code block or span is an index: renumbering it made `sys.argv[0]`
+    `sys.argv`, `sys.argv[1]` a citation of another source, and `[8080, 8443]` nothing."""
+    registry = _registry("alpha text", "beta text")
+    answer = (
+        "Read it like this [2], with `argv[1]`:\n\n```python\nimport sys\n"
+        "name = sys.argv[0]\nfirst = sys.argv[1]\nports = [8080, 8443]\n```\nDone [1]."
+    )
+    text, citations = check_answer(answer, [], registry)
+    assert text == answer.replace("[2],", "[1],").replace("Done [1]", "Done [2]")
+    assert [c.title for c in citations] == ["Doc 2", "Doc 1"]
+
+
+def test_a_code_block_still_being_written_keeps_its_brackets() -> None:
+    registry = _registry("alpha text", "beta text")
+    text, citations = check_answer("See [2]:\n```\nx = items[1]\n", [], registry)
+    assert text == "See [1]:\n```\nx = items[1]"
+    assert [c.title for c in citations] == ["Doc 2"]
+
+
 def test_cited_but_unmarked_sources_are_kept_after_marked_ones() -> None:
     registry = _registry("one", "two")
     text, citations = check_answer("Only [2].", [CitedSource(source=1, quote="one")], registry)

@@ -112,6 +112,28 @@ def test_invented_code_is_left_out_and_copied_code_kept() -> None:
     assert kept.text.endswith("```\n[1]")
 
 
+def test_code_keeps_its_brackets_and_the_marker_line_cites_it() -> None:
+    """Indexes in code (`sys.argv[1]`, `[8080, 8443]`) are code, not markers to strip."""
+    source = (
+        "To read the first argument:\n\n```python\nimport sys\nfirst = sys.argv[1]\n"
+        "name = sys.argv[0]\nports = [8080, 8443]\n```"
+    )
+    block = (
+        "```python\nimport sys\nfirst = sys.argv[1]\nname = sys.argv[0]\nports = [8080, 8443]\n```"
+    )
+    grounded = ground(f"Read it like this:\n\n{block}\n[1]", numbered(source), SETTINGS)
+    assert grounded.text == f"Read it like this:\n{block}\n[1]"
+    assert grounded.supported == 1
+
+
+def test_inline_code_keeps_its_brackets() -> None:
+    source = "The first argument is sys.argv[1] in every script."
+    grounded = ground(
+        "The first argument is `sys.argv[1]` in every script [1].", numbered(source), SETTINGS
+    )
+    assert grounded.text == "The first argument is `sys.argv[1]` in every script [1]."
+
+
 def test_a_claim_said_twice_is_said_once() -> None:
     answer = "Slack allows 50 blocks per message. Slack allows 50 blocks per message."
     assert ground(answer, numbered(LIMITS), SETTINGS).text.count("Slack") == 1
@@ -131,7 +153,8 @@ def test_saying_the_sources_do_not_answer_is_recognised() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "empty"), [("[1] [2]", True), (" [3],[4]. ", True), ("", True), ("Yes [1]", False)]
+    ("text", "empty"),
+    [("[1] [2]", True), (" [3],[4]. ", True), ("", True), ("Yes [1]", False), ("`[1]`", False)],
 )
 def test_content_beyond_markers(text: str, empty: bool) -> None:
     assert (content_text(text) == "") is empty

@@ -40,7 +40,11 @@ _MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
 _SENTENCE_END = re.compile(
     rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
 )
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "no", "dr", "mr", "ms"})
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "dr", "mr", "ms"})
+# "No." abbreviates "number" only before one ("No. 5"); else it is the answer "No." and ends
+# its sentence.
+_NUMBER_ABBREVIATION = "no"
+_FOLLOWED_BY_NUMBER = re.compile(r"\s*\d")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "neither", "nor"})
 _NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
@@ -118,7 +122,7 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
         found = []
         for end in _SENTENCE_END.finditer(line):
             before = line[start : end.start()].rsplit(None, 1)
-            if before and before[-1].lower().rstrip(".") in _ABBREVIATIONS and end.group(0) == ".":
+            if before and end.group(0) == "." and _abbreviation(before[-1], line[end.end() :]):
                 continue
             found.append(line[start : end.end()])
             start = end.end()
@@ -128,6 +132,14 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
             kept[0] = prefix + kept[0]
         pieces += [(s, i == len(kept) - 1) for i, s in enumerate(kept)]
     return pieces
+
+
+def _abbreviation(word: str, rest: str) -> bool:
+    """Whether the `.` after `word` abbreviates it rather than ending the sentence."""
+    word = word.lower().rstrip(".")
+    if word == _NUMBER_ABBREVIATION:
+        return bool(_FOLLOWED_BY_NUMBER.match(rest))
+    return word in _ABBREVIATIONS
 
 
 def units(answer: str, settings: GroundingSettings) -> list[Unit]:
@@ -142,7 +154,9 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
         code = sentence.lstrip().startswith(("```", "~~~"))
         body = sub_outside_code(_MARKERS, "", LINE_PREFIX.sub("", sentence, count=1)).strip()
         framing = body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#") or not body
-        claim = code or (not framing and len(terms(body)) >= settings.min_terms)
+        # A bare "No." or "Not really." answers the question as much as any claim does: it is
+        # checked (and, saying nothing a passage can show, left out), not kept as framing.
+        claim = code or (not framing and (len(terms(body)) >= settings.min_terms or _negated(body)))
         if markers and not body and result and result[-1].code:
             # The marker line under a code block (how `ground` marks one) cites that block.
             result[-1] = replace(result[-1], markers=result[-1].markers + markers)

@@ -90,6 +90,20 @@ def test_changed_numbers_and_flipped_polarity_are_not_support(claim: str) -> Non
     assert ground(claim, numbered(LIMITS), SETTINGS).supported == 0
 
 
+@pytest.mark.parametrize("answer_word", ["No.", "No!", "Not really.", "Nope, no."])
+def test_a_bare_no_is_an_unsupported_claim_not_framing(answer_word: str) -> None:
+    """A yes/no no passage says is left out like "Yes." is: "No." is not read as the
+    abbreviation of "number", nor kept as framing for having no content words."""
+    source = "The bot does not post in channels it was not invited to."
+    grounded = ground(f"{answer_word} {source[:-1]} [1].", numbered(source), SETTINGS)
+    assert grounded.text == f"{source[:-1]} [1]."
+
+
+def test_no_before_a_number_is_an_abbreviation() -> None:
+    text = "See No. 5 for details. Next."
+    assert [s for s, _ in sentences(text)] == ["See No. 5 for details.", "Next."]
+
+
 def test_lists_keep_their_lead_in_and_bullets() -> None:
     answer = (
         "To re-ingest, you can follow these steps:\n\n1. Skip unchanged documents.\n"

@@ -6,11 +6,11 @@ tool path's contract anyway: every claim shown carries a citation whose quote is
 sentence that supports it, and a claim that no passage supports is not shown as an answer.
 
 Support is lexical: most of the claim's content words (stemmed, stop words out) are in one
-sentence of one passage, with the same numbers and the same polarity (a "not" on one side
-only is no support). That is not entailment; it is a check a reader can audit, because the
-supporting sentence is shown as the citation's quote, and it catches what weak models do
-most (unsupported yes/no answers, invented steps, code and figures, a marker on the wrong
-source).
+sentence of one passage, with the same numbers and the same polarity (a "not", "nobody" or
+"unused" on one side only, or "with" against "without", is no support). That is not
+entailment; it is a check a reader can audit, because the supporting sentence is shown as the
+citation's quote, and it catches what weak models do most (unsupported yes/no answers,
+invented steps, code and figures, a marker on the wrong source).
 """
 
 from __future__ import annotations
@@ -46,7 +46,18 @@ _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "dr", "m
 _NUMBER_ABBREVIATION = "no"
 _FOLLOWED_BY_NUMBER = re.compile(r"\s*\d")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "neither", "nor"})
+# Words that turn what a sentence says into its opposite ("no one" is read by its "no").
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "cannot", "none", "neither", "nor", "nobody", "noone", "nothing"}
+    | {"nowhere"}
+)
+# Opposites that are not negations of the whole sentence: "skipped without being parsed"
+# supports "documents are skipped", but "deploys happen with approval" is the opposite of
+# "deploys happen without approval". A claim that has one where its sentence has only the
+# other differs in polarity.
+_OPPOSITES = (("with", "without"), ("without", "with"))
+# "unused" says "not used": read as a negation against a side that has the bare word.
+_NEGATING_PREFIX = "un"
 _NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
 # How a model says the sources don't answer; said alone, the answer is not_found.
 _NOT_FOUND = re.compile(
@@ -89,9 +100,40 @@ def content_text(answer: str) -> str:
     return re.sub(r"[\W_]+", " ", sub_outside_code(_MARKERS, " ", answer)).strip()
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(m.group(0).lower() for m in WORD.finditer(text))
+
+
 def _negated(text: str) -> bool:
-    words = {m.group(0).lower() for m in WORD.finditer(text)}
-    return bool(words & _NEGATIONS) or bool(_NEGATED_CONTRACTION.search(text))
+    return bool(_words(text) & _NEGATIONS) or bool(_NEGATED_CONTRACTION.search(text))
+
+
+def _prefix_negated(words: frozenset[str], other: frozenset[str]) -> bool:
+    """Whether `words` negate with a prefix a word the `other` side says bare: "unused" where
+    it says "used" ("nobody used", "were used"). Only against the other side: "until" or
+    "unit" is no negation of anything."""
+    said = terms(" ".join(other))
+    return any(
+        word.startswith(_NEGATING_PREFIX)
+        and word not in other
+        and terms(word.removeprefix(_NEGATING_PREFIX)) & said
+        for word in words
+    )
+
+
+def _same_polarity(claim: str, sentence: str) -> bool:
+    """Whether `claim` and `sentence` say it the same way round: both negated or neither (a
+    negation word, a `n't`, or an "un-" word where the other says the word bare), and no
+    "with" on one side where the other has only "without"."""
+    claim_words, sentence_words = _words(claim), _words(sentence)
+    claim_negated = _negated(claim) or _prefix_negated(claim_words, sentence_words)
+    sentence_negated = _negated(sentence) or _prefix_negated(sentence_words, claim_words)
+    if claim_negated != sentence_negated:
+        return False
+    return not any(
+        said in claim_words and opposite in sentence_words and said not in sentence_words
+        for said, opposite in _OPPOSITES
+    )
 
 
 def _numbers(text: str) -> set[str]:
@@ -186,13 +228,12 @@ def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tupl
     if not wanted:
         return 0.0, ""
     numbers = _numbers(sub_outside_code(_MARKERS, "", claim))
-    negated = _negated(claim)
     best, quote = 0.0, ""
     for sentence, have in passage.sentences:
         overlap = len(wanted & have) / len(wanted)
         if overlap <= best or overlap < settings.min_overlap:
             continue
-        if not numbers <= _numbers(sentence) or _negated(sentence) != negated:
+        if not numbers <= _numbers(sentence) or not _same_polarity(claim, sentence):
             continue
         best, quote = overlap, sentence
     return best, quote

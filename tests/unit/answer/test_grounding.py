@@ -90,6 +90,65 @@ def test_changed_numbers_and_flipped_polarity_are_not_support(claim: str) -> Non
     assert ground(claim, numbered(LIMITS), SETTINGS).supported == 0
 
 
+@pytest.mark.parametrize(
+    ("source", "claim"),
+    [
+        (
+            "Production deploys happen without approval from the on-call engineer.",
+            "Production deploys happen with approval from the on-call engineer.",
+        ),
+        (
+            "Production deploys happen with approval from the on-call engineer.",
+            "Production deploys happen without approval from the on-call engineer.",
+        ),
+        (
+            "Nobody may deploy to production on Fridays.",
+            "Anybody may deploy to production on Fridays.",
+        ),
+        (
+            "No one may deploy to production on Fridays.",
+            "Everyone may deploy to production on Fridays.",
+        ),
+        (
+            "Noone may deploy to production on Fridays.",
+            "Everyone may deploy to production on Fridays.",
+        ),
+        (
+            "Nothing is deleted when you run prune in dry-run mode.",
+            "Everything is deleted when you run prune in dry-run mode.",
+        ),
+        (
+            "Learned keywords are stored nowhere else.",
+            "Learned keywords are stored somewhere else.",
+        ),
+        (
+            "Prune removes learned keywords that were used.",
+            "Prune removes unused learned keywords.",
+        ),
+    ],
+)
+def test_opposite_polarity_words_are_not_support(source: str, claim: str) -> None:
+    assert ground(claim, numbered(source), SETTINGS).supported == 0
+
+
+@pytest.mark.parametrize(
+    ("source", "claim"),
+    [
+        (
+            "Prune removes learned keywords that nobody used for ninety days.",
+            "Prune removes unused learned keywords.",
+        ),
+        ("Nothing is deleted in dry-run mode.", "Nothing is deleted in dry-run mode."),
+        (
+            "Unchanged documents are skipped without being parsed.",
+            "Unchanged documents are skipped.",
+        ),
+    ],
+)
+def test_the_same_polarity_said_another_way_is_support(source: str, claim: str) -> None:
+    assert ground(claim, numbered(source), SETTINGS).supported == 1
+
+
 @pytest.mark.parametrize("answer_word", ["No.", "No!", "Not really.", "Nope, no."])
 def test_a_bare_no_is_an_unsupported_claim_not_framing(answer_word: str) -> None:
     """A yes/no no passage says is left out like "Yes." is: "No." is not read as the

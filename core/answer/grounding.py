@@ -56,6 +56,13 @@ _NEGATIONS = frozenset(
 # "deploys happen without approval". A claim that has one where its sentence has only the
 # other differs in polarity.
 _OPPOSITES = (("with", "without"), ("without", "with"))
+# A "yes" answers the question: never mere framing, whatever else the sentence holds.
+_AFFIRMATIVE = "yes"
+# Words that say how an answer is laid out, not what it claims (stemmed, as `terms` gives
+# them): a lead-in made of them and a few content words is still a label.
+_STRUCTURAL_TERMS = frozenset(
+    {"follow", "step", "exampl", "option", "way", "summari", "note", "list"}
+)
 # "unused" says "not used": read as a negation against a side that has the bare word.
 _NEGATING_PREFIX = "un"
 _NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
@@ -184,6 +191,23 @@ def _abbreviation(word: str, rest: str) -> bool:
     return word in _ABBREVIATIONS
 
 
+def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:
+    """Whether a sentence of prose says something to check, rather than frame the answer.
+
+    A bare "No." or "Not really." answers the question as much as any claim does: checked (and,
+    saying nothing a passage can show, left out), not kept as framing. A heading or a lead-in
+    ending in a colon is framing while it is a label ("Steps:", "## Setup", "To re-ingest,
+    follow these steps:"); with more content words than `max_framing_terms` (words such as
+    "step" or "follow" aside), or a yes or no, it states something and is checked like a claim:
+    "## Prune also wipes the production database" is not a label."""
+    said = terms(body)
+    if _negated(body) or _AFFIRMATIVE in _words(body):
+        return True
+    if body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#"):
+        return len(said - _STRUCTURAL_TERMS) > settings.max_framing_terms
+    return len(said) >= settings.min_terms
+
+
 def units(answer: str, settings: GroundingSettings) -> list[Unit]:
     result: list[Unit] = []
     for sentence, line_end in sentences(answer):
@@ -195,10 +219,7 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
         )
         code = sentence.lstrip().startswith(("```", "~~~"))
         body = sub_outside_code(_MARKERS, "", LINE_PREFIX.sub("", sentence, count=1)).strip()
-        framing = body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#") or not body
-        # A bare "No." or "Not really." answers the question as much as any claim does: it is
-        # checked (and, saying nothing a passage can show, left out), not kept as framing.
-        claim = code or (not framing and (len(terms(body)) >= settings.min_terms or _negated(body)))
+        claim = code or (bool(body) and _is_claim(sentence, body, settings))
         if markers and not body and result and result[-1].code:
             # The marker line under a code block (how `ground` marks one) cites that block.
             result[-1] = replace(result[-1], markers=result[-1].markers + markers)
@@ -323,11 +344,12 @@ def _best_source(
 
 
 def _marked(body: str, number: int, *, code: bool) -> str:
-    """The claim with its one marker: after a code block, else before its final punctuation."""
+    """The claim with its one marker: after a code block, else before its final punctuation
+    (a checked lead-in's colon too)."""
     stripped = body.rstrip()
     if code:
         return f"{stripped}\n[{number}]"
-    end = len(stripped.rstrip(".!?;"))
+    end = len(stripped.rstrip(".!?;:"))
     return f"{stripped[:end]} [{number}]{stripped[end:]}"
 
 

@@ -175,6 +175,42 @@ def test_lists_keep_their_lead_in_and_bullets() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "framing",
+    [
+        "## Re-ingesting also wipes the whole production database",
+        "Yes, it also deletes all your own documents, back them up first:",
+        "**No, passages are never replaced:**",
+        "Yes:",
+    ],
+)
+def test_a_heading_or_lead_in_that_states_something_is_checked(framing: str) -> None:
+    """Kept unchecked as framing, an unsupported heading or lead-in was shown in full with a
+    supported claim under it."""
+    answer = f"{framing}\n- Skip unchanged documents."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == "- Skip unchanged documents [1]."
+    assert grounded.unsupported == 1
+
+
+@pytest.mark.parametrize(
+    "framing", ["Steps:", "## Setup", "### Re-ingesting the documentation", "Here is an example:"]
+)
+def test_a_short_heading_or_lead_in_is_framing(framing: str) -> None:
+    answer = f"{framing}\n- Skip unchanged documents."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == f"{framing}\n- Skip unchanged documents [1]."
+    assert grounded.unsupported == 0
+
+
+def test_a_supported_heading_is_kept_with_its_marker() -> None:
+    answer = "## Changed documents have their passages replaced in one transaction\nThat is all."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == (
+        "## Changed documents have their passages replaced in one transaction [1]"
+    )
+
+
 def test_invented_code_is_left_out_and_copied_code_kept() -> None:
     source = "Install it:\n\n```\npip install docbot\nbot ingest docs/\n```"
     invented = "Use this:\n```python\nimport magic\nmagic.solve()\n```"

@@ -16,6 +16,12 @@ ELLIPSIS = "…"
 # is hostile, and Python refuses int() of a number over 4,300 digits; no answer cites ten
 # thousand sources, so a longer number in brackets is text, not a marker.
 MARKER_NUMBER = r"\d{1,4}"
+# A document's own bracketed number ("see policy [2]"), read as an answer's markers are: one
+# number or a list of them. Quoted into an answer, it is shown in full-width brackets, which no
+# renderer's marker pattern (`[n]` in ASCII brackets) reads and every reader still reads as a
+# bracketed number. Not a zero-width character: the renderers' link check strips those.
+_BRACKETED_NUMBER = re.compile(rf"\[({MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*)\]")
+_NOT_A_MARKER = "［{}］"
 # English words too common to tell passages apart (search) or to show a claim came from one
 # (grounding).
 STOPWORDS = frozenset(
@@ -148,6 +154,12 @@ def findall_outside_code(pattern: re.Pattern[str], text: str) -> list[str]:
     return [
         found for piece, code in split_code(text) if not code for found in pattern.findall(piece)
     ]
+
+
+def unmarked(text: str) -> str:
+    """Document text quoted into an answer with its own `[2]` as `［2］`: left as written, the
+    renderers would link it to the answer's second source, which is another document."""
+    return _BRACKETED_NUMBER.sub(lambda m: _NOT_A_MARKER.format(m.group(1)), text)
 
 
 def defuse_pings(text: str) -> str:

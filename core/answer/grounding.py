@@ -58,10 +58,13 @@ _NEGATIONS = frozenset(
 _OPPOSITES = (("with", "without"), ("without", "with"))
 # A "yes" answers the question: never mere framing, whatever else the sentence holds.
 _AFFIRMATIVE = "yes"
-# Words that say how an answer is laid out, not what it claims (stemmed, as `terms` gives
-# them): a lead-in made of them and a few content words is still a label.
+# Words that say how an answer is laid out or where it comes from, not what it claims
+# (stemmed, as `terms` gives them): a lead-in made of them and a few content words is still a
+# label ("To re-ingest, follow these steps:", "Also in the top search results, quoted as
+# written:", the core's own lead-in to the passages it quotes after an answer).
 _STRUCTURAL_TERMS = frozenset(
     {"follow", "step", "exampl", "option", "way", "summari", "note", "list"}
+    | {"quot", "written", "passag", "sourc", "search", "result"}
 )
 # "unused" says "not used": read as a negation against a side that has the bare word.
 _NEGATING_PREFIX = "un"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core.answer.citations import NumberedSource, SourceRegistry, check_answer
-from core.answer.grounding import content_text, ground, sentences
+from core.answer.grounding import content_text, ground, sentences, units
+from core.answer.search_then_answer import ALSO_QUOTED, CLOSEST_QUOTED
 from core.config import GroundingSettings
 from core.domain.documents import Chunk, SearchHit
 
@@ -201,6 +202,13 @@ def test_a_short_heading_or_lead_in_is_framing(framing: str) -> None:
     grounded = ground(answer, numbered(INGEST), SETTINGS)
     assert grounded.text == f"{framing}\n- Skip unchanged documents [1]."
     assert grounded.unsupported == 0
+
+
+@pytest.mark.parametrize("lead_in", [ALSO_QUOTED, CLOSEST_QUOTED])
+def test_the_cores_own_lead_in_to_quoted_passages_is_framing(lead_in: str) -> None:
+    """The evaluation counts claims shown without a marker with `units`: the lead-in the core
+    writes before the passages it quotes is a label, not an uncited claim."""
+    assert [u.claim for u in units(lead_in, SETTINGS)] == [False]
 
 
 def test_a_supported_heading_is_kept_with_its_marker() -> None:

@@ -2,7 +2,8 @@
 
 Every passage retrieved while answering gets a number the model cites as [n]. Before the answer
 leaves the core: a marker that points at no retrieved passage is removed; a quote that is not in
-its passage (after folding whitespace and case) marks that citation unverified; a URL that no
+its passage (after folding whitespace and case, on word boundaries), or that says too little to
+show anything (`quote_verified`), marks that citation unverified; a URL that no
 retrieved passage has is unlinked; and platform-wide pings (`@everyone`, `<!channel>`, ...) are
 defused, since model output and documents are untrusted text.
 """
@@ -26,7 +27,14 @@ from core.domain.conversation import (
     passage_fingerprint,
 )
 from core.domain.documents import SearchHit
-from core.domain.text import MARKER_NUMBER, defuse_pings
+from core.domain.text import (
+    LINE_PREFIX,
+    MARKER_NUMBER,
+    WORD,
+    defuse_pings,
+    sub_outside_code,
+    terms,
+)
 from core.domain.urls import is_linkable
 from core.domain.web import WEB_SOURCE
 
@@ -91,6 +99,16 @@ _TRAILING_PUNCTUATION = ".,;:!?"
 # What stands where a URL was removed: no brackets, so it can sit inside a kept link's label.
 LINK_REMOVED = "(link removed)"
 _QUOTE_PUNCTUATION = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "…": "..."})
+# The fewest content words (stemmed, stop words out; numbers count) a quote holds to verify its
+# citation unless it is a whole sentence or line of its passage: a letter (`e`) or one common
+# word is in almost any passage and shows nothing. Two, not more: a short phrase such as
+# "per minute & more" is still something a reader can find and check.
+MIN_QUOTE_WORDS = 2
+# A word shorter than this (`e`, `x`, `1`) is not content, whatever the stop word list says.
+_MIN_WORD_CHARS = 2
+# Where a passage's sentences and lines end, for telling a whole one quoted from a fragment.
+_SENTENCE_BREAK = re.compile(r"\n|(?<=[.!?;])\s+")
+_SENTENCE_PUNCTUATION = ".!?;:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +181,39 @@ def normalise(text: str) -> str:
     """For comparing a quote with its source: entities, typographic quotes, spacing and case
     folded (the model sees sources HTML-escaped and may copy them so)."""
     return " ".join(html.unescape(text).translate(_QUOTE_PUNCTUATION).split()).casefold()
+
+
+def quote_words(quote: str) -> set[str]:
+    """The content a quote carries: its stemmed content words and its numbers, each of at least
+    `_MIN_WORD_CHARS` characters."""
+    numbers = {w for w in WORD.findall(quote) if w.isdigit()}
+    return {w for w in terms(quote) | numbers if len(w) >= _MIN_WORD_CHARS}
+
+
+def quote_verified(quote: str, passage: str, *, min_words: int = MIN_QUOTE_WORDS) -> bool:
+    """Whether `quote` shows its citation comes from `passage`: it is in the passage (folded as
+    `normalise` does) starting and ending on word boundaries, and it says something, at least
+    `min_words` content words, or all of a sentence or line of the passage (a short one
+    quoted in full, as grounding quotes: "Restart it.")."""
+    wanted = normalise(quote)
+    if not wanted:
+        return False
+    start = r"(?<!\w)" if wanted[0].isalnum() or wanted[0] == "_" else ""
+    end = r"(?!\w)" if wanted[-1].isalnum() or wanted[-1] == "_" else ""
+    if re.search(start + re.escape(wanted) + end, normalise(passage)) is None:
+        return False
+    return len(quote_words(quote)) >= min_words or _whole_sentence(wanted, passage)
+
+
+def _whole_sentence(wanted: str, passage: str) -> bool:
+    """Whether the folded quote `wanted` is one whole sentence or line of `passage` (its bullet
+    and final punctuation aside), or the whole passage."""
+    bare = LINE_PREFIX.sub("", wanted, count=1).rstrip(_SENTENCE_PUNCTUATION).strip()
+    pieces = [*_SENTENCE_BREAK.split(passage), passage]
+    return any(
+        normalise(LINE_PREFIX.sub("", piece, count=1)).rstrip(_SENTENCE_PUNCTUATION).strip() == bare
+        for piece in pieces
+    )
 
 
 def allowed_urls(urls: Iterable[str]) -> set[str]:
@@ -258,6 +309,7 @@ def check_answer(
     answer: str, cited: Sequence[CitedSource], registry: SourceRegistry, *, decoded: bool = False
 ) -> tuple[str, list[Citation]]:
     """The answer text with markers renumbered 1..n in reading order, and its checked citations.
+    A `[n]` in code (a fenced block or an inline span) is the code's, not a marker.
 
     Entities are decoded first: a model copying escaped text writes `&lt;!channel&gt;`, which
     must reach the ping and link checks as the `<!channel>` a reader would see. Once only: a
@@ -280,7 +332,8 @@ def check_answer(
             kept.append(f"[{order.index(number) + 1}]")
         return match.group(1) + "".join(kept) if kept else ""
 
-    text = _MARKER.sub(renumber, answer)
+    # Only prose has markers: `sys.argv[1]` in code is an index, kept as written.
+    text = sub_outside_code(_MARKER, renumber, answer)
     for number in quotes:  # cited with a quote but never marked: still a source of the answer
         if registry.get(number) is not None and number not in order:
             order.append(number)
@@ -295,7 +348,7 @@ def check_answer(
     citations = []
     for new_number, source in enumerate(chosen, start=1):
         quote = quotes.get(source.number, "")
-        verified = bool(quote.strip()) and normalise(quote) in normalise(source.hit.chunk.text)
+        verified = quote_verified(quote, source.hit.chunk.text)
         citations.append(
             Citation(
                 number=new_number,

@@ -19,7 +19,7 @@ from core.domain.conversation import (
     Trace,
     passage_fingerprint,
 )
-from core.domain.text import clip
+from core.domain.text import clip, unmarked
 
 log = structlog.get_logger(__name__)
 _NOTHING = "I couldn't find anything about this in the knowledge base."
@@ -42,15 +42,18 @@ def quoted(
     chosen: list[NumberedSource], *, first_number: int, quote_chars: int
 ) -> tuple[list[str], list[Citation]]:
     """Each passage as a block (its title and heading with a marker, then the passage quoted
-    as written) and its citation, numbered from `first_number`; verified by construction."""
+    as written) and its citation, numbered from `first_number`; verified by construction.
+    Only the marker after the title is a marker: a document's own `[2]` (in its text, title or
+    heading) is shown as `［2］` (`unmarked`), or renderers would link it to source 2."""
     allowed = allowed_urls(source.hit.chunk.url for source in chosen)
     lines: list[str] = []
     citations = []
     for number, source in enumerate(chosen, start=first_number):
         chunk = source.hit.chunk
-        quote = check_links(clip(chunk.text, quote_chars), allowed)
-        title = check_links(chunk.title, allowed)
-        where = f"{title} › {check_links(chunk.heading, allowed)}" if chunk.heading else title
+        quote = unmarked(check_links(clip(chunk.text, quote_chars), allowed))
+        title = unmarked(check_links(chunk.title, allowed))
+        heading = unmarked(check_links(chunk.heading, allowed))
+        where = f"{title} › {heading}" if chunk.heading else title
         lines += [f"**{where}** [{number}]", f"> {quote}", ""]
         citations.append(
             Citation(

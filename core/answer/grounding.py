@@ -6,11 +6,11 @@ tool path's contract anyway: every claim shown carries a citation whose quote is
 sentence that supports it, and a claim that no passage supports is not shown as an answer.
 
 Support is lexical: most of the claim's content words (stemmed, stop words out) are in one
-sentence of one passage, with the same numbers and the same polarity (a "not" on one side
-only is no support). That is not entailment; it is a check a reader can audit, because the
-supporting sentence is shown as the citation's quote, and it catches what weak models do
-most (unsupported yes/no answers, invented steps, code and figures, a marker on the wrong
-source).
+sentence of one passage, with the same numbers and the same polarity (a "not", "nobody" or
+"unused" on one side only, or "with" against "without", is no support). That is not
+entailment; it is a check a reader can audit, because the supporting sentence is shown as the
+citation's quote, and it catches what weak models do most (unsupported yes/no answers,
+invented steps, code and figures, a marker on the wrong source).
 """
 
 from __future__ import annotations
@@ -19,28 +19,55 @@ import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
-
-import snowballstemmer  # type: ignore[import-untyped]
 
 from core.answer.citations import NumberedSource
 from core.answer.tools import CitedSource
 from core.config import GroundingSettings
-from core.domain.text import MARKER_NUMBER, STOPWORDS, clip
+from core.domain.text import (
+    FENCED,
+    LINE_PREFIX,
+    MARKER_NUMBER,
+    WORD,
+    clip,
+    findall_outside_code,
+    sub_outside_code,
+    terms,
+)
 
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
 _MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
-_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
-# A list bullet, a numbered item or a heading's hashes: kept as written, not part of the claim.
-_LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
 _SENTENCE_END = re.compile(
     rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
 )
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "no", "dr", "mr", "ms"})
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "dr", "mr", "ms"})
+# "No." abbreviates "number" only before one ("No. 5"); else it is the answer "No." and ends
+# its sentence.
+_NUMBER_ABBREVIATION = "no"
+_FOLLOWED_BY_NUMBER = re.compile(r"\s*\d")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "neither", "nor"})
+# Words that turn what a sentence says into its opposite ("no one" is read by its "no").
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "cannot", "none", "neither", "nor", "nobody", "noone", "nothing"}
+    | {"nowhere"}
+)
+# Opposites that are not negations of the whole sentence: "skipped without being parsed"
+# supports "documents are skipped", but "deploys happen with approval" is the opposite of
+# "deploys happen without approval". A claim that has one where its sentence has only the
+# other differs in polarity.
+_OPPOSITES = (("with", "without"), ("without", "with"))
+# A "yes" answers the question: never mere framing, whatever else the sentence holds.
+_AFFIRMATIVE = "yes"
+# Words that say how an answer is laid out or where it comes from, not what it claims
+# (stemmed, as `terms` gives them): a lead-in made of them and a few content words is still a
+# label ("To re-ingest, follow these steps:", "Also in the top search results, quoted as
+# written:", the core's own lead-in to the passages it quotes after an answer).
+_STRUCTURAL_TERMS = frozenset(
+    {"follow", "step", "exampl", "option", "way", "summari", "note", "list"}
+    | {"quot", "written", "passag", "sourc", "search", "result"}
+)
+# "unused" says "not used": read as a negation against a side that has the bare word.
+_NEGATING_PREFIX = "un"
 _NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
 # How a model says the sources don't answer; said alone, the answer is not_found.
 _NOT_FOUND = re.compile(
@@ -51,7 +78,6 @@ _NOT_FOUND = re.compile(
     r"can't|don't|do not) (?:find|know|answer))",
     re.IGNORECASE,
 )
-_stemmer = snowballstemmer.stemmer("english")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,27 +105,45 @@ class Grounded:
 
 
 def content_text(answer: str) -> str:
-    """What an answer says beyond its citation markers and punctuation: empty for `[1] [2]`."""
-    return re.sub(r"[\W_]+", " ", _MARKERS.sub(" ", answer)).strip()
+    """What an answer says beyond its citation markers and punctuation: empty for `[1] [2]`
+    (a `[1]` in code is code, not a marker)."""
+    return re.sub(r"[\W_]+", " ", sub_outside_code(_MARKERS, " ", answer)).strip()
 
 
-@lru_cache(maxsize=65_536)
-def _stem(word: str) -> str:
-    return str(_stemmer.stemWord(word))
-
-
-def terms(text: str) -> set[str]:
-    """Content words, lower-cased and stemmed: what a claim and its source must share."""
-    return {
-        _stem(w)
-        for w in (m.group(0).lower() for m in _WORD.finditer(text))
-        if w not in STOPWORDS and not w.isdigit()
-    }
+def _words(text: str) -> frozenset[str]:
+    return frozenset(m.group(0).lower() for m in WORD.finditer(text))
 
 
 def _negated(text: str) -> bool:
-    words = {m.group(0).lower() for m in _WORD.finditer(text)}
-    return bool(words & _NEGATIONS) or bool(_NEGATED_CONTRACTION.search(text))
+    return bool(_words(text) & _NEGATIONS) or bool(_NEGATED_CONTRACTION.search(text))
+
+
+def _prefix_negated(words: frozenset[str], other: frozenset[str]) -> bool:
+    """Whether `words` negate with a prefix a word the `other` side says bare: "unused" where
+    it says "used" ("nobody used", "were used"). Only against the other side: "until" or
+    "unit" is no negation of anything."""
+    said = terms(" ".join(other))
+    return any(
+        word.startswith(_NEGATING_PREFIX)
+        and word not in other
+        and terms(word.removeprefix(_NEGATING_PREFIX)) & said
+        for word in words
+    )
+
+
+def _same_polarity(claim: str, sentence: str) -> bool:
+    """Whether `claim` and `sentence` say it the same way round: both negated or neither (a
+    negation word, a `n't`, or an "un-" word where the other says the word bare), and no
+    "with" on one side where the other has only "without"."""
+    claim_words, sentence_words = _words(claim), _words(sentence)
+    claim_negated = _negated(claim) or _prefix_negated(claim_words, sentence_words)
+    sentence_negated = _negated(sentence) or _prefix_negated(sentence_words, claim_words)
+    if claim_negated != sentence_negated:
+        return False
+    return not any(
+        said in claim_words and opposite in sentence_words and said not in sentence_words
+        for said, opposite in _OPPOSITES
+    )
 
 
 def _numbers(text: str) -> set[str]:
@@ -111,7 +155,7 @@ def sentences(text: str) -> list[tuple[str, bool]]:
     one piece; a list item's bullet stays with its sentence."""
     pieces: list[tuple[str, bool]] = []
     position = 0
-    for fence in _FENCE.finditer(text):
+    for fence in FENCED.finditer(text):
         pieces += _prose_sentences(text[position : fence.start()])
         pieces.append((fence.group(0).rstrip("\n"), True))
         position = fence.end()
@@ -124,13 +168,13 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
         if not whole.strip():
             continue
         # A bullet or item number ("1. ") is not a sentence of its own: it goes with the first.
-        bullet = _LINE_PREFIX.match(whole)
+        bullet = LINE_PREFIX.match(whole)
         prefix, line = (whole[: bullet.end()], whole[bullet.end() :]) if bullet else ("", whole)
         start = 0
         found = []
         for end in _SENTENCE_END.finditer(line):
             before = line[start : end.start()].rsplit(None, 1)
-            if before and before[-1].lower().rstrip(".") in _ABBREVIATIONS and end.group(0) == ".":
+            if before and end.group(0) == "." and _abbreviation(before[-1], line[end.end() :]):
                 continue
             found.append(line[start : end.end()])
             start = end.end()
@@ -142,16 +186,43 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
     return pieces
 
 
+def _abbreviation(word: str, rest: str) -> bool:
+    """Whether the `.` after `word` abbreviates it rather than ending the sentence."""
+    word = word.lower().rstrip(".")
+    if word == _NUMBER_ABBREVIATION:
+        return bool(_FOLLOWED_BY_NUMBER.match(rest))
+    return word in _ABBREVIATIONS
+
+
+def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:
+    """Whether a sentence of prose says something to check, rather than frame the answer.
+
+    A bare "No." or "Not really." answers the question as much as any claim does: checked (and,
+    saying nothing a passage can show, left out), not kept as framing. A heading or a lead-in
+    ending in a colon is framing while it is a label ("Steps:", "## Setup", "To re-ingest,
+    follow these steps:"); with more content words than `max_framing_terms` (words such as
+    "step" or "follow" aside), or a yes or no, it states something and is checked like a claim:
+    "## Prune also wipes the production database" is not a label."""
+    said = terms(body)
+    if _negated(body) or _AFFIRMATIVE in _words(body):
+        return True
+    if body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#"):
+        return len(said - _STRUCTURAL_TERMS) > settings.max_framing_terms
+    return len(said) >= settings.min_terms
+
+
 def units(answer: str, settings: GroundingSettings) -> list[Unit]:
     result: list[Unit] = []
     for sentence, line_end in sentences(answer):
+        # Markers are read from prose only: a fenced block or inline code keeps its `[0]`.
         markers = tuple(
-            int(n) for group in _MARKERS.findall(sentence) for n in re.split(r"\s*,\s*", group)
+            int(n)
+            for group in findall_outside_code(_MARKERS, sentence)
+            for n in re.split(r"\s*,\s*", group)
         )
         code = sentence.lstrip().startswith(("```", "~~~"))
-        body = _MARKERS.sub("", _LINE_PREFIX.sub("", sentence, count=1)).strip()
-        framing = body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#") or not body
-        claim = code or (not framing and len(terms(body)) >= settings.min_terms)
+        body = sub_outside_code(_MARKERS, "", LINE_PREFIX.sub("", sentence, count=1)).strip()
+        claim = code or (bool(body) and _is_claim(sentence, body, settings))
         if markers and not body and result and result[-1].code:
             # The marker line under a code block (how `ground` marks one) cites that block.
             result[-1] = replace(result[-1], markers=result[-1].markers + markers)
@@ -180,14 +251,13 @@ def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tupl
     wanted = terms(claim)
     if not wanted:
         return 0.0, ""
-    numbers = _numbers(_MARKERS.sub("", claim))
-    negated = _negated(claim)
+    numbers = _numbers(sub_outside_code(_MARKERS, "", claim))
     best, quote = 0.0, ""
     for sentence, have in passage.sentences:
         overlap = len(wanted & have) / len(wanted)
         if overlap <= best or overlap < settings.min_overlap:
             continue
-        if not numbers <= _numbers(sentence) or _negated(sentence) != negated:
+        if not numbers <= _numbers(sentence) or not _same_polarity(claim, sentence):
             continue
         best, quote = overlap, sentence
     return best, quote
@@ -208,7 +278,7 @@ def _code_support(block: str, passage: _Passage, settings: GroundingSettings) ->
 def _quote(sentence: str, passage: _Passage, limit: int) -> str:
     """The supporting sentence as it stands in the passage (so the quote check verifies it),
     without its bullet, cut to `limit` at a word boundary."""
-    bare = _LINE_PREFIX.sub("", sentence, count=1).strip()
+    bare = LINE_PREFIX.sub("", sentence, count=1).strip()
     return (
         clip(bare, limit, ellipsis="")
         if bare in passage.text
@@ -234,7 +304,7 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
     seen: set[str] = set()
     for unit in units(html.unescape(answer), settings):
         if not unit.claim:
-            kept.append((unit, _MARKERS.sub("", unit.text)))
+            kept.append((unit, _unmarked(unit)))
             continue
         said = terms(unit.body) | _numbers(unit.body)  # claims differing in a number differ
         key = " ".join(unit.body.split()) if unit.code else " ".join(sorted(said))
@@ -249,11 +319,17 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
             continue
         result.supported += 1
         quotes.setdefault(number, quote)
-        kept.append((unit, _marked(_MARKERS.sub("", unit.text), number, code=unit.code)))
+        kept.append((unit, _marked(_unmarked(unit), number, code=unit.code)))
     if result.supported:
         result.text = _joined(kept)
         result.citations = [CitedSource(source=n, quote=q) for n, q in quotes.items()]
     return result
+
+
+def _unmarked(unit: Unit) -> str:
+    """The unit's text without the model's markers (`ground` writes its own): a code block
+    verbatim, and the code spans of a sentence too."""
+    return unit.text if unit.code else sub_outside_code(_MARKERS, "", unit.text)
 
 
 def _best_source(
@@ -271,11 +347,12 @@ def _best_source(
 
 
 def _marked(body: str, number: int, *, code: bool) -> str:
-    """The claim with its one marker: after a code block, else before its final punctuation."""
+    """The claim with its one marker: after a code block, else before its final punctuation
+    (a checked lead-in's colon too)."""
     stripped = body.rstrip()
     if code:
         return f"{stripped}\n[{number}]"
-    end = len(stripped.rstrip(".!?;"))
+    end = len(stripped.rstrip(".!?;:"))
     return f"{stripped[:end]} [{number}]{stripped[end:]}"
 
 

@@ -1,26 +1,31 @@
-"""Text rules every part shares: shortening for display, and making untrusted text unable to
-notify anyone or to act on a terminal."""
+"""Text rules every part shares: shortening for display, making untrusted text unable to
+notify anyone or to act on a terminal, and the content words that tie a sentence or a quote to
+the passage it comes from."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 ELLIPSIS = "…"
 # The number in a citation marker, [1] or [1, 3]: at most four digits. Model and web-search text
 # is hostile, and Python refuses int() of a number over 4,300 digits; no answer cites ten
 # thousand sources, so a longer number in brackets is text, not a marker.
 MARKER_NUMBER = r"\d{1,4}"
+# A document's own bracketed number ("see policy [2]"), read as an answer's markers are: one
+# number or a list of them. Quoted into an answer, it is shown in full-width brackets, which no
+# renderer's marker pattern (`[n]` in ASCII brackets) reads and every reader still reads as a
+# bracketed number. Not a zero-width character: the renderers' link check strips those.
+_BRACKETED_NUMBER = re.compile(rf"\[({MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*)\]")
+_NOT_A_MARKER = "［{}］"
 # One citation marker as the renderers link it: [n].
 _MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
 # A line that opens or closes a fenced code block, as Slack and Discord read it.
 CODE_FENCE = re.compile(r"^\s*```")
-# A run of backticks: it opens an inline code span that the next run of the same length closes.
-_BACKTICKS = re.compile(r"`+")
-# A blank line ends a paragraph, and no inline code span reaches past it.
-_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # English words too common to tell passages apart (search) or to show a claim came from one
 # (grounding).
 STOPWORDS = frozenset(
@@ -36,6 +41,19 @@ STOPWORDS = frozenset(
     yourself yourselves s t d ll m re ve y
     """.split()  # noqa: SIM905 (a word list reads better as text)
 )
+# A word as grounding and quote checks read it: letters and digits, with one inner apostrophe.
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+# A list bullet, a numbered item, a heading's hashes or a block quote's `>` at the start of a
+# line: markup around a sentence, not part of it.
+LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
+# A fenced code block: from its opening fence line to the same fence closing it, or to the end
+# (a block still being written, or one the writer never closed, is code all the same).
+FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+_BACKTICKS = re.compile(r"`+")
+# An inline code span ends within its paragraph: a blank line ends the paragraph.
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_STEM_CACHE_SIZE = 65_536  # distinct words stemmed; a long answer and its passages fit many times
+_stemmer = snowballstemmer.stemmer("english")
 _PINGS = re.compile(
     # Slack (<!channel>, <!subteam^...>, <@U1|bob>, <#C1>) and Discord (<@1>, <@!1>, <@&1>,
     # <#1>) control sequences: anything in <...> that starts with @, # or !; and Discord's
@@ -68,6 +86,89 @@ def clip(text: str, limit: int, *, ellipsis: str = ELLIPSIS) -> str:
     return flat[: limit - len(ellipsis)].rsplit(" ", 1)[0] + ellipsis
 
 
+@lru_cache(maxsize=_STEM_CACHE_SIZE)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def terms(text: str) -> set[str]:
+    """Content words, lower-cased and stemmed (stop words and bare numbers out): what a claim
+    and its source, or a quote, must share to be about the same thing."""
+    return {
+        _stem(w)
+        for w in (m.group(0).lower() for m in WORD.finditer(text))
+        if w not in STOPWORDS and not w.isdigit()
+    }
+
+
+def split_code(text: str) -> list[tuple[str, bool]]:
+    """`text` cut into pieces, in order, each with whether it is code: a fenced block, or an
+    inline span between two equal runs of backticks in one paragraph (as Markdown reads them).
+    Code is shown as written, so a rule that rewrites prose (citation markers) must not touch
+    it: `sys.argv[1]` is an index, not a citation."""
+    pieces: list[tuple[str, bool]] = []
+    position = 0
+    for fence in FENCED.finditer(text):
+        pieces += _inline_code(text[position : fence.start()])
+        pieces.append((fence.group(0), True))
+        position = fence.end()
+    return [piece for piece in pieces + _inline_code(text[position:]) if piece[0]]
+
+
+def _inline_code(text: str) -> list[tuple[str, bool]]:
+    """`text` (no fenced block in it) cut at its inline code spans. One pass over the backtick
+    runs of each paragraph: a run opens a span closed by the next run of the same length, and
+    a run with none is literal text (linear, whatever a hostile text holds)."""
+    pieces: list[tuple[str, bool]] = []
+    position = 0
+    starts = [0, *(m.end() for m in _PARAGRAPH_BREAK.finditer(text))]
+    ends = [*(m.start() for m in _PARAGRAPH_BREAK.finditer(text)), len(text)]
+    for start, end in zip(starts, ends, strict=True):
+        runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text, start, end)]
+        closing: list[int | None] = [None] * len(runs)
+        latest: dict[int, int] = {}  # a run length to the next run of that length
+        for i in range(len(runs) - 1, -1, -1):
+            length = runs[i][1] - runs[i][0]
+            closing[i] = latest.get(length)
+            latest[length] = i
+        i = 0
+        while i < len(runs):
+            j = closing[i]
+            if j is None:
+                i += 1
+                continue
+            pieces += [(text[position : runs[i][0]], False), (text[runs[i][0] : runs[j][1]], True)]
+            position = runs[j][1]
+            i = j + 1
+    return [*pieces, (text[position:], False)]
+
+
+def outside_code(text: str, rewrite: Callable[[str], str]) -> str:
+    """`text` with `rewrite` applied to each stretch of prose between code (`split_code`); the
+    code itself is kept exactly as written."""
+    return "".join(piece if code else rewrite(piece) for piece, code in split_code(text))
+
+
+def sub_outside_code(
+    pattern: re.Pattern[str], replacement: str | Callable[[re.Match[str]], str], text: str
+) -> str:
+    """`pattern.sub(replacement, text)` on the prose of `text` only, in reading order."""
+    return outside_code(text, lambda prose: pattern.sub(replacement, prose))
+
+
+def findall_outside_code(pattern: re.Pattern[str], text: str) -> list[str]:
+    """`pattern.findall(text)` on the prose of `text` only (`split_code`)."""
+    return [
+        found for piece, code in split_code(text) if not code for found in pattern.findall(piece)
+    ]
+
+
+def unmarked(text: str) -> str:
+    """Document text quoted into an answer with its own `[2]` as `［2］`: left as written, the
+    renderers would link it to the answer's second source, which is another document."""
+    return _BRACKETED_NUMBER.sub(lambda m: _NOT_A_MARKER.format(m.group(1)), text)
+
+
 def defuse_pings(text: str) -> str:
     """Remove platform mention syntax so untrusted text can never notify anyone. Repeated until
     nothing changes: removing `<!here>` from `<<!here>!channel>` must not leave `<!channel>`."""
@@ -88,72 +189,6 @@ def printable(text: str) -> str:
 def without_controls(text: str) -> str:
     """`text` without the control characters a question is read without (`_CONTROL`)."""
     return _CONTROL.sub("", text)
-
-
-def code_ranges(text: str) -> Iterator[tuple[int, int]]:
-    """Where `text` is code, as (start, end) offsets in order: fenced blocks (fence lines
-    included; an unclosed fence runs to the end, as Slack and Discord show it) and inline code
-    spans. Inside code, `[1]` is an index and `**` an operator, not Markdown to rewrite."""
-    offset = 0
-    prose_start = 0
-    fence_start: int | None = None
-    for line in text.splitlines(keepends=True):
-        if CODE_FENCE.match(line):
-            if fence_start is None:
-                yield from _inline_code(text, prose_start, offset)
-                fence_start = offset
-            else:
-                yield fence_start, offset + len(line)
-                fence_start = None
-                prose_start = offset + len(line)
-        offset += len(line)
-    if fence_start is not None:
-        yield fence_start, len(text)
-    else:
-        yield from _inline_code(text, prose_start, len(text))
-
-
-def _inline_code(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """The inline code spans of `text[start:end]`, paragraph by paragraph (CommonMark's rule: a
-    run of n backticks is closed by the next run of exactly n; one left unclosed is a literal
-    backtick). Each run is looked at a bounded number of times, so hostile text full of
-    backticks costs linear time."""
-    for paragraph in _paragraphs(text, start, end):
-        runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text, *paragraph)]
-        later: defaultdict[int, deque[int]] = defaultdict(deque)  # run length -> run indices
-        for index, (run_start, run_end) in enumerate(runs):
-            later[run_end - run_start].append(index)
-        index = 0
-        while index < len(runs):
-            run_start, run_end = runs[index]
-            same = later[run_end - run_start]
-            while same and same[0] <= index:
-                same.popleft()
-            if not same:
-                index += 1
-                continue
-            closing = same.popleft()
-            yield run_start, runs[closing][1]
-            index = closing + 1
-
-
-def _paragraphs(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
-    for brk in _PARAGRAPH_BREAK.finditer(text, start, end):
-        yield start, brk.start()
-        start = brk.end()
-    yield start, end
-
-
-def outside_code(text: str, rewrite: Callable[[str], str]) -> str:
-    """`text` with `rewrite` applied to each stretch of prose between code (`code_ranges`); the
-    code itself is kept exactly as written."""
-    out: list[str] = []
-    done = 0
-    for start, end in code_ranges(text):
-        out += [rewrite(text[done:start]), text[start:end]]
-        done = end
-    out.append(rewrite(text[done:]))
-    return "".join(out)
 
 
 def link_markers(text: str, urls: Mapping[int, str], link: Callable[[str, str], str]) -> str:

@@ -61,6 +61,61 @@ def test_quotes_are_verified_loosely_but_honestly() -> None:
     assert not empty[0].verified
 
 
+@pytest.mark.parametrize(
+    "quote",
+    [
+        "e",  # a letter is in almost any passage
+        "that",  # so is a stop word
+        "keywords",  # one content word shows nothing
+        "rune removes learned",  # not on a word boundary: part of "Prune"
+        "learned keyword",  # ... nor here: part of "keywords"
+    ],
+)
+def test_a_quote_that_says_too_little_verifies_nothing(quote: str) -> None:
+    registry = _registry("Prune removes learned keywords that nobody used for ninety days.")
+    _, citations = check_answer("x [1]", [CitedSource(source=1, quote=quote)], registry)
+    assert not citations[0].verified
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [
+        "removes learned keywords",
+        "Restart it.",  # a short sentence quoted whole, as grounding quotes it
+        "Restart it",
+        "Then: done",  # a short line quoted whole
+        "x = 1",  # a line of code
+    ],
+)
+def test_a_quote_with_content_or_a_whole_short_sentence_verifies(quote: str) -> None:
+    registry = _registry(
+        "Prune removes learned keywords. Restart it. Check the log.\n"
+        "- Then: done\n\n```\nx = 1\n```"
+    )
+    _, citations = check_answer("x [1]", [CitedSource(source=1, quote=quote)], registry)
+    assert citations[0].verified
+
+
+def test_brackets_in_code_are_code_not_markers() -> None:
+    """`sys.argv[1]` in a code block or span is an index: renumbering it made `sys.argv[0]`
+    `sys.argv`, `sys.argv[1]` a citation of another source, and `[8080, 8443]` nothing."""
+    registry = _registry("alpha text", "beta text")
+    answer = (
+        "Read it like this [2], with `argv[1]`:\n\n```python\nimport sys\n"
+        "name = sys.argv[0]\nfirst = sys.argv[1]\nports = [8080, 8443]\n```\nDone [1]."
+    )
+    text, citations = check_answer(answer, [], registry)
+    assert text == answer.replace("[2],", "[1],").replace("Done [1]", "Done [2]")
+    assert [c.title for c in citations] == ["Doc 2", "Doc 1"]
+
+
+def test_a_code_block_still_being_written_keeps_its_brackets() -> None:
+    registry = _registry("alpha text", "beta text")
+    text, citations = check_answer("See [2]:\n```\nx = items[1]\n", [], registry)
+    assert text == "See [1]:\n```\nx = items[1]"
+    assert [c.title for c in citations] == ["Doc 2"]
+
+
 def test_cited_but_unmarked_sources_are_kept_after_marked_ones() -> None:
     registry = _registry("one", "two")
     text, citations = check_answer("Only [2].", [CitedSource(source=1, quote="one")], registry)

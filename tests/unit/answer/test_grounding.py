@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.answer.citations import NumberedSource
-from core.answer.grounding import content_text, ground, sentences
+from core.answer.citations import NumberedSource, SourceRegistry, check_answer
+from core.answer.grounding import content_text, ground, sentences, units
+from core.answer.holding import ALSO_QUOTED, CLOSEST_QUOTED
 from core.config import GroundingSettings
 from core.domain.documents import Chunk, SearchHit
 
@@ -38,6 +39,18 @@ def test_a_copied_claim_gets_the_marker_and_quote_of_its_passage() -> None:
         (2, "unchanged documents are skipped without being parsed;")
     ]
     assert (grounded.supported, grounded.unsupported) == (1, 0)
+
+
+def test_the_quotes_grounding_writes_verify_even_for_a_short_sentence() -> None:
+    """Grounding quotes a whole passage sentence, however short: the citation check must
+    accept it as verified (it asks short quotes to be whole sentences)."""
+    passages = "Restart it. Changed documents are replaced in one transaction."
+    sources = numbered(passages)
+    grounded = ground("Restart it.", sources, SETTINGS)
+    registry = SourceRegistry()
+    registry.add([s.hit for s in sources])
+    _, citations = check_answer(grounded.text, grounded.citations, registry, decoded=True)
+    assert [(c.quote, c.verified) for c in citations] == [("Restart it.", True)]
 
 
 def test_a_marker_on_the_wrong_passage_is_moved() -> None:
@@ -78,6 +91,79 @@ def test_changed_numbers_and_flipped_polarity_are_not_support(claim: str) -> Non
     assert ground(claim, numbered(LIMITS), SETTINGS).supported == 0
 
 
+@pytest.mark.parametrize(
+    ("source", "claim"),
+    [
+        (
+            "Production deploys happen without approval from the on-call engineer.",
+            "Production deploys happen with approval from the on-call engineer.",
+        ),
+        (
+            "Production deploys happen with approval from the on-call engineer.",
+            "Production deploys happen without approval from the on-call engineer.",
+        ),
+        (
+            "Nobody may deploy to production on Fridays.",
+            "Anybody may deploy to production on Fridays.",
+        ),
+        (
+            "No one may deploy to production on Fridays.",
+            "Everyone may deploy to production on Fridays.",
+        ),
+        (
+            "Noone may deploy to production on Fridays.",
+            "Everyone may deploy to production on Fridays.",
+        ),
+        (
+            "Nothing is deleted when you run prune in dry-run mode.",
+            "Everything is deleted when you run prune in dry-run mode.",
+        ),
+        (
+            "Learned keywords are stored nowhere else.",
+            "Learned keywords are stored somewhere else.",
+        ),
+        (
+            "Prune removes learned keywords that were used.",
+            "Prune removes unused learned keywords.",
+        ),
+    ],
+)
+def test_opposite_polarity_words_are_not_support(source: str, claim: str) -> None:
+    assert ground(claim, numbered(source), SETTINGS).supported == 0
+
+
+@pytest.mark.parametrize(
+    ("source", "claim"),
+    [
+        (
+            "Prune removes learned keywords that nobody used for ninety days.",
+            "Prune removes unused learned keywords.",
+        ),
+        ("Nothing is deleted in dry-run mode.", "Nothing is deleted in dry-run mode."),
+        (
+            "Unchanged documents are skipped without being parsed.",
+            "Unchanged documents are skipped.",
+        ),
+    ],
+)
+def test_the_same_polarity_said_another_way_is_support(source: str, claim: str) -> None:
+    assert ground(claim, numbered(source), SETTINGS).supported == 1
+
+
+@pytest.mark.parametrize("answer_word", ["No.", "No!", "Not really.", "Nope, no."])
+def test_a_bare_no_is_an_unsupported_claim_not_framing(answer_word: str) -> None:
+    """A yes/no no passage says is left out like "Yes." is: "No." is not read as the
+    abbreviation of "number", nor kept as framing for having no content words."""
+    source = "The bot does not post in channels it was not invited to."
+    grounded = ground(f"{answer_word} {source[:-1]} [1].", numbered(source), SETTINGS)
+    assert grounded.text == f"{source[:-1]} [1]."
+
+
+def test_no_before_a_number_is_an_abbreviation() -> None:
+    text = "See No. 5 for details. Next."
+    assert [s for s, _ in sentences(text)] == ["See No. 5 for details.", "Next."]
+
+
 def test_lists_keep_their_lead_in_and_bullets() -> None:
     answer = (
         "To re-ingest, you can follow these steps:\n\n1. Skip unchanged documents.\n"
@@ -90,6 +176,49 @@ def test_lists_keep_their_lead_in_and_bullets() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "framing",
+    [
+        "## Re-ingesting also wipes the whole production database",
+        "Yes, it also deletes all your own documents, back them up first:",
+        "**No, passages are never replaced:**",
+        "Yes:",
+    ],
+)
+def test_a_heading_or_lead_in_that_states_something_is_checked(framing: str) -> None:
+    """Kept unchecked as framing, an unsupported heading or lead-in was shown in full with a
+    supported claim under it."""
+    answer = f"{framing}\n- Skip unchanged documents."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == "- Skip unchanged documents [1]."
+    assert grounded.unsupported == 1
+
+
+@pytest.mark.parametrize(
+    "framing", ["Steps:", "## Setup", "### Re-ingesting the documentation", "Here is an example:"]
+)
+def test_a_short_heading_or_lead_in_is_framing(framing: str) -> None:
+    answer = f"{framing}\n- Skip unchanged documents."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == f"{framing}\n- Skip unchanged documents [1]."
+    assert grounded.unsupported == 0
+
+
+@pytest.mark.parametrize("lead_in", [ALSO_QUOTED, CLOSEST_QUOTED])
+def test_the_cores_own_lead_in_to_quoted_passages_is_framing(lead_in: str) -> None:
+    """The evaluation counts claims shown without a marker with `units`: the lead-in the core
+    writes before the passages it quotes is a label, not an uncited claim."""
+    assert [u.claim for u in units(lead_in, SETTINGS)] == [False]
+
+
+def test_a_supported_heading_is_kept_with_its_marker() -> None:
+    answer = "## Changed documents have their passages replaced in one transaction\nThat is all."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == (
+        "## Changed documents have their passages replaced in one transaction [1]"
+    )
+
+
 def test_invented_code_is_left_out_and_copied_code_kept() -> None:
     source = "Install it:\n\n```\npip install docbot\nbot ingest docs/\n```"
     invented = "Use this:\n```python\nimport magic\nmagic.solve()\n```"
@@ -98,6 +227,28 @@ def test_invented_code_is_left_out_and_copied_code_kept() -> None:
     kept = ground(copied, numbered(source), SETTINGS)
     assert kept.supported == 1
     assert kept.text.endswith("```\n[1]")
+
+
+def test_code_keeps_its_brackets_and_the_marker_line_cites_it() -> None:
+    """Indexes in code (`sys.argv[1]`, `[8080, 8443]`) are code, not markers to strip."""
+    source = (
+        "To read the first argument:\n\n```python\nimport sys\nfirst = sys.argv[1]\n"
+        "name = sys.argv[0]\nports = [8080, 8443]\n```"
+    )
+    block = (
+        "```python\nimport sys\nfirst = sys.argv[1]\nname = sys.argv[0]\nports = [8080, 8443]\n```"
+    )
+    grounded = ground(f"Read it like this:\n\n{block}\n[1]", numbered(source), SETTINGS)
+    assert grounded.text == f"Read it like this:\n{block}\n[1]"
+    assert grounded.supported == 1
+
+
+def test_inline_code_keeps_its_brackets() -> None:
+    source = "The first argument is sys.argv[1] in every script."
+    grounded = ground(
+        "The first argument is `sys.argv[1]` in every script [1].", numbered(source), SETTINGS
+    )
+    assert grounded.text == "The first argument is `sys.argv[1]` in every script [1]."
 
 
 def test_a_claim_said_twice_is_said_once() -> None:
@@ -119,7 +270,8 @@ def test_saying_the_sources_do_not_answer_is_recognised() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "empty"), [("[1] [2]", True), (" [3],[4]. ", True), ("", True), ("Yes [1]", False)]
+    ("text", "empty"),
+    [("[1] [2]", True), (" [3],[4]. ", True), ("", True), ("Yes [1]", False), ("`[1]`", False)],
 )
 def test_content_beyond_markers(text: str, empty: bool) -> None:
     assert (content_text(text) == "") is empty

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.text import clip, outside_code, printable
+from core.domain.text import clip, outside_code, printable, split_code
 
 
 @pytest.mark.parametrize(
@@ -90,3 +90,24 @@ def test_finding_code_in_text_full_of_backticks_takes_linear_time() -> None:
     started = time.process_time()
     outside_code(text, _mark)
     assert time.process_time() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("a `b[1]` c", [("a ", False), ("`b[1]`", True), (" c", False)]),
+        ("a ``x ` y`` b", [("a ", False), ("``x ` y``", True), (" b", False)]),
+        ("a ` b [1]", [("a ` b [1]", False)]),  # a run nothing closes is text
+        ("a `b\n\nc` d", [("a `b\n\nc` d", False)]),  # a span ends with its paragraph
+        (
+            "x\n```py\ny[0]\n```\nz",
+            [("x\n", False), ("```py\ny[0]\n```", True), ("\nz", False)],
+        ),
+        ("x\n~~~\ny[0]", [("x\n", False), ("~~~\ny[0]", True)]),  # unclosed: code to the end
+    ],
+)
+def test_split_code_finds_fenced_blocks_and_inline_spans(
+    text: str, pieces: list[tuple[str, bool]]
+) -> None:
+    assert split_code(text) == pieces
+    assert "".join(piece for piece, _ in split_code(text)) == text

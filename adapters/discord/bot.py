@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import discord
@@ -105,7 +106,8 @@ class DocsBot(discord.Client):
 
     @app_commands.describe(question="What you want to know")
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
-        policy = self.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
+        asked = _conversation_of(interaction)
+        policy = self.policies(asked.channel_key)
         # A direct message is always answered, whatever its `trigger`, as a DM's message is.
         if policy.trigger == "off" and interaction.guild_id:
             await interaction.response.send_message(NOT_HERE, ephemeral=True)
@@ -117,7 +119,7 @@ class DocsBot(discord.Client):
         await interaction.response.defer(thinking=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            key, answer, answer_id = await self._answer_command(interaction, question)
+            key, answer, answer_id = await self._answer_command(interaction, question, asked)
             embeds = self.embeds_of(answer)
             first_view = (
                 feedback_view(answer_id, escalate=escalate)
@@ -130,7 +132,9 @@ class DocsBot(discord.Client):
                 allowed_mentions=NO_MENTIONS,
                 view=view_argument(first_view),
             )
-            thread, reason = await self._open_thread(interaction, question, answer, answer_id)
+            thread, reason = await self._open_thread(
+                interaction, asked, question, answer, answer_id
+            )
             rest = embeds[1:]
             target: discord.abc.Messageable = thread or interaction.followup  # type: ignore[assignment]
             for n, embed in enumerate(rest, start=1):
@@ -142,7 +146,7 @@ class DocsBot(discord.Client):
                 await target.send(
                     embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view)
                 )
-            if thread is None:
+            if reason:
                 await interaction.followup.send(
                     NO_THREAD.format(reason=reason), allowed_mentions=NO_MENTIONS
                 )
@@ -154,14 +158,27 @@ class DocsBot(discord.Client):
             await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
 
     async def _answer_command(
-        self, interaction: discord.Interaction[Any], question: str
+        self, interaction: discord.Interaction[Any], question: str, asked: _Conversation
     ) -> tuple[str, Answer, str | None]:
-        """A `/ask`'s conversation key, its answer, and the id it was recorded under."""
-        key = f"{key_of_channel(interaction.guild_id, interaction.channel_id)}/{interaction.id}"
+        """A command's conversation key, its answer, and the id it was recorded under. In a
+        thread whose turns our store lost (or never had), they are read from Discord first,
+        as for a follow-up there."""
+        thread = interaction.channel if asked.kind is ChannelKind.THREAD else None
+        if isinstance(thread, discord.Thread) and not await self.store.recent(asked.key, 1):
+            await self._seed_history(thread, asked.key)
         answer = await self.engine.answer(
-            Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
+            Question(
+                "discord",
+                asked.key,
+                str(interaction.user.id),
+                question,
+                asked.kind,
+                # Named only where the key does not start with it: a thread's key.
+                channel_key=asked.channel_key if asked.kind is ChannelKind.THREAD else "",
+            )
         )
-        return key, answer, await self._record(key, question, answer)
+        recorded = await self._record(asked.key, question, answer, channel=asked.channel_key)
+        return asked.key, answer, recorded
 
     def embeds_of(self, answer: Answer) -> list[discord.Embed]:
         return answer_embeds(
@@ -176,7 +193,8 @@ class DocsBot(discord.Client):
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            _, answer, answer_id = await self._answer_command(interaction, question)
+            private = _conversation_of(interaction, private=True)
+            _, answer, answer_id = await self._answer_command(interaction, question, private)
             embeds = self.embeds_of(answer)
             for n, embed in enumerate(embeds, start=1):
                 view = discord.ui.View(timeout=None)
@@ -192,11 +210,24 @@ class DocsBot(discord.Client):
     async def _open_thread(
         self,
         interaction: discord.Interaction[Any],
+        asked: _Conversation,
         question: str,
         answer: Answer,
         answer_id: str | None,
     ) -> tuple[discord.Thread | None, str]:
+        """The thread the conversation goes on in, and, when there is none, why, for the
+        asker ("" when nothing needs saying: a direct message is a conversation already)."""
         channel = interaction.channel
+        if asked.kind is ChannelKind.DIRECT:
+            return None, ""
+        if asked.kind is ChannelKind.THREAD and isinstance(channel, discord.Thread):
+            # Asked inside a thread (ours, anyone's, a forum post): the conversation goes on
+            # there, and its follow-ups are answered like those in a thread the bot opened.
+            try:
+                await self.state.remember_thread(asked.key)
+            except Exception:
+                log.exception("thread_not_recorded", platform="discord")
+            return channel, ""
         if not isinstance(channel, discord.TextChannel):
             return None, "not a server text channel"
         try:
@@ -422,7 +453,7 @@ class DocsBot(discord.Client):
             if not await self.state.first_delivery(f"discord-message:{message.id}"):
                 return
             if not await self.store.recent(key, 1):
-                await self._seed_history(message, key)
+                await self._seed_history(message.channel, key, before=message)
             kind = ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
             async with message.channel.typing():
                 answer = await self.engine.answer(
@@ -485,15 +516,19 @@ class DocsBot(discord.Client):
         guild = getattr(channel, "guild", None) or message.guild
         return key_of_channel(guild.id, parent) if parent and guild else ""
 
-    async def _seed_history(self, message: discord.Message, key: str) -> None:
-        """The thread's latest turns from Discord when our store lost them: fetched newest
-        first (the latest `history_messages`), replayed oldest first; a bot answer split over
-        several messages is joined back into one."""
+    async def _seed_history(
+        self,
+        channel: discord.abc.Messageable,
+        key: str,
+        *,
+        before: discord.Message | None = None,
+    ) -> None:
+        """The thread's latest turns from Discord when our store lost them (those `before` the
+        message being answered): fetched newest first (the latest `history_messages`),
+        replayed oldest first; a bot answer split over several messages is joined back into
+        one."""
         recent = [
-            m
-            async for m in message.channel.history(
-                limit=self.settings.history_messages, before=message
-            )
+            m async for m in channel.history(limit=self.settings.history_messages, before=before)
         ]
         question: str | None = None
         answer_parts: list[str] = []
@@ -529,6 +564,36 @@ class DocsBot(discord.Client):
             log.warning("answer_not_recorded", platform="discord", exc_info=True)
             return None
         return None if answer.status is AnswerStatus.ERROR else answer_id
+
+
+@dataclass(frozen=True, slots=True)
+class _Conversation:
+    """The conversation a command's question belongs to: its key and kind, and the key of the
+    channel whose policy holds there (for a thread, the channel it hangs off)."""
+
+    key: str
+    kind: ChannelKind
+    channel_key: str
+
+
+def _conversation_of(
+    interaction: discord.Interaction[Any], *, private: bool = False
+) -> _Conversation:
+    """Inside a thread, the thread's conversation (its earlier turns are the context, and the
+    answer joins them); in a direct message, the DM's, as its messages are; in a channel, a
+    new one for this command, which the thread opened from its answer takes over. A private
+    answer is always a conversation of its own: a thread's later askers must not get it as
+    their context."""
+    channel = interaction.channel
+    here = key_of_channel(interaction.guild_id, interaction.channel_id)
+    if isinstance(channel, discord.Thread):
+        parent = key_of_channel(interaction.guild_id, channel.parent_id)
+        if not private:
+            return _Conversation(_thread_key(channel.id), ChannelKind.THREAD, parent)
+        return _Conversation(f"{here}/{interaction.id}", ChannelKind.CHANNEL, parent)
+    if interaction.guild_id is None and not private:
+        return _Conversation(here, ChannelKind.DIRECT, here)
+    return _Conversation(f"{here}/{interaction.id}", ChannelKind.CHANNEL, here)
 
 
 def _cannot_be_private(policy: ResolvedPolicy, what: str) -> bool:

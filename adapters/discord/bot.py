@@ -3,8 +3,11 @@
 The interaction is deferred first (Discord allows 3 s); the answer then goes out as the
 interaction's follow-up, and a thread is created from that message so the conversation can go
 on without another `/ask`. Whatever does not fit in the first message is posted in the thread
-with the bot token, so the 15-minute interaction token can never cut an answer off. Every send
-disables mentions: nothing from a document or a model can ping anyone.
+with the bot token. The interaction token lasts 15 minutes: an answer that takes longer (a
+slow local model over several rounds) goes out in the channel with the bot token instead,
+mentioning the asker, and its thread opens from that message (`adapters.discord.reply`).
+Every send disables mentions, but for that one of the asker and those of an escalation:
+nothing from a document or a model can ping anyone.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from adapters.discord.components import (
     view_argument,
 )
 from adapters.discord.render import answer_embeds
+from adapters.discord.reply import APOLOGY, InteractionReply, ReplyUndeliverable
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import DiscordSettings, ResolvedPolicy
@@ -38,7 +42,6 @@ from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
 
-APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 ANSWERED_IN_THREAD = "I answered in a thread on that message."
 THREAD_NAME_CHARS = 100
@@ -108,12 +111,15 @@ class DocsBot(discord.Client):
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
         asked = _conversation_of(interaction)
         policy = self.policies(asked.channel_key)
+        reply = InteractionReply(
+            interaction, self.settings.interaction_reply_s, private=policy.private
+        )
         # A direct message is always answered, whatever its `trigger`, as a DM's message is.
         if policy.trigger == "off" and interaction.guild_id:
             await interaction.response.send_message(NOT_HERE, ephemeral=True)
             return
         if policy.private:
-            await self._ask_privately(interaction, question)
+            await self._ask_privately(interaction, question, reply)
             return
         escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
@@ -126,17 +132,12 @@ class DocsBot(discord.Client):
                 if answer_id and len(embeds) == 1
                 else None
             )
-            await interaction.followup.send(
-                embed=embeds[0],
-                wait=True,
-                allowed_mentions=NO_MENTIONS,
-                view=view_argument(first_view),
-            )
+            first = await reply.send(embed=embeds[0], view=view_argument(first_view))
             thread, reason = await self._open_thread(
-                interaction, asked, question, answer, answer_id
+                interaction, asked, question, answer, answer_id, first
             )
             rest = embeds[1:]
-            target: discord.abc.Messageable = thread or interaction.followup  # type: ignore[assignment]
+            target: discord.abc.Messageable = thread or reply  # type: ignore[assignment]
             for n, embed in enumerate(rest, start=1):
                 view = (
                     feedback_view(answer_id, escalate=escalate)
@@ -147,15 +148,13 @@ class DocsBot(discord.Client):
                     embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view)
                 )
             if reason:
-                await interaction.followup.send(
-                    NO_THREAD.format(reason=reason), allowed_mentions=NO_MENTIONS
-                )
+                await reply.send(NO_THREAD.format(reason=reason))
             if escalate and answer.status is AnswerStatus.NOT_FOUND:
                 # Asked, and the docs don't have it: a person is called in without a click.
                 await self._escalate(target, policy.escalate_to, answer_id or key)
         except Exception:
             log.exception("ask_failed", platform="discord")
-            await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+            await reply.apologise()
 
     async def _answer_command(
         self, interaction: discord.Interaction[Any], question: str, asked: _Conversation
@@ -187,7 +186,9 @@ class DocsBot(discord.Client):
             max_sources=self.settings.max_sources,
         )
 
-    async def _ask_privately(self, interaction: discord.Interaction[Any], question: str) -> None:
+    async def _ask_privately(
+        self, interaction: discord.Interaction[Any], question: str, reply: InteractionReply
+    ) -> None:
         """A `private` channel: the answer only the asker sees (ephemeral), with a button to
         share it; no thread, since one can't open from an ephemeral message."""
         await interaction.response.defer(thinking=True, ephemeral=True)
@@ -200,12 +201,13 @@ class DocsBot(discord.Client):
                 view = discord.ui.View(timeout=None)
                 if answer_id and n == len(embeds):
                     view.add_item(ShareButton(answer_id))
-                await interaction.followup.send(
-                    embed=embed, ephemeral=True, allowed_mentions=NO_MENTIONS, view=view
-                )
+                await reply.send(embed=embed, view=view)
+        except ReplyUndeliverable:
+            # Past its token a private answer has no way to the asker, nor has an apology.
+            log.warning("private_answer_undelivered", platform="discord")
         except Exception:
             log.exception("private_ask_failed", platform="discord")
-            await interaction.followup.send(APOLOGY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await reply.apologise()
 
     async def _open_thread(
         self,
@@ -214,9 +216,13 @@ class DocsBot(discord.Client):
         question: str,
         answer: Answer,
         answer_id: str | None,
+        answer_message: discord.Message,
     ) -> tuple[discord.Thread | None, str]:
         """The thread the conversation goes on in, and, when there is none, why, for the
-        asker ("" when nothing needs saying: a direct message is a conversation already)."""
+        asker ("" when nothing needs saying: a direct message is a conversation already).
+        A new thread opens from `answer_message`, the answer's first message: the deferred
+        response itself when it went through the interaction (after a deferral, the first
+        follow-up is the original response), or the bot's own message in the channel."""
         channel = interaction.channel
         if asked.kind is ChannelKind.DIRECT:
             return None, ""
@@ -231,9 +237,9 @@ class DocsBot(discord.Client):
         if not isinstance(channel, discord.TextChannel):
             return None, "not a server text channel"
         try:
-            original = await interaction.original_response()  # carries the guild; followups don't
+            # Only the message's id is used: a follow-up's lack of a guild doesn't matter.
             thread = await channel.create_thread(
-                name=question[:THREAD_NAME_CHARS] or "Question", message=original
+                name=question[:THREAD_NAME_CHARS] or "Question", message=answer_message
             )
         except discord.Forbidden:
             return None, "no permission to create threads"
@@ -400,8 +406,9 @@ class DocsBot(discord.Client):
             reason = NOT_HERE if policy.trigger == "off" else NOTHING_TO_ASK
             await interaction.response.send_message(reason, ephemeral=True)
             return
+        reply = InteractionReply(interaction, self.settings.interaction_reply_s, private=True)
         if policy.private:  # the answer for the person who asked, as a private `/ask`'s
-            await self._ask_privately(interaction, message.content)
+            await self._ask_privately(interaction, message.content, reply)
             return
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
@@ -409,10 +416,12 @@ class DocsBot(discord.Client):
             await self._answer_about(
                 message, guild, policy, str(interaction.user.id), unasked=False
             )
-            await interaction.followup.send(ANSWERED_IN_THREAD, ephemeral=True)
+            await reply.send(ANSWERED_IN_THREAD)
+        except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
+            log.warning("pointer_undelivered", platform="discord")
         except Exception:
             log.exception("ask_about_failed", platform="discord")
-            await interaction.followup.send(APOLOGY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await reply.apologise()
 
     async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
         """The configured emoji on a message asks about it, once per message."""

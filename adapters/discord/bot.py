@@ -44,6 +44,8 @@ log = structlog.get_logger(__name__)
 
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 ANSWERED_IN_THREAD = "I answered in a thread on that message."
+ANSWERED_IN_ITS_THREAD = "I answered that message in its thread."
+NO_PLACE_TO_ANSWER = "I can't open a thread on a message here; ask with `/ask` instead."
 THREAD_NAME_CHARS = 100
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages, as Discord's client proposes
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -300,11 +302,14 @@ class DocsBot(discord.Client):
         otherwise nothing is posted and the abstention is logged."""
         if policy.questions_only and not await self.questions(message.content):
             return
-        if not await self._is_text_channel(message.channel.id):
+        place = await self._answer_place(message.channel.id)
+        if not isinstance(place, discord.TextChannel):
             return  # someone else's thread, a voice chat...: not where a thread can open
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
-        await self._answer_about(message, guild, policy, str(message.author.id), unasked=True)
+        await self._answer_about(
+            message, place, guild, policy, str(message.author.id), unasked=True
+        )
 
     async def _answer_forum_post(self, message: discord.Message, guild: int) -> None:
         """A new post in a forum whose policy is `auto`: answered in the post's own thread
@@ -356,38 +361,64 @@ class DocsBot(discord.Client):
     async def _answer_about(
         self,
         message: discord.Message,
+        place: discord.TextChannel | discord.Thread,
         guild: int,
         policy: ResolvedPolicy,
         asker: str,
         *,
         unasked: bool,
     ) -> bool:
-        """`message`'s text answered in a thread opened from it (an `unasked` question, or a
-        message someone asked about with the context menu or a reaction). False when nothing
-        was posted (an unasked answer not grounded enough to post)."""
-        key = f"{key_of_channel(guild, message.channel.id)}/{message.id}"
+        """`message`'s text answered (an `unasked` question, or a message someone asked about
+        with the context menu or a reaction) in `place` (`_answer_place`): in a thread opened
+        from it, or, for a message inside a thread, in that thread, as a reply to it, carrying
+        on the thread's conversation. False when nothing was posted (an unasked answer not
+        grounded enough to post)."""
+        in_thread = isinstance(place, discord.Thread)
+        if isinstance(place, discord.Thread):
+            channel_key, key = key_of_channel(guild, place.parent_id), _thread_key(place.id)
+        else:
+            channel_key = key_of_channel(guild, place.id)
+            key = f"{channel_key}/{message.id}"
+        if in_thread and not await self.store.recent(key, 1):
+            await self._seed_history(place, key, before=message)
         answer = await self.engine.answer(
-            Question("discord", key, asker, message.content, ChannelKind.CHANNEL, unasked=unasked)
+            Question(
+                "discord",
+                key,
+                asker,
+                message.content,
+                ChannelKind.THREAD if in_thread else ChannelKind.CHANNEL,
+                channel_key=channel_key if in_thread else "",
+                unasked=unasked,
+            )
         )
         if unasked and held_back(answer, policy):
             log.info("abstained", platform="discord", status=answer.status.value)
             metrics.HELD_BACK.labels("discord").inc()
-            await self._record(key, message.content, answer, posted=False)
+            await self._record(key, message.content, answer, posted=False, channel=channel_key)
             return False
-        data = await self.http.start_thread_with_message(
-            message.channel.id,
-            message.id,
-            name=message.content[:THREAD_NAME_CHARS] or "Question",
-            auto_archive_duration=THREAD_ARCHIVE_MINUTES,
-            rate_limit_per_user=None,
-        )
-        thread = self.get_partial_messageable(int(data["id"]), guild_id=guild)
-        thread_key = _thread_key(thread.id)
+        thread: discord.abc.Messageable = place
+        thread_key = key
+        if not in_thread:
+            data = await self.http.start_thread_with_message(
+                message.channel.id,
+                message.id,
+                name=message.content[:THREAD_NAME_CHARS] or "Question",
+                auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+                rate_limit_per_user=None,
+            )
+            thread = self.get_partial_messageable(int(data["id"]), guild_id=guild)
+            thread_key = _thread_key(int(data["id"]))
+            await self.store.append(thread_key, Turn(message.content, answer.text))
         await self.state.remember_thread(thread_key)
-        await self.store.append(thread_key, Turn(message.content, answer.text))
-        channel = key_of_channel(guild, message.channel.id)
-        answer_id = await self._record(thread_key, message.content, answer, channel=channel)
-        await self._send_answer(thread, answer_id, answer, escalate=bool(policy.escalate_to))
+        answer_id = await self._record(thread_key, message.content, answer, channel=channel_key)
+        await self._send_answer(
+            thread,
+            answer_id,
+            answer,
+            escalate=bool(policy.escalate_to),
+            reply_to=message if in_thread else None,
+        )
         if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not unasked:
             await self._escalate(thread, policy.escalate_to, answer_id or key)
         return True
@@ -401,7 +432,7 @@ class DocsBot(discord.Client):
         thread opened from it; the person who asked is told where, privately. In a `private`
         channel the answer itself is for them alone, with "Share with the channel"."""
         guild = interaction.guild_id or 0
-        policy = self.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
+        policy = self.policies(_conversation_of(interaction).channel_key)
         if policy.trigger == "off" or not message.content.strip():
             reason = NOT_HERE if policy.trigger == "off" else NOTHING_TO_ASK
             await interaction.response.send_message(reason, ephemeral=True)
@@ -413,10 +444,16 @@ class DocsBot(discord.Client):
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
+            # Where it can be answered is known before the model is paid to answer it.
+            place = await self._answer_place(message.channel.id, interaction.channel)
+            if place is None:
+                await reply.send(NO_PLACE_TO_ANSWER)
+                return
             await self._answer_about(
-                message, guild, policy, str(interaction.user.id), unasked=False
+                message, place, guild, policy, str(interaction.user.id), unasked=False
             )
-            await reply.send(ANSWERED_IN_THREAD)
+            in_thread = isinstance(place, discord.Thread)
+            await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
         except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
             log.warning("pointer_undelivered", platform="discord")
         except Exception:
@@ -439,21 +476,35 @@ class DocsBot(discord.Client):
                 return
             channel = self.get_partial_messageable(payload.channel_id, guild_id=payload.guild_id)
             message = await channel.fetch_message(payload.message_id)
-            if message.content.strip() and not message.author.bot:
-                await self._answer_about(
-                    message, payload.guild_id, policy, str(payload.user_id), unasked=False
-                )
+            if not message.content.strip() or message.author.bot:
+                return
+            place = await self._answer_place(payload.channel_id)
+            if place is None:
+                log.info("not_answered", platform="discord", reason="reaction: no thread here")
+                return
+            await self._answer_about(
+                message, place, payload.guild_id, policy, str(payload.user_id), unasked=False
+            )
         except Exception:
             log.exception("reaction_not_answered", platform="discord")
 
-    async def _is_text_channel(self, channel_id: int) -> bool:
-        channel = self.get_channel(channel_id)
+    async def _answer_place(
+        self, channel_id: int, seen: object = None
+    ) -> discord.TextChannel | discord.Thread | None:
+        """Where a message of this channel can be answered: a server text channel (in a
+        thread opened from the message), a thread (in it: Discord refuses a thread from a
+        message in a thread, 400 with code 50024), or nowhere (None: a voice channel's chat,
+        a DM, a channel Discord doesn't show the bot). `seen` is the channel as the event
+        described it (an interaction's), taken when it is this one; else the cached channel,
+        else Discord's."""
+        same = getattr(seen, "id", None) == channel_id
+        channel = seen if same else self.get_channel(channel_id)
         if channel is None:
             try:
                 channel = await self.fetch_channel(channel_id)
             except discord.HTTPException:
-                return False
-        return isinstance(channel, discord.TextChannel)
+                return None
+        return channel if isinstance(channel, discord.TextChannel | discord.Thread) else None
 
     async def _answer_in_place(self, message: discord.Message, key: str, channel_key: str) -> None:
         """A follow-up in one of the bot's threads, or a direct message: answered where it
@@ -502,7 +553,10 @@ class DocsBot(discord.Client):
         *,
         escalate: bool = False,
         solved: int | None = None,
+        reply_to: discord.Message | None = None,
     ) -> None:
+        """The answer in `channel`, its first message a reply to `reply_to` when given (a
+        message asked about inside a thread: the reply shows which one), pinging nobody."""
         embeds = self.embeds_of(answer)
         for n, embed in enumerate(embeds, start=1):
             last = answer_id and n == len(embeds)
@@ -511,7 +565,11 @@ class DocsBot(discord.Client):
                 if last and answer_id
                 else None
             )
-            await channel.send(embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view))
+            # discord.py's signature takes no None for `reference`: it is passed or left out.
+            reply: dict[str, Any] = {"reference": reply_to} if reply_to and n == 1 else {}
+            await channel.send(
+                embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view), **reply
+            )
 
     async def _channel_key(self, message: discord.Message) -> str:
         """The channel a thread hangs off, keyed like an `/ask` there (guild/channel), so a

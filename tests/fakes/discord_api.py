@@ -239,6 +239,15 @@ class DiscordEmulator:
                 return _json(
                     {"message": "Missing Permissions", "code": 50013}, status=self.refuse_threads
                 )
+            in_channel = path.split("/")[2]
+            if "/messages/" in path and (
+                in_channel in self.threads or in_channel in self.forum_posts
+            ):
+                # Discord opens no thread from a message that is itself in a thread.
+                return _json(
+                    {"message": "Cannot execute action on this channel type", "code": 50024},
+                    status=400,
+                )
             thread_id = str(next(self._ids))
             self.threads.append(thread_id)
             self.thread_names[thread_id] = body.get("name", "")

@@ -812,6 +812,9 @@ class DiscordSettings(_Section):
     max_sources: int = Field(10, ge=1, le=10)
     history_messages: int = Field(50, ge=1, le=100)
     dedup_ttl_s: float = Field(86_400, gt=0)
+    # Discord honours an interaction's token for 15 minutes (900 s): past this, a command's
+    # reply goes in its channel with the bot token; the rest is a margin for the sends.
+    interaction_reply_s: float = Field(840, gt=0, le=900)
 
 
 DEFAULT_METRICS_PATH = "/metrics"

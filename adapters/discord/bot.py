@@ -3,14 +3,18 @@
 The interaction is deferred first (Discord allows 3 s); the answer then goes out as the
 interaction's follow-up, and a thread is created from that message so the conversation can go
 on without another `/ask`. Whatever does not fit in the first message is posted in the thread
-with the bot token, so the 15-minute interaction token can never cut an answer off. Every send
-disables mentions: nothing from a document or a model can ping anyone.
+with the bot token. The interaction token lasts 15 minutes: an answer that takes longer (a
+slow local model over several rounds) goes out in the channel with the bot token instead,
+mentioning the asker, and its thread opens from that message (`adapters.discord.reply`).
+Every send disables mentions, but for that one of the asker and those of an escalation:
+nothing from a document or a model can ping anyone.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import discord
@@ -29,6 +33,7 @@ from adapters.discord.components import (
     view_argument,
 )
 from adapters.discord.render import answer_embeds
+from adapters.discord.reply import APOLOGY, InteractionReply, ReplyUndeliverable
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import DiscordSettings, ResolvedPolicy
@@ -38,9 +43,10 @@ from core.ports import ConversationStore, PlatformState
 
 log = structlog.get_logger(__name__)
 
-APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
 ANSWERED_IN_THREAD = "I answered in a thread on that message."
+ANSWERED_IN_ITS_THREAD = "I answered that message in its thread."
+NO_PLACE_TO_ANSWER = "I can't open a thread on a message here; ask with `/ask` instead."
 THREAD_NAME_CHARS = 100
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages, as Discord's client proposes
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -106,34 +112,35 @@ class DocsBot(discord.Client):
 
     @app_commands.describe(question="What you want to know")
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
-        policy = self.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
+        asked = _conversation_of(interaction)
+        policy = self.policies(asked.channel_key)
+        reply = InteractionReply(
+            interaction, self.settings.interaction_reply_s, private=policy.private
+        )
         # A direct message is always answered, whatever its `trigger`, as a DM's message is.
         if policy.trigger == "off" and interaction.guild_id:
             await interaction.response.send_message(NOT_HERE, ephemeral=True)
             return
         if policy.private:
-            await self._ask_privately(interaction, question)
+            await self._ask_privately(interaction, question, reply)
             return
         escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            key, answer, answer_id = await self._answer_command(interaction, question)
+            key, answer, answer_id = await self._answer_command(interaction, question, asked)
             embeds = self.embeds_of(answer)
             first_view = (
                 feedback_view(answer_id, escalate=escalate)
                 if answer_id and len(embeds) == 1
                 else None
             )
-            await interaction.followup.send(
-                embed=embeds[0],
-                wait=True,
-                allowed_mentions=NO_MENTIONS,
-                view=view_argument(first_view),
+            first = await reply.send(embed=embeds[0], view=view_argument(first_view))
+            thread, reason = await self._open_thread(
+                interaction, asked, question, answer, answer_id, first
             )
-            thread, reason = await self._open_thread(interaction, question, answer, answer_id)
             rest = embeds[1:]
-            target: discord.abc.Messageable = thread or interaction.followup  # type: ignore[assignment]
+            target: discord.abc.Messageable = thread or reply  # type: ignore[assignment]
             for n, embed in enumerate(rest, start=1):
                 view = (
                     feedback_view(answer_id, escalate=escalate)
@@ -143,26 +150,37 @@ class DocsBot(discord.Client):
                 await target.send(
                     embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view)
                 )
-            if thread is None:
-                await interaction.followup.send(
-                    NO_THREAD.format(reason=reason), allowed_mentions=NO_MENTIONS
-                )
+            if reason:
+                await reply.send(NO_THREAD.format(reason=reason))
             if escalate and answer.status is AnswerStatus.NOT_FOUND:
                 # Asked, and the docs don't have it: a person is called in without a click.
                 await self._escalate(target, policy.escalate_to, answer_id or key)
         except Exception:
             log.exception("ask_failed", platform="discord")
-            await interaction.followup.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+            await reply.apologise()
 
     async def _answer_command(
-        self, interaction: discord.Interaction[Any], question: str
+        self, interaction: discord.Interaction[Any], question: str, asked: _Conversation
     ) -> tuple[str, Answer, str | None]:
-        """A `/ask`'s conversation key, its answer, and the id it was recorded under."""
-        key = f"{key_of_channel(interaction.guild_id, interaction.channel_id)}/{interaction.id}"
+        """A command's conversation key, its answer, and the id it was recorded under. In a
+        thread whose turns our store lost (or never had), they are read from Discord first,
+        as for a follow-up there."""
+        thread = interaction.channel if asked.kind is ChannelKind.THREAD else None
+        if isinstance(thread, discord.Thread) and not await self.store.recent(asked.key, 1):
+            await self._seed_history(thread, asked.key)
         answer = await self.engine.answer(
-            Question("discord", key, str(interaction.user.id), question, ChannelKind.CHANNEL)
+            Question(
+                "discord",
+                asked.key,
+                str(interaction.user.id),
+                question,
+                asked.kind,
+                # Named only where the key does not start with it: a thread's key.
+                channel_key=asked.channel_key if asked.kind is ChannelKind.THREAD else "",
+            )
         )
-        return key, answer, await self._record(key, question, answer)
+        recorded = await self._record(asked.key, question, answer, channel=asked.channel_key)
+        return asked.key, answer, recorded
 
     def embeds_of(self, answer: Answer) -> list[discord.Embed]:
         return answer_embeds(
@@ -171,39 +189,60 @@ class DocsBot(discord.Client):
             max_sources=self.settings.max_sources,
         )
 
-    async def _ask_privately(self, interaction: discord.Interaction[Any], question: str) -> None:
+    async def _ask_privately(
+        self, interaction: discord.Interaction[Any], question: str, reply: InteractionReply
+    ) -> None:
         """A `private` channel: the answer only the asker sees (ephemeral), with a button to
         share it; no thread, since one can't open from an ephemeral message."""
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            _, answer, answer_id = await self._answer_command(interaction, question)
+            private = _conversation_of(interaction, private=True)
+            _, answer, answer_id = await self._answer_command(interaction, question, private)
             embeds = self.embeds_of(answer)
             for n, embed in enumerate(embeds, start=1):
                 view = discord.ui.View(timeout=None)
                 if answer_id and n == len(embeds):
                     view.add_item(ShareButton(answer_id))
-                await interaction.followup.send(
-                    embed=embed, ephemeral=True, allowed_mentions=NO_MENTIONS, view=view
-                )
+                await reply.send(embed=embed, view=view)
+        except ReplyUndeliverable:
+            # Past its token a private answer has no way to the asker, nor has an apology.
+            log.warning("private_answer_undelivered", platform="discord")
         except Exception:
             log.exception("private_ask_failed", platform="discord")
-            await interaction.followup.send(APOLOGY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await reply.apologise()
 
     async def _open_thread(
         self,
         interaction: discord.Interaction[Any],
+        asked: _Conversation,
         question: str,
         answer: Answer,
         answer_id: str | None,
+        answer_message: discord.Message,
     ) -> tuple[discord.Thread | None, str]:
+        """The thread the conversation goes on in, and, when there is none, why, for the
+        asker ("" when nothing needs saying: a direct message is a conversation already).
+        A new thread opens from `answer_message`, the answer's first message: the deferred
+        response itself when it went through the interaction (after a deferral, the first
+        follow-up is the original response), or the bot's own message in the channel."""
         channel = interaction.channel
+        if asked.kind is ChannelKind.DIRECT:
+            return None, ""
+        if asked.kind is ChannelKind.THREAD and isinstance(channel, discord.Thread):
+            # Asked inside a thread (ours, anyone's, a forum post): the conversation goes on
+            # there, and its follow-ups are answered like those in a thread the bot opened.
+            try:
+                await self.state.remember_thread(asked.key)
+            except Exception:
+                log.exception("thread_not_recorded", platform="discord")
+            return channel, ""
         if not isinstance(channel, discord.TextChannel):
             return None, "not a server text channel"
         try:
-            original = await interaction.original_response()  # carries the guild; followups don't
+            # Only the message's id is used: a follow-up's lack of a guild doesn't matter.
             thread = await channel.create_thread(
-                name=question[:THREAD_NAME_CHARS] or "Question", message=original
+                name=question[:THREAD_NAME_CHARS] or "Question", message=answer_message
             )
         except discord.Forbidden:
             return None, "no permission to create threads"
@@ -270,11 +309,14 @@ class DocsBot(discord.Client):
         otherwise nothing is posted and the abstention is logged."""
         if policy.questions_only and not await self.questions(message.content):
             return
-        if not await self._is_text_channel(message.channel.id):
+        place = await self._answer_place(message.channel.id)
+        if not isinstance(place, discord.TextChannel):
             return  # someone else's thread, a voice chat...: not where a thread can open
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
-        await self._answer_about(message, guild, policy, str(message.author.id), unasked=True)
+        await self._answer_about(
+            message, place, guild, policy, str(message.author.id), unasked=True
+        )
 
     async def _answer_forum_post(self, message: discord.Message, guild: int) -> None:
         """A new post in a forum whose policy is `auto`: answered in the post's own thread
@@ -326,38 +368,64 @@ class DocsBot(discord.Client):
     async def _answer_about(
         self,
         message: discord.Message,
+        place: discord.TextChannel | discord.Thread,
         guild: int,
         policy: ResolvedPolicy,
         asker: str,
         *,
         unasked: bool,
     ) -> bool:
-        """`message`'s text answered in a thread opened from it (an `unasked` question, or a
-        message someone asked about with the context menu or a reaction). False when nothing
-        was posted (an unasked answer not grounded enough to post)."""
-        key = f"{key_of_channel(guild, message.channel.id)}/{message.id}"
+        """`message`'s text answered (an `unasked` question, or a message someone asked about
+        with the context menu or a reaction) in `place` (`_answer_place`): in a thread opened
+        from it, or, for a message inside a thread, in that thread, as a reply to it, carrying
+        on the thread's conversation. False when nothing was posted (an unasked answer not
+        grounded enough to post)."""
+        in_thread = isinstance(place, discord.Thread)
+        if isinstance(place, discord.Thread):
+            channel_key, key = key_of_channel(guild, place.parent_id), _thread_key(place.id)
+        else:
+            channel_key = key_of_channel(guild, place.id)
+            key = f"{channel_key}/{message.id}"
+        if in_thread and not await self.store.recent(key, 1):
+            await self._seed_history(place, key, before=message)
         answer = await self.engine.answer(
-            Question("discord", key, asker, message.content, ChannelKind.CHANNEL, unasked=unasked)
+            Question(
+                "discord",
+                key,
+                asker,
+                message.content,
+                ChannelKind.THREAD if in_thread else ChannelKind.CHANNEL,
+                channel_key=channel_key if in_thread else "",
+                unasked=unasked,
+            )
         )
         if unasked and held_back(answer, policy):
             log.info("abstained", platform="discord", status=answer.status.value)
             metrics.HELD_BACK.labels("discord").inc()
-            await self._record(key, message.content, answer, posted=False)
+            await self._record(key, message.content, answer, posted=False, channel=channel_key)
             return False
-        data = await self.http.start_thread_with_message(
-            message.channel.id,
-            message.id,
-            name=message.content[:THREAD_NAME_CHARS] or "Question",
-            auto_archive_duration=THREAD_ARCHIVE_MINUTES,
-            rate_limit_per_user=None,
-        )
-        thread = self.get_partial_messageable(int(data["id"]), guild_id=guild)
-        thread_key = _thread_key(thread.id)
+        thread: discord.abc.Messageable = place
+        thread_key = key
+        if not in_thread:
+            data = await self.http.start_thread_with_message(
+                message.channel.id,
+                message.id,
+                name=message.content[:THREAD_NAME_CHARS] or "Question",
+                auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+                rate_limit_per_user=None,
+            )
+            thread = self.get_partial_messageable(int(data["id"]), guild_id=guild)
+            thread_key = _thread_key(int(data["id"]))
+            await self.store.append(thread_key, Turn(message.content, answer.text))
         await self.state.remember_thread(thread_key)
-        await self.store.append(thread_key, Turn(message.content, answer.text))
-        channel = key_of_channel(guild, message.channel.id)
-        answer_id = await self._record(thread_key, message.content, answer, channel=channel)
-        await self._send_answer(thread, answer_id, answer, escalate=bool(policy.escalate_to))
+        answer_id = await self._record(thread_key, message.content, answer, channel=channel_key)
+        await self._send_answer(
+            thread,
+            answer_id,
+            answer,
+            escalate=bool(policy.escalate_to),
+            reply_to=message if in_thread else None,
+        )
         if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not unasked:
             await self._escalate(thread, policy.escalate_to, answer_id or key)
         return True
@@ -371,24 +439,33 @@ class DocsBot(discord.Client):
         thread opened from it; the person who asked is told where, privately. In a `private`
         channel the answer itself is for them alone, with "Share with the channel"."""
         guild = interaction.guild_id or 0
-        policy = self.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
+        policy = self.policies(_conversation_of(interaction).channel_key)
         if policy.trigger == "off" or not message.content.strip():
             reason = NOT_HERE if policy.trigger == "off" else NOTHING_TO_ASK
             await interaction.response.send_message(reason, ephemeral=True)
             return
+        reply = InteractionReply(interaction, self.settings.interaction_reply_s, private=True)
         if policy.private:  # the answer for the person who asked, as a private `/ask`'s
-            await self._ask_privately(interaction, message.content)
+            await self._ask_privately(interaction, message.content, reply)
             return
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
+            # Where it can be answered is known before the model is paid to answer it.
+            place = await self._answer_place(message.channel.id, interaction.channel)
+            if place is None:
+                await reply.send(NO_PLACE_TO_ANSWER)
+                return
             await self._answer_about(
-                message, guild, policy, str(interaction.user.id), unasked=False
+                message, place, guild, policy, str(interaction.user.id), unasked=False
             )
-            await interaction.followup.send(ANSWERED_IN_THREAD, ephemeral=True)
+            in_thread = isinstance(place, discord.Thread)
+            await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
+        except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
+            log.warning("pointer_undelivered", platform="discord")
         except Exception:
             log.exception("ask_about_failed", platform="discord")
-            await interaction.followup.send(APOLOGY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await reply.apologise()
 
     async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
         """The configured emoji on a message asks about it, once per message."""
@@ -406,21 +483,35 @@ class DocsBot(discord.Client):
                 return
             channel = self.get_partial_messageable(payload.channel_id, guild_id=payload.guild_id)
             message = await channel.fetch_message(payload.message_id)
-            if message.content.strip() and not message.author.bot:
-                await self._answer_about(
-                    message, payload.guild_id, policy, str(payload.user_id), unasked=False
-                )
+            if not message.content.strip() or message.author.bot:
+                return
+            place = await self._answer_place(payload.channel_id)
+            if place is None:
+                log.info("not_answered", platform="discord", reason="reaction: no thread here")
+                return
+            await self._answer_about(
+                message, place, payload.guild_id, policy, str(payload.user_id), unasked=False
+            )
         except Exception:
             log.exception("reaction_not_answered", platform="discord")
 
-    async def _is_text_channel(self, channel_id: int) -> bool:
-        channel = self.get_channel(channel_id)
+    async def _answer_place(
+        self, channel_id: int, seen: object = None
+    ) -> discord.TextChannel | discord.Thread | None:
+        """Where a message of this channel can be answered: a server text channel (in a
+        thread opened from the message), a thread (in it: Discord refuses a thread from a
+        message in a thread, 400 with code 50024), or nowhere (None: a voice channel's chat,
+        a DM, a channel Discord doesn't show the bot). `seen` is the channel as the event
+        described it (an interaction's), taken when it is this one; else the cached channel,
+        else Discord's."""
+        same = getattr(seen, "id", None) == channel_id
+        channel = seen if same else self.get_channel(channel_id)
         if channel is None:
             try:
                 channel = await self.fetch_channel(channel_id)
             except discord.HTTPException:
-                return False
-        return isinstance(channel, discord.TextChannel)
+                return None
+        return channel if isinstance(channel, discord.TextChannel | discord.Thread) else None
 
     async def _answer_in_place(self, message: discord.Message, key: str, channel_key: str) -> None:
         """A follow-up in one of the bot's threads, or a direct message: answered where it
@@ -429,7 +520,7 @@ class DocsBot(discord.Client):
             if not await self.state.first_delivery(f"discord-message:{message.id}"):
                 return
             if not await self.store.recent(key, 1):
-                await self._seed_history(message, key)
+                await self._seed_history(message.channel, key, before=message)
             kind = ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
             async with message.channel.typing():
                 answer = await self.engine.answer(
@@ -469,7 +560,10 @@ class DocsBot(discord.Client):
         *,
         escalate: bool = False,
         solved: int | None = None,
+        reply_to: discord.Message | None = None,
     ) -> None:
+        """The answer in `channel`, its first message a reply to `reply_to` when given (a
+        message asked about inside a thread: the reply shows which one), pinging nobody."""
         embeds = self.embeds_of(answer)
         for n, embed in enumerate(embeds, start=1):
             last = answer_id and n == len(embeds)
@@ -478,7 +572,11 @@ class DocsBot(discord.Client):
                 if last and answer_id
                 else None
             )
-            await channel.send(embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view))
+            # discord.py's signature takes no None for `reference`: it is passed or left out.
+            reply: dict[str, Any] = {"reference": reply_to} if reply_to and n == 1 else {}
+            await channel.send(
+                embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view), **reply
+            )
 
     async def _channel_key(self, message: discord.Message) -> str:
         """The channel a thread hangs off, keyed like an `/ask` there (guild/channel), so a
@@ -492,15 +590,19 @@ class DocsBot(discord.Client):
         guild = getattr(channel, "guild", None) or message.guild
         return key_of_channel(guild.id, parent) if parent and guild else ""
 
-    async def _seed_history(self, message: discord.Message, key: str) -> None:
-        """The thread's latest turns from Discord when our store lost them: fetched newest
-        first (the latest `history_messages`), replayed oldest first; a bot answer split over
-        several messages is joined back into one."""
+    async def _seed_history(
+        self,
+        channel: discord.abc.Messageable,
+        key: str,
+        *,
+        before: discord.Message | None = None,
+    ) -> None:
+        """The thread's latest turns from Discord when our store lost them (those `before` the
+        message being answered): fetched newest first (the latest `history_messages`),
+        replayed oldest first; a bot answer split over several messages is joined back into
+        one."""
         recent = [
-            m
-            async for m in message.channel.history(
-                limit=self.settings.history_messages, before=message
-            )
+            m async for m in channel.history(limit=self.settings.history_messages, before=before)
         ]
         question: str | None = None
         answer_parts: list[str] = []
@@ -536,6 +638,36 @@ class DocsBot(discord.Client):
             log.warning("answer_not_recorded", platform="discord", exc_info=True)
             return None
         return None if answer.status is AnswerStatus.ERROR else answer_id
+
+
+@dataclass(frozen=True, slots=True)
+class _Conversation:
+    """The conversation a command's question belongs to: its key and kind, and the key of the
+    channel whose policy holds there (for a thread, the channel it hangs off)."""
+
+    key: str
+    kind: ChannelKind
+    channel_key: str
+
+
+def _conversation_of(
+    interaction: discord.Interaction[Any], *, private: bool = False
+) -> _Conversation:
+    """Inside a thread, the thread's conversation (its earlier turns are the context, and the
+    answer joins them); in a direct message, the DM's, as its messages are; in a channel, a
+    new one for this command, which the thread opened from its answer takes over. A private
+    answer is always a conversation of its own: a thread's later askers must not get it as
+    their context."""
+    channel = interaction.channel
+    here = key_of_channel(interaction.guild_id, interaction.channel_id)
+    if isinstance(channel, discord.Thread):
+        parent = key_of_channel(interaction.guild_id, channel.parent_id)
+        if not private:
+            return _Conversation(_thread_key(channel.id), ChannelKind.THREAD, parent)
+        return _Conversation(f"{here}/{interaction.id}", ChannelKind.CHANNEL, parent)
+    if interaction.guild_id is None and not private:
+        return _Conversation(here, ChannelKind.DIRECT, here)
+    return _Conversation(f"{here}/{interaction.id}", ChannelKind.CHANNEL, here)
 
 
 def _cannot_be_private(policy: ResolvedPolicy, what: str) -> bool:

@@ -78,6 +78,10 @@ class DiscordEmulator:
         # (HTTP status, Discord error code) to answer message posts with, in order; None: that
         # post is answered as usual
         self.message_failures: list[tuple[int, int] | None] = []
+        # (HTTP status, Discord error code) to answer every call on an interaction's webhook
+        # with (follow-ups, the original response): what Discord answers once the 15-minute
+        # interaction token has expired, (401, 50027), or the webhook is gone, (404, 10015)
+        self.webhook_refusal: tuple[int, int] | None = None
         self.history: list[dict[str, Any]] = []  # a channel's messages, oldest first
         self.threads: list[str] = []  # ids of the threads created
         self.thread_names: dict[str, str] = {}
@@ -215,6 +219,9 @@ class DiscordEmulator:
                     "resource": {"type": body.get("type", 4)},
                 }
             )
+        if path.startswith("/webhooks/") and self.webhook_refusal is not None:
+            status, code = self.webhook_refusal
+            return _json({"message": "Invalid Webhook Token", "code": code}, status=status)
         if path.startswith("/webhooks/") and method == "POST":
             return _json(
                 message(
@@ -231,6 +238,15 @@ class DiscordEmulator:
             if self.refuse_threads:
                 return _json(
                     {"message": "Missing Permissions", "code": 50013}, status=self.refuse_threads
+                )
+            in_channel = path.split("/")[2]
+            if "/messages/" in path and (
+                in_channel in self.threads or in_channel in self.forum_posts
+            ):
+                # Discord opens no thread from a message that is itself in a thread.
+                return _json(
+                    {"message": "Cannot execute action on this channel type", "code": 50024},
+                    status=400,
                 )
             thread_id = str(next(self._ids))
             self.threads.append(thread_id)

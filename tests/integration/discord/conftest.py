@@ -37,7 +37,16 @@ from tests.integration.answers.helpers import kb_engine, poll_until
 _ids = itertools.count(1_000_000)
 
 
-def ask_payload(question: str, *, channel_type: int = 0, guild: bool = True) -> dict[str, Any]:
+def ask_payload(
+    question: str,
+    *,
+    channel_type: int = 0,
+    guild: bool = True,
+    thread: str | None = None,
+    parent: str = CHANNEL_ID,
+) -> dict[str, Any]:
+    """A `/ask` interaction in the test channel, in a DM (`guild=False`), or inside `thread`
+    (a public thread of `parent`, as Discord describes the channel of a command run there)."""
     asker = user("42", "alice")
     payload: dict[str, Any] = {
         "id": str(next(_ids)),
@@ -83,6 +92,26 @@ def ask_payload(question: str, *, channel_type: int = 0, guild: bool = True) -> 
     else:
         payload["user"] = asker
         payload["channel"] = {"id": CHANNEL_ID, "type": 1, "recipients": [asker]}
+    if thread is not None:
+        payload["channel_id"] = thread
+        payload["channel"] = {
+            "id": thread,
+            "type": 11,  # PUBLIC_THREAD (a forum post is one too)
+            "guild_id": GUILD_ID,
+            "parent_id": parent,
+            "name": "a thread",
+            "owner_id": "42",
+            "flags": 0,
+            "rate_limit_per_user": 0,
+            "message_count": 2,
+            "member_count": 2,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": NOW,
+                "locked": False,
+            },
+        }
     return payload
 
 
@@ -187,11 +216,16 @@ class DiscordHarness:
         on Discord a moment before that, and a follow-up sent in between is (rightly) ignored."""
         await self.until(lambda: bool(self.emulator.threads), timeout)
         thread_id = self.emulator.threads[0]
+        await self.thread_remembered(thread_id, timeout)
+        return thread_id
+
+    async def thread_remembered(self, thread_id: str, timeout: float = 15.0) -> None:
+        """Once the bot has recorded the thread as a conversation of its own (one it opened,
+        or one where it was asked), whose follow-ups it answers."""
         deadline = asyncio.get_running_loop().time() + timeout
         while not await self.state.is_bot_thread(f"discord/thread/{thread_id}"):
             assert asyncio.get_running_loop().time() < deadline, "the thread was not recorded"
             await asyncio.sleep(0.02)
-        return thread_id
 
 
 def make_discord_factory(

@@ -277,8 +277,9 @@ async def test_private_answers_go_to_the_asker_and_can_be_shared_once(discord_fa
         await stop()
 
 
-def context_menu_payload(target: dict) -> dict:
-    payload = ask_payload("")
+def context_menu_payload(target: dict, *, thread: str | None = None, parent: str = CHANNEL_ID):
+    """*Ask the docs about this* on `target`, run where it is (in `thread` of `parent`)."""
+    payload = ask_payload("", thread=thread, parent=parent)
     payload["data"] = {
         "id": "701",
         "name": "Ask the docs about this",
@@ -332,6 +333,74 @@ async def test_the_question_reaction_asks_about_a_message_once(discord_factory) 
         await _settle()
         assert len(harness.emulator.threads) == 1
         assert len(thread_posts(harness, thread_id)) == 1
+    finally:
+        await stop()
+
+
+async def test_asking_about_a_message_inside_a_thread_answers_it_there(discord_factory) -> None:
+    """A thread can't open from a message in a thread (Discord: 50024): the answer is a reply
+    to the message in its thread, carrying on the thread's conversation."""
+    harness, stop = await discord_factory()
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        thread_id = await harness.thread_ready()
+        target = channel_message("and what does --prune delete?", channel=thread_id)
+        harness.interaction(context_menu_payload(target, thread=thread_id))
+        await harness.until(lambda: len(harness.emulator.called("POST", "/webhooks/")) == 2)
+        assert not harness.emulator.called("POST", f"/messages/{target['id']}/threads")
+        assert len(harness.emulator.threads) == 1
+        [answer] = thread_posts(harness, thread_id)
+        assert answer["embeds"]
+        assert str(answer["message_reference"]["message_id"]) == target["id"]
+        assert answer["allowed_mentions"] == {"parse": []}  # a reply that pings nobody
+        told = harness.emulator.called("POST", "/webhooks/")[1]
+        assert "in its thread" in told["content"]
+        turns = await harness.store.recent(f"discord/thread/{thread_id}", 10)
+        assert [t.question for t in turns] == [QUESTION, target["content"]]
+    finally:
+        await stop()
+
+
+async def test_the_question_reaction_in_someones_thread_answers_there(discord_factory) -> None:
+    harness, stop = await discord_factory()
+    post = "4444"
+    harness.emulator.forum_posts[post] = {"owner_id": "42", "name": "Ingest trouble"}
+    target = channel_message(QUESTION, channel=post)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await harness.until(lambda: bool(thread_posts(harness, post)))
+        assert not harness.emulator.called("POST", "/threads")
+        [answer] = thread_posts(harness, post)
+        assert "ingesting.md" in json.dumps(answer["embeds"])
+        assert str(answer["message_reference"]["message_id"]) == target["id"]
+        await harness.thread_remembered(post)  # its next message is a follow-up
+        logged = await harness.state.answer_log(0)
+        assert [e.channel for e in logged] == [f"discord/{GUILD_ID}/{FORUM_ID}"]
+    finally:
+        await stop()
+
+
+async def test_asking_about_a_message_where_no_thread_can_open_costs_no_model_call(
+    discord_factory,
+) -> None:
+    api = FakeMessagesAPI([])  # any model call fails the test
+    harness, stop = await discord_factory(
+        ClaudeModel(api.client(), model="claude-test", max_tokens=256)
+    )
+    voice = "6060"  # a voice channel's text chat: no thread opens there
+    target = channel_message(QUESTION, channel=voice)
+    payload = context_menu_payload(target)
+    payload["channel_id"] = payload["channel"]["id"] = voice
+    payload["channel"].update(type=2, bitrate=64_000, user_limit=0)  # GUILD_VOICE
+    try:
+        harness.interaction(payload)
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [told] = harness.emulator.called("POST", "/webhooks/")
+        assert told["flags"] == 64
+        assert "can't open a thread" in told["content"]
+        assert not api.requests
+        assert not harness.emulator.called("POST", "/threads")
     finally:
         await stop()
 

@@ -10,7 +10,8 @@ from typing import Any
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, text, tool_use
-from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, GUILD_ID
+from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, FORUM_ID, GUILD_ID, user
+from tests.fakes.discord_api import message as message_payload
 from tests.integration.discord.conftest import (
     DiscordHarness,
     ask_payload,
@@ -86,12 +87,80 @@ async def test_without_a_thread_the_bot_answers_in_place_and_says_why(
     assert "/ask" in note["content"]
 
 
-async def test_in_a_dm_there_is_no_thread(discord_bot: DiscordHarness) -> None:
+async def test_in_a_dm_ask_joins_the_dms_conversation_without_a_thread(
+    discord_bot: DiscordHarness,
+) -> None:
+    """A DM is a conversation already: no thread, no note saying there is none, and the
+    answer is a turn of the DM's conversation, which its next message continues."""
     discord_bot.interaction(ask_payload(QUESTION, guild=False))
-    await discord_bot.until(lambda: len(discord_bot.emulator.called("POST", "/webhooks/")) == 2)
-    note = discord_bot.emulator.called("POST", "/webhooks/")[1]
-    assert "not a server text channel" in note["content"]
+    dm = f"discord/dm/{CHANNEL_ID}"
+    await discord_bot.until(lambda: bool(discord_bot.emulator.called("POST", "/webhooks/")))
+    alice = user("42", "alice")
+    follow_up = message_payload("31001", CHANNEL_ID, alice, "and what does --prune delete?")
+    discord_bot.gateway_message(follow_up)
+    await discord_bot.until(lambda: bool(_sent_to(discord_bot, CHANNEL_ID)))
+    [answer] = discord_bot.emulator.called("POST", "/webhooks/")  # the answer, and no note
+    assert answer["embeds"]
     assert not discord_bot.emulator.called("POST", "/threads")
+    turns = await discord_bot.store.recent(dm, 10)
+    assert [t.question for t in turns] == [QUESTION, "and what does --prune delete?"]
+
+
+def _answering_twice(first: str, second: str) -> tuple[FakeMessagesAPI, ClaudeModel]:
+    """A model that searches and answers, twice: the requests show what it was given."""
+    steps = [
+        message(tool_use(SEARCH_TOOL, query="ingest")),
+        message(tool_use(RESPOND_TOOL, answer=first, citations=[], status="answered")),
+        message(tool_use(SEARCH_TOOL, query="prune")),
+        message(tool_use(RESPOND_TOOL, answer=second, citations=[], status="answered")),
+    ]
+    api = FakeMessagesAPI(steps)
+    return api, ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
+
+
+async def test_ask_inside_the_bots_thread_continues_its_conversation(discord_factory) -> None:
+    """`/ask` in the thread an earlier `/ask` opened: the thread's turns are the model's
+    context, the new turn joins them, and nobody is told (falsely) that no thread could open."""
+    api, model = _answering_twice("Run bot ingest again.", "It deletes removed files.")
+    harness, stop = await discord_factory(model)
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        thread_id = await harness.thread_ready()
+        harness.interaction(ask_payload("and what does --prune delete?", thread=thread_id))
+        thread = f"discord/thread/{thread_id}"
+        await harness.until(lambda: len(harness.emulator.called("POST", "/webhooks/")) == 2)
+        await harness.until(lambda: len(api.requests) == 4)
+        api.check()
+        assert QUESTION in json.dumps(api.requests[2]["messages"])  # the thread's first turn
+        webhook_posts = harness.emulator.called("POST", "/webhooks/")
+        assert all(p.get("embeds") and not p.get("content") for p in webhook_posts)
+        assert len(harness.emulator.threads) == 1  # no thread of a thread
+        turns = await harness.store.recent(thread, 10)
+        assert [t.question for t in turns] == [QUESTION, "and what does --prune delete?"]
+        logged = await harness.state.answer_log(0)
+        assert {e.conversation_key for e in logged} == {thread}
+        assert {e.channel for e in logged} == {f"discord/{GUILD_ID}/{CHANNEL_ID}"}
+    finally:
+        await stop()
+
+
+async def test_ask_in_a_forum_post_answers_there_and_its_follow_ups_too(
+    discord_bot: DiscordHarness,
+) -> None:
+    """A forum post (or anyone's thread) where someone runs `/ask` becomes a conversation
+    with the bot: the answer stays in the post, and the next message there is answered."""
+    post = "4444"
+    discord_bot.emulator.forum_posts[post] = {"owner_id": "42", "name": "Ingest trouble"}
+    discord_bot.interaction(ask_payload(QUESTION, thread=post, parent=FORUM_ID))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.called("POST", "/webhooks/")))
+    await discord_bot.thread_remembered(post)
+    discord_bot.gateway_message(thread_message(post, "and what does --prune delete?"))
+    await discord_bot.until(lambda: bool(_sent_to(discord_bot, post)))
+    [answer] = discord_bot.emulator.called("POST", "/webhooks/")
+    assert answer["embeds"]
+    assert not discord_bot.emulator.called("POST", "/threads")
+    turns = await discord_bot.store.recent(f"discord/thread/{post}", 10)
+    assert [t.question for t in turns] == [QUESTION, "and what does --prune delete?"]
 
 
 def _answering(text: str) -> ClaudeModel:

@@ -22,7 +22,7 @@ from tests.conftest import REPO
 from tests.integration.test_hostile_cli import one_error_line, run_bot, unprivileged
 from tests.integration.test_hostile_doctor import _rows
 
-WIDE = {"COLUMNS": "400"}  # one doctor row per line
+WIDE = {"COLUMNS": "1000"}  # one doctor row per line, a channel's whole policy included
 INDEX_ADVICE = "delete it and ingest again (`bot ingest PATH`, `bot sync NAME`)"
 STATE_ADVICE = "restore it from a backup, or move it aside"
 

@@ -36,6 +36,7 @@ from core.domain.text import (
 
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
 _MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
+_FENCE_CHARS = 3  # ``` or ~~~: a fence as `FENCED` reads one
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
 _SENTENCE_END = re.compile(
     rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
@@ -91,6 +92,10 @@ class Unit:
     code: bool = False
     line_end: bool = False  # a newline follows it in the answer
     markers: tuple[int, ...] = ()
+    # A lead-in ending in a colon, with no yes or no in it, checked for its many content
+    # words: left out when no passage says it, but not counted against the answer, since it is
+    # most often the question restated ("To answer your question about streaming in Python:").
+    lead_in: bool = False
 
 
 @dataclass(slots=True)
@@ -204,11 +209,20 @@ def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:
     "step" or "follow" aside), or a yes or no, it states something and is checked like a claim:
     "## Prune also wipes the production database" is not a label."""
     said = terms(body)
-    if _negated(body) or _AFFIRMATIVE in _words(body):
+    if _answers_yes_or_no(body):
         return True
-    if body.rstrip("_* ").endswith(":") or sentence.lstrip().startswith("#"):
+    if _lead_in(body) or sentence.lstrip().startswith("#"):
         return len(said - _STRUCTURAL_TERMS) > settings.max_framing_terms
     return len(said) >= settings.min_terms
+
+
+def _answers_yes_or_no(body: str) -> bool:
+    return _negated(body) or _AFFIRMATIVE in _words(body)
+
+
+def _lead_in(body: str) -> bool:
+    """A sentence ending in a colon: what follows it is what it introduces."""
+    return body.rstrip("_* ").endswith(":")
 
 
 def units(answer: str, settings: GroundingSettings) -> list[Unit]:
@@ -226,7 +240,10 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
         if markers and not body and result and result[-1].code:
             # The marker line under a code block (how `ground` marks one) cites that block.
             result[-1] = replace(result[-1], markers=result[-1].markers + markers)
-        result.append(Unit(sentence, claim, sentence if code else body, code, line_end, markers))
+        lead_in = not code and _lead_in(body) and not _answers_yes_or_no(body)
+        result.append(
+            Unit(sentence, claim, sentence if code else body, code, line_end, markers, lead_in)
+        )
     return result
 
 
@@ -314,7 +331,7 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
         seen.add(key)
         number, quote = _best_source(unit, passages, settings)
         if number is None:
-            result.unsupported += 1
+            result.unsupported += not unit.lead_in
             leave_out(unit)
             continue
         result.supported += 1
@@ -328,8 +345,18 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
 
 def _unmarked(unit: Unit) -> str:
     """The unit's text without the model's markers (`ground` writes its own): a code block
-    verbatim, and the code spans of a sentence too."""
-    return unit.text if unit.code else sub_outside_code(_MARKERS, "", unit.text)
+    verbatim (closed), and the code spans of a sentence too."""
+    return _closed(unit.text) if unit.code else sub_outside_code(_MARKERS, "", unit.text)
+
+
+def _closed(block: str) -> str:
+    """A fenced block as written, with the closing fence its writer left out: open, it would
+    make code of everything after it, the marker citing it and the passages quoted below."""
+    fence = block.lstrip()[:_FENCE_CHARS]
+    lines = block.rstrip().split("\n")
+    if len(lines) > 1 and lines[-1].strip() == fence:
+        return block
+    return f"{block.rstrip()}\n{fence}"
 
 
 def _best_source(

@@ -10,6 +10,7 @@ from core.answer.grounding import content_text, ground, sentences, units
 from core.answer.holding import ALSO_QUOTED, CLOSEST_QUOTED
 from core.config import GroundingSettings
 from core.domain.documents import Chunk, SearchHit
+from core.domain.text import split_code
 
 SETTINGS = GroundingSettings()
 INGEST = (
@@ -284,3 +285,34 @@ def test_sentences_keep_decimals_abbreviations_and_fences_whole() -> None:
         "Next one!",
         "```\na. b\n```",
     ]
+
+
+INGEST_COMMAND = "bot ingest docs --base-url https://docs.example.com"
+
+
+def test_a_code_block_left_open_is_closed_before_what_follows_it() -> None:
+    """A weak model's unclosed fence made code of everything after it: the marker citing the
+    block and the passages quoted below the answer."""
+    answer = f"Run this:\n```bash\n{INGEST_COMMAND}"
+    grounded = ground(
+        answer, numbered(f"Re-ingest with:\n```bash\n{INGEST_COMMAND}\n```"), SETTINGS
+    )
+    assert grounded.text == f"Run this:\n```bash\n{INGEST_COMMAND}\n```\n[1]"
+    assert [code for _, code in split_code(grounded.text + "\n\nQuoted below.")] == [
+        False,
+        True,
+        False,
+    ]
+
+
+def test_a_lead_in_restating_the_question_is_left_out_without_a_mark_against_the_answer() -> None:
+    """A weak model's "To answer your question about ...:" says nothing a passage can show; it
+    is not shown, and the answer under it is not made partial for it (a yes or a no in a
+    lead-in still is: `test_a_heading_or_lead_in_that_states_something_is_checked`)."""
+    answer = (
+        "To answer your question about re-ingesting changed documents with the bot:\n"
+        "- Skip unchanged documents."
+    )
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == "- Skip unchanged documents [1]."
+    assert (grounded.supported, grounded.unsupported) == (1, 0)

@@ -21,11 +21,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.progress import slack_error
 from core.domain.conversation import Turn
+from core.domain.text import ELLIPSIS, head
 
 log = structlog.get_logger(__name__)
 
 Message = dict[str, Any]
-ELLIPSIS = "…"
 # A thread the bot was mentioned in, as the conversation's first turn: what people said, and
 # (as the model's side of that turn) what the bot makes of it. Nothing it did not do.
 THREAD_SO_FAR = (
@@ -110,7 +110,7 @@ def answered_turns(thread: Thread, bot_user: str | None, max_chars: int) -> list
             text = str(message.get("text") or "")
             if message.get("user") == bot_user:
                 if question is not None and text:
-                    turns.append(Turn(clipped(question, max_chars), clipped(text, max_chars)))
+                    turns.append(Turn(head(question, max_chars), head(text, max_chars)))
                     question = None
             elif not message.get("bot_id"):
                 question = without_mention(text, bot_user)
@@ -141,7 +141,7 @@ def discussion(
     about) left out. The turn's answer says what the bot did with it, nothing more. None
     when nobody said anything."""
     lines = [
-        f"{m.get('user')}: {clipped(_words(m, bot_user), message_chars)}"
+        f"{m.get('user')}: {head(_words(m, bot_user), message_chars)}"
         for m in thread.messages
         if _by_a_person(m, bot_user) and _words(m, bot_user) and m.get("ts") != leave_out
     ]
@@ -158,13 +158,6 @@ def discussion(
     gap = [ELLIPSIS] if thread.left_out or len(kept) < len(rest) else []
     said = "\n".join([first, *gap, *kept])
     return Turn(f"{THREAD_SO_FAR}\n{said}", NOTED)
-
-
-def clipped(text: str, max_chars: int) -> str:
-    """`text`, cut to `max_chars` with an ellipsis where it was cut."""
-    if len(text) <= max_chars:
-        return text
-    return text[: max_chars - len(ELLIPSIS)].rstrip() + ELLIPSIS
 
 
 def without_mention(text: str, bot_user: str | None) -> str:

@@ -38,7 +38,7 @@ from core.domain.conversation import (
     Turn,
 )
 from core.domain.documents import SearchFilters, SearchHit, SearchMode
-from core.domain.text import ELLIPSIS, without_controls
+from core.domain.text import head, without_controls
 from core.errors import ModelUnavailable, NoResponse, SearchIndexError, ToolsUnsupported
 from core.learning.knowledge import LearnedKnowledge
 from core.ports import ChatModel, ConversationStore, SearchIndex
@@ -104,16 +104,9 @@ def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
 
 def _shortened(turn: Turn, chars: int) -> Turn:
     """`turn` within `chars` characters: the question up to half of them, the answer's start
-    in the rest, each cut at a word boundary."""
-    question = _head(turn.question, chars // 2)
-    return Turn(question, _head(turn.answer, chars - len(question)))
-
-
-def _head(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    cut = text[: max(limit - len(ELLIPSIS), 0)]
-    return (cut.rsplit(maxsplit=1)[0] if " " in cut.strip() else cut) + ELLIPSIS
+    in the rest."""
+    question = head(turn.question, chars // 2)
+    return Turn(question, head(turn.answer, chars - len(question)))
 
 
 def _previewer(

@@ -77,6 +77,14 @@ _ACTING = frozenset({"Cc", "Cf", "Cs"})
 _KEPT_CONTROLS = frozenset("\n\t\u200c\u200d\u00ad")
 
 
+def head(text: str, limit: int) -> str:
+    """The start of `text` within `limit` characters, an ellipsis where it was cut: unlike
+    `clip`, its lines stay lines (a turn of a conversation, a message of a thread)."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - len(ELLIPSIS), 0)].rstrip() + ELLIPSIS
+
+
 def clip(text: str, limit: int, *, ellipsis: str = ELLIPSIS) -> str:
     """`text` on one line, cut at a word boundary to at most `limit` characters (the ellipsis
     included), so a snippet, quote or keyword never ends mid-word."""

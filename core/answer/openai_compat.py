@@ -279,7 +279,14 @@ class OpenAICompatibleModel:
             return reply
         trace.notes.append('the model server ignored a named tool_choice: trying "required"')
         reply = await self._complete({**body, "tool_choice": "required"}, trace)
-        await self._learned(ToolSupport.REQUIRED if reply.uses else ToolSupport.NONE, trace)
+        if reply.uses:
+            await self._learned(ToolSupport.REQUIRED, trace)
+        elif reply.text.strip():
+            await self._learned(ToolSupport.NONE, trace)
+        else:
+            # An empty reply is a glitch, not prose: this answer goes without tools, but the
+            # server is not written off for `tool_support_ttl_s` on its account.
+            trace.notes.append("the model sent an empty reply to a forced call: not remembered")
         return reply
 
     async def write(self, system: str, history: Sequence[Turn], question: str, trace: Trace) -> str:

@@ -370,3 +370,20 @@ async def test_an_ungrounded_models_answer_citing_nothing_is_followed_by_the_pas
     assert answer.citations
     assert all(c.verified for c in answer.citations)
     assert "the answer cites no passage: the top passages follow" in answer.trace.notes
+
+
+async def test_an_empty_reply_to_the_probe_does_not_write_the_server_off(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    """One glitch (an empty 200 to both forced forms) answers this question without tools,
+    and the next question probes again instead of skipping tools for the finding's TTL."""
+    search = completion(None, (SEARCH_TOOL, {"query": "re-ingest"}))
+    chat.replies = [completion(""), completion(""), completion("Ingest it again."), search]
+    chat.replies += [_answers()]
+    bot = engine(settings, index, model=agent)
+    first = await bot.answer(question("how do I re-ingest?"))
+    second = await bot.answer(question("and prune?", key="slack/T1/C1/2"))
+    assert "the model sent an empty reply to a forced call: not remembered" in first.trace.notes
+    assert first.mode is AnswerMode.SEARCH_THEN_ANSWER
+    assert second.mode is AnswerMode.AGENT
+    assert "tools" in chat.requests[3]

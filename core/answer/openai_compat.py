@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from core.answer.prompts import opening_messages
 from core.answer.repetition import RepetitionGuard
-from core.answer.tools import SEARCH_TOOL, tool_definitions
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL, tool_definitions
 from core.answer.wire import media_type, token_count
 from core.config import OpenAICompatibleSettings, RepetitionSettings
 from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
@@ -120,6 +120,9 @@ class _Reply:
         self.usage: dict[str, Any] = {}
         self.stopped = ""  # why the reply was cut short, when it was
         self._guard = guard
+        # The answer is written into the `respond` call's arguments, where the text's guard
+        # never looked: a looping answer ran to max_tokens (minutes on a CPU model).
+        self._answer_guard = RepetitionGuard(guard.settings)
 
     def add(self, message: _Message | None, usage: dict[str, Any] | None) -> bool:
         """Take a whole message or one streamed piece in; False once the reply degenerated."""
@@ -142,7 +145,19 @@ class _Reply:
             self.text = self.text[: self._guard.cut]
             self.stopped = self._guard.reason
             return False
+        if self._answer_guard.feed(self._answer_arguments()):
+            # Cut JSON is no answer: the call is dropped, and the turn counts as one without one.
+            self.calls = {k: c for k, c in self.calls.items() if c[1] != RESPOND_TOOL}
+            self.stopped = f"{self._answer_guard.reason} (in its answer)"
+            return False
         return True
+
+    def _answer_arguments(self) -> str:
+        return "".join(
+            raw if isinstance(raw, str) else json.dumps(raw)
+            for _, name, raw in self.calls.values()
+            if name == RESPOND_TOOL
+        )
 
     def turn(self) -> ModelTurn:
         uses = [

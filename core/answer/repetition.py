@@ -22,7 +22,7 @@ class RepetitionGuard:
     """Fed the reply as it grows; `cut` is where to end it once it has degenerated."""
 
     def __init__(self, settings: RepetitionSettings) -> None:
-        self._settings = settings
+        self.settings = settings
         self._lines: Counter[str] = Counter()
         self._done_to = 0  # the text before this offset is in complete, counted lines
         self.cut: int | None = None
@@ -44,7 +44,7 @@ class RepetitionGuard:
 
     def _repeated_line(self, text: str) -> bool:
         """A line of some length seen `max_line_repeats` times: cut before that occurrence."""
-        s = self._settings
+        s = self.settings
         while (end := text.find("\n", self._done_to)) != -1:
             start, self._done_to = self._done_to, end + 1
             line = " ".join(text[start:end].split()).casefold()
@@ -57,7 +57,7 @@ class RepetitionGuard:
 
     def _periodic_tail(self, text: str) -> bool:
         """The reply ends in one stretch said `period_repeats` times back to back: keep one."""
-        s = self._settings
+        s = self.settings
         repeats = s.period_repeats
         for period in range(s.min_period_chars, s.max_period_chars + 1):
             if period * repeats > len(text):

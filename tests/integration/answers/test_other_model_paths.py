@@ -3,6 +3,7 @@ loopback), its search-then-answer fallback, and the extractive answer with no mo
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.conversation import AnswerMode, AnswerStatus
-from tests.fakes.chat_server import ChatServer, completion
+from tests.fakes.chat_server import ChatServer, Raw, completion
 from tests.integration.answers.helpers import (
     cached,
     engine,
@@ -387,3 +388,26 @@ async def test_an_empty_reply_to_the_probe_does_not_write_the_server_off(
     assert first.mode is AnswerMode.SEARCH_THEN_ANSWER
     assert second.mode is AnswerMode.AGENT
     assert "tools" in chat.requests[3]
+
+
+async def test_an_answer_looping_inside_the_respond_call_is_stopped(
+    settings, index, chat: ChatServer, agent
+) -> None:
+    """The text's repetition guard never saw the `respond` arguments, where a tool-calling
+    model writes its answer: a loop there ran to max_tokens. It is cut, and the turn counts
+    as one without an answer (asked again once, then the quoted passages)."""
+    said = "The same sentence comes back again and again. "
+    pieces = ['{"answer": "', *[said] * 40, '", "citations": [], "status": "answered"}']
+    call = {"index": 0, "id": "call_r", "function": {"name": RESPOND_TOOL, "arguments": ""}}
+    chunks = [{"choices": [{"delta": {"tool_calls": [call]}}]}]
+    chunks += [
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": p}}]}}]}
+        for p in pieces
+    ]
+    events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    looping = Raw(events.encode(), "text/event-stream")
+    chat.replies = [completion(None, (SEARCH_TOOL, {"query": "prune"})), looping, looping]
+    answer = await engine(settings, index, model=agent).answer(question("what does prune do?"))
+    assert any(n.endswith("(in its answer)") for n in answer.trace.notes)
+    assert answer.mode is AnswerMode.EXTRACTIVE
+    assert "again and again" not in answer.text

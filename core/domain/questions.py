@@ -99,23 +99,6 @@ _TO_YOU = re.compile(
     r"^(?:can|could|would|will|do|did|are|have) (?:you|u|ya)\b(?! (?:know|explain|tell))",
     re.IGNORECASE,
 )
-# Openings of a request to the bot, in a thread it answers in: "explain step 2", "show me how".
-_REQUESTS = frozenset(
-    [
-        "explain",
-        "show",
-        "tell",
-        "give",
-        "list",
-        "describe",
-        "compare",
-        "summarise",
-        "summarize",
-        "elaborate",
-        "clarify",
-        "expand",
-    ]
-)
 MIN_WORDS = 3  # "what?", "why not?", "any updates?" are conversation, not questions
 MIN_OPEN_QUESTION_WORDS = 4  # an interrogative opening without "?": "what does E1042 mean"
 LONG_QUESTION_WORDS = 6  # a "?" sentence this long need not open with an interrogative
@@ -147,19 +130,92 @@ def reads_as_question(text: str) -> bool:
     return opens and len(words) >= MIN_OPEN_QUESTION_WORDS and asks
 
 
-def reads_as_follow_up(text: str) -> bool:
-    """A message in a thread the bot answers in, read as one more question or request for it.
+# A word of a follow-up: it starts with a letter ("e1042" is one, "+1" is not).
+_FOLLOW_UP_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+# What a thread message that only acknowledges an answer is made of.
+_ACKNOWLEDGEMENTS = frozenset(
+    [
+        "thanks",
+        "thank",
+        "thx",
+        "ty",
+        "tysm",
+        "you",
+        "u",
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "got",
+        "it",
+        "great",
+        "cool",
+        "perfect",
+        "awesome",
+        "nice",
+        "good",
+        "fine",
+        "works",
+        "worked",
+        "working",
+        "that",
+        "this",
+        "that's",
+        "it's",
+        "thats",
+        "its",
+        "sure",
+        "yes",
+        "yep",
+        "yeah",
+        "yup",
+        "alright",
+        "cheers",
+        "much",
+        "lots",
+        "so",
+        "very",
+        "really",
+        "appreciated",
+        "appreciate",
+        "helpful",
+        "helps",
+        "helped",
+        "noted",
+        "np",
+        "will",
+        "do",
+        "sounds",
+        "makes",
+        "sense",
+        "lol",
+        "haha",
+        "all",
+        "right",
+        "the",
+        "a",
+        "oh",
+        "ah",
+        "wow",
+        "amazing",
+        "excellent",
+        "now",
+    ]
+)
 
-    The bar is lower than `reads_as_question`'s: that thread is already a conversation with the
-    bot about the docs, so a short "and --prune?" or "what about PDFs" means the bot, and no
-    classifier is asked (it judges messages on their own, not as replies). Thanks, "ok", 👍
-    and a message addressed to a person are not questions for it."""
+
+def reads_as_follow_up(text: str) -> bool:
+    """A message in a thread the bot answers in, read as one more thing for it to answer.
+
+    Everything is, but an acknowledgement ("thanks, that worked!", "ok", 👍: every word one
+    of `_ACKNOWLEDGEMENTS`, or no word at all) and a message addressed to a person. The thread
+    is already a conversation with the bot, so a short "and --prune?" means the bot, and so
+    does a report with no question in it ("still getting 403 from the confluence connector"):
+    leaving that unanswered would be the bot going silent mid-conversation."""
     if _ADDRESSED.match(text):
         return False
     plain = plain_text(text)
-    words = re.findall(r"[\w'’]+", _OPENER.sub("", plain).lower())
-    if not words:
-        return False
-    if plain.rstrip(" .!").endswith("?") or words[0] in _WH or words[0] in _REQUESTS:
+    if plain.rstrip(" .!").endswith("?"):
         return True
-    return reads_as_question(text)
+    words = _FOLLOW_UP_WORD.findall(_OPENER.sub("", plain).lower())
+    return any(word not in _ACKNOWLEDGEMENTS for word in words)

@@ -97,6 +97,8 @@ def test_questions_for_the_docs_are(text: str) -> None:
         "got it",
         "👍",
         ":+1:",
+        "thank you so much, that's really helpful",
+        "Perfect, works now 🎉",
         "<@U7> can you take a look?",
         "@bob could you check this on your machine?",
     ],
@@ -114,6 +116,13 @@ def test_thanks_and_words_for_a_colleague_are_no_follow_up(text: str) -> None:
         "explain the second step",
         "thanks! but how do I undo it?",
         "does bot ingest skip unchanged files",
+        # A report with no question in it is still the conversation going on.
+        "It still fails with error E1042 after re-ingesting",
+        "that didn't work, same error: permission denied on /data",
+        "still getting 403 from the confluence connector",
+        "this is wrong, the flag is --force",
+        "one more: is SSO supported",
+        "yes please, for PDFs",
     ],
 )
 def test_short_questions_and_requests_in_the_bots_thread_are_follow_ups(text: str) -> None:

@@ -24,6 +24,7 @@ from core.answer.citations import NumberedSource
 from core.answer.tools import CitedSource
 from core.config import GroundingSettings
 from core.domain.text import (
+    FENCE,
     FENCED,
     LINE_PREFIX,
     MARKER_NUMBER,
@@ -36,7 +37,6 @@ from core.domain.text import (
 
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
 _MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
-_FENCE_CHARS = 3  # ``` or ~~~: a fence as `FENCED` reads one
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
 _SENTENCE_END = re.compile(
     rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
@@ -234,7 +234,7 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
             for group in findall_outside_code(_MARKERS, sentence)
             for n in re.split(r"\s*,\s*", group)
         )
-        code = sentence.lstrip().startswith(("```", "~~~"))
+        code = sentence.lstrip().startswith(FENCE)
         body = sub_outside_code(_MARKERS, "", LINE_PREFIX.sub("", sentence, count=1)).strip()
         claim = code or (bool(body) and _is_claim(sentence, body, settings))
         if markers and not body and result and result[-1].code:
@@ -283,7 +283,7 @@ def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tupl
 def _code_support(block: str, passage: _Passage, settings: GroundingSettings) -> tuple[float, str]:
     """A code block is supported when most of its lines are in the passage as written."""
     lines = [" ".join(line.split()) for line in block.split("\n")[1:] if line.strip()]
-    lines = [line for line in lines if not line.startswith(("```", "~~~"))]
+    lines = [line.removesuffix(FENCE).strip() for line in lines if not line.startswith(FENCE)]
     if not lines:
         return 0.0, ""
     flat = " ".join(passage.text.split())
@@ -345,18 +345,8 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
 
 def _unmarked(unit: Unit) -> str:
     """The unit's text without the model's markers (`ground` writes its own): a code block
-    verbatim (closed), and the code spans of a sentence too."""
-    return _closed(unit.text) if unit.code else sub_outside_code(_MARKERS, "", unit.text)
-
-
-def _closed(block: str) -> str:
-    """A fenced block as written, with the closing fence its writer left out: open, it would
-    make code of everything after it, the marker citing it and the passages quoted below."""
-    fence = block.lstrip()[:_FENCE_CHARS]
-    lines = block.rstrip().split("\n")
-    if len(lines) > 1 and lines[-1].strip() == fence:
-        return block
-    return f"{block.rstrip()}\n{fence}"
+    verbatim, and the code spans of a sentence too."""
+    return unit.text if unit.code else sub_outside_code(_MARKERS, "", unit.text)
 
 
 def _best_source(

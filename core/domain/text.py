@@ -24,8 +24,10 @@ _BRACKETED_NUMBER = re.compile(rf"\[({MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*)
 _NOT_A_MARKER = "［{}］"
 # One citation marker as the renderers link it: [n].
 _MARKER = re.compile(rf"\[({MARKER_NUMBER})\]")
-# A line that opens or closes a fenced code block, as Slack and Discord read it.
-CODE_FENCE = re.compile(r"^\s*```")
+# What opens and closes a fenced code block on Slack and Discord.
+FENCE = "```"
+# A line that opens or closes a fenced code block, as the renderers read it.
+CODE_FENCE = re.compile(rf"^\s*{FENCE}")
 # English words too common to tell passages apart (search) or to show a claim came from one
 # (grounding).
 STOPWORDS = frozenset(
@@ -46,9 +48,11 @@ WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 # A list bullet, a numbered item, a heading's hashes or a block quote's `>` at the start of a
 # line: markup around a sentence, not part of it.
 LINE_PREFIX = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)*")
-# A fenced code block: from its opening fence line to the same fence closing it, or to the end
-# (a block still being written, or one the writer never closed, is code all the same).
-FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+# A fenced code block as Slack and Discord show one: from a line opening with ``` to the next
+# ```, wherever it stands (`npm ci``` closes it too). A fence never closed is no block there:
+# its lines show as text, so they are read as text (and their markers checked) here too. No
+# `~~~`: neither platform makes code of it.
+FENCED = re.compile(rf"^[ \t]*{FENCE}[^\n]*\n.*?{FENCE}", re.DOTALL | re.MULTILINE)
 _BACKTICKS = re.compile(r"`+")
 # An inline code span ends within its paragraph: a blank line ends the paragraph.
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
@@ -173,8 +177,9 @@ def findall_outside_code(pattern: re.Pattern[str], text: str) -> list[str]:
 
 def unmarked(text: str) -> str:
     """Document text quoted into an answer with its own `[2]` as `［2］`: left as written, the
-    renderers would link it to the answer's second source, which is another document."""
-    return _BRACKETED_NUMBER.sub(lambda m: _NOT_A_MARKER.format(m.group(1)), text)
+    renderers would link it to the answer's second source, which is another document. Its
+    code keeps its brackets: no renderer links a marker in code, and `argv[1]` must copy."""
+    return sub_outside_code(_BRACKETED_NUMBER, lambda m: _NOT_A_MARKER.format(m.group(1)), text)
 
 
 def defuse_pings(text: str) -> str:

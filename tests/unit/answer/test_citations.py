@@ -109,11 +109,21 @@ def test_brackets_in_code_are_code_not_markers() -> None:
     assert [c.title for c in citations] == ["Doc 2", "Doc 1"]
 
 
-def test_a_code_block_still_being_written_keeps_its_brackets() -> None:
+def test_a_fence_never_closed_is_read_as_text_as_the_platforms_show_it() -> None:
+    """Slack and Discord show the lines of an unclosed fence as text: read as code here, its
+    markers kept the model's numbers, which then pointed at other sources or at none."""
     registry = _registry("alpha text", "beta text")
-    text, citations = check_answer("See [2]:\n```\nx = items[1]\n", [], registry)
-    assert text == "See [1]:\n```\nx = items[1]"
-    assert [c.title for c in citations] == ["Doc 2"]
+    text, citations = check_answer("See [2]:\n```\nThen run it [1]. Bogus [9].\n", [], registry)
+    assert text == "See [1]:\n```\nThen run it [2]. Bogus."
+    assert [c.title for c in citations] == ["Doc 2", "Doc 1"]
+
+
+def test_a_fence_closes_at_the_next_fence_wherever_it_stands() -> None:
+    registry = _registry("alpha text", "beta text", "gamma text")
+    answer = "Install first [3].\n```\nnpm ci```\nThen run it [1]. Bogus [9]."
+    text, citations = check_answer(answer, [], registry)
+    assert text == "Install first [1].\n```\nnpm ci```\nThen run it [2]. Bogus."
+    assert [c.title for c in citations] == ["Doc 3", "Doc 1"]
 
 
 def test_cited_but_unmarked_sources_are_kept_after_marked_ones() -> None:

@@ -290,19 +290,15 @@ def test_sentences_keep_decimals_abbreviations_and_fences_whole() -> None:
 INGEST_COMMAND = "bot ingest docs --base-url https://docs.example.com"
 
 
-def test_a_code_block_left_open_is_closed_before_what_follows_it() -> None:
-    """A weak model's unclosed fence made code of everything after it: the marker citing the
-    block and the passages quoted below the answer."""
+def test_an_unclosed_fence_is_text_and_leaves_what_follows_it_text() -> None:
+    """A weak model's unclosed fence: its lines are checked like any text (the platforms show
+    them as text), and it makes no code of what follows, the quoted passages included."""
     answer = f"Run this:\n```bash\n{INGEST_COMMAND}"
     grounded = ground(
         answer, numbered(f"Re-ingest with:\n```bash\n{INGEST_COMMAND}\n```"), SETTINGS
     )
-    assert grounded.text == f"Run this:\n```bash\n{INGEST_COMMAND}\n```\n[1]"
-    assert [code for _, code in split_code(grounded.text + "\n\nQuoted below.")] == [
-        False,
-        True,
-        False,
-    ]
+    assert grounded.text == f"Run this:\n{INGEST_COMMAND} [1]"
+    assert [code for _, code in split_code(grounded.text + "\n\nQuoted below.")] == [False]
 
 
 def test_a_lead_in_restating_the_question_is_left_out_without_a_mark_against_the_answer() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.text import clip, outside_code, printable, split_code
+from core.domain.text import clip, outside_code, printable, split_code, unmarked
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,8 @@ def _mark(prose: str) -> str:
         ("`spans\nlines[1]` [1]", "`spans\nlines[1]` <L>"),
         ("`no span\n\nacross paragraphs [1]`", "`no span\n\nacross paragraphs <L>`"),
         ("[1]\n```py\nx = a[1]\n```\n[1]", "<L>\n```py\nx = a[1]\n```\n<L>"),
-        ("[1]\n```\nunclosed [1]", "<L>\n```\nunclosed [1]"),
+        ("[1]\n```\nunclosed [1]", "<L>\n```\nunclosed <L>"),  # shown as text by both
+        ("[1]\n```\nnpm ci``` [1]", "<L>\n```\nnpm ci``` <L>"),  # closed where it stands
     ],
 )
 def test_rewrites_reach_prose_and_never_code(text: str, expected: str) -> None:
@@ -103,7 +104,7 @@ def test_finding_code_in_text_full_of_backticks_takes_linear_time() -> None:
             "x\n```py\ny[0]\n```\nz",
             [("x\n", False), ("```py\ny[0]\n```", True), ("\nz", False)],
         ),
-        ("x\n~~~\ny[0]", [("x\n", False), ("~~~\ny[0]", True)]),  # unclosed: code to the end
+        ("x\n~~~\ny[0]\n~~~", [("x\n~~~\ny[0]\n~~~", False)]),  # no platform's code
     ],
 )
 def test_split_code_finds_fenced_blocks_and_inline_spans(
@@ -111,3 +112,15 @@ def test_split_code_finds_fenced_blocks_and_inline_spans(
 ) -> None:
     assert split_code(text) == pieces
     assert "".join(piece for piece, _ in split_code(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see policy [2].", "see policy ［2］."),
+        ("Read it with `sys.argv[1]` and see [2].", "Read it with `sys.argv[1]` and see ［2］."),
+        ("```py x = argv[1] ``` [3]", "```py x = argv[1] ``` ［3］"),  # a fence clipped to a line
+    ],
+)
+def test_a_documents_bracketed_numbers_are_unmarked_outside_its_code(text, expected) -> None:
+    assert unmarked(text) == expected

@@ -91,9 +91,15 @@ def build_model(settings: Settings, facts: ModelFacts | None = None) -> ChatMode
     return _claude(settings) or _openai_compatible(settings, facts)
 
 
+def _claude_chosen(settings: Settings) -> bool:
+    """Whether Claude answers: its key is set and the provider allows it."""
+    chosen = settings.answers.provider in ("auto", "anthropic")
+    return chosen and settings.secrets.anthropic_api_key is not None
+
+
 def _claude(settings: Settings) -> ClaudeModel | None:
     key = settings.secrets.anthropic_api_key
-    if settings.answers.provider not in ("auto", "anthropic") or key is None:
+    if not _claude_chosen(settings) or key is None:
         return None
     import anthropic
 
@@ -177,16 +183,15 @@ def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
         knowledge=knowledge,
         web=web,
         policies=settings.policy,
-        ground_tool_answers=grounds_tool_answers(settings, model),
+        ground_tool_answers=grounds_tool_answers(settings),
     )
 
 
-def grounds_tool_answers(settings: Settings, model: ChatModel | None) -> bool:
-    """Whether the model's tool answers are held to the passages sentence by sentence: each
-    model's own setting (`anthropic.ground_answers`, `openai.ground_answers`)."""
-    from core.answer.claude import ClaudeModel
-
-    models = settings.anthropic if isinstance(model, ClaudeModel) else settings.openai
+def grounds_tool_answers(settings: Settings) -> bool:
+    """Whether the model's tool answers are held to the passages sentence by sentence: the
+    chosen model's own setting (`anthropic.ground_answers`, `openai.ground_answers`). Read
+    from the settings, so that no SDK is imported for it."""
+    models = settings.anthropic if _claude_chosen(settings) else settings.openai
     return models.ground_answers
 
 

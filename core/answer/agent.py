@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from core.answer.prompts import RETRY_NUDGE
 from core.answer.tool_runner import ToolRunner
-from core.answer.tools import RESPOND_TOOL, RespondInput
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL, RespondInput
 from core.domain.agent import (
     AnswerProgress,
     Exchange,
@@ -80,7 +80,8 @@ async def _run_turn(
         results = await _run(runner, others)
     refusal = ""
     if respond is not None:
-        verdict = await runner.judge_respond(respond.input, final=final)
+        searching = any(u.name == SEARCH_TOOL for u in others)
+        verdict = await runner.judge_respond(respond.input, final=final, searching=searching)
         if isinstance(verdict, RespondInput):
             return verdict
         refusal = verdict

@@ -66,6 +66,12 @@ RETRY_NUDGE = (
 )
 
 
+AFTER_THE_RESULTS = (
+    "Answer once you have read the search results below: an answer written in the same turn "
+    "as its search, before its results, is not accepted."
+)
+
+
 SEARCH_FIRST = (
     "Search the knowledge base first (call search_knowledge_base with a query for the "
     "question): an answer is only accepted once it has been searched."

@@ -15,7 +15,13 @@ import structlog
 
 from core.answer.citations import SourceRegistry
 from core.answer.grounding import content_text
-from core.answer.prompts import EMPTY_ANSWER, SEARCH_FIRST, format_sources, system_prompt
+from core.answer.prompts import (
+    AFTER_THE_RESULTS,
+    EMPTY_ANSWER,
+    SEARCH_FIRST,
+    format_sources,
+    system_prompt,
+)
 from core.answer.tools import (
     RESPOND_TOOL,
     SAVE_KEYWORDS_TOOL,
@@ -98,10 +104,16 @@ class ToolRunner:
         if self.failures > 1:
             raise NoResponse(f"{reason}, twice")
 
-    async def judge_respond(self, raw: object, *, final: bool) -> RespondInput | str:
+    async def judge_respond(
+        self, raw: object, *, final: bool, searching: bool = False
+    ) -> RespondInput | str:
         """The answer when it can be accepted; otherwise what the model is told instead (web
-        results waiting for keywords, or what is wrong with its input)."""
+        results waiting for keywords, or what is wrong with its input). `searching`: the same
+        turn searches too, so an answer written before its results is refused without counting
+        as the model's one failed turn."""
         if not self.searched:
+            if searching:
+                return AFTER_THE_RESULTS
             self.failed("the model answered before searching the knowledge base")
             return SEARCH_FIRST
         if self._web is not None:

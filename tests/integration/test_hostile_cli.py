@@ -248,3 +248,16 @@ def _read_until(terminal: int, wanted: bytes, timeout_s: float) -> bytes:
             except OSError:  # the child closed the pty
                 break
     return seen
+
+
+def test_asking_with_no_claude_key_loads_no_anthropic_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which model's `ground_answers` applies is read from the settings: telling it from the
+    model's class imported the Anthropic SDK for every deployment."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha is the first letter.\n")
+    assert run_bot(["ingest", str(docs)], tmp_path).returncode == 0
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert "anthropic" not in _modules_after(["ask", "what is alpha?"], tmp_path, ("anthropic",))

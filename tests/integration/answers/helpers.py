@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot.wiring import grounds_tool_answers
 from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.openai_compat import OpenAICompatibleModel
@@ -63,7 +62,9 @@ def engine(
         top_k=settings.search.top_k,
         model=model,
         fallback=SearchThenAnswer(model, answers) if model else None,
-        ground_tool_answers=grounds_tool_answers(settings, model),
+        ground_tool_answers=(
+            settings.anthropic if isinstance(model, ClaudeModel) else settings.openai
+        ).ground_answers,
     )
 
 

@@ -20,7 +20,7 @@ from core.answer.web_research import WebLearning
 from core.backends.sqlite.keyword_store import SqliteKeywordStore
 from core.config import ResolvedPolicy, Settings
 from core.config_loader import load_settings
-from core.domain.agent import ToolResults
+from core.domain.agent import ModelTurn, ToolResults
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question
 from core.domain.documents import SearchFilters, SearchHit, SearchMode
 from core.errors import ModelUnavailable
@@ -409,3 +409,23 @@ async def test_follow_ups_in_one_conversation_are_answered_in_order(settings, in
         "And how do I invite the bot?",
     ]
     assert len(bot._in_order) == 0  # no lock is kept once nobody waits
+
+
+async def test_an_answer_sent_with_its_search_does_not_use_up_the_retry(settings, index) -> None:
+    """A turn that searches and answers at once: the answer, written before the results, is
+    refused, but not counted as the model's one failed turn; a later slip is still forgiven."""
+    search_and_answer = ModelTurn((*search_turn("prune").uses, *respond_turn("A guess.").uses))
+    model = ScriptedChatModel(
+        [
+            search_and_answer,
+            respond_turn("[1]"),  # markers alone: the one failed turn
+            respond_turn("Unused keywords [1].", (1, PRUNE)),
+        ],
+        forced_calls_guaranteed=False,
+    )
+    answer = await ask(engine(settings, index, model))
+    assert (answer.mode, answer.status) == (AnswerMode.AGENT, AnswerStatus.ANSWERED)
+    assert "A guess" not in answer.text
+    refused = model.requests[1].transcript[-1]
+    assert isinstance(refused, ToolResults)
+    assert "Answer once you have read the search results" in str(refused)

@@ -425,7 +425,7 @@ class AnthropicSettings(_Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     # Claude's answers carry quotes the core verifies; holding each sentence to the passages
-    # as well would drop the paraphrases a strong model writes (on for the strictest channels).
+    # as well would drop the paraphrases a strong model writes (on: the strictest, for all).
     ground_answers: bool = False
 
 
@@ -767,7 +767,8 @@ class SlackSettings(_Section):
     history_message_chars: int = Field(2_000, ge=100, le=100_000)
     # Mentioned in a thread it was not part of, the bot reads what people said there as one
     # turn of this many characters at most: well under `answers.history_token_budget` (4,000
-    # tokens are about 14,000 characters), or the engine would drop that turn whole.
+    # tokens, 4 characters each as the engine counts them): over it, the engine keeps only the
+    # turn's start, and the latest messages are at its end.
     thread_context_chars: int = Field(6_000, ge=500, le=100_000)
     dedup_ttl_s: float = Field(86_400, gt=0)
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
@@ -848,6 +849,10 @@ class Secrets(_Section):
     elasticsearch_password: SecretStr | None = None
 
 
+# How the history budget counts text: a rough, conservative estimate for English prose.
+CHARS_PER_TOKEN = 4
+
+
 class Settings(_Section):
     storage: StorageSettings = StorageSettings()
     search: SearchSettings = SearchSettings()
@@ -862,6 +867,17 @@ class Settings(_Section):
     keywords: KeywordSettings = KeywordSettings()
     insights: InsightSettings = InsightSettings()
     sources: dict[str, SourceSettings] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _thread_context_within_history(self) -> Settings:
+        budget = self.answers.history_token_budget * CHARS_PER_TOKEN
+        if self.slack.thread_context_chars >= budget:
+            raise ValueError(
+                f"slack.thread_context_chars ({self.slack.thread_context_chars:,}) must be under "
+                f"answers.history_token_budget in characters ({budget:,}, {CHARS_PER_TOKEN} a "
+                "token), or the thread's latest messages would be cut from the history"
+            )
+        return self
 
     @field_validator("sources")
     @classmethod

@@ -25,7 +25,7 @@ from core.answer.tool_runner import SearchFn, ToolRunner
 from core.answer.tools import WEB_SEARCH_TOOL, RespondInput
 from core.answer.turn_order import ConversationLocks
 from core.answer.web_research import WebLearning
-from core.config import AnswerSettings, ResolvedPolicy
+from core.config import CHARS_PER_TOKEN, AnswerSettings, ResolvedPolicy
 from core.domain.agent import AnswerProgress
 from core.domain.conversation import (
     Answer,
@@ -45,7 +45,7 @@ from core.ports import ChatModel, ConversationStore, SearchIndex
 
 log = structlog.get_logger(__name__)
 
-_CHARS_PER_TOKEN = 4  # a rough, conservative estimate for English prose
+_NOTED_WAIT_S = 0.1  # a follow-up's wait for the answer before it, noted in its trace from this
 INDEX_UNAVAILABLE = (
     "I can't reach the knowledge base right now, so I can't answer. "
     "Please try again in a few minutes."
@@ -92,10 +92,10 @@ def within_budget(turns: list[Turn], token_budget: int) -> list[Turn]:
     kept: list[Turn] = []
     used = 0
     for turn in reversed(turns):
-        cost = (len(turn.question) + len(turn.answer)) // _CHARS_PER_TOKEN
+        cost = (len(turn.question) + len(turn.answer)) // CHARS_PER_TOKEN
         if used + cost > token_budget:
             if not kept and token_budget > 0:
-                kept.append(_shortened(turn, token_budget * _CHARS_PER_TOKEN))
+                kept.append(_shortened(turn, token_budget * CHARS_PER_TOKEN))
             break
         kept.append(turn)
         used += cost
@@ -187,8 +187,13 @@ class AnswerEngine:
         cleaned = clean_question(question.text, self._settings.max_question_chars)
         if isinstance(cleaned, InvalidQuestion):
             return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
-        # A follow-up waits for the answer before it, and then has it in its history.
+        # A follow-up waits for the answer before it, and then has it in its history. The
+        # wait is not the answer's time (its metrics and log line): it is noted apart.
         async with self._in_order.held(question.conversation_key):
+            waited = time.perf_counter() - started
+            if waited >= _NOTED_WAIT_S:
+                trace.notes.append(f"waited {waited:.1f} s for the conversation's previous answer")
+            started += waited
             answer = await self._answer_in_turn(question, cleaned, trace, on_progress)
         trace.total_seconds = time.perf_counter() - started
         answer.trace = trace

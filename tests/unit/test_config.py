@@ -400,3 +400,17 @@ def test_secrets_are_not_read_from_bot_variables() -> None:
     """`BOT_SECRETS__...` used to be dropped without a word: the key would silently be unset."""
     with pytest.raises(ConfigError, match="BOT_SECRETS__ANTHROPIC_API_KEY: secrets are read only"):
         load_settings(environ={"BOT_SECRETS__ANTHROPIC_API_KEY": "sk-x"})
+
+
+def test_a_thread_read_back_must_fit_the_history_budget() -> None:
+    """Over the budget, the engine keeps only the start of the turn, and the thread's latest
+    messages (at its end) would never reach the model."""
+    with pytest.raises(ConfigError, match=r"slack\.thread_context_chars"):
+        load_settings(
+            environ={
+                "BOT_ANSWERS__HISTORY_TOKEN_BUDGET": "500",
+                "BOT_SLACK__THREAD_CONTEXT_CHARS": "6000",
+            }
+        )
+    fits = {"BOT_ANSWERS__HISTORY_TOKEN_BUDGET": "2000", "BOT_SLACK__THREAD_CONTEXT_CHARS": "6000"}
+    assert load_settings(environ=fits).slack.thread_context_chars == 6_000

@@ -396,7 +396,7 @@ async def test_follow_ups_in_one_conversation_are_answered_in_order(settings, in
     first = asyncio.create_task(ask(bot, "What does prune remove?"))
     await asyncio.sleep(0.01)
     second = asyncio.create_task(ask(bot, "And how do I invite the bot?"))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)  # the second waits this long, at least
     assert [r.question for r in model.requests] == ["What does prune remove?"]
     released.set()
     answers = await asyncio.gather(first, second)
@@ -409,6 +409,11 @@ async def test_follow_ups_in_one_conversation_are_answered_in_order(settings, in
         "And how do I invite the bot?",
     ]
     assert len(bot._in_order) == 0  # no lock is kept once nobody waits
+    (waited,) = [n for n in answers[1].trace.notes if n.startswith("waited ")]
+    assert waited.endswith(" s for the conversation's previous answer")
+    seconds = float(waited.split()[1])
+    assert seconds >= 0.2
+    assert answers[1].trace.total_seconds < seconds  # the wait is not the answer's own time
 
 
 async def test_an_answer_sent_with_its_search_does_not_use_up_the_retry(settings, index) -> None:

@@ -630,7 +630,7 @@ class SlackBot:
         asked = None if text else asked_in(thread, bot_user)
         if not remembered:
             if await self._state.is_bot_thread(key):
-                turns = answered_turns(thread, bot_user, s.history_message_chars)
+                turns = answered_turns(thread, bot_user, s.history_message_chars, s.placeholder)
             else:
                 leave_out = asked.get("ts") if asked else None
                 context = discussion(

@@ -32,6 +32,7 @@ THREAD_SO_FAR = (
     "Before I was asked, people wrote this in the Slack thread (each line: the author's Slack "
     "id, then the message; … where messages are left out):"
 )
+NEWEST_UNREAD = "(the thread's newest messages could not be read)"
 NOTED = (
     "I had not taken part in this thread yet. I will answer the next message with this "
     "discussion in mind."
@@ -46,6 +47,9 @@ class Thread:
     first: Message | None
     latest: tuple[Message, ...]
     left_out: int
+    # The reading stopped before the thread's end (its page limit, or Slack refusing a page):
+    # `latest` is then the last read, not the thread's newest.
+    cut_short: bool = False
 
     @property
     def messages(self) -> list[Message]:
@@ -77,7 +81,7 @@ async def read_thread(
         except SlackApiError as exc:
             event = "slack_history_unavailable" if page == 0 else "slack_history_cut_short"
             log.info(event, error=slack_error(exc), pages_read=page)
-            break
+            return Thread(first, tuple(latest), kept - len(latest), cut_short=page > 0)
         for message in response.get("messages") or []:
             ts = str(message.get("ts"))
             if _timestamp(ts) >= _timestamp(before_ts):
@@ -95,12 +99,16 @@ async def read_thread(
             break
     else:
         log.info("slack_history_cut_short", pages_read=max_pages)
+        return Thread(first, tuple(latest), kept - len(latest), cut_short=True)
     return Thread(first, tuple(latest), kept - len(latest))
 
 
-def answered_turns(thread: Thread, bot_user: str | None, max_chars: int) -> list[Turn]:
+def answered_turns(
+    thread: Thread, bot_user: str | None, max_chars: int, placeholder: str
+) -> list[Turn]:
     """The bot's earlier turns in a thread: each answer of the bot with the person's message
-    before it (never across the messages left out); every text cut to `max_chars`."""
+    before it (never across the messages left out); every text cut to `max_chars`. A
+    `placeholder` still standing is an answer being written, not one."""
     messages = thread.messages
     parts = [messages[:1], messages[1:]] if thread.left_out else [messages]
     turns: list[Turn] = []
@@ -109,7 +117,7 @@ def answered_turns(thread: Thread, bot_user: str | None, max_chars: int) -> list
         for message in part:
             text = str(message.get("text") or "")
             if message.get("user") == bot_user:
-                if question is not None and text:
+                if question is not None and text and text != placeholder:
                     turns.append(Turn(head(question, max_chars), head(text, max_chars)))
                     question = None
             elif not message.get("bot_id"):
@@ -156,7 +164,8 @@ def discussion(
         kept.insert(0, line)
         used += len(line)
     gap = [ELLIPSIS] if thread.left_out or len(kept) < len(rest) else []
-    said = "\n".join([first, *gap, *kept])
+    unread = [f"{ELLIPSIS} {NEWEST_UNREAD}"] if thread.cut_short else []
+    said = "\n".join([first, *gap, *kept, *unread])
     return Turn(f"{THREAD_SO_FAR}\n{said}", NOTED)
 
 

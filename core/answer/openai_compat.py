@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import httpx
+import jiter
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
@@ -153,10 +154,10 @@ class _Reply:
         return True
 
     def _answer_arguments(self) -> str:
+        """The answer the `respond` call holds so far, decoded from its partial JSON (escaped,
+        its line breaks would be `\\n` and no repeated line would ever be seen)."""
         return "".join(
-            raw if isinstance(raw, str) else json.dumps(raw)
-            for _, name, raw in self.calls.values()
-            if name == RESPOND_TOOL
+            _answer_of(raw) for _, name, raw in self.calls.values() if name == RESPOND_TOOL
         )
 
     def turn(self) -> ModelTurn:
@@ -203,6 +204,17 @@ def _messages(request: TurnRequest) -> list[dict[str, Any]]:
         else:
             messages.append({"role": "user", "content": exchange})
     return messages
+
+
+def _answer_of(raw: str | dict[str, Any]) -> str:
+    """The `answer` of a `respond` call's arguments, as far as they have come."""
+    if isinstance(raw, str):
+        try:
+            raw = jiter.from_json(raw.encode(), partial_mode="trailing-strings")
+        except ValueError:
+            return ""
+    answer = raw.get("answer") if isinstance(raw, dict) else None
+    return answer if isinstance(answer, str) else ""
 
 
 def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:

@@ -48,7 +48,7 @@ class RepetitionGuard:
         while (end := text.find("\n", self._done_to)) != -1:
             start, self._done_to = self._done_to, end + 1
             line = " ".join(text[start:end].split()).casefold()
-            if len(line) < s.min_line_chars or line.startswith(_FENCE):
+            if len(line) < s.min_line_chars or line.startswith(_FENCE) or not _worded(line):
                 continue
             self._lines[line] += 1
             if self._lines[line] >= s.max_line_repeats:
@@ -63,10 +63,16 @@ class RepetitionGuard:
             if period * repeats > len(text):
                 break
             unit = text[-period:]
-            if not unit.strip():
+            if not _worded(unit):
                 continue
             if all(text[-period * (k + 1) : -period * k] == unit for k in range(1, repeats)):
                 return self._stop(
                     len(text) - period * (repeats - 1), f"it said the same thing {repeats} times"
                 )
         return False
+
+
+def _worded(text: str) -> bool:
+    """Whether `text` holds a letter or a digit: a divider (`=====`, `|---|---|`) said again
+    and again is layout, not a loop."""
+    return any(c.isalnum() for c in text)

@@ -390,14 +390,22 @@ async def test_an_empty_reply_to_the_probe_does_not_write_the_server_off(
     assert "tools" in chat.requests[3]
 
 
+@pytest.mark.parametrize(
+    ("pieces", "looped"),
+    [
+        (["The same sentence comes back again and again. "] * 40, "again and again"),
+        # A line said again between others: seen only in the answer decoded from its JSON
+        # (escaped, its line breaks are `\\n` and the text has no lines).
+        ([f"Run bot ingest again to refresh it all.\\nstep {n}\\n" for n in range(40)], "refresh"),
+    ],
+)
 async def test_an_answer_looping_inside_the_respond_call_is_stopped(
-    settings, index, chat: ChatServer, agent
+    settings, index, chat: ChatServer, agent, pieces: list[str], looped: str
 ) -> None:
     """The text's repetition guard never saw the `respond` arguments, where a tool-calling
     model writes its answer: a loop there ran to max_tokens. It is cut, and the turn counts
     as one without an answer (asked again once, then the quoted passages)."""
-    said = "The same sentence comes back again and again. "
-    pieces = ['{"answer": "', *[said] * 40, '", "citations": [], "status": "answered"}']
+    pieces = ['{"answer": "', *pieces, '", "citations": [], "status": "answered"}']
     call = {"index": 0, "id": "call_r", "function": {"name": RESPOND_TOOL, "arguments": ""}}
     chunks = [{"choices": [{"delta": {"tool_calls": [call]}}]}]
     chunks += [
@@ -410,4 +418,4 @@ async def test_an_answer_looping_inside_the_respond_call_is_stopped(
     answer = await engine(settings, index, model=agent).answer(question("what does prune do?"))
     assert any(n.endswith("(in its answer)") for n in answer.trace.notes)
     assert answer.mode is AnswerMode.EXTRACTIVE
-    assert "again and again" not in answer.text
+    assert looped not in answer.text

@@ -41,3 +41,15 @@ def test_ordinary_answers_are_left_alone() -> None:
         "| a | b |\n| --- | --- |\n| 1 | 2 |\n| 3 | 4 |\n```\n```\n```\n" + "ok " * 5
     )
     assert fed(text).cut is None
+
+
+def test_dividers_and_rulers_are_layout_not_a_loop() -> None:
+    """A ruler in a code block and a divider between sections, said more than three times:
+    no word in them is said again, so nothing is cut."""
+    ruler = "# " + "=" * 77 + "\n"
+    text = (
+        "```python\n" + ruler + "x = 1\n" + ruler + "```\n"
+        "Setup:\n" + "-" * 40 + "\nInstall it.\n" + "-" * 40 + "\nRun it.\n" + "-" * 40 + "\n"
+        "| step | what |\n|------|------|\n|------|------|\n|------|------|\nDone."
+    )
+    assert fed(text).cut is None

@@ -348,10 +348,13 @@ class SlackBot:
         can't be edited."""
         channel, user = event["channel"], event.get("user", "")
         key = _key(team, channel, thread_ts)
-        text = await self._question(client, key, event, bot_user, thread_ts)
+        # The asker's own conversation in the thread: another member's follow-up there must
+        # not get this private answer as its history (the model could repeat it to them).
+        own = f"{key}/{user}"
+        text = await self._question(client, own, event, bot_user, thread_ts)
         try:
             answer = await self._engine.answer(
-                Question("slack", key, user, text, ChannelKind.THREAD)
+                Question("slack", own, user, text, ChannelKind.THREAD, channel_key=key)
             )
             answer_id = await self._record(key, text, answer)
             await self._post_privately(client, channel, user, thread_ts, answer, answer_id)

@@ -400,3 +400,36 @@ async def test_forged_button_values_change_nothing(slack_factory) -> None:
         )
     finally:
         await stop()
+
+
+async def test_a_private_answer_is_no_one_elses_history_in_the_thread(slack_factory) -> None:
+    """Two members ask in one thread of a `private` channel: the second one's model request
+    holds nothing of the first one's private question or answer."""
+    first_answer = "Run bot ingest with the folder again."
+
+    def respond(answer: str) -> dict[str, Any]:
+        return message(tool_use(RESPOND_TOOL, answer=answer, citations=[], status="partial"))
+
+    api = FakeMessagesAPI(
+        [
+            message(tool_use(SEARCH_TOOL, query="re-ingest")),
+            respond(first_answer),
+            message(tool_use(SEARCH_TOOL, query="prune")),
+            respond("Prune drops what is gone."),
+        ]
+    )
+    model = ClaudeModel(api.client(), model="claude-test", max_tokens=256)
+    harness, stop = await slack_factory(model, **policy(private=True))
+    thread = "1700000000.001500"
+    try:
+        await harness.event(mention(thread, "my secret payroll folder: how do I re-ingest?"), "Ev1")
+        await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 1)
+        other = {**mention("1700000000.001600", "and prune?", thread_ts=thread), "user": "U3"}
+        await harness.event(other, "Ev2")
+        await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 2)
+        second_ask = json.dumps(api.requests[2]["messages"])
+        assert "payroll" not in second_ask
+        assert first_answer not in second_ask
+        assert "payroll" in json.dumps(api.requests[1]["messages"])  # the asker's own turn
+    finally:
+        await stop()

@@ -166,19 +166,20 @@ class DocsBot(discord.Client):
         thread whose turns our store lost (or never had), they are read from Discord first,
         as for a follow-up there."""
         thread = interaction.channel if asked.kind is ChannelKind.THREAD else None
-        if isinstance(thread, discord.Thread) and not await self.store.recent(asked.key, 1):
-            await self._seed_history(thread, asked.key)
-        answer = await self.engine.answer(
-            Question(
-                "discord",
-                asked.key,
-                str(interaction.user.id),
-                question,
-                asked.kind,
-                # Named only where the key does not start with it: a thread's key.
-                channel_key=asked.channel_key if asked.kind is ChannelKind.THREAD else "",
+        async with self.engine.in_turn(asked.key):  # a history read back is filled once
+            if isinstance(thread, discord.Thread) and not await self.store.recent(asked.key, 1):
+                await self._seed_history(thread, asked.key)
+            answer = await self.engine.answer(
+                Question(
+                    "discord",
+                    asked.key,
+                    str(interaction.user.id),
+                    question,
+                    asked.kind,
+                    # Named only where the key does not start with it: a thread's key.
+                    channel_key=asked.channel_key if asked.kind is ChannelKind.THREAD else "",
+                )
             )
-        )
         recorded = await self._record(asked.key, question, answer, channel=asked.channel_key)
         return asked.key, answer, recorded
 
@@ -386,19 +387,20 @@ class DocsBot(discord.Client):
         else:
             channel_key = key_of_channel(guild, place.id)
             key = f"{channel_key}/{message.id}"
-        if in_thread and not await self.store.recent(key, 1):
-            await self._seed_history(place, key, before=message)
-        answer = await self.engine.answer(
-            Question(
-                "discord",
-                key,
-                asker,
-                message.content,
-                ChannelKind.THREAD if in_thread else ChannelKind.CHANNEL,
-                channel_key=channel_key if in_thread else "",
-                unasked=unasked,
+        async with self.engine.in_turn(key):  # a history read back is filled once
+            if in_thread and not await self.store.recent(key, 1):
+                await self._seed_history(place, key, before=message)
+            answer = await self.engine.answer(
+                Question(
+                    "discord",
+                    key,
+                    asker,
+                    message.content,
+                    ChannelKind.THREAD if in_thread else ChannelKind.CHANNEL,
+                    channel_key=channel_key if in_thread else "",
+                    unasked=unasked,
+                )
             )
-        )
         if unasked and held_back(answer, policy):
             log.info("abstained", platform="discord", status=answer.status.value)
             metrics.HELD_BACK.labels("discord").inc()
@@ -519,10 +521,10 @@ class DocsBot(discord.Client):
         try:
             if not await self.state.first_delivery(f"discord-message:{message.id}"):
                 return
-            if not await self.store.recent(key, 1):
-                await self._seed_history(message.channel, key, before=message)
             kind = ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
-            async with message.channel.typing():
+            async with self.engine.in_turn(key), message.channel.typing():
+                if not await self.store.recent(key, 1):  # a history read back is filled once
+                    await self._seed_history(message.channel, key, before=message)
                 answer = await self.engine.answer(
                     Question(
                         "discord",

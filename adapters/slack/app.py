@@ -351,11 +351,12 @@ class SlackBot:
         # The asker's own conversation in the thread: another member's follow-up there must
         # not get this private answer as its history (the model could repeat it to them).
         own = f"{key}/{user}"
-        text = await self._question(client, own, event, bot_user, thread_ts)
         try:
-            answer = await self._engine.answer(
-                Question("slack", own, user, text, ChannelKind.THREAD, channel_key=key)
-            )
+            async with self._engine.in_turn(own):
+                text = await self._question(client, own, event, bot_user, thread_ts)
+                answer = await self._engine.answer(
+                    Question("slack", own, user, text, ChannelKind.THREAD, channel_key=key)
+                )
             answer_id = await self._record(key, text, answer)
             await self._post_privately(client, channel, user, thread_ts, answer, answer_id)
         except Exception:
@@ -466,22 +467,24 @@ class SlackBot:
     ) -> None:
         channel = event["channel"]
         key = _key(team, channel, thread_ts)
-        text = await self._question(client, key, event, bot_user, thread_ts)
-        if thread_ts is not None:
-            await self._state.remember_thread(key)
         direct = event.get("channel_type") == "im"
         kind = ChannelKind.DIRECT if direct else ChannelKind.THREAD
         user = event.get("user", "")
         # In a direct message, the channel the person is looking at (Slack's agent surface
         # says) decides the policy: its sources, its web search.
         viewing = self._viewing.get(user, "") if direct else ""
-        if direct and thread_ts is not None:
-            await self._agent_thread_status(client, key, channel, thread_ts, text)
         try:
-            answer = await self._engine.answer(
-                Question("slack", key, user, text, kind, channel_key=viewing),
-                on_progress=progress.update,
-            )
+            # From before the thread is read back: two follow-ups never both fill a history.
+            async with self._engine.in_turn(key):
+                text = await self._question(client, key, event, bot_user, thread_ts)
+                if thread_ts is not None:
+                    await self._state.remember_thread(key)
+                if direct and thread_ts is not None:
+                    await self._agent_thread_status(client, key, channel, thread_ts, text)
+                answer = await self._engine.answer(
+                    Question("slack", key, user, text, kind, channel_key=viewing),
+                    on_progress=progress.update,
+                )
         finally:
             await progress.finish()
         answer_id = await self._record(key, text, answer, channel=viewing)

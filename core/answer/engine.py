@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
 import structlog
@@ -163,6 +164,12 @@ class AnswerEngine:
         index belong to the backend, which closes them."""
         if self._web is not None:
             await self._web.search.close()
+
+    def in_turn(self, conversation_key: str) -> AbstractAsyncContextManager[None]:
+        """The conversation's turn, for an adapter to hold from before it reads the thread's
+        history back from its platform until it has asked `answer` (which, in the same task,
+        takes it again without waiting): two follow-ups must not both fill a lost history."""
+        return self._in_order.held(conversation_key)
 
     async def search(self, query: str) -> list[SearchHit]:
         return await self._index.search(query, k=self._top_k)

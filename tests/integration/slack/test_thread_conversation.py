@@ -235,3 +235,36 @@ async def test_the_question_reaction_on_a_thread_reply_is_answered_in_that_threa
     assert slack.emulator.called("chat.postMessage")[0]["thread_ts"] == root
     turns = await slack.store.recent(f"slack/T1/C1/{root}", 10)
     assert turns[-1].question == "How do I re-ingest changed documents?"
+
+
+async def test_two_follow_ups_fill_a_lost_history_once(slack_factory) -> None:
+    """Two follow-ups close together in a thread whose turns were lost: the second waits for
+    the first's turn (from before the thread is read back), so the history is read and
+    stored once, not once per follow-up, and the turns follow the thread's order."""
+
+    def answered(text: str) -> dict[str, Any]:
+        return message(tool_use(RESPOND_TOOL, answer=text, citations=[], status="answered"))
+
+    search = message(tool_use(SEARCH_TOOL, query="ingest"))
+    api = FakeMessagesAPI([search, answered("First."), search, answered("Second.")])
+    model = ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
+    harness, stop = await slack_factory(model)
+    try:
+        harness.emulator.replies = [m for n in range(3) for m in exchange(n)]
+        root = harness.emulator.replies[0]["ts"]
+        key = f"slack/T1/C1/{root}"
+        await harness.state.remember_thread(key)
+        await harness.event(message_event("1700000200.000000", "and the next one?", root), "E1")
+        await harness.event(message_event("1700000200.000100", "and the last one?", root), "E2")
+        await harness.until(lambda: len(harness.emulator.called("chat.update")) == 2)
+        turns = await harness.store.recent(key, 100)
+        assert [t.question for t in turns] == [
+            "question number 0",
+            "question number 1",
+            "question number 2",
+            "and the next one?",
+            "and the last one?",
+        ]
+        assert len(harness.emulator.called("conversations.replies")) == 1
+    finally:
+        await stop()

@@ -280,8 +280,10 @@ class DocsBot(discord.Client):
                 channel_key = await self._channel_key(message)
                 policy = self.policies(channel_key or key)
                 # A follow-up needs no mention, but words to a colleague (they mention someone
-                # else) and, with `followups: questions`, thanks or 👍 are not for the bot.
-                mentioned = bool(self.user and self.user in message.mentions)
+                # else) and, with `followups: questions`, thanks or 👍 are not for the bot. A
+                # mention is one written in the message: a reply to the bot's answer pings it
+                # too, by default, and a "thanks!" sent that way is still only thanks.
+                mentioned = bool(self.user and _written_mention(message.content, self.user.id))
                 others = [u for u in message.mentions if u != self.user] or message.role_mentions
                 asks = policy.followups == "all" or reads_as_follow_up(message.content)
                 if policy.trigger != "off" and (mentioned or (asks and not others)):
@@ -650,6 +652,12 @@ class _Conversation:
     key: str
     kind: ChannelKind
     channel_key: str
+
+
+def _written_mention(content: str, user_id: int) -> bool:
+    """Whether `content` itself mentions the user (`<@id>`, or `<@!id>` as older clients write
+    it), rather than a reply's ping putting them in the message's mentions."""
+    return f"<@{user_id}>" in content or f"<@!{user_id}>" in content
 
 
 def _conversation_of(

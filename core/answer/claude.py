@@ -18,11 +18,10 @@ from typing import Any
 
 import anthropic
 import httpx2
-import jiter
 
 from core.answer.prompts import opening_messages
 from core.answer.tools import RESPOND_TOOL, tool_definitions
-from core.answer.wire import media_type, token_count
+from core.answer.wire import media_type, partial_answer, token_count
 from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
 from core.errors import ModelUnavailable
@@ -124,7 +123,7 @@ async def _consume(stream: Any, on_answer: AnswerProgress | None) -> Any:
         elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
             inputs[event.index] += event.delta.partial_json
             if on_answer and names[event.index] == RESPOND_TOOL:
-                partial = _partial_answer(inputs[event.index])
+                partial = partial_answer(inputs[event.index])
                 if partial:
                     await on_answer(partial)
     if not (started and stopped):
@@ -142,18 +141,6 @@ async def _consume(stream: Any, on_answer: AnswerProgress | None) -> Any:
             why = " (it stopped at max_tokens)" if stop == "max_tokens" else ""
             raise _Malformed(f"a tool call that is not complete{why}")
     return message
-
-
-def _partial_answer(raw_json: str) -> str | None:
-    """The `answer` field of a tool input still being written, including its unfinished last
-    string (the SDK's own snapshot leaves unfinished strings out, which would show nothing until
-    the whole answer is written)."""
-    try:
-        value = jiter.from_json(raw_json.encode(), partial_mode="trailing-strings")
-    except ValueError:
-        return None
-    answer = value.get("answer") if isinstance(value, dict) else None
-    return answer if isinstance(answer, str) else None
 
 
 def _turn(message: Any) -> ModelTurn:

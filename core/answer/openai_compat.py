@@ -23,14 +23,13 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import httpx
-import jiter
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from core.answer.prompts import opening_messages
 from core.answer.repetition import RepetitionGuard
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL, tool_definitions
-from core.answer.wire import media_type, token_count
+from core.answer.wire import media_type, partial_answer, token_count
 from core.config import OpenAICompatibleSettings, RepetitionSettings
 from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
@@ -157,7 +156,9 @@ class _Reply:
         """The answer the `respond` call holds so far, decoded from its partial JSON (escaped,
         its line breaks would be `\\n` and no repeated line would ever be seen)."""
         return "".join(
-            _answer_of(raw) for _, name, raw in self.calls.values() if name == RESPOND_TOOL
+            (partial_answer(raw) or "")
+            for _, name, raw in self.calls.values()
+            if name == RESPOND_TOOL
         )
 
     def turn(self) -> ModelTurn:
@@ -204,17 +205,6 @@ def _messages(request: TurnRequest) -> list[dict[str, Any]]:
         else:
             messages.append({"role": "user", "content": exchange})
     return messages
-
-
-def _answer_of(raw: str | dict[str, Any]) -> str:
-    """The `answer` of a `respond` call's arguments, as far as they have come."""
-    if isinstance(raw, str):
-        try:
-            raw = jiter.from_json(raw.encode(), partial_mode="trailing-strings")
-        except ValueError:
-            return ""
-    answer = raw.get("answer") if isinstance(raw, dict) else None
-    return answer if isinstance(answer, str) else ""
 
 
 def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:

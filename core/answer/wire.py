@@ -4,6 +4,9 @@ trace may show them, never more than a well-formed value."""
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import jiter
 
 _MEDIA_TYPE = re.compile(r"[\w.+-]{1,40}/[\w.+-]{1,60}")
 
@@ -19,3 +22,16 @@ def token_count(value: object) -> int:
     """A token count as a server reported it, or 0 when it sent something else: usage is
     bookkeeping, and a malformed count must not fail an answer that arrived whole."""
     return value if isinstance(value, int) and value >= 0 else 0
+
+
+def partial_answer(raw: str | dict[str, Any]) -> str | None:
+    """The `answer` of a `respond` call's arguments as far as they have come: a whole object,
+    or JSON still being streamed, its unfinished last string included (a client's own snapshot
+    leaves it out, and nothing would show until the whole answer is written)."""
+    if isinstance(raw, str):
+        try:
+            raw = jiter.from_json(raw.encode(), partial_mode="trailing-strings")
+        except ValueError:
+            return None
+    answer = raw.get("answer") if isinstance(raw, dict) else None
+    return answer if isinstance(answer, str) else None

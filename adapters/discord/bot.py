@@ -477,21 +477,23 @@ class DocsBot(discord.Client):
             return
         if self.user and payload.user_id == self.user.id:
             return
-        policy = self.policies(key_of_channel(payload.guild_id, payload.channel_id))
-        if policy.trigger == "off" or not policy.reactions:
-            return
-        if _cannot_be_private(policy, "reaction"):
-            return
         try:
+            place = await self._answer_place(payload.channel_id)
+            if place is None:
+                log.info("not_answered", platform="discord", reason="reaction: no thread here")
+                return
+            # In a thread the policy is its channel's: a thread's own id names no policy, so
+            # `reactions: false` or `trigger: off` would not hold in the channel's threads.
+            policy = self.policies(key_of_channel(payload.guild_id, _policy_channel(place)))
+            if policy.trigger == "off" or not policy.reactions:
+                return
+            if _cannot_be_private(policy, "reaction"):
+                return
             if not await self.state.first_delivery(f"discord-reaction:{payload.message_id}"):
                 return
             channel = self.get_partial_messageable(payload.channel_id, guild_id=payload.guild_id)
             message = await channel.fetch_message(payload.message_id)
             if not message.content.strip() or message.author.bot:
-                return
-            place = await self._answer_place(payload.channel_id)
-            if place is None:
-                log.info("not_answered", platform="discord", reason="reaction: no thread here")
                 return
             await self._answer_about(
                 message, place, payload.guild_id, policy, str(payload.user_id), unasked=False
@@ -678,6 +680,13 @@ def _conversation_of(
     if interaction.guild_id is None and not private:
         return _Conversation(here, ChannelKind.DIRECT, here)
     return _Conversation(f"{here}/{interaction.id}", ChannelKind.CHANNEL, here)
+
+
+def _policy_channel(place: discord.TextChannel | discord.Thread) -> int:
+    """The channel whose policy holds in `place`: a thread's parent, else the channel."""
+    if isinstance(place, discord.Thread) and place.parent_id:
+        return place.parent_id
+    return place.id
 
 
 def _cannot_be_private(policy: ResolvedPolicy, what: str) -> bool:

@@ -417,6 +417,23 @@ async def test_reactions_can_be_turned_off_per_channel(discord_factory) -> None:
         await stop()
 
 
+async def test_a_channels_reaction_setting_holds_in_its_threads(discord_factory) -> None:
+    """A thread's own id names no policy: the channel it hangs off decides."""
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(reactions=False)})
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        thread_id = await harness.thread_ready()
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        target = channel_message("and what does --prune delete?", channel=thread_id)
+        harness.emulator.messages[target["id"]] = target
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await _settle()
+        assert thread_posts(harness, thread_id) == []
+        assert not harness.emulator.called("GET", f"/messages/{target['id']}")
+    finally:
+        await stop()
+
+
 async def test_a_private_channel_answers_the_message_menu_for_the_asker_alone(
     discord_factory,
 ) -> None:

@@ -747,7 +747,20 @@ class KeywordSettings(_Section):
         return self.min_age_days * _DAY_S
 
 
-class SlackSettings(_Section):
+class _ThreadReading(_Section):
+    """How much of a thread read back from the platform goes to the model, on either one."""
+
+    # Each message read back is cut to this: one pasted log would otherwise take the whole
+    # `answers.history_token_budget`, and the engine drops a turn over it with every older one.
+    history_message_chars: int = Field(2_000, ge=100, le=100_000)
+    # Asked in a thread it was not part of, the bot reads what people said there as one turn
+    # of this many characters at most: well under `answers.history_token_budget` (4,000
+    # tokens, 4 characters each as the engine counts them): over it, the engine keeps only the
+    # turn's start, and the latest messages are at its end.
+    thread_context_chars: int = Field(6_000, ge=500, le=100_000)
+
+
+class SlackSettings(_ThreadReading):
     port: int = Field(3000, ge=1, le=65_535)
     base_url: HttpUrlText | None = None
     section_chars: int = Field(3_000, ge=100, le=3_000)
@@ -762,14 +775,6 @@ class SlackSettings(_Section):
     # are pages away; each page is a call, and apps outside the Marketplace get about one a
     # minute: a rate-limited page ends the reading with what was read.
     history_pages: int = Field(5, ge=1, le=50)
-    # Each message read back is cut to this: one pasted log would otherwise take the whole
-    # `answers.history_token_budget`, and the engine drops a turn over it with every older one.
-    history_message_chars: int = Field(2_000, ge=100, le=100_000)
-    # Mentioned in a thread it was not part of, the bot reads what people said there as one
-    # turn of this many characters at most: well under `answers.history_token_budget` (4,000
-    # tokens, 4 characters each as the engine counts them): over it, the engine keeps only the
-    # turn's start, and the latest messages are at its end.
-    thread_context_chars: int = Field(6_000, ge=500, le=100_000)
     dedup_ttl_s: float = Field(86_400, gt=0)
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
     update_interval_s: float = Field(1.0, ge=0)
@@ -805,7 +810,7 @@ class SlackSettings(_Section):
     agent_context_users: int = Field(10_000, ge=1)
 
 
-class DiscordSettings(_Section):
+class DiscordSettings(_ThreadReading):
     description_chars: int = Field(4_096, ge=100, le=4_096)
     reaction_trigger: str = Field("❓", min_length=1, max_length=64)
     solved_tag: str = Field("Solved", min_length=1, max_length=20)
@@ -871,12 +876,14 @@ class Settings(_Section):
     @model_validator(mode="after")
     def _thread_context_within_history(self) -> Settings:
         budget = self.answers.history_token_budget * CHARS_PER_TOKEN
-        if self.slack.thread_context_chars >= budget:
-            raise ValueError(
-                f"slack.thread_context_chars ({self.slack.thread_context_chars:,}) must be under "
-                f"answers.history_token_budget in characters ({budget:,}, {CHARS_PER_TOKEN} a "
-                "token), or the thread's latest messages would be cut from the history"
-            )
+        for name, platform in (("slack", self.slack), ("discord", self.discord)):
+            if platform.thread_context_chars >= budget:
+                raise ValueError(
+                    f"{name}.thread_context_chars ({platform.thread_context_chars:,}) must be "
+                    f"under answers.history_token_budget in characters ({budget:,}, "
+                    f"{CHARS_PER_TOKEN} a token), or the thread's latest messages would be cut "
+                    "from the history"
+                )
         return self
 
     @field_validator("sources")

@@ -34,6 +34,7 @@ from adapters.discord.components import (
 )
 from adapters.discord.render import answer_embeds
 from adapters.discord.reply import APOLOGY, InteractionReply, ReplyUndeliverable
+from adapters.discord.threads import thread_discussion
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import DiscordSettings, ResolvedPolicy
@@ -390,8 +391,8 @@ class DocsBot(discord.Client):
             channel_key = key_of_channel(guild, place.id)
             key = f"{channel_key}/{message.id}"
         async with self.engine.in_turn(key):  # a history read back is filled once
-            if in_thread and not await self.store.recent(key, 1):
-                await self._seed_history(place, key, before=message)
+            if isinstance(place, discord.Thread) and not await self.store.recent(key, 1):
+                await self._read_thread(place, key, message)
             answer = await self.engine.answer(
                 Question(
                     "discord",
@@ -595,6 +596,18 @@ class DocsBot(discord.Client):
         parent = getattr(channel, "parent_id", None)
         guild = getattr(channel, "guild", None) or message.guild
         return key_of_channel(guild.id, parent) if parent and guild else ""
+
+    async def _read_thread(self, thread: discord.Thread, key: str, asked: discord.Message) -> None:
+        """A thread whose turns our store does not hold, read back before `asked`: the bot's
+        own thread as its earlier turns, anyone else's as the discussion so far (one turn),
+        so "is this expected?" is answered knowing what "this" is."""
+        if await self.state.is_bot_thread(key):
+            await self._seed_history(thread, key, before=asked)
+            return
+        bot_id = self.user.id if self.user else None
+        turn = await thread_discussion(thread, asked, bot_id, self.settings)
+        if turn is not None:
+            await self.store.append(key, turn)
 
     async def _seed_history(
         self,

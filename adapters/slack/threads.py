@@ -20,23 +20,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.progress import slack_error
-from core.domain.conversation import Turn
-from core.domain.text import ELLIPSIS, head
+from core.domain.conversation import Turn, discussion_turn
+from core.domain.text import head
 
 log = structlog.get_logger(__name__)
 
 Message = dict[str, Any]
-# A thread the bot was mentioned in, as the conversation's first turn: what people said, and
-# (as the model's side of that turn) what the bot makes of it. Nothing it did not do.
-THREAD_SO_FAR = (
-    "Before I was asked, people wrote this in the Slack thread (each line: the author's Slack "
-    "id, then the message; … where messages are left out):"
-)
-NEWEST_UNREAD = "(the thread's newest messages could not be read)"
-NOTED = (
-    "I had not taken part in this thread yet. I will answer the next message with this "
-    "discussion in mind."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,17 +145,9 @@ def discussion(
     if not lines:
         return None
     first, *rest = lines
-    kept: list[str] = []
-    used = len(first)
-    for line in reversed(rest):
-        if used + len(line) > max_chars:
-            break
-        kept.insert(0, line)
-        used += len(line)
-    gap = [ELLIPSIS] if thread.left_out or len(kept) < len(rest) else []
-    unread = [f"{ELLIPSIS} {NEWEST_UNREAD}"] if thread.cut_short else []
-    said = "\n".join([first, *gap, *kept, *unread])
-    return Turn(f"{THREAD_SO_FAR}\n{said}", NOTED)
+    return discussion_turn(
+        first, rest, max_chars=max_chars, left_out=bool(thread.left_out), cut_short=thread.cut_short
+    )
 
 
 def without_mention(text: str, bot_user: str | None) -> str:

@@ -7,8 +7,11 @@ Adapters translate a Slack event or a Discord interaction into a `Question`, and
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from core.domain.text import ELLIPSIS
 
 PASSAGE_SHA_CHARS = 16  # 64 bits: enough to tell two versions of one passage apart
 
@@ -64,6 +67,41 @@ class Question:
 class Turn:
     question: str
     answer: str
+
+
+# A thread the bot was asked in without having taken part, as the conversation's first turn:
+# what people said, and (as the model's side of that turn) what the bot makes of it. Nothing
+# it did not do.
+THREAD_SO_FAR = (
+    "Before I was asked, people wrote this in the thread (each line: the author's id, then "
+    "the message; … where messages are left out):"
+)
+NEWEST_UNREAD = "(the thread's newest messages could not be read)"
+THREAD_NOTED = (
+    "I had not taken part in this thread yet. I will answer the next message with this "
+    "discussion in mind."
+)
+
+
+def discussion_turn(
+    first: str, rest: Sequence[str], *, max_chars: int, left_out: bool, cut_short: bool
+) -> Turn:
+    """What people said in a thread, one line each (`author: message`, already cut), as one
+    turn of at most about `max_chars`: the first line (what the thread is about) and the
+    latest of `rest` that fit. `left_out`: messages between the two were not read;
+    `cut_short`: the reading stopped before the thread's end, so the model is not handed its
+    middle as its latest."""
+    kept: list[str] = []
+    used = len(first)
+    for line in reversed(rest):
+        if used + len(line) > max_chars:
+            break
+        kept.insert(0, line)
+        used += len(line)
+    gap = [ELLIPSIS] if left_out or len(kept) < len(rest) else []
+    unread = [f"{ELLIPSIS} {NEWEST_UNREAD}"] if cut_short else []
+    said = "\n".join([first, *gap, *kept, *unread])
+    return Turn(f"{THREAD_SO_FAR}\n{said}", THREAD_NOTED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -414,3 +414,9 @@ def test_a_thread_read_back_must_fit_the_history_budget() -> None:
         )
     fits = {"BOT_ANSWERS__HISTORY_TOKEN_BUDGET": "2000", "BOT_SLACK__THREAD_CONTEXT_CHARS": "6000"}
     assert load_settings(environ=fits).slack.thread_context_chars == 6_000
+    over = {
+        "BOT_ANSWERS__HISTORY_TOKEN_BUDGET": "2000",
+        "BOT_DISCORD__THREAD_CONTEXT_CHARS": "9000",
+    }
+    with pytest.raises(ConfigError, match=r"discord\.thread_context_chars"):
+        load_settings(environ=over)

@@ -381,6 +381,35 @@ async def test_the_question_reaction_in_someones_thread_answers_there(discord_fa
         await stop()
 
 
+async def test_asking_in_someones_thread_reads_the_discussion_first(discord_factory) -> None:
+    """The ❓ on "is this expected?" in a thread the bot was not part of: the model is given
+    what people said there before it (the post that opened it, the replies), not the
+    message alone, and the message asked about is the question, not part of the discussion."""
+    answer = tool_use(RESPOND_TOOL, answer="Re-run it.", citations=[], status="answered")
+    api = FakeMessagesAPI([message(tool_use(SEARCH_TOOL, query="ingest")), message(answer)])
+    model = ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
+    harness, stop = await discord_factory(model)
+    post = "4445"
+    harness.emulator.forum_posts[post] = {"owner_id": "44", "name": "Re-embedding"}
+    opening = discord_message(post, post, user("44", "carol"), "Our nightly ingest re-embeds all")
+    reply = channel_message("Same here since the upgrade", channel=post)
+    reply["author"] = user("43", "bob")
+    target = channel_message("is this expected?", channel=post)
+    harness.emulator.messages.update({post: opening, target["id"]: target})
+    harness.emulator.history = [opening, reply, target]
+    try:
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await harness.until(lambda: bool(thread_posts(harness, post)))
+        sent = json.dumps(api.requests[0]["messages"])
+        assert "44: Our nightly ingest re-embeds all" in sent
+        assert "43: Same here since the upgrade" in sent
+        [discussion, turn] = await harness.store.recent(f"discord/thread/{post}", 10)
+        assert "is this expected?" not in discussion.question
+        assert turn.question == "is this expected?"
+    finally:
+        await stop()
+
+
 async def test_asking_about_a_message_where_no_thread_can_open_costs_no_model_call(
     discord_factory,
 ) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from adapters.slack.threads import NEWEST_UNREAD, Thread, answered_turns, discussion
-from core.domain.conversation import Turn
+from adapters.slack.threads import Thread, answered_turns, discussion
+from core.domain.conversation import NEWEST_UNREAD, Turn
 
 BOT = "UBOT"
 PLACEHOLDER = "_Looking through the docs…_"

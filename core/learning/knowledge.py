@@ -122,18 +122,18 @@ class LearnedKnowledge:
         log.info("knowledge_learned", pages=len(sources), keywords=len(keywords))
         return document.doc_id
 
-    async def sync(self, doc_id: str) -> None:
+    async def sync(self, doc_id: str) -> bool:
         """Make the index copy carry the store's keywords of the document (or drop it when it
-        has none left)."""
+        has none left); False when it was dropped."""
         for _ in range(_SYNC_ROUNDS):
             document = await self.store.document(doc_id)
             if document is None or not document.keywords:
                 await self.drop(doc_id)
-                return
+                return False
             await self.write(document)
             again = await self.store.document(doc_id)
             if again is not None and again.keywords == document.keywords:
-                return
+                return True
         raise SearchIndexError(f"learned document {doc_id} kept changing while it was written")
 
     async def write(self, document: LearnedDocument) -> None:

@@ -635,3 +635,37 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
     store = keyword_store(settings)
     assert len(await store.all()) == len(KEYWORDS)
     await store.close()
+
+
+async def test_an_unverified_citation_of_learned_knowledge_is_no_use_of_it(
+    settings: Settings, kb_copy: SqliteIndex, web: PerplexityFake
+) -> None:
+    """A use keeps a learned keyword from being pruned: only a citation whose quote is in the
+    learned passage shows that it helped, not one the model made up."""
+    settings = web_settings(settings, web)
+    first = FakeMessagesAPI(
+        [search("zephyr signing"), web_search_step(), forced_save(KEYWORDS), respond_citing("web")]
+    )
+    engine = learning_engine(settings, kb_copy, first)
+    await engine.answer(question(TOPIC, key="slack/T1/C1/1.1"))
+    await engine.close()
+
+    def respond_unsupported(body: dict[str, Any]) -> dict[str, Any]:
+        cited = all_sources(body, "learned from the web")
+        assert cited, "the learned entry was not retrieved"
+        made_up = {
+            n: "Zephyr rotates every signing secret automatically each night." for n in cited
+        }
+        return respond_quoting("Zephyr rotates secrets itself", made_up)
+
+    second = FakeMessagesAPI([search("Zephyr-Signature header"), respond_unsupported])
+    engine = learning_engine(settings, kb_copy, second)
+    answer = await engine.answer(question("Does Zephyr rotate secrets?", key="slack/T1/C2/2.2"))
+    await engine.close()
+    assert answer.citations
+    assert not any(c.verified for c in answer.citations)
+    store = keyword_store(settings)
+    assert all(k.uses == 0 and k.last_used_at is None for k in await store.all())
+    [document] = await store.documents()
+    assert document.uses == 0
+    await store.close()

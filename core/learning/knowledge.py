@@ -186,6 +186,25 @@ class LearnedKnowledge:
             await self._index.delete_document(doc_id)
         return untracked
 
+    async def forget(self, keywords: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Remove `keywords` (wrongly learned: a team's decision, not a rule's) from every
+        learned document, in the prune's order: index copies rewritten without them, then the
+        store forgets them, then each document is synced from the store (dropped when it has no
+        keyword left). Returns the documents (rewritten, dropped)."""
+        gone = set(keywords)
+        touched = [d for d in await self.store.documents() if gone & set(d.keywords)]
+        for document in touched:
+            remaining = [k for k in document.keywords if k not in gone]
+            if remaining:
+                await self.with_keywords(document, remaining)
+        await self.store.remove_keywords(sorted(gone), saved_before=time.time())
+        rewritten: list[str] = []
+        dropped: list[str] = []
+        for document in touched:
+            kept = await self.sync(document.doc_id)
+            (rewritten if kept else dropped).append(document.doc_id)
+        return rewritten, dropped
+
     async def with_keywords(self, document: LearnedDocument, keywords: Sequence[str]) -> None:
         """Rewrite the index copy with only `keywords` (pruning removed the others)."""
         await self.write(replace(document, keywords=tuple(keywords)))

@@ -81,7 +81,7 @@ def keywords_show(
         raise typer.Exit(1)
     for d in documents:
         out.print(Text(d.doc_id, style="bold"))
-        out.print(Text(f"  question: {d.question}"))
+        out.print(Text(f"  question: {d.question or '(not kept: insights.store_questions)'}"))
         out.print(Text(f"  web query: {d.query}"))
         used = _when(d.last_used_at) if d.last_used_at is not None else "never"
         out.print(f"  learned {_when(d.created_at)}, cited {d.uses} time(s), last {used}")

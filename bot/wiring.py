@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from core.answer.claude import ClaudeModel
     from core.answer.engine import AnswerEngine
     from core.answer.question_gate import QuestionGate
+    from core.answer.web_research import WebLearning
     from core.insights.stale import Notifier
     from core.learning.knowledge import LearnedKnowledge
 
@@ -160,19 +161,29 @@ def build_web_search(settings: Settings) -> WebSearch | None:
     return PerplexitySearch(httpx.AsyncClient(), w, key)
 
 
+def build_web_learning(settings: Settings, knowledge: LearnedKnowledge) -> WebLearning | None:
+    """Web search and what is learned from it, when any channel may search the web."""
+    from core.answer.web_research import WebLearning
+
+    search = build_web_search(settings)
+    if search is None:
+        return None
+    return WebLearning(
+        search,
+        knowledge,
+        settings.web_search,
+        settings.keywords.derived_max,
+        store_questions=settings.insights.store_questions,
+    )
+
+
 def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
     from core.answer.engine import AnswerEngine
     from core.answer.search_then_answer import SearchThenAnswer
-    from core.answer.web_research import WebLearning
 
     model = build_model(settings, backend.facts)
     knowledge = build_knowledge(backend)
-    search = build_web_search(settings)
-    web = (
-        WebLearning(search, knowledge, settings.web_search, settings.keywords.derived_max)
-        if search is not None
-        else None
-    )
+    web = build_web_learning(settings, knowledge)
     return AnswerEngine(
         index=backend.index,
         store=backend.conversations,

@@ -19,7 +19,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from bot.clock import ScheduledJob
     from bot.runtime import Runtime
-    from core.domain.learned import LearnedKeyword
+    from core.domain.learned import LearnedDocument, LearnedKeyword
     from core.insights.stale import Notifier
     from core.learning.pruning import KeywordPruner, PruneReport
     from core.ports import PlatformState
@@ -61,6 +61,72 @@ def keywords_list(
             reasons.get(k.keyword, ""),
         )
     out.print(table)
+
+
+@keywords_app.command("show")
+def keywords_show(
+    keyword: Annotated[
+        str, typer.Argument(help="A learned keyword (as `keywords list` shows it).")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Where a keyword came from: each learned document it finds, the question and web query
+    that made it, the web pages it holds, and its other keywords."""
+    documents = asyncio.run(_documents_of(keyword))
+    if as_json:
+        out.print_json(json.dumps([asdict(d) for d in documents]))
+        return
+    if not documents:
+        err.print(Text(f"No learned document has the keyword {keyword!r}."))
+        raise typer.Exit(1)
+    for d in documents:
+        out.print(Text(d.doc_id, style="bold"))
+        out.print(Text(f"  question: {d.question or '(not kept: insights.store_questions)'}"))
+        out.print(Text(f"  web query: {d.query}"))
+        used = _when(d.last_used_at) if d.last_used_at is not None else "never"
+        out.print(f"  learned {_when(d.created_at)}, cited {d.uses} time(s), last {used}")
+        out.print(Text(f"  keywords: {', '.join(d.keywords)}"))
+        for page in d.sources:
+            out.print(Text(f"  - {page.title} <{page.url}>"))
+
+
+async def _documents_of(keyword: str) -> list[LearnedDocument]:
+    from core.domain.learned import normalise_keyword
+    from core.errors import InvalidKeyword
+
+    try:
+        wanted = normalise_keyword(keyword)
+    except InvalidKeyword:
+        return []
+    async with _pruner() as pruner:
+        return [d for d in await pruner.knowledge.store.documents() if wanted in d.keywords]
+
+
+@keywords_app.command("forget")
+def keywords_forget(
+    keywords: Annotated[list[str], typer.Argument(help="Learned keywords to remove.")],
+) -> None:
+    """Remove keywords that were learned wrongly, now: every learned document loses them, and
+    one left without keywords is deleted."""
+    rewritten, dropped = asyncio.run(_forget(keywords))
+    out.print(
+        f"Forgot {len(keywords)} keyword(s); learned documents: {len(dropped)} deleted, "
+        f"{len(rewritten)} rewritten.",
+        soft_wrap=True,
+    )
+
+
+async def _forget(keywords: list[str]) -> tuple[list[str], list[str]]:
+    from core.domain.learned import normalise_keyword
+    from core.errors import InvalidKeyword
+
+    try:
+        wanted = [normalise_keyword(k) for k in keywords]
+    except InvalidKeyword as exc:
+        err.print(Text(f"error: {exc}"))
+        raise typer.Exit(2) from None
+    async with _pruner() as pruner:
+        return await pruner.knowledge.forget(wanted)
 
 
 def _when(timestamp: float) -> str:

@@ -263,9 +263,13 @@ class AnswerEngine:
         return Answer(text, AnswerStatus.NOT_FOUND, answer.mode)
 
     async def _count_learned_use(self, answer: Answer, registry: SourceRegistry) -> None:
-        """Cited learned knowledge was useful: its documents and keywords get a use. The
-        keywords come with the cited passages, so this costs the store no read."""
-        learned = {c.doc_id for c in answer.citations if c.source_kind is SourceKind.LEARNED}
+        """Cited learned knowledge was useful: its documents and keywords get a use. Only a
+        verified citation (its quote is in the passage) shows that: a use keeps a keyword from
+        being pruned, and a made-up quote must not keep one alive. The keywords come with the
+        cited passages, so this costs the store no read."""
+        learned = {
+            c.doc_id for c in answer.citations if c.source_kind is SourceKind.LEARNED and c.verified
+        }
         if not learned or self._knowledge is None:
             return
         chunks = [s.hit.chunk for s in registry.all() if s.hit.chunk.doc_id in learned]

@@ -48,6 +48,9 @@ class WebLearning:
     knowledge: LearnedKnowledge
     settings: WebSearchSettings
     derived_keywords: int
+    # `insights.store_questions`: false keeps no question text anywhere, so a learned document
+    # records none either (its web query, the model's own search terms, says what it is about).
+    store_questions: bool = True
 
     def research(
         self, question: str, conversation_key: str, allowed: bool | None = None
@@ -61,7 +64,7 @@ class WebLearning:
         return WebResearch(
             self.search,
             self.knowledge,
-            question=question,
+            question=question if self.store_questions else "",
             settings=self.settings,
             derived_keywords=self.derived_keywords,
         )

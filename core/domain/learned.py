@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from core.domain.text import defuse_pings
 from core.domain.web import WebSource
 from core.errors import InvalidKeyword
 
@@ -27,6 +28,12 @@ def normalise_keyword(raw: str) -> str:
     """Trimmed, case-folded, single-spaced; refused when too short, too long or with controls."""
     if any(unicodedata.category(ch) == "Cc" and ch not in " \t\n" for ch in raw):
         raise InvalidKeyword(f"keyword {raw!r} contains control characters; remove them")
+    # A keyword is shown again (`bot keywords`, the report) and comes from untrusted text (a
+    # model's save, a web page's title): mention syntax has no place in a search term.
+    if defuse_pings(raw) != raw:
+        raise InvalidKeyword(
+            f"keyword {raw!r} contains a mention (<!here>, <@U…>, @everyone); remove it"
+        )
     keyword = _SPACES.sub(" ", raw).strip().casefold()
     if not keyword:
         raise InvalidKeyword("a keyword can't be empty")

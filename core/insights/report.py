@@ -284,7 +284,7 @@ async def build_report(
     await _knowledge_gaps(report, list(t.missed.values()), settings, embedder, index)
     _sources(report, t, documents, settings.report_top)
     report.web_topics = [
-        WebTopic(d.question, list(d.keywords), d.uses)
+        WebTopic(d.question or d.query, list(d.keywords), d.uses)  # no text kept: the query
         for d in sorted(learned, key=lambda d: -d.uses)[: settings.report_top]
     ]
     return report

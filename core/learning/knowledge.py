@@ -122,18 +122,18 @@ class LearnedKnowledge:
         log.info("knowledge_learned", pages=len(sources), keywords=len(keywords))
         return document.doc_id
 
-    async def sync(self, doc_id: str) -> None:
+    async def sync(self, doc_id: str) -> bool:
         """Make the index copy carry the store's keywords of the document (or drop it when it
-        has none left)."""
+        has none left); False when it was dropped."""
         for _ in range(_SYNC_ROUNDS):
             document = await self.store.document(doc_id)
             if document is None or not document.keywords:
                 await self.drop(doc_id)
-                return
+                return False
             await self.write(document)
             again = await self.store.document(doc_id)
             if again is not None and again.keywords == document.keywords:
-                return
+                return True
         raise SearchIndexError(f"learned document {doc_id} kept changing while it was written")
 
     async def write(self, document: LearnedDocument) -> None:
@@ -185,6 +185,25 @@ class LearnedKnowledge:
         for doc_id in untracked:
             await self._index.delete_document(doc_id)
         return untracked
+
+    async def forget(self, keywords: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Remove `keywords` (wrongly learned: a team's decision, not a rule's) from every
+        learned document, in the prune's order: index copies rewritten without them, then the
+        store forgets them, then each document is synced from the store (dropped when it has no
+        keyword left). Returns the documents (rewritten, dropped)."""
+        gone = set(keywords)
+        touched = [d for d in await self.store.documents() if gone & set(d.keywords)]
+        for document in touched:
+            remaining = [k for k in document.keywords if k not in gone]
+            if remaining:
+                await self.with_keywords(document, remaining)
+        await self.store.remove_keywords(sorted(gone), saved_before=time.time())
+        rewritten: list[str] = []
+        dropped: list[str] = []
+        for document in touched:
+            kept = await self.sync(document.doc_id)
+            (rewritten if kept else dropped).append(document.doc_id)
+        return rewritten, dropped
 
     async def with_keywords(self, document: LearnedDocument, keywords: Sequence[str]) -> None:
         """Rewrite the index copy with only `keywords` (pruning removed the others)."""

@@ -4,9 +4,14 @@ without keywords.
 A keyword goes when any rule (from `keywords` in config) says so: answers citing its learned
 knowledge were voted down (net) `down_votes` times or more; it has not been used for
 `unused_days` (counted from its creation if it never was); or it is older than `min_age_days`
-with fewer than `min_uses` uses. Its documents are rewritten without it first and dropped when
-none is left, and only then is the keyword forgotten: a crash part-way leaves the keyword, so
-the next run makes the same decision and finishes the job. Every run is idempotent.
+with fewer than `min_uses` uses. Its documents are rewritten without it first, and only then is
+the keyword forgotten: a crash part-way leaves the keyword, so the next run makes the same
+decision and finishes the job. Every run is idempotent. Last, each document the run touched is
+brought back in line with the store (`LearnedKnowledge.sync`): an answer may have saved a
+keyword for it meanwhile (the web process does not wait for the clock), and the rewrite from
+the run's snapshot would otherwise have left that keyword out of the index, or the drop of a
+document left without keywords deleted it from the store; a document still without keywords
+then is dropped (a crash before that leaves one with no keywords, which the next run drops).
 
 A scheduled run claims its slot (the scheduled time) and the running prune, so a second clock
 firing for the same slot does nothing, and a manual prune never overlaps a scheduled one.
@@ -123,15 +128,20 @@ class KeywordPruner:
             if not document.keywords and moment - document.created_at < self._settings.settle_s:
                 continue
             if not remaining:
+                # Dropped by the sync below, once the store has forgotten its keywords: a
+                # keyword saved for it meanwhile keeps it.
                 report.documents_removed.append(document.doc_id)
-                if not dry_run:
-                    await self.knowledge.drop(document.doc_id)
             elif len(remaining) < len(document.keywords):
                 report.documents_rewritten.append(document.doc_id)
                 if not dry_run:
                     await self.knowledge.with_keywords(document, remaining)
         if not dry_run:
             await store.remove_keywords(sorted(gone), saved_before=moment)
+            for doc_id in report.documents_rewritten:
+                await self.knowledge.sync(doc_id)
+            kept = [d for d in report.documents_removed if await self.knowledge.sync(d)]
+            report.documents_removed = [d for d in report.documents_removed if d not in kept]
+            report.documents_rewritten += kept
             report.documents_removed += await self.knowledge.drop_untracked()
         report.seconds = time.perf_counter() - started
         return report

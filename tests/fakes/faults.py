@@ -4,6 +4,7 @@ an embedder of other dimensions, progress that stops the cluster mid-ingest."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 
@@ -37,6 +38,24 @@ class StaleFirstRead:
             self._slowed = True
             await asyncio.sleep(self._delay_s)
         return found
+
+
+class SaveDuringPrune:
+    """A keyword store on which another process saves, once, between a prune's read of the
+    documents and its read of the keywords: the web process does not wait for the clock."""
+
+    def __init__(self, store: object, save: Callable[[], Awaitable[object]]) -> None:
+        self._store = store
+        self._save: Callable[[], Awaitable[object]] | None = save
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def all(self) -> object:
+        if self._save is not None:
+            save, self._save = self._save, None
+            await save()
+        return await self._store.all()  # type: ignore[attr-defined]
 
 
 class HalfEmbedder:

@@ -390,6 +390,67 @@ def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
     assert "No stale keywords." in runner.invoke(app, ["keywords", "list", "--stale"]).output
 
 
+def test_keywords_show_where_a_keyword_came_from_and_forget_removes_it(
+    env: dict[str, str],
+) -> None:
+    import asyncio
+
+    from bot.wiring import build_embedder, build_knowledge, open_backend
+    from core.config_loader import load_settings
+    from core.domain.documents import SearchFilters
+    from core.domain.web import WebResult, WebSource
+
+    settings = load_settings()
+
+    def page(name: str) -> WebResult:
+        source = WebSource(f"https://{name}.example/widgets", f"{name} widgets", f"{name} widgets.")
+        return WebResult(f"{name} widgets query", (source,))
+
+    async def learn() -> None:
+        backend = await open_backend(settings, build_embedder(settings))
+        knowledge = build_knowledge(backend)
+        await knowledge.learn(
+            question="how do blue widgets work?",
+            results=[page("blue")],
+            keywords=["wrong term", "blue widgets"],
+        )
+        await knowledge.learn(
+            question="red widgets?", results=[page("red")], keywords=["wrong term"]
+        )
+        await backend.close()
+
+    async def learned() -> dict[str, tuple[str, ...]]:
+        backend = await open_backend(settings, build_embedder(settings))
+        hits = await backend.index.search("widgets", k=10, filters=SearchFilters(learned=True))
+        await backend.close()
+        return {h.chunk.url: h.chunk.keywords for h in hits}
+
+    asyncio.run(learn())
+    result = runner.invoke(app, ["keywords", "show", "Wrong Term"])
+    assert result.exit_code == 0, result.output
+    for said in (
+        "question: how do blue widgets work?",
+        "web query: blue widgets query",
+        "keywords: blue widgets, wrong term",
+        "<https://blue.example/widgets>",
+        "question: red widgets?",
+        "<https://red.example/widgets>",
+    ):
+        assert said in result.output
+    shown = json.loads(runner.invoke(app, ["keywords", "show", "wrong term", "--json"]).output)
+    assert sorted(d["question"] for d in shown) == ["how do blue widgets work?", "red widgets?"]
+
+    result = runner.invoke(app, ["keywords", "forget", "Wrong Term"])
+    assert result.exit_code == 0, result.output
+    assert "Forgot 1 keyword(s); learned documents: 1 deleted, 1 rewritten." in result.output
+    assert asyncio.run(learned()) == {"https://blue.example/widgets": ("blue widgets",)}
+    listed = json.loads(runner.invoke(app, ["keywords", "list", "--json"]).output)
+    assert [k["keyword"] for k in listed] == ["blue widgets"]
+    result = runner.invoke(app, ["keywords", "show", "wrong term"])
+    assert result.exit_code == 1
+    assert "No learned document has the keyword 'wrong term'." in result.output
+
+
 def test_the_clock_process_starts_reports_its_schedule_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:

@@ -29,7 +29,7 @@ from core.learning.pruning import KeywordPruner, StaleReason
 from core.ports import Backend, PlatformState
 from core.search.embedder import CachedEmbedder
 from tests.conftest import Index
-from tests.fakes.faults import StaleFirstRead
+from tests.fakes.faults import SaveDuringPrune, StaleFirstRead
 
 DAY = 86_400
 T0 = 1_800_000_000.0
@@ -350,3 +350,51 @@ async def test_associations_whose_keyword_is_gone_are_swept(
     assert report.orphaned == ["lost term"]
     assert report.documents_removed == [doc]
     assert await a.knowledge.store.documents() == []
+
+
+async def _pruned_while_b_saves(
+    a: Process, b: Process, embedder: CachedEmbedder, keyword: str, now: float
+) -> None:
+    """A prune by `a` at `now` while `b` saves `keyword` for the "quotas" pages."""
+
+    async def save() -> None:
+        await b.knowledge.learn(question="q2", results=[result("quotas")], keywords=[keyword])
+
+    store = SaveDuringPrune(a.knowledge.store, save)
+    knowledge = LearnedKnowledge(a.index, embedder, store)  # type: ignore[arg-type]
+    pruner = KeywordPruner(knowledge, a.platform, a.backend.locks, a.pruner._settings)
+    with time_machine.travel(now, tick=False):
+        await pruner.prune()
+
+
+async def _quotas_keywords(process: Process) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The "quotas" document's keywords in the store and in the index."""
+    [document] = await process.knowledge.store.documents()
+    [hit] = await process.index.search("quotas", k=5, filters=SearchFilters(learned=True))
+    return document.keywords, hit.chunk.keywords
+
+
+async def test_a_keyword_saved_during_a_prune_reaches_the_rewritten_document(
+    processes: tuple[Process, Process], embedder: CachedEmbedder
+) -> None:
+    a, b = processes
+    doc = await _learn_at(a, T0, "quotas", ["stale term", "kept term"])
+    now = T0 + 200 * DAY
+    with time_machine.travel(now - DAY, tick=False):
+        for _ in range(2):
+            await a.knowledge.record_use([doc], ["kept term"])
+    await _pruned_while_b_saves(a, b, embedder, "fresh term", now)
+    stored, indexed = await _quotas_keywords(b)
+    assert stored == ("fresh term", "kept term")
+    assert sorted(indexed) == ["fresh term", "kept term"]  # searchable by what was just saved
+
+
+async def test_a_keyword_saved_during_a_prune_keeps_the_document_it_would_drop(
+    processes: tuple[Process, Process], embedder: CachedEmbedder
+) -> None:
+    a, b = processes
+    doc = await _learn_at(a, T0, "quotas", ["stale term"])
+    await _pruned_while_b_saves(a, b, embedder, "fresh term", T0 + 200 * DAY)
+    assert [k.keyword for k in await b.knowledge.store.all()] == ["fresh term"]
+    assert await _quotas_keywords(b) == (("fresh term",), ("fresh term",))
+    assert doc in await b.index.documents()

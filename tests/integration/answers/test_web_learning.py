@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from adapters.answer_labels import FROM_WEB, FROM_WEB_TEXT, answer_labels
-from bot.wiring import build_web_search
+from bot.wiring import build_web_learning, build_web_search
 from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
 from core.answer.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_WITH_WEB
@@ -29,6 +29,7 @@ from core.backends.sqlite.keyword_store import SqliteKeywordStore
 from core.config import Settings
 from core.domain.conversation import AnswerStatus, SourceKind
 from core.domain.documents import SearchFilters
+from core.insights.report import build_report
 from core.learning.knowledge import LearnedKnowledge
 from core.search.embedder import MiniLMEmbedder
 from tests.fakes.anthropic_api import (
@@ -164,8 +165,8 @@ def knowledge_of(settings: Settings, index: SqliteIndex) -> LearnedKnowledge:
 
 def learning_engine(settings: Settings, index: SqliteIndex, api: FakeMessagesAPI) -> AnswerEngine:
     knowledge = knowledge_of(settings, index)
-    search = build_web_search(settings)
-    assert search is not None
+    web = build_web_learning(settings, knowledge)  # as the bot wires it
+    assert web is not None
     claude = ClaudeModel(api.client(), model="claude-test", max_tokens=1024)
     return AnswerEngine(
         index=index,
@@ -174,7 +175,7 @@ def learning_engine(settings: Settings, index: SqliteIndex, api: FakeMessagesAPI
         top_k=settings.search.top_k,
         model=claude,
         knowledge=knowledge,
-        web=WebLearning(search, knowledge, settings.web_search, settings.keywords.derived_max),
+        web=web,
     )
 
 
@@ -634,4 +635,77 @@ async def test_an_openai_compatible_model_follows_the_same_rules(
     ]
     store = keyword_store(settings)
     assert len(await store.all()) == len(KEYWORDS)
+    await store.close()
+
+
+async def test_an_unverified_citation_of_learned_knowledge_is_no_use_of_it(
+    settings: Settings, kb_copy: SqliteIndex, web: PerplexityFake
+) -> None:
+    """A use keeps a learned keyword from being pruned: only a citation whose quote is in the
+    learned passage shows that it helped, not one the model made up."""
+    settings = web_settings(settings, web)
+    first = FakeMessagesAPI(
+        [search("zephyr signing"), web_search_step(), forced_save(KEYWORDS), respond_citing("web")]
+    )
+    engine = learning_engine(settings, kb_copy, first)
+    await engine.answer(question(TOPIC, key="slack/T1/C1/1.1"))
+    await engine.close()
+
+    def respond_unsupported(body: dict[str, Any]) -> dict[str, Any]:
+        cited = all_sources(body, "learned from the web")
+        assert cited, "the learned entry was not retrieved"
+        made_up = {
+            n: "Zephyr rotates every signing secret automatically each night." for n in cited
+        }
+        return respond_quoting("Zephyr rotates secrets itself", made_up)
+
+    second = FakeMessagesAPI([search("Zephyr-Signature header"), respond_unsupported])
+    engine = learning_engine(settings, kb_copy, second)
+    answer = await engine.answer(question("Does Zephyr rotate secrets?", key="slack/T1/C2/2.2"))
+    await engine.close()
+    assert answer.citations
+    assert not any(c.verified for c in answer.citations)
+    store = keyword_store(settings)
+    assert all(k.uses == 0 and k.last_used_at is None for k in await store.all())
+    [document] = await store.documents()
+    assert document.uses == 0
+    await store.close()
+
+
+async def test_with_store_questions_off_no_question_text_is_learned(
+    settings: Settings, kb_copy: SqliteIndex, web: PerplexityFake
+) -> None:
+    """`insights.store_questions: false` keeps no question text: not in the answer log, and
+    not in the learned document or its keywords' associations either (nor the report's web
+    topics, which show the web query instead)."""
+    settings = web_settings(settings, web)
+    settings = settings.model_copy(
+        update={"insights": settings.insights.model_copy(update={"store_questions": False})}
+    )
+    api = FakeMessagesAPI(
+        [search("zephyr signing"), web_search_step(), forced_save(KEYWORDS), respond_citing("web")]
+    )
+    engine = learning_engine(settings, kb_copy, api)
+    await engine.answer(question(TOPIC, key="slack/T1/C1/1.1"))
+    await engine.close()
+    store = keyword_store(settings)
+    [document] = await store.documents()
+    assert document.question == ""
+    assert document.query == WEB_QUERY
+    with closing(sqlite3.connect(settings.state_path)) as db:
+        kept = [str(row) for row in db.execute("SELECT * FROM keyword_links")]
+        kept += [str(row) for row in db.execute("SELECT * FROM learned_documents")]
+    assert kept
+    assert not any("rotate the webhook signing secret" in row for row in kept)
+    report = await build_report(
+        [],
+        since=0,
+        until=2e9,
+        channel=None,
+        settings=settings.insights,
+        embedder=kb_copy.embedder,
+        index=kb_copy,
+        learned=await store.documents(),
+    )
+    assert [t.question for t in report.web_topics] == [WEB_QUERY]
     await store.close()

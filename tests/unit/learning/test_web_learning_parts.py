@@ -378,6 +378,9 @@ def test_web_query_is_trimmed() -> None:
         ([""], "can't be empty"),
         (["   "], "can't be empty"),
         (["bad\x07"], "control characters"),
+        (["<!channel> deploys"], "contains a mention"),
+        (["<@U0123ABC>"], "contains a mention"),
+        (["@everyone webhooks"], "contains a mention"),
         (["stripe", "x"], "'x' has 1 characters"),
         ([], "at least 1 item"),
         ([f"keyword {i}" for i in range(11)], "at most 10 items"),
@@ -718,3 +721,9 @@ def test_internal_addresses_and_pasted_credentials_never_leave(query: str) -> No
 )
 def test_ordinary_technical_queries_still_go_out(query: str) -> None:
     assert parse_tool_input(WebSearchInput, {"query": query}).query == query
+
+
+def test_keywords_derived_from_titles_carry_no_mention() -> None:
+    """A web page's title is untrusted: its mention syntax never becomes a learned keyword."""
+    page = WebSource("https://acme.example", "<!channel> Deploy guide - <@U123> | Acme", "t")
+    assert derive_keywords([WebResult("acme deploys", (page,))], 5) == ["acme", "acme deploys"]

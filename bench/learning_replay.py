@@ -230,7 +230,7 @@ async def replay(
         embedder = build_embedder(settings)
         backend = await open_backend(settings, embedder)
         index = backend.index
-        knowledge = build_knowledge(backend)
+        knowledge = build_knowledge(settings, backend)
         api = FakeMessagesAPI([ScriptedResearcher(corpus)] * _MAX_STEPS)
         engine = AnswerEngine(
             index=index,

@@ -142,10 +142,15 @@ def build_judge(settings: Settings) -> Judge | None:
     return ClaudeJudge(claude.client, settings.anthropic.model) if claude else None
 
 
-def build_knowledge(backend: Backend) -> LearnedKnowledge:
+def build_knowledge(settings: Settings, backend: Backend) -> LearnedKnowledge:
     from core.learning.knowledge import LearnedKnowledge
 
-    return LearnedKnowledge(backend.index, backend.embedder, backend.keywords)
+    return LearnedKnowledge(
+        backend.index,
+        backend.embedder,
+        backend.keywords,
+        max_keywords_per_document=settings.keywords.max_per_document,
+    )
 
 
 def build_web_search(settings: Settings) -> WebSearch | None:
@@ -182,7 +187,7 @@ def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
     from core.answer.search_then_answer import SearchThenAnswer
 
     model = build_model(settings, backend.facts)
-    knowledge = build_knowledge(backend)
+    knowledge = build_knowledge(settings, backend)
     web = build_web_learning(settings, knowledge)
     return AnswerEngine(
         index=backend.index,

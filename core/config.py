@@ -699,6 +699,7 @@ class InsightSettings(_Section):
 
 class KeywordSettings(_Section):
     derived_max: int = Field(5, ge=1, le=20)
+    max_per_document: int = Field(30, ge=1, le=1_000)
     prune_schedule: str = "17 3 * * *"
     timezone: str = "UTC"
     unused_days: float = Field(90, gt=0)

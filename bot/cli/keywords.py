@@ -142,7 +142,9 @@ async def _opened() -> AsyncIterator[tuple[Runtime, PlatformState, KeywordPruner
     s = state.settings
     async with opened(s) as rt:
         platform = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
-        pruner = KeywordPruner(build_knowledge(rt.backend), platform, rt.backend.locks, s.keywords)
+        pruner = KeywordPruner(
+            build_knowledge(s, rt.backend), platform, rt.backend.locks, s.keywords
+        )
         yield rt, platform, pruner
 
 

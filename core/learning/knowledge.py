@@ -96,15 +96,28 @@ def learned_doc_id(sources: Sequence[WebSource]) -> str:
 
 
 class LearnedKnowledge:
-    def __init__(self, index: SearchIndex, embedder: Embedder, store: KeywordStore) -> None:
+    def __init__(
+        self,
+        index: SearchIndex,
+        embedder: Embedder,
+        store: KeywordStore,
+        *,
+        max_keywords_per_document: int,
+    ) -> None:
+        """`max_keywords_per_document`: the same web pages learned again and again (a popular
+        question) gather every answer's keywords on one document, which then matches ever
+        more unrelated questions; past this many, new keywords are not added until the prune
+        frees room."""
         self._index = index
         self._embedder = embedder
         self.store = store
+        self._max_keywords = max_keywords_per_document
 
     async def learn(
         self, *, question: str, results: Sequence[WebResult], keywords: Sequence[str]
     ) -> str:
-        """Store the results as one learned document found by `keywords`; returns its id."""
+        """Store the results as one learned document found by `keywords` (those that fit
+        under the document's limit); returns its id."""
         sources = learned_sources(results)
         if not sources or not keywords:
             raise ValueError("learning needs at least one web page and one keyword")
@@ -116,10 +129,16 @@ class LearnedKnowledge:
             created_at=time.time(),
         )
         await self.store.add_document(document)
-        for keyword in keywords:
+        known = await self.store.document(document.doc_id)
+        held = set(known.keywords) if known is not None else set()
+        fresh = [k for k in dict.fromkeys(keywords) if k not in held]
+        room = max(self._max_keywords - len(held), 0)
+        for keyword in [k for k in keywords if k in held] + fresh[:room]:
             await self.store.add(keyword, doc_id=document.doc_id, question=question)
+        if len(fresh) > room:
+            log.info("keywords_over_limit", skipped=len(fresh) - room, limit=self._max_keywords)
         await self.sync(document.doc_id)
-        log.info("knowledge_learned", pages=len(sources), keywords=len(keywords))
+        log.info("knowledge_learned", pages=len(sources), keywords=min(len(fresh), room))
         return document.doc_id
 
     async def sync(self, doc_id: str) -> bool:

@@ -351,7 +351,7 @@ def test_keywords_stale_listing_dry_run_and_prune(env: dict[str, str]) -> None:
 
     async def learn() -> None:
         backend = await open_backend(settings, build_embedder(settings))
-        knowledge = build_knowledge(backend)
+        knowledge = build_knowledge(settings, backend)
         with time_machine.travel(time.time() - 200 * 86_400, tick=False):
             await knowledge.learn(question="old?", results=[page("old")], keywords=["old widgets"])
         await knowledge.learn(question="new?", results=[page("new")], keywords=["new widgets"])
@@ -408,7 +408,7 @@ def test_keywords_show_where_a_keyword_came_from_and_forget_removes_it(
 
     async def learn() -> None:
         backend = await open_backend(settings, build_embedder(settings))
-        knowledge = build_knowledge(backend)
+        knowledge = build_knowledge(settings, backend)
         await knowledge.learn(
             question="how do blue widgets work?",
             results=[page("blue")],

@@ -20,7 +20,7 @@ from bot.clock import PruneJob, build_scheduler
 from bot.wiring import build_knowledge, open_backend
 from core.backends.elasticsearch.index import ElasticsearchIndex
 from core.backends.elasticsearch.schema import hashed_id
-from core.config import Settings
+from core.config import KeywordSettings, Settings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, SourceKind
 from core.domain.documents import SearchFilters
 from core.domain.web import WebResult, WebSource
@@ -60,7 +60,7 @@ async def processes(
     made: list[Process] = []
     for _ in range(2):
         backend = await open_backend(settings, embedder)
-        knowledge = build_knowledge(backend)
+        knowledge = build_knowledge(settings, backend)
         platform = backend.platform_state(60)
         made.append(
             Process(
@@ -137,11 +137,41 @@ async def test_concurrent_keywords_for_one_document_all_reach_the_index(
     assert sorted(hit.chunk.keywords) == keywords
 
 
+async def test_one_document_learned_again_and_again_holds_a_bounded_number_of_keywords(
+    processes: tuple[Process, Process],
+) -> None:
+    """The same pages learned by twenty answers with ten keywords each: the document stops
+    taking new keywords at its limit (it would otherwise match ever more unrelated
+    questions), and a keyword it holds can still be saved again."""
+    a, _ = processes
+    limit = KeywordSettings().max_per_document
+    for n in range(20):
+        keywords = [f"quota term {n:02d} {i}" for i in range(10)]
+        await a.knowledge.learn(question=f"q{n}", results=[result("quotas")], keywords=keywords)
+    [document] = await a.knowledge.store.documents()
+    assert len(document.keywords) == limit
+    assert "quota term 00 0" in document.keywords
+    assert not any(k.startswith("quota term 19") for k in document.keywords)
+    [hit] = await a.index.search("quotas", k=5, filters=SearchFilters(learned=True))
+    assert len(hit.chunk.keywords) == limit
+    await a.knowledge.learn(
+        question="again", results=[result("quotas")], keywords=["quota term 00 0"]
+    )
+    saved = await a.knowledge.store.get("quota term 00 0")
+    assert saved is not None
+    assert saved.associations == 2
+
+
 async def test_a_writer_with_a_stale_view_of_the_keywords_rewrites_until_current(
     processes: tuple[Process, Process], embedder: CachedEmbedder
 ) -> None:
     a, b = processes
-    slow = LearnedKnowledge(a.index, embedder, StaleFirstRead(a.knowledge.store, 1.0))  # type: ignore[arg-type]
+    slow = LearnedKnowledge(
+        a.index,
+        embedder,
+        StaleFirstRead(a.knowledge.store, 1.0),  # type: ignore[arg-type]
+        max_keywords_per_document=KeywordSettings().max_per_document,
+    )
 
     async def later() -> None:
         await asyncio.sleep(0.2)  # after the slow writer has read, before it writes
@@ -361,7 +391,12 @@ async def _pruned_while_b_saves(
         await b.knowledge.learn(question="q2", results=[result("quotas")], keywords=[keyword])
 
     store = SaveDuringPrune(a.knowledge.store, save)
-    knowledge = LearnedKnowledge(a.index, embedder, store)  # type: ignore[arg-type]
+    knowledge = LearnedKnowledge(
+        a.index,
+        embedder,
+        store,  # type: ignore[arg-type]
+        max_keywords_per_document=KeywordSettings().max_per_document,
+    )
     pruner = KeywordPruner(knowledge, a.platform, a.backend.locks, a.pruner._settings)
     with time_machine.travel(now, tick=False):
         await pruner.prune()

@@ -160,7 +160,9 @@ def web_settings(settings: Settings, fake: PerplexityFake, **web: Any) -> Settin
 def knowledge_of(settings: Settings, index: SqliteIndex) -> LearnedKnowledge:
     """Learned knowledge over this index, its keywords in the settings' state file."""
     store = SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
-    return LearnedKnowledge(index, index.embedder, store)
+    return LearnedKnowledge(
+        index, index.embedder, store, max_keywords_per_document=settings.keywords.max_per_document
+    )
 
 
 def learning_engine(settings: Settings, index: SqliteIndex, api: FakeMessagesAPI) -> AnswerEngine:

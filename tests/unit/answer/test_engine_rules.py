@@ -221,7 +221,10 @@ async def test_after_a_web_search_keywords_are_saved_before_the_answer(
 ) -> None:
     web_settings = settings.web_search.model_copy(update={"enabled": True})
     knowledge = LearnedKnowledge(
-        index, ConstantEmbedder(), SqliteKeywordStore(tmp_path / "s.db", 1_000)
+        index,
+        ConstantEmbedder(),
+        SqliteKeywordStore(tmp_path / "s.db", 1_000),
+        max_keywords_per_document=settings.keywords.max_per_document,
     )
     web = WebLearning(OnePageWeb(), knowledge, web_settings, settings.keywords.derived_max)
     quote = OnePageWeb.PAGE.text

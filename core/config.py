@@ -816,6 +816,11 @@ class DiscordSettings(_Section):
     # Discord honours an interaction's token for 15 minutes (900 s): past this, a command's
     # reply goes in its channel with the bot token; the rest is a margin for the sends.
     interaction_reply_s: float = Field(840, gt=0, le=900)
+    # `bot discord` stopping (SIGTERM): answers in progress get this long to finish, then the
+    # rest are cut short with an apology, sent within `apology_deadline_s`; together under the
+    # platform's stop timeout (Heroku: 30 s), or the asker is left with "thinking…".
+    shutdown_grace_s: float = Field(20.0, ge=0, le=3_600)
+    apology_deadline_s: float = Field(5.0, gt=0, le=600)
 
 
 DEFAULT_METRICS_PATH = "/metrics"

@@ -155,8 +155,17 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
 
 
 async def _serve_discord(bot: DocsBot, token: str) -> None:
-    """Until SIGTERM or SIGINT, which close the connection and let `start` return."""
+    """Until SIGTERM or SIGINT, which let the answers in progress finish (or apologise for
+    them) before closing the connection (`DocsBot.shutdown`); `start` returns then."""
     loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []  # kept: the loop holds only a weak reference
+
+    def stop() -> None:
+        if not stopping:  # a second signal changes nothing: the drain has its own deadlines
+            stopping.append(asyncio.ensure_future(bot.shutdown()))
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(bot.close()))
+        loop.add_signal_handler(signum, stop)
     await bot.start(token, reconnect=True)
+    if stopping:
+        await stopping[0]

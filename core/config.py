@@ -775,8 +775,11 @@ class SlackSettings(_Section):
     update_interval_s: float = Field(1.0, ge=0)
     stream_api: bool = True
     host: str = "0.0.0.0"  # noqa: S104 (a server behind the platform's router)
-    shutdown_grace_s: float = Field(30.0, ge=0, le=3_600)
-    apology_deadline_s: float = Field(10.0, gt=0, le=600)
+    # SIGTERM: answers in progress get `shutdown_grace_s` to finish, then the rest are cut short
+    # with an apology, sent within `apology_deadline_s`; together under the platform's stop
+    # timeout (Heroku: 30 s), or the process is killed first and the placeholders stay.
+    shutdown_grace_s: float = Field(20.0, ge=0, le=3_600)
+    apology_deadline_s: float = Field(5.0, gt=0, le=600)
     body_read_deadline_s: float = Field(10.0, gt=0, le=600)
     idle_connection_s: float = Field(15.0, gt=0, le=3_600)
     rate_limited_wait_s: float = Field(30.0, gt=0, le=3_600)

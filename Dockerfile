@@ -5,6 +5,10 @@
 #   docker run --rm -e ANTHROPIC_API_KEY -v "$PWD/my-docs:/knowledge:ro" -v docbot-data:/data \
 #     docbot sh -c 'bot ingest /knowledge && bot ask "How do I deploy?"'
 #
+# Stop a `bot slack` or `bot discord` container with `docker stop -t 30`: on SIGTERM it lets
+# the answers in progress finish (or apologises for them) for up to 25 s, and Docker's own
+# 10 s would kill it first, leaving the askers' placeholders as they were.
+#
 # Nothing is downloaded at run time: the embedding model comes from PyPI with the install.
 FROM python:3.11-slim
 

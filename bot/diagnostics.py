@@ -20,7 +20,7 @@ from core.domain.urls import redact_url
 from core.errors import SearchIndexError
 
 if TYPE_CHECKING:
-    from core.ports import Backend
+    from core.ports import Backend, SearchIndex
 
 # What each way of running a platform needs from the environment.
 PLATFORM_MODES: dict[str, tuple[str, ...]] = {
@@ -71,6 +71,19 @@ async def diagnose(backend: Backend, settings: Settings, channel: str | None) ->
     if channel is not None:
         checks.append(channel_policy(settings, channel, stats.sources))
     return checks
+
+
+async def readiness(index: SearchIndex) -> str | None:
+    """Why questions asked now can't be answered from the knowledge base (None: they can), for
+    a platform's readiness probe: the index can't be read, or holds nothing. Short, naming no
+    path or value (the probe's port may be public); `bot doctor` says more."""
+    try:
+        stats = await index.stats()
+    except Exception as exc:  # noqa: BLE001 (whatever it is, the bot can't answer)
+        return f"the index can't be read ({type(exc).__name__}): run bot doctor"
+    if not stats.chunks:
+        return "the knowledge base is empty: nothing has been ingested"
+    return None
 
 
 async def model_tools(settings: Settings, backend: Backend) -> list[Check]:

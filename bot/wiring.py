@@ -233,6 +233,7 @@ def build_slack_app(
     *,
     embedder: Embedder,
     socket_mode: bool,
+    readiness: Callable[[], Awaitable[str | None]] | None = None,
 ) -> SlackService:
     from slack_bolt.async_app import AsyncApp
 
@@ -268,6 +269,7 @@ def build_slack_app(
         signing_secret=signing,
         settings=s,
         metrics_path=settings.metrics.path,
+        readiness=readiness,
     )
 
 

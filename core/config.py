@@ -781,8 +781,11 @@ class SlackSettings(_ThreadReading):
     update_interval_s: float = Field(1.0, ge=0)
     stream_api: bool = True
     host: str = "0.0.0.0"  # noqa: S104 (a server behind the platform's router)
-    shutdown_grace_s: float = Field(30.0, ge=0, le=3_600)
-    apology_deadline_s: float = Field(10.0, gt=0, le=600)
+    # SIGTERM: answers in progress get `shutdown_grace_s` to finish, then the rest are cut short
+    # with an apology, sent within `apology_deadline_s`; together under the platform's stop
+    # timeout (Heroku: 30 s), or the process is killed first and the placeholders stay.
+    shutdown_grace_s: float = Field(20.0, ge=0, le=3_600)
+    apology_deadline_s: float = Field(5.0, gt=0, le=600)
     body_read_deadline_s: float = Field(10.0, gt=0, le=600)
     idle_connection_s: float = Field(15.0, gt=0, le=3_600)
     rate_limited_wait_s: float = Field(30.0, gt=0, le=3_600)
@@ -822,6 +825,11 @@ class DiscordSettings(_ThreadReading):
     # Discord honours an interaction's token for 15 minutes (900 s): past this, a command's
     # reply goes in its channel with the bot token; the rest is a margin for the sends.
     interaction_reply_s: float = Field(840, gt=0, le=900)
+    # `bot discord` stopping (SIGTERM): answers in progress get this long to finish, then the
+    # rest are cut short with an apology, sent within `apology_deadline_s`; together under the
+    # platform's stop timeout (Heroku: 30 s), or the asker is left with "thinking…".
+    shutdown_grace_s: float = Field(20.0, ge=0, le=3_600)
+    apology_deadline_s: float = Field(5.0, gt=0, le=600)
 
 
 DEFAULT_METRICS_PATH = "/metrics"

@@ -6,14 +6,18 @@ on without another `/ask`. Whatever does not fit in the first message is posted 
 with the bot token. The interaction token lasts 15 minutes: an answer that takes longer (a
 slow local model over several rounds) goes out in the channel with the bot token instead,
 mentioning the asker, and its thread opens from that message (`adapters.discord.reply`).
+On SIGTERM the answers in progress get `discord.shutdown_grace_s` to finish (`shutdown`); one
+still running then is cut short with an apology where its asker waits, so no command is left
+"thinking…" and no follow-up unanswered without a word.
 Every send disables mentions, but for that one of the asker and those of an escalation:
 nothing from a document or a model can ping anyone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,7 +37,13 @@ from adapters.discord.components import (
     view_argument,
 )
 from adapters.discord.render import answer_embeds
-from adapters.discord.reply import APOLOGY, InteractionReply, ReplyUndeliverable
+from adapters.discord.reply import (
+    APOLOGY,
+    RESTARTING,
+    SHUTDOWN_APOLOGY,
+    InteractionReply,
+    ReplyUndeliverable,
+)
 from adapters.discord.threads import thread_discussion
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
@@ -82,6 +92,9 @@ class DocsBot(discord.Client):
         self.settings = settings
         self.policies = policies
         self.questions = questions
+        # The tasks answering someone now: what `shutdown` waits for, then cuts short.
+        self._in_flight: set[asyncio.Task[Any]] = set()
+        self.draining = False  # shutting down: no new answer is started
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(
             app_commands.Command(
@@ -98,6 +111,44 @@ class DocsBot(discord.Client):
     async def setup_hook(self) -> None:
         self.add_dynamic_items(*PERSISTENT_BUTTONS)
 
+    async def shutdown(self) -> None:
+        """Stop (on SIGTERM): no new answer starts (a command or a follow-up is told to ask
+        again), those in progress get `discord.shutdown_grace_s` to finish, the rest are
+        cancelled and apologise where their asker waits (within `discord.apology_deadline_s`);
+        then the connection closes, which ends `start`. Closing at once would cut every answer
+        off with the connection: the asker's "thinking…" would never change."""
+        self.draining = True
+        late: set[asyncio.Task[Any]] = set()
+        if self._in_flight:
+            grace_s = self.settings.shutdown_grace_s
+            log.info("discord_draining", answers=len(self._in_flight), grace_s=grace_s)
+            _, late = await asyncio.wait(set(self._in_flight), timeout=grace_s)
+        if late:
+            log.warning("discord_answers_cut_short", answers=len(late))
+            for task in late:
+                task.cancel()
+            await asyncio.wait(late, timeout=self.settings.apology_deadline_s)
+        await self.close()
+
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        """The current task known to `shutdown` while it answers someone."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._in_flight.add(task)
+        try:
+            yield
+        finally:
+            self._in_flight.discard(task)
+
+    async def _restarting(self, interaction: discord.Interaction[Any]) -> bool:
+        """While shutting down, a new command is told at once to ask again: an answer begun
+        now would only be cut short."""
+        if not self.draining:
+            return False
+        await interaction.response.send_message(RESTARTING, ephemeral=True)
+        return True
+
     async def sync_commands(self, token: str, guild: int | None) -> str:
         """Register /ask with Discord (on deploy, not at every start: Discord rate-limits it).
         One server is instant, for testing; globally may take up to an hour. Says what it did."""
@@ -113,6 +164,12 @@ class DocsBot(discord.Client):
 
     @app_commands.describe(question="What you want to know")
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
+        if await self._restarting(interaction):
+            return
+        with self._answering():
+            await self._answer_ask(interaction, question)
+
+    async def _answer_ask(self, interaction: discord.Interaction[Any], question: str) -> None:
         asked = _conversation_of(interaction)
         policy = self.policies(asked.channel_key)
         reply = InteractionReply(
@@ -156,6 +213,10 @@ class DocsBot(discord.Client):
             if escalate and answer.status is AnswerStatus.NOT_FOUND:
                 # Asked, and the docs don't have it: a person is called in without a click.
                 await self._escalate(target, policy.escalate_to, answer_id or key)
+        except asyncio.CancelledError:
+            log.warning("answer_cut_short", platform="discord")
+            await reply.apologise(SHUTDOWN_APOLOGY)
+            raise
         except Exception:
             log.exception("ask_failed", platform="discord")
             await reply.apologise()
@@ -210,6 +271,10 @@ class DocsBot(discord.Client):
         except ReplyUndeliverable:
             # Past its token a private answer has no way to the asker, nor has an apology.
             log.warning("private_answer_undelivered", platform="discord")
+        except asyncio.CancelledError:
+            log.warning("answer_cut_short", platform="discord")
+            await reply.apologise(SHUTDOWN_APOLOGY)
+            raise
         except Exception:
             log.exception("private_ask_failed", platform="discord")
             await reply.apologise()
@@ -269,6 +334,10 @@ class DocsBot(discord.Client):
             return
         if message.type not in _ANSWERED_TYPES or not message.content.strip():
             return  # renames, joins, pins, sticker- or file-only messages
+        with self._answering():
+            await self._on_question_message(message)
+
+    async def _on_question_message(self, message: discord.Message) -> None:
         guild = getattr(message.channel, "guild_id", None) or (
             message.guild.id if message.guild else None
         )
@@ -443,6 +512,14 @@ class DocsBot(discord.Client):
         """ "Ask the docs about this" on a message: its text is the question, answered in a
         thread opened from it; the person who asked is told where, privately. In a `private`
         channel the answer itself is for them alone, with "Share with the channel"."""
+        if await self._restarting(interaction):
+            return
+        with self._answering():
+            await self._answer_menu(interaction, message)
+
+    async def _answer_menu(
+        self, interaction: discord.Interaction[Any], message: discord.Message
+    ) -> None:
         guild = interaction.guild_id or 0
         policy = self.policies(_conversation_of(interaction).channel_key)
         if policy.trigger == "off" or not message.content.strip():
@@ -468,6 +545,10 @@ class DocsBot(discord.Client):
             await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
         except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
             log.warning("pointer_undelivered", platform="discord")
+        except asyncio.CancelledError:
+            log.warning("answer_cut_short", platform="discord")
+            await reply.apologise(SHUTDOWN_APOLOGY)
+            raise
         except Exception:
             log.exception("ask_about_failed", platform="discord")
             await reply.apologise()
@@ -478,6 +559,10 @@ class DocsBot(discord.Client):
             return
         if self.user and payload.user_id == self.user.id:
             return
+        with self._answering():
+            await self._answer_reaction(payload, payload.guild_id)
+
+    async def _answer_reaction(self, payload: discord.RawReactionActionEvent, guild: int) -> None:
         try:
             place = await self._answer_place(payload.channel_id)
             if place is None:
@@ -485,19 +570,19 @@ class DocsBot(discord.Client):
                 return
             # In a thread the policy is its channel's: a thread's own id names no policy, so
             # `reactions: false` or `trigger: off` would not hold in the channel's threads.
-            policy = self.policies(key_of_channel(payload.guild_id, _policy_channel(place)))
+            policy = self.policies(key_of_channel(guild, _policy_channel(place)))
             if policy.trigger == "off" or not policy.reactions:
                 return
             if _cannot_be_private(policy, "reaction"):
                 return
             if not await self.state.first_delivery(f"discord-reaction:{payload.message_id}"):
                 return
-            channel = self.get_partial_messageable(payload.channel_id, guild_id=payload.guild_id)
+            channel = self.get_partial_messageable(payload.channel_id, guild_id=guild)
             message = await channel.fetch_message(payload.message_id)
             if not message.content.strip() or message.author.bot:
                 return
             await self._answer_about(
-                message, place, payload.guild_id, policy, str(payload.user_id), unasked=False
+                message, place, guild, policy, str(payload.user_id), unasked=False
             )
         except Exception:
             log.exception("reaction_not_answered", platform="discord")
@@ -523,6 +608,10 @@ class DocsBot(discord.Client):
     async def _answer_in_place(self, message: discord.Message, key: str, channel_key: str) -> None:
         """A follow-up in one of the bot's threads, or a direct message: answered where it
         was written, with that conversation's memory."""
+        if self.draining:
+            with contextlib.suppress(discord.HTTPException):
+                await message.channel.send(RESTARTING, allowed_mentions=NO_MENTIONS)
+            return
         try:
             if not await self.state.first_delivery(f"discord-message:{message.id}"):
                 return
@@ -547,6 +636,11 @@ class DocsBot(discord.Client):
                 answer,
                 escalate=escalate,
             )
+        except asyncio.CancelledError:
+            log.warning("answer_cut_short", platform="discord")
+            with contextlib.suppress(discord.HTTPException):
+                await message.channel.send(SHUTDOWN_APOLOGY, allowed_mentions=NO_MENTIONS)
+            raise
         except Exception:
             log.exception("follow_up_failed", platform="discord")
             with contextlib.suppress(discord.HTTPException):

@@ -25,6 +25,10 @@ from adapters.discord.components import NO_MENTIONS
 log = structlog.get_logger(__name__)
 
 APOLOGY = "Sorry, something went wrong while answering. Please try again in a moment."
+RESTARTING = "The bot is restarting. Please ask again in a moment."
+SHUTDOWN_APOLOGY = (
+    "Sorry, the bot was restarted before this answer was finished. Please ask again in a moment."
+)
 LATE_REPLY = "{asker}, about your question:"  # before the answer, or the apology
 # Discord's refusals of an interaction webhook whose token has expired or that is gone.
 _TOKEN_EXPIRED = 50027  # 401 Invalid Webhook Token
@@ -92,10 +96,10 @@ class InteractionReply:
         self._asker_told = True
         return sent
 
-    async def apologise(self) -> None:
+    async def apologise(self, text: str = APOLOGY) -> None:
         """The apology, the same way as the reply; if it can't be sent either, that is logged
         and the command ends: nothing is left to tell the asker with."""
         try:
-            await self.send(APOLOGY)
+            await self.send(text)
         except Exception:
             log.warning("apology_not_sent", platform="discord", exc_info=True)

@@ -1,6 +1,8 @@
 """Serving the Slack app: HTTP mode (the Procfile's `web` process) or Socket Mode.
 
-HTTP mode serves POST /slack/events (events and interactivity) and GET /healthz. The events
+HTTP mode serves POST /slack/events (events and interactivity), GET /healthz (the process is
+up: a liveness probe) and GET /readyz (it can answer: 503 with the reason when it can't, such
+as an index that is empty or unreadable, or while it shuts down). The events
 endpoint is open to the internet, so every request passes a cheap front check before Bolt sees
 it: size (413, refused before the body is read past the limit), signature (401: unsigned, wrongly
 signed, stale or non-numeric timestamp), content type (415), then the body must be UTF-8 and
@@ -52,6 +54,7 @@ log = structlog.get_logger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
 # Slack refuses requests signed more than five minutes ago (replay protection).
@@ -118,6 +121,8 @@ class SlackService:
     signing_secret: str | None
     settings: SlackSettings
     metrics_path: str | None = None  # where Prometheus scrapes (HTTP mode); None: not served
+    # Why the bot can't answer now (None: it can), asked at each GET /readyz.
+    readiness: Callable[[], Awaitable[str | None]] | None = None
 
 
 class _Refused(Exception):
@@ -142,6 +147,7 @@ class SlackHttpEndpoint:
         app = web.Application(client_max_size=self._service.settings.max_body_bytes)
         app.router.add_route("*", EVENTS_PATH, self._events)
         app.router.add_get(HEALTH_PATH, self._health)
+        app.router.add_get(READY_PATH, self._ready)
         if self._service.metrics_path:
             app.router.add_get(self._service.metrics_path, self._metrics)
         return app
@@ -164,6 +170,18 @@ class SlackHttpEndpoint:
     async def _health(self, _: web.Request) -> web.Response:
         if self.draining:  # the platform's router stops sending us traffic
             return web.json_response({"ok": False, "draining": True}, status=503)
+        return web.json_response({"ok": True})
+
+    async def _ready(self, _: web.Request) -> web.Response:
+        """Whether a question asked now would be answered from the docs: /healthz says only
+        that the process is up, and an empty index (the docs never ingested on this machine)
+        or an unreadable one answers every question with an apology. The reason is short and
+        names no path or value: the port is public."""
+        reason = "shutting down" if self.draining else None
+        if reason is None and self._service.readiness is not None:
+            reason = await self._service.readiness()
+        if reason is not None:
+            return web.json_response({"ok": False, "reason": reason}, status=503)
         return web.json_response({"ok": True})
 
     async def _metrics(self, _: web.Request) -> web.Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import signal
@@ -81,6 +82,7 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
     their threads) and return: the process exits 0, like `bot discord` and `bot clock`.
     `listen`: HTTP mode's port and where it was set; None: Socket Mode."""
     from adapters.slack.server import run_http, run_socket_mode
+    from bot.diagnostics import readiness
     from bot.runtime import opened
     from bot.wiring import build_slack_app
     from core.errors import MissingSecret
@@ -99,6 +101,7 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
             platform,
             embedder=rt.embedder,
             socket_mode=listen is None,
+            readiness=functools.partial(readiness, rt.backend.index),
         )
         if listen is None:
             assert app_token is not None  # checked above
@@ -155,8 +158,17 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
 
 
 async def _serve_discord(bot: DocsBot, token: str) -> None:
-    """Until SIGTERM or SIGINT, which close the connection and let `start` return."""
+    """Until SIGTERM or SIGINT, which let the answers in progress finish (or apologise for
+    them) before closing the connection (`DocsBot.shutdown`); `start` returns then."""
     loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []  # kept: the loop holds only a weak reference
+
+    def stop() -> None:
+        if not stopping:  # a second signal changes nothing: the drain has its own deadlines
+            stopping.append(asyncio.ensure_future(bot.shutdown()))
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(bot.close()))
+        loop.add_signal_handler(signum, stop)
     await bot.start(token, reconnect=True)
+    if stopping:
+        await stopping[0]

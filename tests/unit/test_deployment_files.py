@@ -60,6 +60,32 @@ def test_each_process_has_its_profile_and_ingest_always_runs() -> None:
         }, name
 
 
+# Seconds a platform waits after SIGTERM before it kills: Heroku's, and what docker-compose.yml
+# asks for (Docker's own default is 10 s). The bot must have apologised by then.
+HEROKU_STOP_S = 30
+_DURATION = re.compile(r"([0-9]+)s")
+# After the apologies: the HTTP server and the index closed, the process gone.
+CLOSING_S = 3
+
+
+def test_a_stopping_bot_apologises_before_the_platform_kills_it() -> None:
+    """A SIGTERM's drain (the grace, then the apologies) ends before the kill, or the process
+    dies with its askers' placeholders (Slack's "Looking through the docs…", Discord's
+    "thinking…") left as they are for ever: the shipped 30 s + 10 s outlasted both Heroku's
+    30 s and Docker's 10 s."""
+    settings = load_settings(REPO / "config.yaml", environ={})
+    for name, service, platform in [
+        ("slack", "slack", settings.slack),
+        ("slack", "slack-socket", settings.slack),
+        ("discord", "discord", settings.discord),
+    ]:
+        drain_s = platform.shutdown_grace_s + platform.apology_deadline_s + CLOSING_S
+        assert drain_s <= HEROKU_STOP_S, name
+        stop = _DURATION.fullmatch(str(SERVICES[service].get("stop_grace_period", "10s")))
+        assert stop is not None, service
+        assert drain_s <= int(stop.group(1)), service
+
+
 def test_the_teams_docs_are_mounted_and_ingested() -> None:
     ingest = SERVICES["ingest"]
     assert "${DOCS_DIR:-./docs}:/knowledge:ro" in ingest["volumes"]

@@ -168,6 +168,9 @@ async def test_sigterm_lets_the_answer_in_flight_finish_then_exits_0(
             await _until_draining(http, bot.url)
             # Draining: a new event is refused, so Slack retries it on another process.
             assert await bot.mention(http, "and now?", "Ev000002") == 503
+            async with http.get(bot.url + "/readyz") as ready:
+                assert ready.status == 503
+                assert (await ready.json())["reason"] == "shutting down"
             assert await asyncio.wait_for(bot.process.wait(), 30) == 0
         assert model.calls == 2  # the search round and the respond round: the answer finished
         posted = slack.called("chat.postMessage")
@@ -207,6 +210,45 @@ async def test_sigint_without_answers_in_flight_exits_0_at_once(
         bot.process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(bot.process.wait(), 30) == 0
         assert time.monotonic() - started < QUIET_EXIT_BOUND_S
+
+
+async def _http_bot(env: dict[str, str]) -> AsyncIterator[BotProcess]:
+    process = await _start(env)
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
+        assert line.decode().startswith("listening on 127.0.0.1:"), line
+        yield BotProcess(process, f"http://127.0.0.1:{int(line.decode().rsplit(':', 1)[1])}")
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+@pytest.mark.parametrize("index", ["empty", "ingested"])
+async def test_readyz_says_whether_questions_can_be_answered_healthz_only_that_it_is_up(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str], index: str
+) -> None:
+    """An index with nothing in it (the docs ingested on another machine, or never) answers
+    every question "the knowledge base is empty": /healthz, a liveness probe, still says ok;
+    /readyz says why the bot can't answer, so a platform or an operator sees it."""
+    _, slack_url = emulator
+    elsewhere = {"BOT_SEARCH__SQLITE_PATH": str(tmp_path / "fresh" / "index.sqlite")}
+    env = _env(kb, tmp_path, slack_url, **(elsewhere if index == "empty" else {}))
+    async for bot in _http_bot(env):
+        async with ClientSession() as http:
+            async with http.get(bot.url + "/healthz") as health:
+                assert (health.status, await health.json()) == (200, {"ok": True})
+            async with http.get(bot.url + "/readyz") as ready:
+                said = await ready.json()
+        if index == "empty":
+            assert ready.status == 503
+            assert said == {
+                "ok": False,
+                "reason": "the knowledge base is empty: nothing has been ingested",
+            }
+        else:
+            assert (ready.status, said) == (200, {"ok": True})
 
 
 @pytest.mark.parametrize("error", ["invalid_auth", "not_authed", "account_inactive"])

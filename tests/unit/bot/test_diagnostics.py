@@ -301,3 +301,17 @@ def test_a_policy_source_with_no_document_fails_and_says_what_to_do() -> None:
 
 def test_no_sources_row_when_no_policy_names_one() -> None:
     assert policy_sources(_settings(), {}) == []
+
+
+async def test_readiness_names_an_empty_or_unreadable_index_and_nothing_more(
+    settings: Settings, embedder
+) -> None:
+    from bot.diagnostics import readiness
+    from core.backends.sqlite.index import SqliteIndex
+
+    index = SqliteIndex(settings.index_path, embedder, settings.search)
+    assert await readiness(index) == "the knowledge base is empty: nothing has been ingested"
+    await index.close()
+    said = await readiness(index)
+    assert said == "the index can't be read (SearchIndexError): run bot doctor"
+    assert str(settings.index_path) not in said

@@ -1,0 +1,124 @@
+"""SIGTERM while answers are being written (what Heroku and Docker send to stop `bot discord`):
+the answers in progress get `discord.shutdown_grace_s` to finish; those still running then
+are cut short with an apology where the asker is waiting (the "thinking…" of a command, the
+thread of a follow-up), never left silent; the connection closes after that."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from adapters.discord.bot import SHUTDOWN_APOLOGY
+from adapters.discord.reply import RESTARTING
+from core.answer.claude import ClaudeModel
+from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from tests.fakes.anthropic_api import FakeMessagesAPI, message, reply, tool_use
+from tests.integration.discord.conftest import ask_payload, thread_message
+
+QUESTION = "How do I re-ingest changed documents?"
+_SHORT_GRACE = {"shutdown_grace_s": 0.2, "apology_deadline_s": 5}
+
+
+def _hanging_model() -> tuple[FakeMessagesAPI, asyncio.Event]:
+    """A model whose second turn (the answer) never comes: an answer in progress."""
+    never = asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        await never.wait()
+        yield b""
+
+    api = FakeMessagesAPI(
+        [
+            message(tool_use(SEARCH_TOOL, query="ingest")),
+            lambda _: reply(body()),
+            lambda _: reply(body()),
+        ]
+    )
+    return api, never
+
+
+def _sent(harness, prefix: str) -> list[dict]:
+    return [b for m, p, b in harness.emulator.calls if m == "POST" and p.startswith(prefix)]
+
+
+async def test_a_command_still_running_at_sigterm_gets_an_apology_not_thinking_forever(
+    discord_factory,
+) -> None:
+    api, _ = _hanging_model()
+    harness, stop = await discord_factory(
+        claude=ClaudeModel(api.client(max_retries=0), model="claude-test", max_tokens=256)
+    )
+    try:
+        harness.bot.settings = harness.bot.settings.model_copy(update=_SHORT_GRACE)
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: len(api.requests) >= 2)  # the answer is being written
+        await asyncio.wait_for(harness.bot.shutdown(), 10)
+        followups = _sent(harness, "/webhooks/")
+        assert [f.get("content") for f in followups] == [SHUTDOWN_APOLOGY]
+        assert harness.bot.is_closed()
+    finally:
+        await stop()
+
+
+async def test_a_command_that_finishes_within_the_grace_is_answered(discord_factory) -> None:
+    harness, stop = await discord_factory()  # no model: a quick extractive answer
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await asyncio.sleep(0)  # the command's task has started
+        await asyncio.wait_for(harness.bot.shutdown(), 30)
+        followups = _sent(harness, "/webhooks/")
+        assert followups
+        assert followups[0]["embeds"]
+        assert SHUTDOWN_APOLOGY not in str(harness.emulator.calls)
+    finally:
+        await stop()
+
+
+async def test_a_follow_up_still_running_at_sigterm_is_apologised_for_in_its_thread(
+    discord_factory,
+) -> None:
+    never = asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        await never.wait()
+        yield b""
+
+    answered = tool_use(
+        RESPOND_TOOL, answer="Run bot ingest again.", citations=[], status="partial"
+    )
+    api = FakeMessagesAPI(
+        [
+            message(tool_use(SEARCH_TOOL, query="ingest")),
+            message(answered),
+            message(tool_use(SEARCH_TOOL, query="prune")),
+            lambda _: reply(body()),
+        ]
+    )
+    harness, stop = await discord_factory(
+        claude=ClaudeModel(api.client(max_retries=0), model="claude-test", max_tokens=256)
+    )
+    try:
+        harness.bot.settings = harness.bot.settings.model_copy(update=_SHORT_GRACE)
+        harness.interaction(ask_payload(QUESTION))
+        thread_id = await harness.thread_ready()
+        harness.gateway_message(thread_message(thread_id, "and what does --prune delete?"))
+        await harness.until(lambda: len(api.requests) >= 4)  # the follow-up's answer is due
+        await asyncio.wait_for(harness.bot.shutdown(), 10)
+        in_thread = _sent(harness, f"/channels/{thread_id}/messages")
+        assert [m.get("content") for m in in_thread] == [SHUTDOWN_APOLOGY]
+    finally:
+        await stop()
+
+
+async def test_a_command_arriving_while_shutting_down_is_told_to_ask_again(
+    discord_bot,
+) -> None:
+    """The connection stays up while the answers in progress finish: a command that arrives
+    meanwhile is told at once, not started only to be cut short."""
+    discord_bot.bot.draining = True
+    discord_bot.interaction(ask_payload(QUESTION))
+    await discord_bot.until(lambda: bool(discord_bot.emulator.called("POST", "/callback")))
+    [told] = discord_bot.emulator.called("POST", "/callback")
+    assert told["type"] == 4  # CHANNEL_MESSAGE_WITH_SOURCE, not a deferral
+    assert told["data"]["content"] == RESTARTING
+    assert told["data"]["flags"] == 64  # ephemeral

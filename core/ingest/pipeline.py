@@ -56,6 +56,9 @@ class IngestReport:
     seconds: float = 0.0
     # What the run was asked to ingest, for the error when it held no supported file at all.
     targets: list[str] = field(default_factory=list)
+    # Documents the index now holds as their source has them (added, updated or unchanged):
+    # all a connector may remember as synced. One skipped or failed must be read again.
+    settled: set[str] = field(default_factory=set)
 
     def missing_named(self) -> str:
         """The targets that named nothing, each with why: `./nope (no such file, folder or URL)`."""
@@ -177,7 +180,7 @@ class Ingestor:
                     await self._index.delete_document(doc_id)
                     report.counts[Outcome.DELETED] += 1
         await self._index.refresh()
-        await connector.completed()
+        await connector.completed(report.settled)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -196,6 +199,7 @@ class Ingestor:
                     data, fmt = await connector.fetch(item)
                 except NotModified:  # the source says the indexed copy is current
                     if (held := existing.get(item.doc_id)) is not None and held.complete:
+                        report.settled.add(item.doc_id)
                         _count(report, progress, item.display, Outcome.UNCHANGED)
                         continue
                     raise UnreadableDocument("not modified, yet not in the index") from None
@@ -204,6 +208,7 @@ class Ingestor:
                 )
                 known = existing.get(item.doc_id)
                 if known is not None and known.checksum == checksum:
+                    report.settled.add(item.doc_id)
                     _count(report, progress, item.display, Outcome.UNCHANGED)
                     continue
                 # A parser's own log lines (pypdf's "EOF marker not found") name no file.
@@ -278,6 +283,7 @@ class Ingestor:
                 _count(report, progress, doc.display, Outcome.FAILED)
                 continue
             report.chunks_written += len(doc.chunks)
+            report.settled.add(doc.record.doc_id)
             held = existing.get(doc.record.doc_id)
             outcome = Outcome.UPDATED if held is not None and held.complete else Outcome.ADDED
             _count(report, progress, doc.display, outcome)

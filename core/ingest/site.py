@@ -208,11 +208,18 @@ class SiteConnector:
     def also_skipped(self) -> list[Skipped]:
         return []
 
-    async def completed(self) -> None:
-        """Every page of the crawl is indexed: remember their validators for the next one (not
-        before: a crash mid-sync would leave pages remembered as current yet never indexed)."""
-        if self._memory_path is not None:
-            save_json(self._memory_path, {u: asdict(p) for u, p in self._crawled.items()})
+    async def completed(self, settled: set[str]) -> None:
+        """Remember the validators of the pages indexed for the next crawl (not before: a crash
+        mid-sync would leave pages remembered as current yet never indexed). A page that could
+        not be indexed (a parse deadline, a failed write) keeps its links but not its
+        validators: a 304 next time would leave its change behind its old indexed copy."""
+        if self._memory_path is None:
+            return
+        kept = {
+            url: page if page.name in settled else _forgotten(page)
+            for url, page in self._crawled.items()
+        }
+        save_json(self._memory_path, {u: asdict(p) for u, p in kept.items()})
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         if item.doc_id in self._not_modified:
@@ -525,6 +532,11 @@ def memory_name(start_urls: Iterable[str], prefixes: Iterable[str]) -> str:
     """The memory file of one crawl (the same start URLs and prefixes: the same crawl)."""
     key = "\n".join(sorted(normalised(u) for u in [*start_urls, *prefixes]))
     return hashlib.sha256(key.encode()).hexdigest()[:16] + ".json"
+
+
+def _forgotten(page: _Remembered) -> _Remembered:
+    """`page` without what says "unchanged since": the next crawl downloads it whole."""
+    return replace(page, etag=None, last_modified=None, lastmod=None)
 
 
 def _load(path: Path | None) -> dict[str, _Remembered]:

@@ -23,6 +23,7 @@ from core.errors import SourceUnavailable
 from core.ingest.git import default_web_view, web_link
 from core.ingest.pipeline import Ingestor
 from core.ingest.sync import SourceSyncer, sync_statuses
+from tests.fakes.faults import RefusingEmbedder
 
 WEB = "https://git.example.com/acme/handbook/blob/{branch}/{path}"
 runner = CliRunner()
@@ -390,3 +391,38 @@ async def test_a_file_over_the_size_limit_is_skipped_before_it_is_read(
     assert skipped["docs/huge.md"] == "over the limit of 5,000 bytes (ingest.max_file_bytes)"
     assert "docs/huge.md" not in reads  # its size came from git ls-tree: never opened
     assert report.counts[Outcome.ADDED] == 4
+
+
+async def test_a_change_that_could_not_be_indexed_is_read_again_next_time(
+    repo: Path, index, backend, settings, embedder, reads: list[str], tmp_path: Path
+) -> None:
+    """One file's embedding fails while the rest of the sync completes: the commit moves on,
+    yet that file is read again at the next sync (the diff will not name it again), so its
+    change is not lost behind its old indexed copy."""
+    import httpx
+
+    refusing = RefusingEmbedder(embedder, "thirty")
+    syncer = SourceSyncer(
+        Ingestor(index, refusing, settings.ingest),
+        index,
+        backend.locks,
+        httpx.AsyncClient(),
+        settings.ingest,
+        tmp_path / "data",
+    )
+    await syncer.sync("handbook", source(repo))
+    write(repo, {"docs/guide.rst": GUIDE_RST.replace("ninety", "thirty")})
+    git(repo, "commit", "--quiet", "-am", "keys every thirty days")
+    failed = await syncer.sync("handbook", source(repo))
+    assert [s.display for s in failed.failed] == ["docs/guide.rst"]
+
+    refusing.down = False
+    reads.clear()
+    again = await syncer.sync("handbook", source(repo))
+    assert sorted(reads) == ["docs/big.md", "docs/guide.rst"]
+    assert again.counts[Outcome.UPDATED] == 1
+    hits = await index.search("rotate the signing keys", k=1)
+    assert "thirty days" in hits[0].chunk.text
+    reads.clear()
+    await syncer.sync("handbook", source(repo))
+    assert reads == ["docs/big.md"]  # indexed now: not read again

@@ -22,6 +22,7 @@ from core.errors import UnreadableDocument
 from core.ingest.pipeline import Ingestor, IngestReport
 from core.ingest.site import SiteConnector, normalised, parse_sitemap
 from tests.fakes.docs_site import DocsSite, page
+from tests.fakes.faults import RefusingEmbedder
 from tests.fakes.threaded import served_in_a_thread
 
 
@@ -397,3 +398,30 @@ def test_the_command_says_why_a_crawl_could_not_start(
     assert result.output.splitlines() == [
         f"error: nothing to ingest at {start} (more than 20 redirects)"
     ]
+
+
+async def test_a_changed_page_that_could_not_be_indexed_is_downloaded_again(
+    served: Served, settings: Settings, index, embedder, tmp_path: Path
+) -> None:
+    """A changed page whose embedding failed: the crawl does not remember its new ETag, so
+    the next one downloads it whole instead of taking a 304 for "indexed as it is"."""
+    refusing = RefusingEmbedder(embedder, "eviction policy")
+    ingestor = Ingestor(index, refusing, settings.ingest)
+
+    async def sync() -> IngestReport:
+        known = await index.documents()
+        site = crawler(served, settings.ingest, memory=tmp_path / MEMORY, known=known)
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    await sync()
+    served.site.pages["/docs/guide/advanced.html"] = page(
+        "Advanced", "Tune the cache size and the eviction policy.", "/docs/guide/"
+    )
+    failed = await sync()
+    assert [s.display for s in failed.failed] == [f"{served.url}/docs/guide/advanced.html"]
+
+    refusing.down = False
+    again = await sync()
+    assert again.counts[Outcome.UPDATED] == 1
+    hits = await index.search("cache eviction policy", k=1)
+    assert "eviction policy" in hits[0].chunk.text

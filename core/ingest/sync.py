@@ -1,6 +1,7 @@
 """Named sources kept in sync: `bot sync NAME` and `bot clock` ingest each through its
-connector, labelled with its name and pruned of what went, one sync per source at a time across
-processes (a run lock per source), and remember how the last one went for `bot sources list`.
+connector, labelled with its name and pruned of what went (a source's sync owns the documents
+of its label, and only those), one sync per source at a time across processes (a run lock per
+source), and remember how the last one went for `bot sources list`.
 
 The status is a small JSON file in the data dir (`sources-status.json`, see `memory`).
 """
@@ -132,7 +133,7 @@ class SourceSyncer:
                     name, source, self.settings, self.http, self.data_dir, known
                 )
                 report = await self.ingestor.ingest_from(
-                    connector, source=name, prune=True, targets=source.location
+                    connector, source=name, prune=True, owned=True, targets=source.location
                 )
         except Exception as exc:
             status = SyncStatus(time.time(), _since(started), error=str(exc))

@@ -246,3 +246,24 @@ async def test_an_edit_that_could_not_be_indexed_is_read_again_next_time(
     assert again.counts[Outcome.UPDATED] == 1
     hits = await index.search(f"{edited.title} fails page the platform team", k=1)
     assert "page the platform team" in hits[0].chunk.text
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_space_taken_out_of_the_source_is_pruned(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    """The pages of a space no longer in `spaces:` are not left in the index for good,
+    answering with the source's label; a sync that fails keeps them."""
+    confluence.pages = {
+        k: v for k, v in confluence.pages.items() if v.title.split(" page ")[1] in ("0", "1")
+    }
+    await syncer.sync("wiki", source(confluence, spaces=["ENG", "OPS"]))
+    assert len(await index.documents()) == 4
+    confluence.throttle = 100  # the listing fails: nothing is pruned
+    with pytest.raises(SourceUnavailable):
+        await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert len(await index.documents()) == 4
+    confluence.throttle = 0
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.DELETED] == 2
+    assert all("/ENG/" in doc_id for doc_id in await index.documents())

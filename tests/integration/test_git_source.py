@@ -263,8 +263,8 @@ async def test_another_branch_and_a_changed_location(
     git(other, "commit", "--quiet", "-m", "solo")
     moved = await syncer.sync("handbook", source(other))  # the clone is replaced, old pruned
     assert moved.counts[Outcome.ADDED] == 1
-    assert moved.counts[Outcome.DELETED] == 0  # another remote: another scope
-    assert any(d.endswith("/docs/solo.md") for d in await index.documents())
+    assert moved.counts[Outcome.DELETED] == 5  # the old remote's: the source no longer has them
+    assert [d.rsplit("/", 1)[-1] for d in await index.documents()] == ["solo.md"]
 
 
 async def test_an_unreachable_repository_fails_the_sync_in_one_line(
@@ -426,3 +426,31 @@ async def test_a_change_that_could_not_be_indexed_is_read_again_next_time(
     reads.clear()
     await syncer.sync("handbook", source(repo))
     assert reads == ["docs/big.md"]  # indexed now: not read again
+
+
+async def test_two_sources_of_one_repository_keep_each_others_documents(
+    repo: Path, syncer: SourceSyncer, index
+) -> None:
+    """Two sources take other files of the same repository (a monorepo's docs and its API
+    reference): each sync prunes only what went from its own files, never the other's."""
+    guides = source(repo, include=["docs/*.md"], exclude=[])
+    reference = source(repo, include=["docs/*.rst", "docs/*.adoc"], exclude=[])
+    await syncer.sync("guides", guides)
+    await syncer.sync("reference", reference)
+    again = await syncer.sync("guides", guides)
+    assert again.counts[Outcome.DELETED] == 0
+    labels = {d.rsplit("/", 1)[-1]: r.source for d, r in (await index.documents()).items()}
+    assert labels == {
+        "faq.md": "guides",
+        "install.md": "guides",
+        "guide.rst": "reference",
+        "ops.adoc": "reference",
+    }
+    git(repo, "rm", "--quiet", "docs/ops.adoc", "docs/faq.md")
+    git(repo, "commit", "--quiet", "-m", "one of each gone")
+    assert (await syncer.sync("guides", guides)).counts[Outcome.DELETED] == 1
+    assert (await syncer.sync("reference", reference)).counts[Outcome.DELETED] == 1
+    assert sorted(d.rsplit("/", 1)[-1] for d in await index.documents()) == [
+        "guide.rst",
+        "install.md",
+    ]

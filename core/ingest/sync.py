@@ -139,9 +139,10 @@ class SourceSyncer:
             status = SyncStatus(time.time(), _since(started), error=str(exc))
             record_status(self.data_dir, name, status)
             raise
-        skipped = [f"{s.display}: {s.reason}" for s in report.skipped[:SKIPS_KEPT]]
+        problems = report.failed + report.skipped  # the failures first: the ones to act on
+        skipped = [f"{s.display}: {s.reason}" for s in problems[:SKIPS_KEPT]]
         counts = {outcome.value: n for outcome, n in report.counts.items() if n}
-        problem = _missing(report)
+        problem = _missing(report) or _unwritten(report)
         status = SyncStatus(time.time(), _since(started), counts, skipped, problem)
         record_status(self.data_dir, name, status)
         if problem is not None:
@@ -157,6 +158,20 @@ def _missing(report: IngestReport) -> str | None:
         return None
     rest = "; the other locations were synced" if report.indexed else ""
     return f"nothing to sync at {report.missing_named()}{rest}"
+
+
+def _unwritten(report: IngestReport) -> str | None:
+    """Why a sync failed although it ran to its end: documents it could not index (their
+    embedding or index write failed). As `bot ingest` does, the run is a failure, said with
+    the first reason, so that neither `bot sync`'s exit code nor the clock's log calls it
+    synced; the rest was synced, and those are read again at the next sync."""
+    if not report.failed:
+        return None
+    first = report.failed[0]
+    return (
+        f"{len(report.failed)} document(s) could not be indexed ({first.display}: "
+        f"{first.reason}); the rest was synced, they are read again at the next sync"
+    )
 
 
 def sync_statuses(data_dir: Path) -> dict[str, SyncStatus]:

@@ -413,8 +413,16 @@ async def test_a_change_that_could_not_be_indexed_is_read_again_next_time(
     await syncer.sync("handbook", source(repo))
     write(repo, {"docs/guide.rst": GUIDE_RST.replace("ninety", "thirty")})
     git(repo, "commit", "--quiet", "-am", "keys every thirty days")
-    failed = await syncer.sync("handbook", source(repo))
-    assert [s.display for s in failed.failed] == ["docs/guide.rst"]
+    with pytest.raises(SourceUnavailable) as failure:  # said as a failure, in one line
+        await syncer.sync("handbook", source(repo))
+    assert str(failure.value) == (
+        "1 document(s) could not be indexed (docs/guide.rst: embedding failed: embedding "
+        "service answered 503); the rest was synced, they are read again at the next sync"
+    )
+    status = sync_statuses(tmp_path / "data")["handbook"]
+    assert status.error == str(failure.value)
+    assert status.counts["failed"] == 1
+    assert status.skipped[0] == "docs/guide.rst: embedding failed: embedding service answered 503"
 
     refusing.down = False
     reads.clear()

@@ -26,7 +26,7 @@ from core.ingest.globs import PathFilter
 from core.ingest.memory import load_json, save_json
 from core.ingest.pipeline import Ingestor, IngestReport
 from core.ingest.site import SiteConnector, memory_name
-from core.ports import RunLocks, SearchIndex
+from core.ports import IngestProgress, RunLocks, SearchIndex
 from core.run_locks import run_lock
 
 STATUS_FILE = "sources-status.json"
@@ -123,8 +123,11 @@ class SourceSyncer:
     settings: IngestSettings
     data_dir: Path
 
-    async def sync(self, name: str, source: SourceSettings) -> IngestReport:
-        """One sync of one source, under its run lock; its status recorded whatever happens."""
+    async def sync(
+        self, name: str, source: SourceSettings, progress: IngestProgress | None = None
+    ) -> IngestReport:
+        """One sync of one source, under its run lock; its status recorded whatever happens.
+        `progress`: told of each document, for a long sync's bar."""
         started = time.perf_counter()
         try:
             async with run_lock(self.locks, f"sync-{name}", self.settings.lock_ttl_s):
@@ -133,7 +136,12 @@ class SourceSyncer:
                     name, source, self.settings, self.http, self.data_dir, known
                 )
                 report = await self.ingestor.ingest_from(
-                    connector, source=name, prune=True, owned=True, targets=source.location
+                    connector,
+                    source=name,
+                    prune=True,
+                    owned=True,
+                    progress=progress,
+                    targets=source.location,
                 )
         except Exception as exc:
             status = SyncStatus(time.time(), _since(started), error=str(exc))

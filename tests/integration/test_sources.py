@@ -189,3 +189,22 @@ def test_a_files_source_moved_elsewhere_leaves_nothing_behind(
     assert "runbooks: 1 unchanged" in sync(new)
     remaining = runner.invoke(app, ["remove", "notes"])
     assert "notes (source): 1 document(s)" in remaining.output
+
+
+def test_a_long_sync_shows_its_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync of many documents says how far it is, as `bot ingest` does (a line every tenth
+    of the way when the output is not a terminal), then its one-line result."""
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    for n in range(20):
+        (folder / f"step-{n:02}.md").write_text(f"# Step {n}\n\nDo step number {n}.")
+    sources = {"runbooks": {"type": "files", "location": [str(folder)]}}
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    monkeypatch.setenv("BOT_INGEST__PROGRESS_MIN_ITEMS", "10")
+    result = runner.invoke(app, ["sync"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "Indexing: 2/20 documents"
+    assert "Indexing: 20/20 documents" in lines
+    assert lines[-1] == "runbooks: 20 added"

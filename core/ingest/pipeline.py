@@ -88,9 +88,14 @@ class PreparedDocument:
     display: str
 
 
+def document_shape(settings: IngestSettings) -> str:
+    """What shapes every document's chunks besides its own bytes: another value re-chunks it."""
+    return f"{PIPELINE_VERSION}|{settings.chunk_chars}|{settings.chunk_overlap_chars}"
+
+
 def document_checksum(data: bytes, *, url: str, source: str, settings: IngestSettings) -> str:
     digest = hashlib.sha256(data).hexdigest()
-    shape = f"{PIPELINE_VERSION}|{settings.chunk_chars}|{settings.chunk_overlap_chars}"
+    shape = document_shape(settings)
     return hashlib.sha256(f"{digest}|{url}|{source}|{shape}".encode()).hexdigest()
 
 

@@ -128,10 +128,13 @@ class SiteConnector:
         prefixes: Iterable[str] = (),
         memory: Path | None = None,
         known: Iterable[str] = (),
+        revalidate: bool = False,
     ) -> None:
         """`memory`: a file where the crawl keeps each page's validators and links, so the next
         one asks "changed since?" and downloads only what changed; `known`: the doc ids the
-        index holds (a page not among them is always downloaded whole)."""
+        index holds (a page not among them is always downloaded whole); `revalidate`: every
+        page is downloaded whole (the settings it was indexed under changed), its links still
+        remembered (a page down for now keeps its copy and its pages)."""
         self._start = [normalised(u) for u in start_urls]
         self._sitemaps = [u for u in sitemaps]
         self._prefixes = [normalised(p) for p in prefixes] or sorted(
@@ -146,6 +149,8 @@ class SiteConnector:
         self._queued: set[str] = set()  # every URL queued, normalised
         self._memory_path = memory
         self._memory: dict[str, _Remembered] = _load(memory)
+        if revalidate:
+            self._memory = {url: _forgotten(page) for url, page in self._memory.items()}
         self._crawled: dict[str, _Remembered] = {}
         self._known = set(known)
         self._not_modified: set[str] = set()

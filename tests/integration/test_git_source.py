@@ -462,3 +462,36 @@ async def test_two_sources_of_one_repository_keep_each_others_documents(
         "guide.rst",
         "install.md",
     ]
+
+
+async def test_changed_settings_reach_documents_their_source_did_not_change(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A corrected `web_url` or another chunk size: the diff names no file, yet each is read
+    again and re-indexed with its new links and chunks; once, and not for a new schedule."""
+    await syncer.sync("handbook", source(repo))
+    moved = "https://code.example.com/acme/handbook/src/branch/{branch}/{path}"
+    with monkeypatch.context() as patch:
+        patch.setattr(syncer.ingestor, "write", _down)
+        with pytest.raises(RuntimeError):  # a failed sync leaves the change to the next one
+            await syncer.sync("handbook", source(repo, web_url=moved))
+    reads.clear()
+    relinked = await syncer.sync("handbook", source(repo, web_url=moved))
+    assert relinked.counts[Outcome.UPDATED] == 4
+    links = {record.url for record in (await index.documents()).values()}
+    assert all(link.startswith("https://code.example.com/acme/handbook/src/") for link in links)
+    assert "https://code.example.com/acme/handbook/src/branch/main/docs/install.md" in links
+
+    reads.clear()
+    await syncer.sync("handbook", source(repo, web_url=moved, schedule="0 4 * * *"))
+    assert reads == ["docs/big.md"]  # the schedule changes nothing indexed
+
+    small = syncer.settings.model_copy(update={"chunk_chars": 80, "chunk_overlap_chars": 10})
+    rechunked = await dataclasses.replace(
+        syncer, ingestor=Ingestor(index, syncer.ingestor._embedder, small), settings=small
+    ).sync("handbook", source(repo, web_url=moved))
+    assert rechunked.counts[Outcome.UPDATED] == 4
+
+
+async def _down(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("the embedder went away")

@@ -42,6 +42,7 @@ def sync(
 async def _sync(names: list[str]) -> list[str]:
     import httpx
 
+    from bot.progress import RichIngestProgress
     from bot.runtime import opened
     from core.errors import BotError
     from core.ingest.pipeline import Ingestor
@@ -58,7 +59,8 @@ async def _sync(names: list[str]) -> list[str]:
         )
         for name in names:
             try:
-                report = await syncer.sync(name, s.sources[name])
+                with RichIngestProgress(err, s.ingest.progress_min_items) as progress:
+                    report = await syncer.sync(name, s.sources[name], progress)
             except BotError as exc:
                 err.print(shown(f"{name}: {exc}"), soft_wrap=True)
                 failed.append(name)

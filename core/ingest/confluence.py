@@ -116,7 +116,6 @@ class ConfluenceConnector:
             retries=settings.confluence.retries, initial_s=1.0, max_s=settings.confluence.max_wait_s
         )
         self._versions: dict[str, int] = _load(memory)
-        self._read: set[str] = set()  # the pages whose body this sync read, or had already
         self._listed: dict[str, _Page] = {}
         self._attachments: dict[str, list[str]] = {}
 
@@ -139,7 +138,6 @@ class ConfluenceConnector:
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         page = self._listed[item.doc_id]
         if self._versions.get(item.doc_id) == page.version and item.doc_id in self._known:
-            self._read.add(item.doc_id)
             raise NotModified(item.doc_id)
         if self._flavour == "cloud":
             url = f"{self._base}/api/v2/pages/{page.page_id}?body-format=storage"
@@ -158,7 +156,6 @@ class ConfluenceConnector:
         except TimeoutError as late:
             raise not_parsed(late, self._settings.parse_timeout_s) from None
         self._attachments[item.doc_id] = attachments
-        self._read.add(item.doc_id)
         return page_html.encode("utf-8"), DocumentFormat.HTML
 
     def also_skipped(self) -> list[Skipped]:
@@ -169,11 +166,12 @@ class ConfluenceConnector:
             for name in names
         ]
 
-    async def completed(self) -> None:
-        """Each page's version as read this sync; a page whose body could not be read keeps
-        the version remembered before, so the next sync asks for it again."""
+    async def completed(self, settled: set[str]) -> None:
+        """Each page's version as indexed this sync; a page that could not be (its body not
+        read, not parsed in time, its write failed) keeps the version remembered before, so the
+        next sync asks for it again."""
         versions = {
-            doc_id: page.version if doc_id in self._read else self._versions.get(doc_id)
+            doc_id: page.version if doc_id in settled else self._versions.get(doc_id)
             for doc_id, page in self._listed.items()
         }
         save_json(self._memory_path, {d: v for d, v in versions.items() if v is not None})

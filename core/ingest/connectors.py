@@ -30,9 +30,12 @@ class Connector(Protocol):
     def also_skipped(self) -> list[Skipped]:
         """Parts of the fetched items that are not indexed (a page's attachments), with why."""
 
-    async def completed(self) -> None:
-        """The run indexed what it discovered: a connector may now remember what it synced
-        (never earlier, so that a crash re-reads what it missed)."""
+    async def completed(self, settled: set[str]) -> None:
+        """The run is over: a connector may now remember what it synced (never earlier, so
+        that a crash re-reads what it missed), and only the items of `settled` (the doc ids
+        indexed as the source has them now): one skipped or failed this time (a parse deadline,
+        an embedding or index write that failed) is read again next time, or its change would
+        be lost behind its old indexed copy."""
 
 
 class PathsConnector:
@@ -67,5 +70,5 @@ class PathsConnector:
     def also_skipped(self) -> list[Skipped]:
         return []
 
-    async def completed(self) -> None:
+    async def completed(self, settled: set[str]) -> None:
         """Files and URLs are compared by checksum each run: nothing to remember."""

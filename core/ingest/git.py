@@ -3,7 +3,8 @@
 
 A shallow clone lives in the data dir and is fetched and reset on each sync. The commit a
 sync finished on is remembered beside it, so the next sync reads only the files `git diff`
-names between that commit and the new one; everything else is reported unchanged without being
+names between that commit and the new one, and those the last sync could not index (a parse
+deadline, a failed embedding or write); everything else is reported unchanged without being
 read. The memory is written only when the sync completed, so a crash re-reads what it missed.
 
 Each file links to its web view at the branch (GitHub's and GitLab's patterns for their remotes,
@@ -139,18 +140,20 @@ class GitConnector:
         self._changed: set[str] | None = None  # None: read every file
         self._commit = ""  # what this sync reads: the commit and the branch it is on
         self._synced_branch = ""
+        self._items: list[SourceItem] = []  # what this sync discovered
 
     async def discover(self) -> Discovery:
         await self._update()
         branch = (await self._git("symbolic-ref", "--short", "HEAD")).strip()
         self._commit = (await self._git("rev-parse", "HEAD")).strip()
-        self._changed = await self._changed_since(self._synced(branch))
+        self._changed = await self._changed_since(*self._synced(branch))
         scope = f"git:{self._shown}#{branch}/"
         found = Discovery(items=[], skipped=[], scopes=[scope])
         for entry in await self._tree():
             self._add(found, entry, scope, branch)
         found.items.sort(key=lambda item: item.doc_id)
         self._synced_branch = branch
+        self._items = found.items
         return found
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
@@ -170,9 +173,16 @@ class GitConnector:
     def also_skipped(self) -> list[Skipped]:
         return []
 
-    async def completed(self) -> None:
-        """The sync indexed this commit: the next one diffs against it."""
-        record = {"remote": self._shown, "branch": self._synced_branch, "commit": self._commit}
+    async def completed(self, settled: set[str]) -> None:
+        """The sync indexed this commit: the next one diffs against it, and reads again the
+        files it could not index (the diff will not name them again)."""
+        retry = sorted(item.display for item in self._items if item.doc_id not in settled)
+        record = {
+            "remote": self._shown,
+            "branch": self._synced_branch,
+            "commit": self._commit,
+            "retry": retry,
+        }
         save_json(self._memory, record)
 
     # -- the clone -------------------------------------------------------------------------
@@ -202,17 +212,24 @@ class GitConnector:
             "--", self._remote, str(self._checkout), cwd=self._checkout.parent,
         )  # fmt: skip
 
-    def _synced(self, branch: str) -> str | None:
+    def _synced(self, branch: str) -> tuple[str | None, set[str]]:
+        """The commit the last completed sync of this remote and branch read, and the files
+        it could not index."""
         record = load_json(self._memory)
         if not isinstance(record, dict):
-            return None
+            return None, set()
         same = record.get("remote") == self._shown and record.get("branch") == branch
         commit = record.get("commit")
-        return commit if same and isinstance(commit, str) and commit else None
+        if not (same and isinstance(commit, str) and commit):
+            return None, set()
+        retry = record.get("retry")
+        return commit, {p for p in retry if isinstance(p, str)} if isinstance(
+            retry, list
+        ) else set()
 
-    async def _changed_since(self, synced: str | None) -> set[str] | None:
-        """The paths added or modified since `synced`; None (read everything) when there is no
-        synced commit or the clone no longer has it."""
+    async def _changed_since(self, synced: str | None, retry: set[str]) -> set[str] | None:
+        """The paths added or modified since `synced`, and `retry`; None (read everything)
+        when there is no synced commit or the clone no longer has it."""
         if synced is None:
             return None
         try:
@@ -221,7 +238,7 @@ class GitConnector:
             )
         except SourceUnavailable:
             return None
-        return {path for path in out.split("\0") if path}
+        return {path for path in out.split("\0") if path} | retry
 
     async def _tree(self) -> list[_Entry]:
         out = await self._git("ls-tree", "-r", "-l", "-z", "--full-tree", "HEAD")

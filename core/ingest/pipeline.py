@@ -38,7 +38,7 @@ from core.ingest.chunker import split_text
 from core.ingest.connectors import Connector, PathsConnector
 from core.ingest.formats import parse_in_time
 from core.ingest.sections import ParsedDocument, ParseLimits
-from core.ingest.sources import NotModified, Skipped, SourceItem, is_url
+from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem, is_url
 from core.ports import Embedder, IngestProgress, SearchIndex
 
 # Bump when parsing or chunking changes in a way that must re-chunk every document.
@@ -56,6 +56,9 @@ class IngestReport:
     seconds: float = 0.0
     # What the run was asked to ingest, for the error when it held no supported file at all.
     targets: list[str] = field(default_factory=list)
+    # Documents the index now holds as their source has them (added, updated or unchanged):
+    # all a connector may remember as synced. One skipped or failed must be read again.
+    settled: set[str] = field(default_factory=set)
 
     def missing_named(self) -> str:
         """The targets that named nothing, each with why: `./nope (no such file, folder or URL)`."""
@@ -85,9 +88,14 @@ class PreparedDocument:
     display: str
 
 
+def document_shape(settings: IngestSettings) -> str:
+    """What shapes every document's chunks besides its own bytes: another value re-chunks it."""
+    return f"{PIPELINE_VERSION}|{settings.chunk_chars}|{settings.chunk_overlap_chars}"
+
+
 def document_checksum(data: bytes, *, url: str, source: str, settings: IngestSettings) -> str:
     digest = hashlib.sha256(data).hexdigest()
-    shape = f"{PIPELINE_VERSION}|{settings.chunk_chars}|{settings.chunk_overlap_chars}"
+    shape = document_shape(settings)
     return hashlib.sha256(f"{digest}|{url}|{source}|{shape}".encode()).hexdigest()
 
 
@@ -148,10 +156,14 @@ class Ingestor:
         *,
         source: str,
         prune: bool = False,
+        owned: bool = False,
         progress: IngestProgress | None = None,
         targets: list[str] | None = None,
     ) -> IngestReport:
-        """Whatever the source: discover, fetch and index what changed, prune what went."""
+        """Whatever the source: discover, fetch and index what changed, prune what went.
+
+        `owned`: `source` is a named source's label and its documents are this connector's
+        alone (see `_gone`)."""
         started = time.perf_counter()
         report = IngestReport(targets=list(targets or ()))
         found = await connector.discover()
@@ -166,18 +178,11 @@ class Ingestor:
         report.skipped.extend(parts := connector.also_skipped())
         report.counts[Outcome.SKIPPED] += len(parts)
         if prune:
-            seen = {item.doc_id for item in found.items}
-            for doc_id in sorted(existing):
-                in_scope = any(
-                    doc_id == scope or (scope.endswith("/") and doc_id.startswith(scope))
-                    for scope in found.scopes
-                )
-                unseen = any(doc_id.startswith(folder) for folder in found.unseen)
-                if in_scope and doc_id not in seen and not unseen:
-                    await self._index.delete_document(doc_id)
-                    report.counts[Outcome.DELETED] += 1
+            for doc_id in _gone(found, existing, source if owned else None):
+                await self._index.delete_document(doc_id)
+                report.counts[Outcome.DELETED] += 1
         await self._index.refresh()
-        await connector.completed()
+        await connector.completed(report.settled)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -196,6 +201,7 @@ class Ingestor:
                     data, fmt = await connector.fetch(item)
                 except NotModified:  # the source says the indexed copy is current
                     if (held := existing.get(item.doc_id)) is not None and held.complete:
+                        report.settled.add(item.doc_id)
                         _count(report, progress, item.display, Outcome.UNCHANGED)
                         continue
                     raise UnreadableDocument("not modified, yet not in the index") from None
@@ -204,6 +210,7 @@ class Ingestor:
                 )
                 known = existing.get(item.doc_id)
                 if known is not None and known.checksum == checksum:
+                    report.settled.add(item.doc_id)
                     _count(report, progress, item.display, Outcome.UNCHANGED)
                     continue
                 # A parser's own log lines (pypdf's "EOF marker not found") name no file.
@@ -278,9 +285,35 @@ class Ingestor:
                 _count(report, progress, doc.display, Outcome.FAILED)
                 continue
             report.chunks_written += len(doc.chunks)
+            report.settled.add(doc.record.doc_id)
             held = existing.get(doc.record.doc_id)
             outcome = Outcome.UPDATED if held is not None and held.complete else Outcome.ADDED
             _count(report, progress, doc.display, outcome)
+
+
+def _gone(found: Discovery, existing: dict[str, DocumentRecord], owner: str | None) -> list[str]:
+    """The indexed documents a pruning run deletes: those under its scopes that it did not
+    find again, except under what it could not look into.
+
+    With `owner` (a named source's sync), only the documents labelled with it: another source
+    may take other files of the same repository, folder or site (its own include patterns or
+    prefixes), and they are not gone. And all of them: when the discovery was whole (every
+    location read, its scopes known), one of its documents outside them is left over from an
+    earlier configuration (another remote, branch, space, prefix or folder) and goes too."""
+    seen = {item.doc_id for item in found.items}
+    whole = owner is not None and bool(found.scopes) and not found.missing
+    gone = []
+    for doc_id, record in sorted(existing.items()):
+        if owner is not None and record.source != owner:
+            continue
+        in_scope = whole or any(
+            doc_id == scope or (scope.endswith("/") and doc_id.startswith(scope))
+            for scope in found.scopes
+        )
+        unseen = any(doc_id.startswith(folder) for folder in found.unseen)
+        if in_scope and doc_id not in seen and not unseen:
+            gone.append(doc_id)
+    return gone
 
 
 async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:

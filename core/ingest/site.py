@@ -128,10 +128,13 @@ class SiteConnector:
         prefixes: Iterable[str] = (),
         memory: Path | None = None,
         known: Iterable[str] = (),
+        revalidate: bool = False,
     ) -> None:
         """`memory`: a file where the crawl keeps each page's validators and links, so the next
         one asks "changed since?" and downloads only what changed; `known`: the doc ids the
-        index holds (a page not among them is always downloaded whole)."""
+        index holds (a page not among them is always downloaded whole); `revalidate`: every
+        page is downloaded whole (the settings it was indexed under changed), its links still
+        remembered (a page down for now keeps its copy and its pages)."""
         self._start = [normalised(u) for u in start_urls]
         self._sitemaps = [u for u in sitemaps]
         self._prefixes = [normalised(p) for p in prefixes] or sorted(
@@ -146,6 +149,8 @@ class SiteConnector:
         self._queued: set[str] = set()  # every URL queued, normalised
         self._memory_path = memory
         self._memory: dict[str, _Remembered] = _load(memory)
+        if revalidate:
+            self._memory = {url: _forgotten(page) for url, page in self._memory.items()}
         self._crawled: dict[str, _Remembered] = {}
         self._known = set(known)
         self._not_modified: set[str] = set()
@@ -208,11 +213,18 @@ class SiteConnector:
     def also_skipped(self) -> list[Skipped]:
         return []
 
-    async def completed(self) -> None:
-        """Every page of the crawl is indexed: remember their validators for the next one (not
-        before: a crash mid-sync would leave pages remembered as current yet never indexed)."""
-        if self._memory_path is not None:
-            save_json(self._memory_path, {u: asdict(p) for u, p in self._crawled.items()})
+    async def completed(self, settled: set[str]) -> None:
+        """Remember the validators of the pages indexed for the next crawl (not before: a crash
+        mid-sync would leave pages remembered as current yet never indexed). A page that could
+        not be indexed (a parse deadline, a failed write) keeps its links but not its
+        validators: a 304 next time would leave its change behind its old indexed copy."""
+        if self._memory_path is None:
+            return
+        kept = {
+            url: page if page.name in settled else _forgotten(page)
+            for url, page in self._crawled.items()
+        }
+        save_json(self._memory_path, {u: asdict(p) for u, p in kept.items()})
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         if item.doc_id in self._not_modified:
@@ -525,6 +537,11 @@ def memory_name(start_urls: Iterable[str], prefixes: Iterable[str]) -> str:
     """The memory file of one crawl (the same start URLs and prefixes: the same crawl)."""
     key = "\n".join(sorted(normalised(u) for u in [*start_urls, *prefixes]))
     return hashlib.sha256(key.encode()).hexdigest()[:16] + ".json"
+
+
+def _forgotten(page: _Remembered) -> _Remembered:
+    """`page` without what says "unchanged since": the next crawl downloads it whole."""
+    return replace(page, etag=None, last_modified=None, lastmod=None)
 
 
 def _load(path: Path | None) -> dict[str, _Remembered]:

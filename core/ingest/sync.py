@@ -1,6 +1,7 @@
 """Named sources kept in sync: `bot sync NAME` and `bot clock` ingest each through its
-connector, labelled with its name and pruned of what went, one sync per source at a time across
-processes (a run lock per source), and remember how the last one went for `bot sources list`.
+connector, labelled with its name and pruned of what went (a source's sync owns the documents
+of its label, and only those), one sync per source at a time across processes (a run lock per
+source), and remember how the last one went for `bot sources list`.
 
 The status is a small JSON file in the data dir (`sources-status.json`, see `memory`).
 """
@@ -8,6 +9,8 @@ The status is a small JSON file in the data dir (`sources-status.json`, see `mem
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,13 +26,14 @@ from core.ingest.connectors import Connector, PathsConnector
 from core.ingest.git import GitConnector
 from core.ingest.globs import PathFilter
 from core.ingest.memory import load_json, save_json
-from core.ingest.pipeline import Ingestor, IngestReport
+from core.ingest.pipeline import Ingestor, IngestReport, document_shape
 from core.ingest.site import SiteConnector, memory_name
-from core.ports import RunLocks, SearchIndex
+from core.ports import IngestProgress, RunLocks, SearchIndex
 from core.run_locks import run_lock
 
 STATUS_FILE = "sources-status.json"
 SKIPS_KEPT = 20  # skip reasons kept per source in the status
+FINGERPRINT_CHARS = 16  # of a sha256: enough to tell two settings apart
 
 
 @dataclass(slots=True)
@@ -39,6 +43,9 @@ class SyncStatus:
     counts: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # "what: why", the first few
     error: str | None = None  # why the last sync failed as a whole
+    # The fingerprint of the settings the source's memory was last written under (see
+    # `fingerprint`); "" before any was recorded.
+    fingerprint: str = ""
 
 
 def connector_for(
@@ -48,7 +55,12 @@ def connector_for(
     http: httpx.AsyncClient,
     data_dir: Path,
     known: set[str],
+    *,
+    revalidate: bool = False,
 ) -> Connector:
+    """`revalidate`: what the source remembers (a commit, validators, versions) says only that
+    an item's bytes did not change, not that its links or chunks would not under other
+    settings: every item is read again, and only those whose checksum moved are written."""
     if source.type == "site":
         return SiteConnector(
             source.location,
@@ -58,7 +70,10 @@ def connector_for(
             prefixes=source.prefixes,
             memory=data_dir / "crawls" / f"{name}-{memory_name(source.location, source.prefixes)}",
             known=known,
+            revalidate=revalidate,
         )
+    if revalidate:
+        known = set()  # Git and Confluence read whatever is not known as indexed
     if source.type == "git":
         return GitConnector(
             source.location[0],
@@ -122,30 +137,59 @@ class SourceSyncer:
     settings: IngestSettings
     data_dir: Path
 
-    async def sync(self, name: str, source: SourceSettings) -> IngestReport:
-        """One sync of one source, under its run lock; its status recorded whatever happens."""
+    async def sync(
+        self, name: str, source: SourceSettings, progress: IngestProgress | None = None
+    ) -> IngestReport:
+        """One sync of one source, under its run lock; its status recorded whatever happens.
+        `progress`: told of each document, for a long sync's bar."""
         started = time.perf_counter()
+        settings = fingerprint(source, self.settings)
+        last = sync_statuses(self.data_dir).get(name)
+        remembered = last.fingerprint if last is not None else ""
         try:
             async with run_lock(self.locks, f"sync-{name}", self.settings.lock_ttl_s):
                 known = indexed(await self.index.documents())
                 connector = connector_for(
-                    name, source, self.settings, self.http, self.data_dir, known
+                    name,
+                    source,
+                    self.settings,
+                    self.http,
+                    self.data_dir,
+                    known,
+                    revalidate=bool(remembered) and remembered != settings,
                 )
                 report = await self.ingestor.ingest_from(
-                    connector, source=name, prune=True, targets=source.location
+                    connector,
+                    source=name,
+                    prune=True,
+                    owned=True,
+                    progress=progress,
+                    targets=source.location,
                 )
         except Exception as exc:
+            # Not run to its end: what the source remembers is still the old settings'.
             status = SyncStatus(time.time(), _since(started), error=str(exc))
+            status.fingerprint = remembered
             record_status(self.data_dir, name, status)
             raise
-        skipped = [f"{s.display}: {s.reason}" for s in report.skipped[:SKIPS_KEPT]]
+        problems = report.failed + report.skipped  # the failures first: the ones to act on
+        skipped = [f"{s.display}: {s.reason}" for s in problems[:SKIPS_KEPT]]
         counts = {outcome.value: n for outcome, n in report.counts.items() if n}
-        problem = _missing(report)
-        status = SyncStatus(time.time(), _since(started), counts, skipped, problem)
+        problem = _missing(report) or _unwritten(report)
+        status = SyncStatus(time.time(), _since(started), counts, skipped, problem, settings)
         record_status(self.data_dir, name, status)
         if problem is not None:
             raise SourceUnavailable(problem)
         return report
+
+
+def fingerprint(source: SourceSettings, settings: IngestSettings) -> str:
+    """The settings a source's documents were indexed under, beyond their bytes: the source's
+    own (a Git `web_url`, a Confluence `flavour` shape links and anchors) and the chunking.
+    Not its schedule, which changes nothing indexed."""
+    shape = [source.model_dump(mode="json", exclude={"schedule"}), document_shape(settings)]
+    text = json.dumps(shape, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
 def _missing(report: IngestReport) -> str | None:
@@ -156,6 +200,20 @@ def _missing(report: IngestReport) -> str | None:
         return None
     rest = "; the other locations were synced" if report.indexed else ""
     return f"nothing to sync at {report.missing_named()}{rest}"
+
+
+def _unwritten(report: IngestReport) -> str | None:
+    """Why a sync failed although it ran to its end: documents it could not index (their
+    embedding or index write failed). As `bot ingest` does, the run is a failure, said with
+    the first reason, so that neither `bot sync`'s exit code nor the clock's log calls it
+    synced; the rest was synced, and those are read again at the next sync."""
+    if not report.failed:
+        return None
+    first = report.failed[0]
+    return (
+        f"{len(report.failed)} document(s) could not be indexed ({first.display}: "
+        f"{first.reason}); the rest was synced, they are read again at the next sync"
+    )
 
 
 def sync_statuses(data_dir: Path) -> dict[str, SyncStatus]:

@@ -120,3 +120,24 @@ class ForeignEmbedder:
 
     model_id = "some-other-model"
     dimensions = 384
+
+
+class RefusingEmbedder:
+    """An embedding service that fails, while `down`, for any batch holding `marker` (a
+    hosted embedder's 503 on one document's group): that document fails, the others of the
+    run are written."""
+
+    def __init__(self, inner: CachedEmbedder, marker: str) -> None:
+        self._inner = inner
+        self._marker = marker
+        self.down = True
+        self.model_id = inner.model_id
+        self.dimensions = inner.dimensions
+
+    async def embed_documents(self, texts: list[str]) -> Vectors:
+        if self.down and any(self._marker in text for text in texts):
+            raise RuntimeError("embedding service answered 503")
+        return await self._inner.embed_documents(texts)
+
+    async def embed_query(self, text: str) -> Vectors:
+        return await self._inner.embed_query(text)

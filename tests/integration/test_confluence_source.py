@@ -20,6 +20,7 @@ from core.ingest.confluence import heading_anchor, storage_to_html
 from core.ingest.pipeline import Ingestor
 from core.ingest.sync import SourceSyncer
 from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeConfluence
+from tests.fakes.faults import RefusingEmbedder
 
 SPACES = {"ENG": 200, "OPS": 150, "HR": 150}
 TOKEN = "conf-token-123"
@@ -220,3 +221,49 @@ async def test_a_hostile_confluence_cannot_point_links_or_listings_elsewhere(
     confluence.next_link = "https://evil.example/wiki/api/v2/spaces/1/pages?cursor=x"
     with pytest.raises(SourceUnavailable, match="next page at another site"):
         await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_an_edit_that_could_not_be_indexed_is_read_again_next_time(
+    confluence: FakeConfluence, syncer: SourceSyncer, index, embedder
+) -> None:
+    """The edited page's body was read but its embedding failed: its new version is not
+    remembered, so the next sync reads it again instead of keeping the old copy for good."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:5]}
+    await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    edited = next(iter(confluence.pages.values()))
+    edited.body = edited.body.replace("restart the agent", "page the platform team")
+    edited.version += 1
+    refusing = RefusingEmbedder(embedder, "page the platform team")
+    flaky = dataclasses.replace(syncer, ingestor=Ingestor(index, refusing, syncer.settings))
+    with pytest.raises(SourceUnavailable, match=f"could not be indexed \\(ENG: {edited.title}:"):
+        await flaky.sync("wiki", source(confluence, spaces=["ENG"]))
+
+    refusing.down = False
+    confluence.requests.clear()
+    again = await flaky.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert confluence.requests["page"] == 1
+    assert again.counts[Outcome.UPDATED] == 1
+    hits = await index.search(f"{edited.title} fails page the platform team", k=1)
+    assert "page the platform team" in hits[0].chunk.text
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_space_taken_out_of_the_source_is_pruned(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    """The pages of a space no longer in `spaces:` are not left in the index for good,
+    answering with the source's label; a sync that fails keeps them."""
+    confluence.pages = {
+        k: v for k, v in confluence.pages.items() if v.title.split(" page ")[1] in ("0", "1")
+    }
+    await syncer.sync("wiki", source(confluence, spaces=["ENG", "OPS"]))
+    assert len(await index.documents()) == 4
+    confluence.throttle = 100  # the listing fails: nothing is pruned
+    with pytest.raises(SourceUnavailable):
+        await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert len(await index.documents()) == 4
+    confluence.throttle = 0
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.DELETED] == 2
+    assert all("/ENG/" in doc_id for doc_id in await index.documents())

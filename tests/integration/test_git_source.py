@@ -23,6 +23,7 @@ from core.errors import SourceUnavailable
 from core.ingest.git import default_web_view, web_link
 from core.ingest.pipeline import Ingestor
 from core.ingest.sync import SourceSyncer, sync_statuses
+from tests.fakes.faults import RefusingEmbedder
 
 WEB = "https://git.example.com/acme/handbook/blob/{branch}/{path}"
 runner = CliRunner()
@@ -262,8 +263,8 @@ async def test_another_branch_and_a_changed_location(
     git(other, "commit", "--quiet", "-m", "solo")
     moved = await syncer.sync("handbook", source(other))  # the clone is replaced, old pruned
     assert moved.counts[Outcome.ADDED] == 1
-    assert moved.counts[Outcome.DELETED] == 0  # another remote: another scope
-    assert any(d.endswith("/docs/solo.md") for d in await index.documents())
+    assert moved.counts[Outcome.DELETED] == 5  # the old remote's: the source no longer has them
+    assert [d.rsplit("/", 1)[-1] for d in await index.documents()] == ["solo.md"]
 
 
 async def test_an_unreachable_repository_fails_the_sync_in_one_line(
@@ -390,3 +391,107 @@ async def test_a_file_over_the_size_limit_is_skipped_before_it_is_read(
     assert skipped["docs/huge.md"] == "over the limit of 5,000 bytes (ingest.max_file_bytes)"
     assert "docs/huge.md" not in reads  # its size came from git ls-tree: never opened
     assert report.counts[Outcome.ADDED] == 4
+
+
+async def test_a_change_that_could_not_be_indexed_is_read_again_next_time(
+    repo: Path, index, backend, settings, embedder, reads: list[str], tmp_path: Path
+) -> None:
+    """One file's embedding fails while the rest of the sync completes: the commit moves on,
+    yet that file is read again at the next sync (the diff will not name it again), so its
+    change is not lost behind its old indexed copy."""
+    import httpx
+
+    refusing = RefusingEmbedder(embedder, "thirty")
+    syncer = SourceSyncer(
+        Ingestor(index, refusing, settings.ingest),
+        index,
+        backend.locks,
+        httpx.AsyncClient(),
+        settings.ingest,
+        tmp_path / "data",
+    )
+    await syncer.sync("handbook", source(repo))
+    write(repo, {"docs/guide.rst": GUIDE_RST.replace("ninety", "thirty")})
+    git(repo, "commit", "--quiet", "-am", "keys every thirty days")
+    with pytest.raises(SourceUnavailable) as failure:  # said as a failure, in one line
+        await syncer.sync("handbook", source(repo))
+    assert str(failure.value) == (
+        "1 document(s) could not be indexed (docs/guide.rst: embedding failed: embedding "
+        "service answered 503); the rest was synced, they are read again at the next sync"
+    )
+    status = sync_statuses(tmp_path / "data")["handbook"]
+    assert status.error == str(failure.value)
+    assert status.counts["failed"] == 1
+    assert status.skipped[0] == "docs/guide.rst: embedding failed: embedding service answered 503"
+
+    refusing.down = False
+    reads.clear()
+    again = await syncer.sync("handbook", source(repo))
+    assert sorted(reads) == ["docs/big.md", "docs/guide.rst"]
+    assert again.counts[Outcome.UPDATED] == 1
+    hits = await index.search("rotate the signing keys", k=1)
+    assert "thirty days" in hits[0].chunk.text
+    reads.clear()
+    await syncer.sync("handbook", source(repo))
+    assert reads == ["docs/big.md"]  # indexed now: not read again
+
+
+async def test_two_sources_of_one_repository_keep_each_others_documents(
+    repo: Path, syncer: SourceSyncer, index
+) -> None:
+    """Two sources take other files of the same repository (a monorepo's docs and its API
+    reference): each sync prunes only what went from its own files, never the other's."""
+    guides = source(repo, include=["docs/*.md"], exclude=[])
+    reference = source(repo, include=["docs/*.rst", "docs/*.adoc"], exclude=[])
+    await syncer.sync("guides", guides)
+    await syncer.sync("reference", reference)
+    again = await syncer.sync("guides", guides)
+    assert again.counts[Outcome.DELETED] == 0
+    labels = {d.rsplit("/", 1)[-1]: r.source for d, r in (await index.documents()).items()}
+    assert labels == {
+        "faq.md": "guides",
+        "install.md": "guides",
+        "guide.rst": "reference",
+        "ops.adoc": "reference",
+    }
+    git(repo, "rm", "--quiet", "docs/ops.adoc", "docs/faq.md")
+    git(repo, "commit", "--quiet", "-m", "one of each gone")
+    assert (await syncer.sync("guides", guides)).counts[Outcome.DELETED] == 1
+    assert (await syncer.sync("reference", reference)).counts[Outcome.DELETED] == 1
+    assert sorted(d.rsplit("/", 1)[-1] for d in await index.documents()) == [
+        "guide.rst",
+        "install.md",
+    ]
+
+
+async def test_changed_settings_reach_documents_their_source_did_not_change(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A corrected `web_url` or another chunk size: the diff names no file, yet each is read
+    again and re-indexed with its new links and chunks; once, and not for a new schedule."""
+    await syncer.sync("handbook", source(repo))
+    moved = "https://code.example.com/acme/handbook/src/branch/{branch}/{path}"
+    with monkeypatch.context() as patch:
+        patch.setattr(syncer.ingestor, "write", _down)
+        with pytest.raises(RuntimeError):  # a failed sync leaves the change to the next one
+            await syncer.sync("handbook", source(repo, web_url=moved))
+    reads.clear()
+    relinked = await syncer.sync("handbook", source(repo, web_url=moved))
+    assert relinked.counts[Outcome.UPDATED] == 4
+    links = {record.url for record in (await index.documents()).values()}
+    assert all(link.startswith("https://code.example.com/acme/handbook/src/") for link in links)
+    assert "https://code.example.com/acme/handbook/src/branch/main/docs/install.md" in links
+
+    reads.clear()
+    await syncer.sync("handbook", source(repo, web_url=moved, schedule="0 4 * * *"))
+    assert reads == ["docs/big.md"]  # the schedule changes nothing indexed
+
+    small = syncer.settings.model_copy(update={"chunk_chars": 80, "chunk_overlap_chars": 10})
+    rechunked = await dataclasses.replace(
+        syncer, ingestor=Ingestor(index, syncer.ingestor._embedder, small), settings=small
+    ).sync("handbook", source(repo, web_url=moved))
+    assert rechunked.counts[Outcome.UPDATED] == 4
+
+
+async def _down(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("the embedder went away")

@@ -22,6 +22,7 @@ from core.errors import UnreadableDocument
 from core.ingest.pipeline import Ingestor, IngestReport
 from core.ingest.site import SiteConnector, normalised, parse_sitemap
 from tests.fakes.docs_site import DocsSite, page
+from tests.fakes.faults import RefusingEmbedder
 from tests.fakes.threaded import served_in_a_thread
 
 
@@ -397,3 +398,62 @@ def test_the_command_says_why_a_crawl_could_not_start(
     assert result.output.splitlines() == [
         f"error: nothing to ingest at {start} (more than 20 redirects)"
     ]
+
+
+async def test_a_changed_page_that_could_not_be_indexed_is_downloaded_again(
+    served: Served, settings: Settings, index, embedder, tmp_path: Path
+) -> None:
+    """A changed page whose embedding failed: the crawl does not remember its new ETag, so
+    the next one downloads it whole instead of taking a 304 for "indexed as it is"."""
+    refusing = RefusingEmbedder(embedder, "eviction policy")
+    ingestor = Ingestor(index, refusing, settings.ingest)
+
+    async def sync() -> IngestReport:
+        known = await index.documents()
+        site = crawler(served, settings.ingest, memory=tmp_path / MEMORY, known=known)
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    await sync()
+    served.site.pages["/docs/guide/advanced.html"] = page(
+        "Advanced", "Tune the cache size and the eviction policy.", "/docs/guide/"
+    )
+    failed = await sync()
+    assert [s.display for s in failed.failed] == [f"{served.url}/docs/guide/advanced.html"]
+
+    refusing.down = False
+    again = await sync()
+    assert again.counts[Outcome.UPDATED] == 1
+    hits = await index.search("cache eviction policy", k=1)
+    assert "eviction policy" in hits[0].chunk.text
+
+
+async def test_other_chunk_settings_download_every_page_again_and_keep_one_down(
+    served: Served, settings: Settings, ingestor: Ingestor, index, backend, tmp_path: Path
+) -> None:
+    """A 304 says a page's bytes did not change, not that its chunks would not under another
+    chunk size: a sync under other settings downloads every page whole once and re-indexes
+    it, while a page down for now still keeps its indexed copy."""
+    from core.config import SourceSettings
+    from core.ingest.sync import SourceSyncer
+
+    fast = settings.ingest.model_copy(
+        update={"crawl": settings.ingest.crawl.model_copy(update={"delay_s": 0})}
+    )
+    site = SourceSettings(type="site", location=[served.url + "/docs/"])
+
+    def syncer(ingest: IngestSettings) -> SourceSyncer:
+        pipeline = Ingestor(index, ingestor._embedder, ingest)
+        return SourceSyncer(pipeline, index, backend.locks, served.http, ingest, tmp_path)
+
+    assert (await syncer(fast).sync("handbook", site)).counts[Outcome.ADDED] == 5
+    served.site.downloads.clear()
+    assert (await syncer(fast).sync("handbook", site)).counts[Outcome.UNCHANGED] == 5
+    assert not served.site.downloads  # 304s and the sitemap's dates
+
+    served.site.failing["/docs/guide/advanced.html"] = 503
+    smaller = fast.model_copy(update={"chunk_chars": 500, "chunk_overlap_chars": 50})
+    report = await syncer(smaller).sync("handbook", site)
+    assert report.counts[Outcome.UPDATED] == 4
+    assert report.counts[Outcome.UNCHANGED] == 1  # down for now: kept, not pruned
+    assert not report.counts[Outcome.DELETED]
+    assert sum(served.site.downloads.values()) == 5  # the guide's print copy too

@@ -161,3 +161,50 @@ def test_a_source_that_cannot_be_read_fails_with_why_and_the_others_sync(
     ]
     listed = " ".join(runner.invoke(app, ["sources", "list"]).output.replace("│", " ").split())
     assert listed.count("failed:") == 2  # the list says so too
+
+
+def test_a_files_source_moved_elsewhere_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source's folder moved: the old folder's documents go with the next sync, but not
+    while a location can't be read (an unmounted share is not "every file deleted"), and a
+    document another label holds is not the source's to prune."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder in (old, new):
+        folder.mkdir()
+        (folder / "restart.md").write_text(f"# Restart\n\nRestart from {folder.name}.")
+    (old / "notes.md").write_text("# Notes\n\nIngested by hand.")
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+
+    def sync(*locations: Path) -> str:
+        sources = {"runbooks": {"type": "files", "location": [str(p) for p in locations]}}
+        monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+        return runner.invoke(app, ["sync"]).output
+
+    assert "runbooks: 2 added" in sync(old)
+    hand = runner.invoke(app, ["ingest", str(old / "notes.md"), "--source", "notes"])
+    assert hand.exit_code == 0, hand.output
+    assert "deleted" not in sync(new, tmp_path / "unmounted")
+    assert "runbooks: 1 unchanged, 1 deleted" in sync(new)
+    assert "runbooks: 1 unchanged" in sync(new)
+    remaining = runner.invoke(app, ["remove", "notes"])
+    assert "notes (source): 1 document(s)" in remaining.output
+
+
+def test_a_long_sync_shows_its_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync of many documents says how far it is, as `bot ingest` does (a line every tenth
+    of the way when the output is not a terminal), then its one-line result."""
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    for n in range(20):
+        (folder / f"step-{n:02}.md").write_text(f"# Step {n}\n\nDo step number {n}.")
+    sources = {"runbooks": {"type": "files", "location": [str(folder)]}}
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    monkeypatch.setenv("BOT_INGEST__PROGRESS_MIN_ITEMS", "10")
+    result = runner.invoke(app, ["sync"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "Indexing: 2/20 documents"
+    assert "Indexing: 20/20 documents" in lines
+    assert lines[-1] == "runbooks: 20 added"

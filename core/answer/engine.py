@@ -23,7 +23,7 @@ from core.answer.extractive import extractive_answer, unavailable_reason
 from core.answer.holding import ALSO_QUOTED, SourceHolding
 from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tool_runner import SearchFn, ToolRunner
-from core.answer.tools import WEB_SEARCH_TOOL, RespondInput
+from core.answer.tools import TOOL_NAMES, UNKNOWN_TOOL, WEB_SEARCH_TOOL, RespondInput
 from core.answer.turn_order import ConversationLocks
 from core.answer.web_research import WebLearning
 from core.config import CHARS_PER_TOKEN, AnswerSettings, ResolvedPolicy
@@ -423,7 +423,9 @@ def _count(platform: str, answer: Answer) -> None:
     if trace.model_calls:
         metrics.MODEL_SECONDS.labels(platform).observe(trace.model_seconds)
     for call in trace.tool_calls:
-        metrics.TOOL_CALLS.labels(call.name).inc()
+        # A tool's name is the model's text (steerable by whoever asks), and each label value is
+        # a new series on a public endpoint: only our own tools are named.
+        metrics.TOOL_CALLS.labels(call.name if call.name in TOOL_NAMES else UNKNOWN_TOOL).inc()
         if call.name == WEB_SEARCH_TOOL:
             metrics.WEB_SEARCHES.inc()
     if any(c.source_kind is SourceKind.WEB for c in answer.citations):

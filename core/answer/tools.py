@@ -20,6 +20,8 @@ SEARCH_TOOL = "search_knowledge_base"
 WEB_SEARCH_TOOL = "web_search"
 SAVE_KEYWORDS_TOOL = "save_keywords"
 RESPOND_TOOL = "respond"
+TOOL_NAMES = frozenset({SEARCH_TOOL, WEB_SEARCH_TOOL, SAVE_KEYWORDS_TOOL, RESPOND_TOOL})
+UNKNOWN_TOOL = "unknown"  # what a call to any other name is counted as
 
 MAX_QUERY_CHARS = 300
 MAX_ANSWER_CHARS = 12_000

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from core.answer.engine import INDEX_UNAVAILABLE, AnswerEngine
 from core.answer.prompts import RETRY_NUDGE
@@ -25,6 +26,7 @@ from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKi
 from core.domain.documents import SearchFilters, SearchHit, SearchMode
 from core.errors import ModelUnavailable
 from core.learning.knowledge import LearnedKnowledge
+from core.metrics import REGISTRY
 from core.sqlite import DamagedFile
 from tests.conftest import REPO
 from tests.fakes.chat_model import (
@@ -162,6 +164,24 @@ async def test_an_invalid_respond_is_refused_with_the_reason_then_fixed(settings
     assert (use.name, result.is_error) == (RESPOND_TOOL, True)
     assert "answer" in result.content
     assert answer.status is AnswerStatus.ANSWERED
+
+
+async def test_a_made_up_tool_name_is_never_a_metrics_label(settings, index) -> None:
+    """The model's text picks a tool's name; the public metrics name only our tools."""
+    invented = "U0ALICE asked: how do I reset the prod-db password hunter2"
+    model = ScriptedChatModel(
+        [
+            search_turn("prune"),
+            raw_turn(invented, {"query": "prune"}),
+            respond_turn("Prune drops unused keywords [1].", (1, PRUNE)),
+        ]
+    )
+    before = REGISTRY.get_sample_value("docbot_tool_calls_total", {"tool": "unknown"}) or 0.0
+    await ask(engine(settings, index, model))
+    exposed = generate_latest(REGISTRY).decode()
+    assert "hunter2" not in exposed
+    after = REGISTRY.get_sample_value("docbot_tool_calls_total", {"tool": "unknown"})
+    assert after == before + 1
 
 
 async def test_a_model_that_ignores_tools_falls_back_to_search_then_answer(settings, index) -> None:

@@ -10,7 +10,7 @@ Secrets are named, never shown; URLs are shown without credentials.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,9 +68,29 @@ async def diagnose(backend: Backend, settings: Settings, channel: str | None) ->
     if isinstance(index, SqliteIndex):
         checks.append(Check("vectors", True, index.vector_plan(stats.chunks), info=True))
     checks += policy_sources(settings, stats.sources)
+    checks += removed_sources(settings, stats.sources)
     if channel is not None:
         checks.append(channel_policy(settings, channel, stats.sources))
     return checks
+
+
+def removed_sources(settings: Settings, indexed: Mapping[str, int]) -> list[Check]:
+    """Sources taken out of config.yaml whose documents are still indexed: they are still
+    cited, and no sync will ever prune them (a sync prunes only its own source's)."""
+    from core.ingest.sync import unconfigured
+
+    gone = [n for n in unconfigured(settings.storage.data_dir, settings.sources) if indexed.get(n)]
+    if not gone:
+        return []
+    named = ", ".join(f"{n} ({indexed[n]} documents)" for n in gone)
+    return [
+        Check(
+            "removed sources",
+            False,
+            f"{named}: not in config.yaml any more, still indexed and cited; "
+            f"`bot remove {' '.join(gone)}`, or put them back under `sources:`",
+        )
+    ]
 
 
 async def readiness(index: SearchIndex) -> str | None:

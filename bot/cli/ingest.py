@@ -256,8 +256,13 @@ def remove(
 async def _remove(targets: list[str]) -> list[Removal]:
     from bot.runtime import opened
     from core.ingest.pipeline import remove as remove_documents
+    from core.ingest.sync import forget_status, unconfigured
     from core.run_locks import run_lock
 
     s = state.settings
     async with opened(s) as rt, run_lock(rt.backend.locks, "ingest", s.ingest.lock_ttl_s):
-        return await remove_documents(rt.backend.index, targets)
+        removals = await remove_documents(rt.backend.index, targets)
+    # A source taken out of config.yaml, now removed: `bot sources list` stops naming it.
+    for name in set(targets) & set(unconfigured(s.storage.data_dir, s.sources)):
+        forget_status(s.storage.data_dir, name)
+    return removals

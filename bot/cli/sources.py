@@ -11,6 +11,8 @@ from rich.table import Table
 from bot.cli.app import app, err, out, refuse, shown, state
 
 sources_app = typer.Typer(help="The named sources of config.yaml's `sources:`.")
+# A source synced here that config.yaml no longer names: no sync prunes its documents now.
+GONE = "not in config.yaml any more; its documents stay indexed until `bot remove {name}`"
 app.add_typer(sources_app, name="sources")
 
 
@@ -35,6 +37,11 @@ def sync(
         "interrupted; what was synced so far is kept: run the same command again to resume "
         "(what is already indexed is skipped as unchanged)",
     )
+    if not names:
+        from core.ingest.sync import unconfigured
+
+        for gone in unconfigured(state.settings.storage.data_dir, configured):
+            err.print(shown(f"{gone}: {GONE.format(name=gone)}"), soft_wrap=True)
     if failed:
         refuse(f"sync failed for {', '.join(failed)} (bot sources list shows why)")
 
@@ -73,18 +80,14 @@ async def _sync(names: list[str]) -> list[str]:
 @sources_app.command("list")
 def sources_list() -> None:
     """Each source with its type, location, schedule and how its last sync went."""
-    from core.ingest.sync import sync_statuses
+    from core.ingest.sync import sync_statuses, unconfigured
 
     s = state.settings
     statuses = sync_statuses(s.storage.data_dir)
     table = Table("source", "type", "location", "schedule", "last sync", "result")
     for name, source in sorted(s.sources.items()):
         status = statuses.get(name)
-        when = (
-            datetime.fromtimestamp(status.finished_at, UTC).strftime("%Y-%m-%d %H:%M")
-            if status
-            else "never"
-        )
+        when = _when(status.finished_at) if status else "never"
         if status is None:
             result = ""
         elif status.error:
@@ -101,4 +104,11 @@ def sources_list() -> None:
             when,
             shown(result),
         )
+    for gone in unconfigured(s.storage.data_dir, s.sources):
+        when = _when(statuses[gone].finished_at)
+        table.add_row(shown(gone), "-", "-", "-", when, shown(GONE.format(name=gone)))
     out.print(table)
+
+
+def _when(finished_at: float) -> str:
+    return datetime.fromtimestamp(finished_at, UTC).strftime("%Y-%m-%d %H:%M")

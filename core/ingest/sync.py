@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -229,6 +230,20 @@ def record_status(data_dir: Path, name: str, status: SyncStatus) -> None:
     statuses = sync_statuses(data_dir)
     statuses[name] = status
     save_json(data_dir / STATUS_FILE, {n: asdict(s) for n, s in statuses.items()}, indent=1)
+
+
+def forget_status(data_dir: Path, name: str) -> None:
+    """A source taken out of config.yaml whose documents were removed: nothing left to report."""
+    statuses = sync_statuses(data_dir)
+    if statuses.pop(name, None) is not None:
+        save_json(data_dir / STATUS_FILE, {n: asdict(s) for n, s in statuses.items()}, indent=1)
+
+
+def unconfigured(data_dir: Path, configured: Collection[str]) -> list[str]:
+    """Sources synced here that config.yaml no longer names: their documents stay indexed
+    (and cited) until removed, since a sync prunes only its own source's, and no sync runs
+    for a source that is gone."""
+    return sorted(name for name in sync_statuses(data_dir) if name not in configured)
 
 
 def _since(started: float) -> float:

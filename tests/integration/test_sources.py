@@ -208,3 +208,37 @@ def test_a_long_sync_shows_its_progress(tmp_path: Path, monkeypatch: pytest.Monk
     assert lines[0] == "Indexing: 2/20 documents"
     assert "Indexing: 20/20 documents" in lines
     assert lines[-1] == "runbooks: 20 added"
+
+
+def test_a_source_taken_out_of_the_config_is_named_until_its_documents_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No sync prunes a source config.yaml no longer names, so its documents would be cited
+    for good, unseen: the list, a sync and the doctor name it until `bot remove`."""
+    folders = {}
+    for name in ("runbooks", "wiki"):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / f"{name}.md").write_text(f"# {name.title()}\n\nAll about the {name}.")
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    both = {n: {"type": "files", "location": [str(f)]} for n, f in folders.items()}
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(both))
+    assert runner.invoke(app, ["sync"]).exit_code == 0
+
+    monkeypatch.setenv("BOT_SOURCES", json.dumps({"runbooks": both["runbooks"]}))
+    gone = "wiki: not in config.yaml any more; its documents stay indexed until `bot remove wiki`"
+    synced = runner.invoke(app, ["sync"])
+    assert synced.exit_code == 0, synced.output
+    assert gone in " ".join(synced.output.split())
+    listed = " ".join(runner.invoke(app, ["sources", "list"]).output.replace("│", " ").split())
+    assert "wiki - - -" in listed
+    monkeypatch.setenv("COLUMNS", "1000")
+    doctor = runner.invoke(app, ["doctor"])
+    assert doctor.exit_code == 1
+    assert "wiki (1 documents): not in config.yaml any more" in doctor.output
+
+    assert runner.invoke(app, ["remove", "wiki"]).exit_code == 0
+    listed = runner.invoke(app, ["sources", "list"]).output
+    assert "wiki" not in listed
+    assert runner.invoke(app, ["doctor"]).exit_code == 0
+    assert "wiki" not in runner.invoke(app, ["sync"]).output

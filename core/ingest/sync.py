@@ -176,7 +176,7 @@ class SourceSyncer:
         problems = report.failed + report.skipped  # the failures first: the ones to act on
         skipped = [f"{s.display}: {s.reason}" for s in problems[:SKIPS_KEPT]]
         counts = {outcome.value: n for outcome, n in report.counts.items() if n}
-        problem = _missing(report) or _unwritten(report)
+        problem = _missing(report) or _unwritten(report) or _all_skipped(report)
         status = SyncStatus(time.time(), _since(started), counts, skipped, problem, settings)
         record_status(self.data_dir, name, status)
         if problem is not None:
@@ -214,6 +214,19 @@ def _unwritten(report: IngestReport) -> str | None:
     return (
         f"{len(report.failed)} document(s) could not be indexed ({first.display}: "
         f"{first.reason}); the rest was synced, they are read again at the next sync"
+    )
+
+
+def _all_skipped(report: IngestReport) -> str | None:
+    """Why a sync failed although it ran: everything it found was skipped (unsupported
+    types, too big, unreadable), so the source gives the bot nothing, as `bot ingest` fails
+    when nothing was indexed. Almost always a mistake in the source's settings."""
+    if report.indexed or not report.skipped:
+        return None
+    first = report.skipped[0]
+    return (
+        f"nothing was indexed: all {len(report.skipped)} item(s) were skipped "
+        f"(the first: {first.display}: {first.reason})"
     )
 
 

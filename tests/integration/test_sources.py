@@ -242,3 +242,23 @@ def test_a_source_taken_out_of_the_config_is_named_until_its_documents_are_remov
     assert "wiki" not in listed
     assert runner.invoke(app, ["doctor"]).exit_code == 0
     assert "wiki" not in runner.invoke(app, ["sync"]).output
+
+
+def test_a_source_whose_every_item_is_skipped_fails_as_ingest_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source that gives the bot nothing (here: only unsupported files) is a mistake in
+    its settings: the sync fails with the first reason, not "2 skipped" and exit 0."""
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "dump.bin").write_bytes(b"\x00\x01")
+    (folder / "tool.exe").write_bytes(b"MZ")
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv(
+        "BOT_SOURCES", json.dumps({"exports": {"type": "files", "location": [str(folder)]}})
+    )
+    synced = runner.invoke(app, ["sync"])
+    assert synced.exit_code == 1
+    said = " ".join(synced.output.split())
+    assert "exports: nothing was indexed: all 2 item(s) were skipped (the first:" in said
+    assert "unsupported file type" in said

@@ -55,7 +55,7 @@ log = structlog.get_logger(__name__)
 GZIP_WINDOW = 16 + zlib.MAX_WBITS  # zlib's flag for a gzip header
 _GZIP_MAGIC = b"\x1f\x8b"
 _DROPPED_QUERY = ("utm_", "ref", "fbclid", "gclid")  # tracking parameters: not a new page
-LIMIT_REACHED = "page limit reached (ingest.crawl.max_pages)"
+LIMIT_REACHED = "page limit reached (ingest.crawl.max_pages); nothing pruned"
 # URLs queued per page kept, at most: room for broken, disallowed and duplicate links, without
 # letting a page of 100,000 links grow the queue without bound.
 QUEUED_PER_PAGE = 4
@@ -203,7 +203,10 @@ class SiteConnector:
         self._report_dead_ends(found)
         # A start URL not read, or robots.txt or a sitemap failing for now (the pages only it
         # names may be there still): this crawl can't say what is gone, so it prunes nothing.
-        if found.missing or self._unsure:
+        # Nor does one cut short by the page limit: which pages fill it depends on which
+        # answer first, and the indexed pages left out would come and go from sync to sync.
+        limited = any(s.reason == LIMIT_REACHED for s in found.skipped)
+        if found.missing or self._unsure or limited:
             found.scopes = []
         found.skipped += [replace(u, reason=f"{u.reason}; nothing pruned") for u in self._unsure]
         found.items.sort(key=lambda item: item.doc_id)

@@ -297,6 +297,24 @@ async def test_a_sitemap_down_for_now_prunes_nothing(
     assert [s.reason for s in unsure.skipped if s.reason.endswith("nothing pruned")]
 
 
+async def test_a_crawl_cut_short_by_the_page_limit_prunes_nothing(
+    served: Served, settings: Settings, ingestor: Ingestor, index, tmp_path: Path
+) -> None:
+    """Which pages fill the limit depends on which answer first (the crawl reads several at
+    once): pruning the indexed pages left out would make them come and go between syncs."""
+
+    async def sync(**crawl: object) -> IngestReport:
+        known = await index.documents()
+        site = crawler(served, settings.ingest, memory=tmp_path / MEMORY, known=known, **crawl)
+        return await ingestor.ingest_from(site, source="site", prune=True)
+
+    assert (await sync()).counts[Outcome.ADDED] == 5
+    cut = await sync(max_pages=3)
+    assert cut.counts[Outcome.DELETED] == 0
+    assert len(await index.documents()) == 5
+    assert any(s.reason.endswith("nothing pruned") for s in cut.skipped)
+
+
 async def test_a_start_url_above_the_prefixes_is_a_skip_not_a_failure(
     served: Served, settings: Settings
 ) -> None:

@@ -98,6 +98,9 @@ def default_web_view(remote: str) -> str | None:
     return None
 
 
+_SYMREF = "ref: refs/heads/"  # how `git ls-remote --symref` names the branch HEAD points at
+
+
 def web_link(pattern: str, branch: str, path: str) -> str:
     posix = PurePosixPath(path)
     return pattern.format(
@@ -197,12 +200,17 @@ class GitConnector:
             except SourceUnavailable:
                 origin = ""
             if origin == self._remote:
-                ref = self._branch or "HEAD"
+                branch = self._branch or await self._default_branch()
                 await self._git(
                     "fetch", "--quiet", "--no-tags", "--depth", depth,
-                    "--end-of-options", "origin", ref,  # a ref is never read as an option
+                    "--end-of-options", "origin", branch or "HEAD",  # never read as an option
                 )  # fmt: skip
-                await self._git("reset", "--quiet", "--hard", "FETCH_HEAD")
+                if branch:
+                    # Under the remote's name for it: the links and the scope name the branch,
+                    # and a remote's default branch may be renamed (master -> main) or changed.
+                    await self._git("checkout", "--quiet", "--force", "-B", branch, "FETCH_HEAD")
+                else:
+                    await self._git("reset", "--quiet", "--hard", "FETCH_HEAD")
                 return
         shutil.rmtree(self._checkout, ignore_errors=True)
         self._checkout.parent.mkdir(parents=True, exist_ok=True)
@@ -211,6 +219,17 @@ class GitConnector:
             "clone", "--quiet", "--no-tags", "--single-branch", "--depth", depth, *branch,
             "--", self._remote, str(self._checkout), cwd=self._checkout.parent,
         )  # fmt: skip
+
+    async def _default_branch(self) -> str | None:
+        """The branch the remote's HEAD names now (`ls-remote --symref`); None when the server
+        does not say (the clone's own branch name is kept then)."""
+        listed = await self._git("ls-remote", "--symref", "origin", "HEAD")
+        for line in listed.splitlines():
+            ref, _, name = line.partition("\t")
+            if name == "HEAD" and ref.startswith(_SYMREF):
+                branch = ref.removeprefix(_SYMREF)
+                return branch if branch and not branch.startswith("-") else None
+        return None
 
     def _synced(self, branch: str) -> tuple[str | None, set[str]]:
         """The commit the last completed sync of this remote and branch read, and the files

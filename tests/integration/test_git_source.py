@@ -267,6 +267,25 @@ async def test_another_branch_and_a_changed_location(
     assert [d.rsplit("/", 1)[-1] for d in await index.documents()] == ["solo.md"]
 
 
+async def test_a_renamed_default_branch_is_the_one_linked(
+    repo: Path, syncer: SourceSyncer, index
+) -> None:
+    """With no `branch:`, the source follows the remote's default branch; renamed (main ->
+    trunk), its links name the new one, not the clone's first name for it, which the web
+    view may no longer have."""
+    await syncer.sync("handbook", source(repo))
+    git(repo, "branch", "-m", "main", "trunk")
+    renamed = await syncer.sync("handbook", source(repo))
+    assert renamed.counts[Outcome.ADDED] == 4
+    assert renamed.counts[Outcome.DELETED] == 4  # the same files, under the old branch's name
+    links = await urls(index, "corporate proxy")
+    assert (
+        "https://git.example.com/acme/handbook/blob/trunk/docs/install.md#configure-the-proxy"
+        in links
+    )
+    assert not [u for u in links if "/blob/main/" in u]
+
+
 async def test_an_unreachable_repository_fails_the_sync_in_one_line(
     syncer: SourceSyncer, tmp_path: Path
 ) -> None:

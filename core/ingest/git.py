@@ -200,15 +200,15 @@ class GitConnector:
             except SourceUnavailable:
                 origin = ""
             if origin == self._remote:
-                branch = self._branch or await self._default_branch()
+                following = self._branch or await self._default_branch()
                 await self._git(
                     "fetch", "--quiet", "--no-tags", "--depth", depth,
-                    "--end-of-options", "origin", branch or "HEAD",  # never read as an option
+                    "--end-of-options", "origin", following or "HEAD",  # never read as an option
                 )  # fmt: skip
-                if branch:
+                if following:
                     # Under the remote's name for it: the links and the scope name the branch,
                     # and a remote's default branch may be renamed (master -> main) or changed.
-                    await self._git("checkout", "--quiet", "--force", "-B", branch, "FETCH_HEAD")
+                    await self._git("checkout", "--quiet", "--force", "-B", following, "FETCH_HEAD")
                 else:
                     await self._git("reset", "--quiet", "--hard", "FETCH_HEAD")
                 return

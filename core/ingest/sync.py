@@ -35,6 +35,9 @@ from core.run_locks import run_lock
 STATUS_FILE = "sources-status.json"
 SKIPS_KEPT = 20  # skip reasons kept per source in the status
 FINGERPRINT_CHARS = 16  # of a sha256: enough to tell two settings apart
+# A sync cancelled before its end (Ctrl-C, `bot clock` stopping): the status says so, rather
+# than how the sync before it went.
+INTERRUPTED = "interrupted before it finished; the next sync picks up from there"
 
 
 @dataclass(slots=True)
@@ -167,9 +170,10 @@ class SourceSyncer:
                     progress=progress,
                     targets=source.location,
                 )
-        except Exception as exc:
+        except BaseException as exc:  # cancelled (Ctrl-C, the clock stopping) included
             # Not run to its end: what the source remembers is still the old settings'.
-            status = SyncStatus(time.time(), _since(started), error=str(exc))
+            why = str(exc) if isinstance(exc, Exception) else INTERRUPTED
+            status = SyncStatus(time.time(), _since(started), error=why)
             status.fingerprint = remembered
             record_status(self.data_dir, name, status)
             raise

@@ -5,6 +5,7 @@ file moved out of the include pattern pruned)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -22,7 +23,7 @@ from core.domain.documents import PENDING_CHECKSUM, Outcome
 from core.errors import SourceUnavailable
 from core.ingest.git import default_web_view, web_link
 from core.ingest.pipeline import Ingestor
-from core.ingest.sync import SourceSyncer, sync_statuses
+from core.ingest.sync import INTERRUPTED, SourceSyncer, sync_statuses
 from tests.fakes.faults import RefusingEmbedder
 
 WEB = "https://git.example.com/acme/handbook/blob/{branch}/{path}"
@@ -216,6 +217,27 @@ async def test_a_sync_that_fails_midway_is_read_again_next_time(
     # the synced commit was not moved on by the failed run
     assert sorted(reads) == ["docs/big.md", "docs/faq.md"]
     assert report.counts[Outcome.UPDATED] == 1
+
+
+async def test_a_sync_cancelled_midway_says_so_in_its_status(
+    repo: Path, syncer: SourceSyncer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Ctrl-C (or the clock stopping) cancels the sync: `bot sources list` says it was
+    interrupted, not how the sync before it went."""
+    await syncer.sync("handbook", source(repo))
+    write(repo, {"docs/faq.md": "# FAQ\n\nAsk in #support now.\n"})
+    git(repo, "commit", "--quiet", "-am", "faq moved channel")
+
+    async def cancelled(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise asyncio.CancelledError
+
+    with monkeypatch.context() as patch:
+        patch.setattr(syncer.ingestor, "write", cancelled)
+        with pytest.raises(asyncio.CancelledError):
+            await syncer.sync("handbook", source(repo))
+    status = sync_statuses(tmp_path / "data")["handbook"]
+    assert status.error == INTERRUPTED
+    assert not status.counts
 
 
 @pytest.mark.parametrize("backend_settings", ["elasticsearch"], indirect=True)

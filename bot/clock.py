@@ -1,5 +1,6 @@
-"""The `clock` process: APScheduler 3 on the event loop, pruning learned keywords and expiring
-the answer log on their schedules.
+"""The `clock` process: APScheduler 3 on the event loop, pruning learned keywords, expiring
+the answer log, syncing the sources that have a schedule and (`insights.notify_stale`)
+re-checking stale answers, each on its schedule.
 
 Exactly one clock is meant to run, but a second one is harmless: each prune claims its slot (the
 time it was scheduled for) in the shared run locks before doing anything, so of two clocks

@@ -231,8 +231,9 @@ async def _prune(dry_run: bool) -> PruneReport | None:
 
 @app.command()
 def clock() -> None:
-    """Run the scheduler (the Procfile's clock): prunes learned keywords and expires the
-    answer log (insights.retention_days) on their schedules."""
+    """Run the scheduler (the Procfile's clock): prunes learned keywords, expires the answer
+    log (insights.retention_days), syncs the sources that have a schedule and, with
+    insights.notify_stale, re-checks stale answers, each on its schedule."""
     asyncio.run(_clock())
 
 

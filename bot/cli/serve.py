@@ -128,7 +128,8 @@ def discord_sync(
         int | None, typer.Option(help="Register in one server only (instant; for testing).")
     ] = None,
 ) -> None:
-    """Register the /ask command with Discord. Run on deploy, not on every start."""
+    """Register /ask and the "Ask the docs about this" message menu with Discord. Run on
+    deploy, not on every start."""
     asyncio.run(_run_discord(sync_guild=guild, sync_only=True))
 
 

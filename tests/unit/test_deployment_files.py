@@ -175,3 +175,65 @@ def test_the_slack_manifests_ask_for_what_the_app_handles() -> None:
         agent["settings"]["event_subscriptions"]["bot_events"]
     )
     assert "assistant:write" in agent["oauth_config"]["scopes"]["bot"]
+
+
+# The bot token scopes each Slack Web API method the adapter calls needs (Slack's method
+# reference). A method missing here fails the test below: look its scope up and add it.
+_HISTORY = {"channels:history", "groups:history", "im:history", "mpim:history"}
+SLACK_METHOD_SCOPES: dict[str, set[str]] = {
+    "chat_postMessage": {"chat:write"},
+    "chat_postEphemeral": {"chat:write"},
+    "chat_update": {"chat:write"},
+    "chat_delete": {"chat:write"},
+    "chat_startStream": {"chat:write"},
+    "chat_appendStream": {"chat:write"},
+    "chat_stopStream": {"chat:write"},
+    "conversations_replies": _HISTORY,  # threads in every kind of conversation the bot is in
+    "conversations_history": _HISTORY,
+    "views_open": set(),
+    "auth_test": set(),
+    "apps_connections_open": set(),  # the app-level token's connections:write
+    "assistant_threads_setStatus": {"assistant:write"},
+    "assistant_threads_setTitle": {"assistant:write"},
+}
+# What an event subscription needs, and what the listeners need besides the Web API.
+SLACK_EVENT_SCOPES: dict[str, set[str]] = {
+    "app_mention": {"app_mentions:read"},
+    "message.channels": {"channels:history"},
+    "message.groups": {"groups:history"},
+    "message.im": {"im:history"},
+    "message.mpim": {"mpim:history"},
+    "reaction_added": {"reactions:read"},
+    "app_home_opened": set(),
+    "app_context_changed": set(),
+}
+_SLACK_CALL = re.compile(
+    r"\.((?:chat|conversations|views|auth|apps|assistant|reactions|users|usergroups|files|im"
+    r"|team|bots|pins|bookmarks)_[A-Za-z_]+)\("
+)
+
+
+def test_the_slack_manifests_ask_for_exactly_the_scopes_the_bot_uses() -> None:
+    """Every scope a manifest asks for is one a called method or a subscribed event needs, and
+    the other way round: `im:write` (opening DMs; the bot only replies where it is spoken to)
+    was asked for and never used, while the README said "exactly the scopes the bot uses"."""
+    called = {
+        name
+        for path in (REPO / "adapters" / "slack").glob("*.py")
+        for name in _SLACK_CALL.findall(path.read_text())
+    }
+    unknown = called - set(SLACK_METHOD_SCOPES)
+    assert not unknown, f"add the scopes of {sorted(unknown)} to SLACK_METHOD_SCOPES"
+    for file, agent in [("manifest.yml", False), ("manifest.agent.yml", True)]:
+        manifest = yaml.safe_load((REPO / file).read_text())
+        events = manifest["settings"]["event_subscriptions"]["bot_events"]
+        needed = {"commands"} if manifest["features"].get("shortcuts") else set()
+        for event in events:
+            needed |= SLACK_EVENT_SCOPES[event]
+        for method in called:
+            scopes = SLACK_METHOD_SCOPES[method]
+            if agent or scopes != {"assistant:write"}:  # refused, and logged, outside agent threads
+                needed |= scopes
+        if agent:  # the suggested prompts, set through Bolt on app_home_opened
+            needed.add("assistant:write")
+        assert set(manifest["oauth_config"]["scopes"]["bot"]) == needed, file

@@ -290,7 +290,8 @@ def build_discord_bot(
 @asynccontextmanager
 async def metrics_server(settings: Settings) -> AsyncIterator[str | None]:
     """`metrics.path` on `metrics.port`, for the processes without an HTTP server of their own
-    (`bot discord`, `bot clock`), while the block runs; yields its URL, or None when off.
+    (`bot discord`, `bot clock`, `bot slack --socket`), while the block runs; yields its URL,
+    or None when off.
 
     Served in the process's own event loop, as the Slack server is: no thread per connection
     (prometheus_client's server starts one for each, and keeps an idle one for ever), every

@@ -84,7 +84,7 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
     from adapters.slack.server import run_http, run_socket_mode
     from bot.diagnostics import readiness
     from bot.runtime import opened
-    from bot.wiring import build_slack_app
+    from bot.wiring import build_slack_app, metrics_server
     from core.errors import MissingSecret
 
     s = state.settings
@@ -105,7 +105,10 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
         )
         if listen is None:
             assert app_token is not None  # checked above
-            await run_socket_mode(service, app_token.get_secret_value(), out.print)
+            async with metrics_server(s) as url:  # no HTTP server of its own to serve them
+                if url:
+                    out.print(f"Metrics at {url}")
+                await run_socket_mode(service, app_token.get_secret_value(), out.print)
         else:
             port, port_setting = listen
             await run_http(service, s.slack.host, port, port_setting, out.print)

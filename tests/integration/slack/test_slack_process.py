@@ -24,6 +24,7 @@ from adapters.slack.app import SHUTDOWN_APOLOGY
 from adapters.slack.server import EVENTS_PATH
 from core.config import Settings
 from tests.conftest import REPO
+from tests.fakes.elasticsearch_emulator import free_port
 from tests.fakes.slack_api import BOT_USER, TEAM, SlackEmulator
 from tests.fakes.slow_chat import SlowChatServer
 
@@ -380,6 +381,33 @@ async def test_an_app_token_refused_when_asked_again_stops_socket_mode(
     assert last.startswith("error: SLACK_APP_TOKEN was refused by Slack (token_revoked)"), last
     assert "Traceback" not in stderr.decode()
     assert len(slack.called("apps.connections.open")) == 2
+
+
+async def test_socket_mode_serves_metrics_on_the_metrics_port(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
+) -> None:
+    """Socket Mode has no HTTP server of its own: `metrics.port` serves them, as it does for
+    `bot discord` and `bot clock`, while the process keeps trying to connect."""
+    slack, slack_url = emulator
+    slack.refuse("apps.connections.open", "internal_error")  # a trouble that may pass
+    port = free_port()
+    env = _env(kb, tmp_path, slack_url, SLACK_APP_TOKEN=APP_TOKEN, BOT_METRICS__PORT=str(port))
+    process = await _start(env, "--socket")
+    try:
+        assert process.stdout is not None
+        url = f"http://127.0.0.1:{port}/metrics"
+        async with asyncio.timeout(START_TIMEOUT_S):
+            while f"Metrics at {url}".encode() not in (line := await process.stdout.readline()):
+                assert line, "the process ended"
+        async with ClientSession() as http, http.get(url) as response:
+            assert response.status == 200
+            assert "# HELP docbot_answers_total " in await response.text()
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), QUIET_EXIT_BOUND_S) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 @pytest.mark.parametrize(

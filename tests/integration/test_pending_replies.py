@@ -73,9 +73,12 @@ async def test_a_live_owners_replies_wait_a_silent_owners_are_abandoned_oldest_f
         "slack", silent_s=SILENT_S, older_than_s=ANSWER_S, limit=2
     )
     assert [r.id for r in found] == ["5", "3"]  # the limit, oldest first
-    assert await second.abandoned_replies(
-        "discord", silent_s=SILENT_S, older_than_s=ANSWER_S, limit=LIMIT
-    ) == []
+    assert (
+        await second.abandoned_replies(
+            "discord", silent_s=SILENT_S, older_than_s=ANSWER_S, limit=LIMIT
+        )
+        == []
+    )
 
 
 async def test_a_reply_is_kept_whole_and_holding_it_again_moves_it(

@@ -238,6 +238,7 @@ def build_slack_app(
     from slack_bolt.async_app import AsyncApp
 
     from adapters.slack.app import SlackBot
+    from adapters.slack.leftovers import LeftoverSweeper, PendingMessages, process_owner
     from adapters.slack.server import SlackService, one_line_logger
 
     s = settings.slack
@@ -261,7 +262,11 @@ def build_slack_app(
     if s.base_url:  # Bolt copies it into the client it makes for each request
         app.client.base_url = s.base_url
     questions = build_question_gate(settings, embedder)
-    bot = SlackBot(engine, store, state, s, settings.policy, questions)
+    # One name for this process's placeholders and its heartbeat, so no other process
+    # apologises for an answer it is still writing.
+    owner = process_owner()
+    pending = PendingMessages(state, owner)
+    bot = SlackBot(engine, store, state, s, settings.policy, questions, pending)
     bot.register(app)
     return SlackService(
         bolt=app,
@@ -270,6 +275,7 @@ def build_slack_app(
         settings=s,
         metrics_path=settings.metrics.path,
         readiness=readiness,
+        leftovers=LeftoverSweeper(state, app.client, s.leftovers, owner),
     )
 
 

@@ -761,6 +761,37 @@ class _ThreadReading(_Section):
     thread_context_chars: int = Field(6_000, ge=500, le=100_000)
 
 
+class LeftoverSettings(_Section):
+    """Placeholders left by a Slack process killed mid-answer (SIGKILL, OOM, a host crash, a
+    container killed past its stop timeout), apologised for by the next process
+    (`adapters/slack/leftovers`). A placeholder is another process's to replace while that
+    process is alive (it beats every `heartbeat_s`) and younger than `max_answer_s`."""
+
+    heartbeat_s: float = Field(15.0, gt=0, le=3_600)
+    # A process not heard from for this long is gone: its placeholders (this old at least)
+    # are apologised for. Above `heartbeat_s` with room for a slow store write.
+    owner_silent_s: float = Field(60.0, gt=0, le=86_400)
+    # No answer runs longer: an older placeholder is apologised for even while its process
+    # still beats (an answer stuck for good). Answers take seconds to minutes (answers.max_rounds
+    # model turns, each within its timeout and retries), so an hour is far from any of them.
+    max_answer_s: float = Field(3_600.0, gt=0, le=7 * 86_400)
+    # While running, a process looks for leftovers again this often (0: only at start): one
+    # killed while its replacement was starting is still within `owner_silent_s` then.
+    sweep_interval_s: float = Field(60.0, ge=0, le=86_400)
+    limit: int = Field(50, ge=1, le=1_000)  # placeholders apologised for per look, oldest first
+
+    @model_validator(mode="after")
+    def _silence_outlasts_heartbeats(self) -> LeftoverSettings:
+        if self.owner_silent_s <= 2 * self.heartbeat_s:
+            raise ValueError(
+                "owner_silent_s must be more than twice heartbeat_s: a live process that "
+                "missed one heartbeat would pass for gone, and its answers be apologised for"
+            )
+        if self.max_answer_s < self.owner_silent_s:
+            raise ValueError("max_answer_s must not be under owner_silent_s")
+        return self
+
+
 class SlackSettings(_ThreadReading):
     port: int = Field(3000, ge=1, le=65_535)
     base_url: HttpUrlText | None = None
@@ -812,6 +843,7 @@ class SlackSettings(_ThreadReading):
     )
     agent_title_chars: int = Field(60, ge=10, le=255)
     agent_context_users: int = Field(10_000, ge=1)
+    leftovers: LeftoverSettings = LeftoverSettings()
 
 
 class DiscordSettings(_ThreadReading):

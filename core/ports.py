@@ -25,6 +25,7 @@ from core.domain.feedback import RecordedAnswer
 from core.domain.health import HealthCheck, ReindexReport
 from core.domain.insights import LoggedAnswer
 from core.domain.learned import LearnedDocument, LearnedKeyword
+from core.domain.replies import PendingReply
 from core.domain.web import WebResult
 
 
@@ -198,7 +199,42 @@ class AnswerRecords(LearnedVotes, Protocol):
         it again; None when unknown."""
 
 
-class PlatformState(Deliveries, BotThreads, AnswerRecords, Protocol):
+class PendingReplies(Protocol):
+    """The messages shown while answers are written ("Looking through the docs…") that nothing
+    has replaced yet, kept in the store: a process killed in the middle of an answer can't
+    apologise for it, so the next one does (`adapters/slack/leftovers`).
+
+    Which process still answers is told by heartbeats: each running process `beat`s now and
+    then; a reply whose owner has gone silent is abandoned. A heartbeat, not a host and a pid:
+    with several processes on Elasticsearch, on other machines or in containers of their own
+    (where every process is pid 1), no process can look another's pid up."""
+
+    async def hold_reply(self, reply: PendingReply) -> None:
+        """Remember `reply`, by its id: again with its new message when one replaced it (a
+        stream in place of the placeholder)."""
+
+    async def drop_reply(self, reply_id: str) -> None:
+        """Forget the reply: the answer, or an apology, replaced its message. An unknown id
+        (a reply claimed meanwhile) is no error."""
+
+    async def beat(self, owner: str, forget_after_s: float) -> None:
+        """`owner`, a running process, is alive now. Owners not heard from for
+        `forget_after_s` are forgotten (their replies are abandoned by age by then)."""
+
+    async def abandoned_replies(
+        self, platform: str, *, silent_s: float, older_than_s: float, limit: int
+    ) -> list[PendingReply]:
+        """At most `limit` of the platform's replies, oldest first, that no process will
+        replace: those at least `silent_s` old whose owner has not beaten for `silent_s`
+        (gone), and those older than `older_than_s` whoever owns them (no answer runs that
+        long)."""
+
+    async def claim_reply(self, reply_id: str) -> bool:
+        """Forget the reply, and say True to exactly one caller, across processes: the one
+        that replaces its message."""
+
+
+class PlatformState(Deliveries, BotThreads, AnswerRecords, PendingReplies, Protocol):
     """Everything a chat adapter keeps beyond conversation turns, in one store."""
 
     async def close(self) -> None: ...

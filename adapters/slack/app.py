@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import functools
 import re
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,6 +29,7 @@ from adapters.answer_labels import (
     NOTHING_TO_ASK,
 )
 from adapters.slack.feedback import FeedbackListeners
+from adapters.slack.leftovers import PendingMessages
 from adapters.slack.payloads import drop_malformed_events, id_of, is_direct_message
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
@@ -83,9 +86,13 @@ class SlackBot:
         settings: SlackSettings,
         policies: Callable[[str], ResolvedPolicy],
         questions: Callable[[str], Awaitable[bool]],
+        pending: PendingMessages | None = None,
     ) -> None:
         """`policies` gives each channel's policy (`Settings.policy`) by its key; `questions`
-        tells whether an unasked message is a question for the docs (`QuestionGate`)."""
+        tells whether an unasked message is a question for the docs (`QuestionGate`);
+        `pending` records each placeholder until its answer replaced it, so a process killed
+        meanwhile leaves it to the next to apologise for (`adapters/slack/leftovers`)."""
+        self._pending = pending
         self._engine = engine
         self._store = store
         self._state = state
@@ -309,10 +316,13 @@ class SlackBot:
             await self._answer_privately(client, team, event, bot_user, thread_ts)
             return
         progress: AnswerProgressMessage | None = None
+        reply_id, started = uuid.uuid4().hex, time.time()
         try:
             placeholder = await self._post(
                 client, channel, thread_ts, text=self._settings.placeholder, blocks=None
             )
+            if placeholder and self._pending:
+                await self._pending.hold(reply_id, channel, placeholder, thread_ts, started=started)
             progress = AnswerProgressMessage(
                 client,
                 channel=channel,
@@ -323,6 +333,9 @@ class SlackBot:
                 use_stream_api=self._settings.stream_api,
                 update_interval_s=self._settings.update_interval_s,
                 preview_chars=self._settings.section_chars - 2,
+                on_stream=functools.partial(
+                    self._streaming, reply_id, channel, thread_ts, started=started
+                ),
             )
             await self._answer_unguarded(client, team, event, bot_user, thread_ts, progress)
         except asyncio.CancelledError:
@@ -334,6 +347,22 @@ class SlackBot:
             log.exception("answer_failed", platform="slack", channel=channel)
             message_ts = progress.message_ts if progress else None
             await self._deliver_text(client, channel, thread_ts, message_ts, [APOLOGY])
+        finally:
+            # Replaced (by the answer or an apology): no later start must touch it. Dropped
+            # only now, so a process killed before the replacement leaves the record.
+            if self._pending:
+                await self._pending.drop(reply_id)
+
+    async def _streaming(
+        self, reply_id: str, channel: str, thread_ts: str | None, stream_ts: str, *, started: float
+    ) -> None:
+        """A stream now shows the answer, and the placeholder is about to be deleted: the
+        record names the stream from here on (written before the deletion, so a kill in
+        between leaves a placeholder and an apologised stream, never an unapologised one)."""
+        if self._pending:
+            await self._pending.hold(
+                reply_id, channel, stream_ts, thread_ts, started=started, streamed=True
+            )
 
     async def _answer_privately(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 from slack_sdk.errors import SlackApiError
@@ -41,8 +42,12 @@ class AnswerProgressMessage:
         use_stream_api: bool,
         update_interval_s: float,
         preview_chars: int,
+        on_stream: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
+        """`on_stream` hears the streaming message's ts once a stream replaced the placeholder
+        (before the placeholder is deleted): the message an answer cut short must replace."""
         self._client = client
+        self._on_stream = on_stream
         self._channel = channel
         self._thread_ts = thread_ts
         self._placeholder = placeholder
@@ -93,6 +98,8 @@ class AnswerProgressMessage:
                 )
                 self._stream_ts = str(response["ts"])
                 self._sent = text
+                if self._on_stream is not None:
+                    await self._on_stream(self._stream_ts)
                 await self._drop_placeholder()
             elif text.startswith(self._sent) and len(text) > len(self._sent):
                 await self._client.chat_appendStream(

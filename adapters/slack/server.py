@@ -11,11 +11,12 @@ one short log line (method, path, size, status, reason), never the body: Bolt wo
 answer a malformed body with a 500 and a traceback, and log a refused one whole.
 
 Both modes check the bot token with `auth.test` before serving (a wrong token would otherwise
-show only at the first @mention), and stop on SIGTERM or SIGINT the same way: no new events,
-answers in progress get `shutdown_grace_s` to finish, the rest are apologised for in their
-threads, then the process exits 0. Socket Mode stops too when Slack refuses the app token, at
-the first connection or a later one (one line, a non-zero exit); other connection failures are
-tried again until they pass or the process is stopped.
+show only at the first @mention), beat in the state store and apologise for the placeholders of
+killed processes while they run (`adapters/slack/leftovers`), and stop on SIGTERM or SIGINT
+the same way: no new events, answers in progress get `shutdown_grace_s` to finish, the rest are
+apologised for in their threads, then the process exits 0. Socket Mode stops too when Slack
+refuses the app token, at the first connection or a later one (one line, a non-zero exit);
+other connection failures are tried again until they pass or the process is stopped.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import SlackBot
+from adapters.slack.leftovers import LeftoverSweeper
 from adapters.slack.progress import slack_error
 from core import metrics
 from core.config import SlackSettings
@@ -123,6 +125,8 @@ class SlackService:
     metrics_path: str | None = None  # where Prometheus scrapes (HTTP mode); None: not served
     # Why the bot can't answer now (None: it can), asked at each GET /readyz.
     readiness: Callable[[], Awaitable[str | None]] | None = None
+    # Beats for this process and apologises for killed processes' placeholders while it runs.
+    leftovers: LeftoverSweeper | None = None
 
 
 class _Refused(Exception):
@@ -404,23 +408,35 @@ async def run_http(
     async with _stop_on_signal() as stop:
         if service.settings.auth_check_at_start:
             await check_token(service.bolt.client)
-        endpoint = SlackHttpEndpoint(service)
-        runner = endpoint.runner()
-        await runner.setup()
+        async with _sweeping(service.leftovers):
+            await _serve_http(service, host, port, port_setting, on_listening, stop)
+
+
+async def _serve_http(
+    service: SlackService,
+    host: str,
+    port: int,
+    port_setting: str,
+    on_listening: Callable[[str], None],
+    stop: asyncio.Event,
+) -> None:
+    endpoint = SlackHttpEndpoint(service)
+    runner = endpoint.runner()
+    await runner.setup()
+    try:
         try:
-            try:
-                await web.TCPSite(runner, host, port).start()
-            except OSError as exc:
-                raise cannot_listen(
-                    host, port, exc, port_setting=port_setting, host_setting="slack.host"
-                ) from None
-            bound_host, bound_port = runner.addresses[0][:2]
-            on_listening(f"listening on {bound_host}:{bound_port}")
-            await stop.wait()
-            endpoint.draining = True  # new requests get 503 while the answers finish
-            await service.bot.drain()
-        finally:
-            await runner.cleanup()
+            await web.TCPSite(runner, host, port).start()
+        except OSError as exc:
+            raise cannot_listen(
+                host, port, exc, port_setting=port_setting, host_setting="slack.host"
+            ) from None
+        bound_host, bound_port = runner.addresses[0][:2]
+        on_listening(f"listening on {bound_host}:{bound_port}")
+        await stop.wait()
+        endpoint.draining = True  # new requests get 503 while the answers finish
+        await service.bot.drain()
+    finally:
+        await runner.cleanup()
 
 
 async def run_socket_mode(
@@ -436,15 +452,32 @@ async def run_socket_mode(
         socket = _SocketConnection(
             service.bolt, app_token, stop, service.settings.rate_limited_wait_s
         )
-        try:
-            if await _unless_stopped(socket.connect(), stop):
-                on_listening("connected to Slack in Socket Mode")
-                await stop.wait()
-        finally:
-            await socket.close()  # no new events
-        await service.bot.drain()
+        async with _sweeping(service.leftovers):
+            try:
+                if await _unless_stopped(socket.connect(), stop):
+                    on_listening("connected to Slack in Socket Mode")
+                    await stop.wait()
+            finally:
+                await socket.close()  # no new events
+            await service.bot.drain()
         if socket.refusal is not None:
             raise socket.refusal
+
+
+@asynccontextmanager
+async def _sweeping(leftovers: LeftoverSweeper | None) -> AsyncIterator[None]:
+    """The leftovers' heartbeat and looks (`adapters/slack/leftovers`) in the background while
+    the block serves and drains: the start is never held up by them (a slow or failing store
+    is logged there, never raised), and the heartbeat goes on until the last answer ended."""
+    if leftovers is None:
+        yield
+        return
+    task = asyncio.create_task(leftovers.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 class _SocketConnection:

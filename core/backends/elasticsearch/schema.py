@@ -61,6 +61,8 @@ class IndexNames:
         self.learned = f"{prefix}-learned"
         self.facts = f"{prefix}-model-facts"
         self.rechecks = f"{prefix}-rechecks"
+        self.pending_replies = f"{prefix}-pending-replies"
+        self.reply_owners = f"{prefix}-reply-owners"
 
     def version(self, number: int) -> str:
         return f"{self.chunks}-v{number}"
@@ -134,6 +136,16 @@ class IndexNames:
                 "note": _KEPT_TEXT,
                 "at": _MILLIS,
             },
+            self.pending_replies: {
+                "platform": _KEYWORD,
+                "channel": _KEYWORD,
+                "message": _KEYWORD,
+                "thread": _KEYWORD,
+                "streamed": {"type": "boolean"},
+                "owner": _KEYWORD,
+                "created_at": _MILLIS,
+            },
+            self.reply_owners: {"owner": _KEYWORD, "beat_at": _MILLIS},
         }
 
 

@@ -1,5 +1,6 @@
 """Shared state on Elasticsearch: conversation turns, delivery de-duplication, bot threads,
-answers and feedback, run locks and learned keywords, so several bot processes behave as one.
+answers and feedback, replies in progress, run locks and learned keywords, so several bot
+processes behave as one.
 
 Elasticsearch has no transactions, so every claim is a single-document operation:
 - a claim is a `create` (`op_type=create`): of two processes, exactly one gets 201, the other
@@ -43,6 +44,7 @@ from core.domain.feedback import (
     votes_by_learned_document,
 )
 from core.domain.insights import LoggedAnswer, logged_answer
+from core.domain.replies import PendingReply
 from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.sketch import answer_row
@@ -227,6 +229,7 @@ class ElasticsearchPlatformState(Store):
         self._embedder = embedder
         self._max_question_chars = max_question_chars
         self._next_purge = 0.0
+        self._next_owner_purge = 0.0
 
     async def first_delivery(self, *keys: str) -> bool:
         """Claims the keys in order and stops at the first one already held: a process that
@@ -502,6 +505,110 @@ class ElasticsearchPlatformState(Store):
                     if d.get("found")
                 ]
         return votes_by_learned_document(answers)
+
+    async def hold_reply(self, reply: PendingReply) -> None:
+        document = {
+            "platform": reply.platform,
+            "channel": reply.channel,
+            "message": reply.message,
+            "thread": reply.thread,
+            "streamed": reply.streamed,
+            "owner": reply.owner,
+            "created_at": int(reply.created_at * _MS_PER_S),
+        }
+        with explained(self._settings):
+            await self._client.index(
+                index=self._names.pending_replies, id=reply.id, document=document
+            )
+
+    async def drop_reply(self, reply_id: str) -> None:
+        with explained(self._settings), contextlib.suppress(NotFoundError):
+            await self._client.delete(index=self._names.pending_replies, id=reply_id)
+
+    async def beat(self, owner: str, forget_after_s: float) -> None:
+        now = now_ms()
+        with explained(self._settings):
+            await self._client.index(
+                index=self._names.reply_owners,
+                id=hashed_id(owner),
+                document={"owner": owner, "beat_at": now},
+            )
+            await self._purge_owners(now - int(forget_after_s * _MS_PER_S))
+
+    async def _purge_owners(self, before: int) -> None:
+        """Owners silent since `before`, deleted now and then (as expired deliveries are)."""
+        if time.monotonic() < self._next_owner_purge:
+            return
+        self._next_owner_purge = time.monotonic() + self._settings.state_purge_interval_s
+        try:
+            await self._client.delete_by_query(
+                index=self._names.reply_owners,
+                query={"range": {"beat_at": {"lt": before}}},
+                conflicts="proceed",
+                wait_for_completion=False,
+            )
+        except ApiError as exc:  # housekeeping: never the reason a heartbeat fails
+            log.warning("reply_owner_purge_failed", error=str(exc.message))
+
+    async def abandoned_replies(
+        self, platform: str, *, silent_s: float, older_than_s: float, limit: int
+    ) -> list[PendingReply]:
+        """The live owners first (a few: one per running process), then the replies that
+        none of them owns, or that are too old to be waited for."""
+        now = now_ms()
+        quiet_since = now - int(silent_s * _MS_PER_S)
+        names = self._names
+        with explained(self._settings):
+            await self._client.indices.refresh(index=[names.pending_replies, names.reply_owners])
+            live = [
+                hit["_source"]["owner"]
+                async for hit in self._scan(
+                    names.reply_owners, {"range": {"beat_at": {"gt": quiet_since}}}
+                )
+            ]
+            too_old: dict[str, Any] = {
+                "range": {"created_at": {"lt": now - int(older_than_s * _MS_PER_S)}}
+            }
+            unowned: dict[str, Any] = {"bool": {"must_not": [{"terms": {"owner": live}}]}}
+            response = await self._client.search(
+                index=names.pending_replies,
+                query={
+                    "bool": {
+                        "filter": [
+                            {"term": {"platform": platform}},
+                            {"range": {"created_at": {"lte": quiet_since}}},
+                        ],
+                        "should": [too_old, unowned] if live else [{"match_all": {}}],
+                        "minimum_should_match": 1,
+                    }
+                },
+                sort=[{"created_at": "asc"}],
+                size=limit,
+            )
+        return [
+            PendingReply(
+                id=hit["_id"],
+                platform=kept["platform"],
+                channel=kept["channel"],
+                message=kept["message"],
+                owner=kept["owner"],
+                thread=kept["thread"],
+                streamed=bool(kept["streamed"]),
+                created_at=int(kept["created_at"]) / _MS_PER_S,
+            )
+            for hit in response["hits"]["hits"]
+            for kept in [hit["_source"]]
+        ]
+
+    async def claim_reply(self, reply_id: str) -> bool:
+        """A delete: of two processes deleting at once, exactly one gets `deleted`, the other
+        a 404. Never retried by the client (a retry after a lost reply would see the 404)."""
+        with explained(self._settings):
+            try:
+                await self._once.delete(index=self._names.pending_replies, id=reply_id)
+            except NotFoundError:
+                return False
+        return True
 
 
 class ElasticsearchRunLocks(Store):

@@ -1,6 +1,6 @@
 """State every chat adapter needs beyond conversation turns, kept in the store, not in memory:
-which deliveries were already handled, which threads belong to the bot, what was answered, and
-what users thought of it.
+which deliveries were already handled, which threads belong to the bot, what was answered, what
+users thought of it, and which replies are still in progress.
 
 In the store so that a restart (or a second process) behaves the same: Slack retries an event it
 thinks was missed, and a thread the bot answered yesterday must still get follow-ups today.
@@ -27,6 +27,7 @@ from core.domain.feedback import (
     votes_by_learned_document,
 )
 from core.domain.insights import LoggedAnswer, logged_answer
+from core.domain.replies import PendingReply
 from core.ports import Embedder
 from core.search.sketch import answer_row
 from core.sqlite import transaction
@@ -285,6 +286,67 @@ class SqlitePlatformState:
             (),
         )
         return votes_by_learned_document((json.loads(str(c)), int(str(n))) for c, n in rows)
+
+    async def hold_reply(self, reply: PendingReply) -> None:
+        await asyncio.to_thread(
+            self._execute,
+            "INSERT OR REPLACE INTO pending_replies"
+            " (id, platform, channel, message, thread, streamed, owner, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                reply.id,
+                reply.platform,
+                reply.channel,
+                reply.message,
+                reply.thread,
+                int(reply.streamed),
+                reply.owner,
+                reply.created_at,
+            ),
+        )
+
+    async def drop_reply(self, reply_id: str) -> None:
+        await asyncio.to_thread(
+            self._execute, "DELETE FROM pending_replies WHERE id = ?", (reply_id,)
+        )
+
+    async def beat(self, owner: str, forget_after_s: float) -> None:
+        await asyncio.to_thread(self._beat, owner, forget_after_s)
+
+    def _beat(self, owner: str, forget_after_s: float) -> None:
+        now = time.time()
+        with self._lock, transaction(self._db):
+            self._db.execute(
+                "INSERT OR REPLACE INTO reply_owners (owner, beat_at) VALUES (?, ?)", (owner, now)
+            )
+            self._db.execute("DELETE FROM reply_owners WHERE beat_at < ?", (now - forget_after_s,))
+
+    async def abandoned_replies(
+        self, platform: str, *, silent_s: float, older_than_s: float, limit: int
+    ) -> list[PendingReply]:
+        now = time.time()
+        rows = await asyncio.to_thread(
+            self._execute,
+            "SELECT id, platform, channel, message, owner, thread, streamed, created_at"
+            " FROM pending_replies r WHERE platform = ? AND created_at <= ? AND (created_at < ?"
+            " OR NOT EXISTS (SELECT 1 FROM reply_owners o WHERE o.owner = r.owner"
+            " AND o.beat_at > ?)) ORDER BY created_at LIMIT ?",
+            (platform, now - silent_s, now - older_than_s, now - silent_s, limit),
+        )
+        return [
+            PendingReply(str(i), str(p), str(c), str(m), str(o), str(t), bool(s), float(str(at)))
+            for i, p, c, m, o, t, s, at in rows
+        ]
+
+    async def claim_reply(self, reply_id: str) -> bool:
+        return await asyncio.to_thread(self._claim_reply, reply_id)
+
+    def _claim_reply(self, reply_id: str) -> bool:
+        with self._lock, transaction(self._db):
+            deleted = self._db.execute(
+                "DELETE FROM pending_replies WHERE id = ?", (reply_id,)
+            ).rowcount
+        return deleted == 1
 
     async def close(self) -> None:
         with self._lock:

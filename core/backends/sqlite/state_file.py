@@ -1,12 +1,12 @@
 """The state file beside the index: its tables, how each store connects to it, and what to do
 when it is damaged.
 
-It holds deliveries, bot threads, the answer log and its feedback, conversation turns, run
-locks, learned keywords and model facts, each store with its own connection. Every table is
-made the first time any store opens the file, and only then is anything written: a process
-that only reads (a search, a report) works on a file it can't write, as long as some earlier
-process made it; if an older release made it, what it lacks is stood in for in that process's
-temporary schema (`_stand_in`).
+It holds deliveries, bot threads, the answer log and its feedback, replies in progress,
+conversation turns, run locks, learned keywords and model facts, each store with its own
+connection. Every table is made the first time any store opens the file, and only then is
+anything written: a process that only reads (a search, a report) works on a file it can't
+write, as long as some earlier process made it; if an older release made it, what it lacks is
+stood in for in that process's temporary schema (`_stand_in`).
 
 Unlike the index, it can't be made again from the sources: a damaged one is the user's to
 restore or give up, never set aside by the bot.
@@ -67,6 +67,12 @@ _SCHEMA = (
     " reason TEXT NOT NULL, note TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (answer_id, user))",
     "CREATE TABLE IF NOT EXISTS rechecks (answer_id TEXT PRIMARY KEY, at REAL NOT NULL)",
     "CREATE INDEX IF NOT EXISTS answers_by_time ON answers (created_at)",
+    # replies in progress (placeholders not yet replaced) and the heartbeats of their owners
+    "CREATE TABLE IF NOT EXISTS pending_replies (id TEXT PRIMARY KEY, platform TEXT NOT NULL,"
+    " channel TEXT NOT NULL, message TEXT NOT NULL, thread TEXT NOT NULL,"
+    " streamed INTEGER NOT NULL, owner TEXT NOT NULL, created_at REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS pending_replies_by_time ON pending_replies (platform, created_at)",
+    "CREATE TABLE IF NOT EXISTS reply_owners (owner TEXT PRIMARY KEY, beat_at REAL NOT NULL)",
 )
 _NAMES = frozenset(re.findall(r"IF NOT EXISTS (\w+)", " ".join(_SCHEMA)))
 _TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")

@@ -120,8 +120,11 @@ class SlackHarness:
 def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
     async def start(
         claude: ClaudeModel | None = None,
+        state: PlatformState | None = None,
         **env: str,
     ) -> tuple[SlackHarness, Callable]:
+        """`state`: the platform state to use (one of a backend's; its owner closes it), else
+        a SQLite one in `tmp_path`, closed with the harness."""
         emulator = SlackEmulator()
         api = TestServer(emulator.app, host="127.0.0.1")
         await api.start_server()
@@ -137,9 +140,11 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
             },
         )
         index, store, engine = kb_engine(kb, minilm, settings, claude)
-        state = SqlitePlatformState(
-            settings.state_path, settings.search.busy_timeout_ms, settings.slack.dedup_ttl_s
-        )
+        own_state = state is None
+        if state is None:
+            state = SqlitePlatformState(
+                settings.state_path, settings.search.busy_timeout_ms, settings.slack.dedup_ttl_s
+            )
         service = build_slack_app(
             settings, engine, store, state, embedder=minilm, socket_mode=False
         )
@@ -160,7 +165,8 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
             await engine.close()
             await store.close()
             await index.close()
-            await state.close()
+            if own_state:
+                await state.close()
 
         return harness, stop
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from aiohttp.test_utils import TestServer
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.app import SHUTDOWN_APOLOGY
+from adapters.slack.leftovers import LEFTOVER_APOLOGY
 from adapters.slack.server import EVENTS_PATH
 from core.config import Settings
 from tests.conftest import REPO
@@ -107,7 +109,12 @@ def _env(kb: Settings, tmp_path: Path, slack_url: str, **extra: str) -> dict[str
 
 
 async def _serving_bot(
-    kb: Settings, tmp_path: Path, slack_url: str, model: SlowChatServer, grace_s: float
+    kb: Settings,
+    tmp_path: Path,
+    slack_url: str,
+    model: SlowChatServer,
+    grace_s: float,
+    **extra: str,
 ) -> AsyncIterator[BotProcess]:
     server = TestServer(model.app, host="127.0.0.1")
     await server.start_server()
@@ -123,6 +130,7 @@ async def _serving_bot(
         # process: its words are shown as written, so the test sees that the answer finished.
         BOT_OPENAI__GROUND_ANSWERS="false",
         BOT_SLACK__SHUTDOWN_GRACE_S=str(grace_s),
+        **extra,
     )
     process = await _start(env)
     try:
@@ -200,6 +208,67 @@ async def test_an_answer_still_running_at_the_deadline_is_apologised_for(
         final = slack.called("chat.update")[-1]
         assert final["ts"] == slack.posted_ts[0]  # the placeholder itself replaced
         assert final["text"] == SHUTDOWN_APOLOGY
+
+
+# A dead process is told within a second, and looked for again every few tenths.
+_QUICK_LEFTOVERS = {
+    "BOT_SLACK__LEFTOVERS__HEARTBEAT_S": "0.2",
+    "BOT_SLACK__LEFTOVERS__OWNER_SILENT_S": "1",
+    "BOT_SLACK__LEFTOVERS__SWEEP_INTERVAL_S": "0.3",
+}
+LEFTOVER_BOUND_S = 30
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "elasticsearch"])
+async def test_a_placeholder_left_by_a_killed_process_is_apologised_for_once_by_the_next(
+    kb: Settings,
+    tmp_path: Path,
+    emulator: tuple[SlackEmulator, str],
+    backend: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    """SIGKILL mid-answer: no drain, no apology from the process itself. The next `bot slack`
+    on the same data edits the placeholder into the apology, once, and looks again and
+    again without touching it twice."""
+    slack, slack_url = emulator
+    extra = {**_QUICK_LEFTOVERS, **_backend_env(backend, request)}
+    model = SlowChatServer(delay_s=600)  # an answer that never finishes
+    async for bot in _serving_bot(kb, tmp_path, slack_url, model, grace_s=30, **extra):
+        async with ClientSession() as http:
+            assert await bot.mention(http, "what is slow?", "Ev000011") == 200
+        await _until(lambda: model.calls >= 1, 30, "the model was never asked")
+        bot.process.kill()
+        await bot.process.wait()
+    [placeholder] = slack.posted_ts
+    assert not slack.called("chat.update")  # left as it was: "Looking through the docs…"
+    async for again in _serving_bot(kb, tmp_path, slack_url, SlowChatServer(0), 30, **extra):
+        await _until(lambda: bool(_leftover_apologies(slack)), LEFTOVER_BOUND_S, "no apology")
+        await asyncio.sleep(2)  # several more looks, by a process whose store saw the claim
+        again.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(again.process.wait(), 30) == 0
+    [apology] = _leftover_apologies(slack)
+    assert apology["ts"] == placeholder
+    assert apology["channel"] == "C1"
+    assert len(slack.called("chat.update")) == 1  # nothing else was edited
+    assert len(slack.called("chat.postMessage")) == 1  # the placeholder: no message of its own
+
+
+def _leftover_apologies(slack: SlackEmulator) -> list[dict[str, Any]]:
+    return [u for u in slack.called("chat.update") if u.get("text") == LEFTOVER_APOLOGY]
+
+
+def _backend_env(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The processes' store: the SQLite state file in the data dir, or one Elasticsearch
+    (the emulator) under a prefix of this test's own."""
+    if backend == "sqlite":
+        return {}
+    es = request.getfixturevalue("es_emulator")
+    return {
+        "BOT_SEARCH__BACKEND": "elasticsearch",
+        "BOT_ELASTICSEARCH__URL": es.url,
+        "BOT_ELASTICSEARCH__INDEX_PREFIX": f"test-{uuid.uuid4().hex[:12]}",
+        "BOT_ELASTICSEARCH__NUMBER_OF_REPLICAS": "0",
+    }
 
 
 async def test_sigint_without_answers_in_flight_exits_0_at_once(

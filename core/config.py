@@ -36,6 +36,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from core.cron import cron_trigger
+from core.domain.documents import LEARNED_SOURCE
 from core.domain.urls import is_local_url
 
 _DAY_S = 86_400
@@ -933,7 +934,24 @@ class Settings(_Section):
         for name in value:
             if not _SOURCE_NAME.fullmatch(name):
                 raise ValueError(f"{name!r}: a source name is 1-64 letters, digits, '.', '_', '-'")
+            if name == LEARNED_SOURCE:
+                raise ValueError(
+                    f"{name!r} is the label of what the bot learns from the web: a source of "
+                    "that name would prune it; name the source otherwise"
+                )
         return value
+
+    @model_validator(mode="after")
+    def _sources_own_their_labels(self) -> Settings:
+        """A source's sync prunes every document of its label: one named as `bot ingest`
+        labels what it ingests would delete all of that on every sync."""
+        if self.ingest.default_source in self.sources:
+            raise ValueError(
+                f"source {self.ingest.default_source!r} has the label `bot ingest` gives what it "
+                "ingests without --source (ingest.default_source): each sync would prune all of "
+                "that; name the source otherwise"
+            )
+        return self
 
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()

@@ -76,6 +76,8 @@ def ingest(
     another ingest holds the run lock (two at once would both do the whole work)."""
     if (sitemap or prefix) and not crawl:
         refuse("--sitemap and --prefix go with --crawl")
+    if (problem := _label_problem(source or state.settings.ingest.default_source)) is not None:
+        refuse(problem)
     site = (sitemap or [], prefix or []) if crawl else None
     report = _under_run_lock(
         _ingest(targets, base_url, source, prune, site),
@@ -86,6 +88,21 @@ def ingest(
     problem = _ingest_problem(report)
     if problem is not None:
         refuse(problem)
+
+
+def _label_problem(label: str) -> str | None:
+    """Why documents must not be ingested under `label`: another writer owns it, and its next
+    prune would delete them (or their prune, its documents)."""
+    from core.domain.documents import LEARNED_SOURCE
+
+    if label == LEARNED_SOURCE:
+        return f"--source {label} is the label of what the bot learns from the web; choose another"
+    if label in state.settings.sources:
+        return (
+            f"{label} is a source in config.yaml: its sync owns that label and would delete "
+            f"what is ingested under it; run `bot sync {label}`, or choose another --source"
+        )
+    return None
 
 
 def _under_run_lock(work: Coroutine[object, object, T], *, interrupted: str) -> T:

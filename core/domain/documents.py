@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, TypeAlias
 
+# The source label of every learned chunk: no ingest or named source may use it, or its prune
+# would delete what the bot learned.
+LEARNED_SOURCE = "learned"
+
 # numpy costs a tenth of a second at import: only the type checker needs it here, so naming
 # vectors in a signature never loads it (`bot --help` imports this module).
 if TYPE_CHECKING:

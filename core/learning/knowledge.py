@@ -18,7 +18,13 @@ from dataclasses import replace
 
 import structlog
 
-from core.domain.documents import DocumentRecord, DocumentWrite, chunk_id, embedding_text
+from core.domain.documents import (
+    LEARNED_SOURCE,
+    DocumentRecord,
+    DocumentWrite,
+    chunk_id,
+    embedding_text,
+)
 from core.domain.learned import (
     LEARNED_PREFIX,
     MAX_KEYWORD_CHARS,
@@ -31,7 +37,6 @@ from core.domain.web import WebResult, WebSource, page_chunk
 from core.errors import InvalidKeyword, SearchIndexError
 from core.ports import Embedder, KeywordStore, SearchIndex
 
-LEARNED_SOURCE = "learned"  # `source` of every learned chunk
 # A document's index copy is rewritten until it matches the store; each round can only be
 # overtaken by another save that then checks again itself, so a few rounds always suffice.
 _SYNC_ROUNDS = 5

@@ -262,3 +262,24 @@ def test_a_source_whose_every_item_is_skipped_fails_as_ingest_does(
     said = " ".join(synced.output.split())
     assert "exports: nothing was indexed: all 2 item(s) were skipped (the first:" in said
     assert "unsupported file type" in said
+
+
+@pytest.mark.parametrize(
+    ("label", "said"),
+    [
+        ("runbooks", "runbooks is a source in config.yaml: its sync owns that label"),
+        ("learned", "--source learned is the label of what the bot learns from the web"),
+    ],
+)
+def test_ingest_refuses_a_label_a_sync_or_the_learning_owns(
+    configured: Path, tmp_path: Path, label: str, said: str
+) -> None:
+    """What `bot ingest` wrote under a source's label would be deleted by that source's next
+    sync (and the reverse for `learned`): refused before anything is written."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "notes.md").write_text("# Notes\n\nLoose notes about the deploy.")
+    refused = runner.invoke(app, ["ingest", str(extra), "--source", label])
+    assert refused.exit_code == 1
+    assert said in " ".join(refused.output.split())
+    assert "Ingested" not in refused.output

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -420,3 +422,18 @@ def test_a_thread_read_back_must_fit_the_history_budget() -> None:
     }
     with pytest.raises(ConfigError, match=r"discord\.thread_context_chars"):
         load_settings(environ=over)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("learned", "the label of what the bot learns from the web"),
+        ("docs", "the label `bot ingest` gives what it ingests without --source"),
+    ],
+)
+def test_a_source_may_not_take_a_label_another_writer_owns(name: str, why: str) -> None:
+    """A source's sync prunes every document of its label: named `learned` it would delete
+    what the bot learned, named as `bot ingest`'s label everything ingested by hand."""
+    sources = json.dumps({name: {"type": "files", "location": ["docs"]}})
+    with pytest.raises(ConfigError, match=re.escape(why)):
+        load_settings(environ={"BOT_SOURCES": sources})

@@ -10,9 +10,11 @@ writer's view.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -117,6 +119,12 @@ class LearnedKnowledge:
         self._embedder = embedder
         self.store = store
         self._max_keywords = max_keywords_per_document
+        # The limit is a read, then adds: two answers of this process learning the same pages
+        # at once would each see the room free. Another process still can (the overshoot is
+        # at most one save per process).
+        self._adding: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def learn(
         self, *, question: str, results: Sequence[WebResult], keywords: Sequence[str]
@@ -134,12 +142,14 @@ class LearnedKnowledge:
             created_at=time.time(),
         )
         await self.store.add_document(document)
-        known = await self.store.document(document.doc_id)
-        held = set(known.keywords) if known is not None else set()
-        fresh = [k for k in dict.fromkeys(keywords) if k not in held]
-        room = max(self._max_keywords - len(held), 0)
-        for keyword in [k for k in keywords if k in held] + fresh[:room]:
-            await self.store.add(keyword, doc_id=document.doc_id, question=question)
+        lock = self._adding.setdefault(document.doc_id, asyncio.Lock())
+        async with lock:
+            known = await self.store.document(document.doc_id)
+            held = set(known.keywords) if known is not None else set()
+            fresh = [k for k in dict.fromkeys(keywords) if k not in held]
+            room = max(self._max_keywords - len(held), 0)
+            for keyword in [k for k in keywords if k in held] + fresh[:room]:
+                await self.store.add(keyword, doc_id=document.doc_id, question=question)
         if len(fresh) > room:
             log.info("keywords_over_limit", skipped=len(fresh) - room, limit=self._max_keywords)
         await self.sync(document.doc_id)

@@ -162,6 +162,23 @@ async def test_one_document_learned_again_and_again_holds_a_bounded_number_of_ke
     assert saved.associations == 2
 
 
+async def test_answers_learning_the_same_pages_at_once_keep_to_the_limit(
+    processes: tuple[Process, Process], embedder: CachedEmbedder
+) -> None:
+    """Six answers of one process learning the same pages at once: the limit is read, then
+    keywords added, so each must see what the others added."""
+    a, _ = processes
+    small = LearnedKnowledge(a.index, embedder, a.knowledge.store, max_keywords_per_document=3)
+    await asyncio.gather(
+        *(
+            small.learn(question=f"q{n}", results=[result("quotas")], keywords=[f"k{n}a", f"k{n}b"])
+            for n in range(6)
+        )
+    )
+    [document] = await a.knowledge.store.documents()
+    assert len(document.keywords) == 3
+
+
 async def test_a_writer_with_a_stale_view_of_the_keywords_rewrites_until_current(
     processes: tuple[Process, Process], embedder: CachedEmbedder
 ) -> None:

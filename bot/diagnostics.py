@@ -10,6 +10,8 @@ Secrets are named, never shown; URLs are shown without credentials.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -104,6 +106,31 @@ async def readiness(index: SearchIndex) -> str | None:
     if not stats.chunks:
         return "the knowledge base is empty: nothing has been ingested"
     return None
+
+
+class ReadinessProbe:
+    """`readiness` at most once per `ttl_s`, concurrent probes sharing one look: the probe's
+    port is public, and reading the index's figures scans every chunk (SQLite) or aggregates
+    them (Elasticsearch), on the threads answers need."""
+
+    def __init__(self, index: SearchIndex, ttl_s: float) -> None:
+        self._index = index
+        self._ttl_s = ttl_s
+        self._lock = asyncio.Lock()
+        self._looked_at: float | None = None
+        self._reason: str | None = None
+
+    def _fresh(self) -> bool:
+        looked = self._looked_at
+        return looked is not None and time.monotonic() - looked < self._ttl_s
+
+    async def __call__(self) -> str | None:
+        if not self._fresh():
+            async with self._lock:
+                if not self._fresh():  # another probe may have looked while this one waited
+                    self._reason = await readiness(self._index)
+                    self._looked_at = time.monotonic()
+        return self._reason
 
 
 async def model_tools(settings: Settings, backend: Backend) -> list[Check]:

@@ -812,6 +812,8 @@ class SlackSettings(_ThreadReading):
     placeholder: str = Field("_Looking through the docs…_", min_length=1, max_length=200)
     update_interval_s: float = Field(1.0, ge=0)
     stream_api: bool = True
+    # GET /readyz looks at the index at most this often (the port is public; the look scans).
+    readiness_cache_s: float = Field(5.0, ge=0, le=3_600)
     host: str = "0.0.0.0"  # noqa: S104 (a server behind the platform's router)
     # SIGTERM: answers in progress get `shutdown_grace_s` to finish, then the rest are cut short
     # with an apology, sent within `apology_deadline_s`; together under the platform's stop

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import re
 import signal
@@ -82,7 +81,7 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
     their threads) and return: the process exits 0, like `bot discord` and `bot clock`.
     `listen`: HTTP mode's port and where it was set; None: Socket Mode."""
     from adapters.slack.server import run_http, run_socket_mode
-    from bot.diagnostics import readiness
+    from bot.diagnostics import ReadinessProbe
     from bot.runtime import opened
     from bot.wiring import build_slack_app, metrics_server
     from core.errors import MissingSecret
@@ -101,7 +100,7 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
             platform,
             embedder=rt.embedder,
             socket_mode=listen is None,
-            readiness=functools.partial(readiness, rt.backend.index),
+            readiness=ReadinessProbe(rt.backend.index, s.slack.readiness_cache_s),
         )
         if listen is None:
             assert app_token is not None  # checked above

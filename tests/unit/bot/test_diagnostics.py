@@ -315,3 +315,29 @@ async def test_readiness_names_an_empty_or_unreadable_index_and_nothing_more(
     said = await readiness(index)
     assert said == "the index can't be read (SearchIndexError): run bot doctor"
     assert str(settings.index_path) not in said
+
+
+async def test_the_readiness_probe_looks_at_the_index_once_per_period() -> None:
+    """/readyz is on a public port and the look scans the index: many probes at once, and
+    probes within `slack.readiness_cache_s`, share one look."""
+    import asyncio
+
+    from bot.diagnostics import ReadinessProbe
+    from core.domain.documents import IndexStats
+
+    class Counting:
+        looks = 0
+
+        async def stats(self) -> IndexStats:
+            Counting.looks += 1
+            await asyncio.sleep(0.01)
+            return IndexStats(documents=1, chunks=1, learned_chunks=0, sources={"docs": 1})
+
+    probe = ReadinessProbe(Counting(), ttl_s=60)  # type: ignore[arg-type]
+    assert await asyncio.gather(*(probe() for _ in range(20))) == [None] * 20
+    assert await probe() is None
+    assert Counting.looks == 1
+    always = ReadinessProbe(Counting(), ttl_s=0)  # type: ignore[arg-type]
+    await always()
+    await always()
+    assert Counting.looks == 3

@@ -91,13 +91,10 @@ def keywords_show(
 
 
 async def _documents_of(keyword: str) -> list[LearnedDocument]:
-    from core.domain.learned import normalise_keyword
-    from core.errors import InvalidKeyword
+    from core.domain.learned import keyword_key
 
-    try:
-        wanted = normalise_keyword(keyword)
-    except InvalidKeyword:
-        return []
+    # Looked up as stored, not judged by today's rules: one learned before them is found too.
+    wanted = keyword_key(keyword)
     async with _pruner() as pruner:
         return [d for d in await pruner.knowledge.store.documents() if wanted in d.keywords]
 
@@ -108,25 +105,31 @@ def keywords_forget(
 ) -> None:
     """Remove keywords that were learned wrongly, now: every learned document loses them, and
     one left without keywords is deleted."""
-    rewritten, dropped = asyncio.run(_forget(keywords))
-    out.print(
-        f"Forgot {len(keywords)} keyword(s); learned documents: {len(dropped)} deleted, "
-        f"{len(rewritten)} rewritten.",
-        soft_wrap=True,
-    )
+    forgot, unknown, rewritten, dropped = asyncio.run(_forget(keywords))
+    if forgot:
+        out.print(
+            f"Forgot {len(forgot)} keyword(s); learned documents: {len(dropped)} deleted, "
+            f"{len(rewritten)} rewritten.",
+            soft_wrap=True,
+        )
+    if unknown:
+        err.print(Text(f"error: not a learned keyword: {', '.join(map(repr, unknown))}"))
+        raise typer.Exit(1)
 
 
-async def _forget(keywords: list[str]) -> tuple[list[str], list[str]]:
-    from core.domain.learned import normalise_keyword
-    from core.errors import InvalidKeyword
+async def _forget(keywords: list[str]) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The keywords forgotten and those no learned document has (each as stored), and the
+    documents rewritten and deleted. Looked up as stored, not judged by today's rules: one
+    learned before them (a mention in a title) can be removed too."""
+    from core.domain.learned import keyword_key
 
-    try:
-        wanted = [normalise_keyword(k) for k in keywords]
-    except InvalidKeyword as exc:
-        err.print(Text(f"error: {exc}"))
-        raise typer.Exit(2) from None
+    wanted = list(dict.fromkeys(keyword_key(k) for k in keywords))
     async with _pruner() as pruner:
-        return await pruner.knowledge.forget(wanted)
+        known = {k.keyword for k in await pruner.knowledge.store.all()}
+        forgot = [k for k in wanted if k in known]
+        unknown = [k for k in wanted if k not in known]
+        rewritten, dropped = await pruner.knowledge.forget(forgot) if forgot else ([], [])
+    return forgot, unknown, rewritten, dropped
 
 
 def _when(timestamp: float) -> str:

@@ -24,6 +24,12 @@ MAX_KEYWORD_CHARS = 50
 _SPACES = re.compile(r"\s+")
 
 
+def keyword_key(raw: str) -> str:
+    """How a keyword is stored (single-spaced, trimmed, case-folded), without judging it: to
+    find one learned before today's rules (`bot keywords show/forget`)."""
+    return _SPACES.sub(" ", raw).strip().casefold()
+
+
 def normalise_keyword(raw: str) -> str:
     """Trimmed, case-folded, single-spaced; refused when too short, too long or with controls."""
     if any(unicodedata.category(ch) == "Cc" and ch not in " \t\n" for ch in raw):
@@ -34,7 +40,7 @@ def normalise_keyword(raw: str) -> str:
         raise InvalidKeyword(
             f"keyword {raw!r} contains a mention (<!here>, <@U…>, @everyone); remove it"
         )
-    keyword = _SPACES.sub(" ", raw).strip().casefold()
+    keyword = keyword_key(raw)
     if not keyword:
         raise InvalidKeyword("a keyword can't be empty")
     if not MIN_KEYWORD_CHARS <= len(keyword) <= MAX_KEYWORD_CHARS:

@@ -533,3 +533,44 @@ def test_ingest_saves_the_vector_graph_and_rebuild_vectors_remakes_it(
     assert "graph of i8 vectors" in runner.invoke(app, ["doctor"]).output
     after = runner.invoke(app, ["search", "how do I re-ingest changed documents?", "--json"])
     assert json.loads(after.output) == json.loads(before.output)
+
+
+def test_keywords_learned_before_todays_rules_can_be_shown_and_forgotten(
+    env: dict[str, str],
+) -> None:
+    """A keyword an older release learned with a mention in it (refused as a new keyword
+    now) is still in the store: show and forget find it as stored. Forgetting a keyword no
+    document has says so, and fails."""
+    import asyncio
+
+    from bot.wiring import build_embedder, build_knowledge, open_backend
+    from core.config_loader import load_settings
+    from core.domain.web import WebResult, WebSource
+
+    settings = load_settings()
+    old = "<!channel> deploy guide"
+
+    async def learn_the_old_way() -> None:
+        backend = await open_backend(settings, build_embedder(settings))
+        knowledge = build_knowledge(settings, backend)
+        page = WebSource("https://acme.example/deploy", "Deploy guide", "How to deploy.")
+        doc_id = await knowledge.learn(
+            question="how to deploy?",
+            results=[WebResult("deploy guide", (page,))],
+            keywords=["deploy guide"],
+        )
+        await backend.keywords.add(old, doc_id=doc_id, question="how to deploy?")
+        await knowledge.sync(doc_id)
+        await backend.close()
+
+    asyncio.run(learn_the_old_way())
+    shown = runner.invoke(app, ["keywords", "show", old])
+    assert shown.exit_code == 0, shown.output
+    assert "https://acme.example/deploy" in shown.output
+    forgot = runner.invoke(app, ["keywords", "forget", old.upper(), "no such term"])
+    assert forgot.exit_code == 1
+    said = " ".join(forgot.output.split())
+    assert "Forgot 1 keyword(s); learned documents: 0 deleted, 1 rewritten." in said
+    assert "error: not a learned keyword: 'no such term'" in said
+    listed = json.loads(runner.invoke(app, ["keywords", "list", "--json"]).output)
+    assert [k["keyword"] for k in listed] == ["deploy guide"]

@@ -84,7 +84,7 @@ def removed_sources(settings: Settings, indexed: Mapping[str, int]) -> list[Chec
     gone = [n for n in unconfigured(settings.storage.data_dir, settings.sources) if indexed.get(n)]
     if not gone:
         return []
-    named = ", ".join(f"{n} ({indexed[n]} documents)" for n in gone)
+    named = ", ".join(f"{n} ({indexed[n]} chunks)" for n in gone)
     return [
         Check(
             "removed sources",

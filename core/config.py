@@ -749,6 +749,16 @@ class KeywordSettings(_Section):
         return self.min_age_days * _DAY_S
 
 
+class _Draining(_Section):
+    """How a chat process stops (SIGTERM: a deploy, a restart), the same on both platforms."""
+
+    # Answers in progress get `shutdown_grace_s` to finish, then the rest are cut short with an
+    # apology, sent within `apology_deadline_s`; together under the platform's stop timeout
+    # (Heroku: 30 s), or the process is killed first and the askers are left waiting.
+    shutdown_grace_s: float = Field(20.0, ge=0, le=3_600)
+    apology_deadline_s: float = Field(5.0, gt=0, le=600)
+
+
 class _ThreadReading(_Section):
     """How much of a thread read back from the platform goes to the model, on either one."""
 
@@ -793,7 +803,7 @@ class LeftoverSettings(_Section):
         return self
 
 
-class SlackSettings(_ThreadReading):
+class SlackSettings(_ThreadReading, _Draining):
     port: int = Field(3000, ge=1, le=65_535)
     base_url: HttpUrlText | None = None
     section_chars: int = Field(3_000, ge=100, le=3_000)
@@ -815,11 +825,6 @@ class SlackSettings(_ThreadReading):
     # GET /readyz looks at the index at most this often (the port is public; the look scans).
     readiness_cache_s: float = Field(5.0, ge=0, le=3_600)
     host: str = "0.0.0.0"  # noqa: S104 (a server behind the platform's router)
-    # SIGTERM: answers in progress get `shutdown_grace_s` to finish, then the rest are cut short
-    # with an apology, sent within `apology_deadline_s`; together under the platform's stop
-    # timeout (Heroku: 30 s), or the process is killed first and the placeholders stay.
-    shutdown_grace_s: float = Field(20.0, ge=0, le=3_600)
-    apology_deadline_s: float = Field(5.0, gt=0, le=600)
     body_read_deadline_s: float = Field(10.0, gt=0, le=600)
     idle_connection_s: float = Field(15.0, gt=0, le=3_600)
     rate_limited_wait_s: float = Field(30.0, gt=0, le=3_600)
@@ -849,7 +854,7 @@ class SlackSettings(_ThreadReading):
     leftovers: LeftoverSettings = LeftoverSettings()
 
 
-class DiscordSettings(_ThreadReading):
+class DiscordSettings(_ThreadReading, _Draining):
     description_chars: int = Field(4_096, ge=100, le=4_096)
     reaction_trigger: str = Field("❓", min_length=1, max_length=64)
     solved_tag: str = Field("Solved", min_length=1, max_length=20)
@@ -860,11 +865,6 @@ class DiscordSettings(_ThreadReading):
     # Discord honours an interaction's token for 15 minutes (900 s): past this, a command's
     # reply goes in its channel with the bot token; the rest is a margin for the sends.
     interaction_reply_s: float = Field(840, gt=0, le=900)
-    # `bot discord` stopping (SIGTERM): answers in progress get this long to finish, then the
-    # rest are cut short with an apology, sent within `apology_deadline_s`; together under the
-    # platform's stop timeout (Heroku: 30 s), or the asker is left with "thinking…".
-    shutdown_grace_s: float = Field(20.0, ge=0, le=3_600)
-    apology_deadline_s: float = Field(5.0, gt=0, le=600)
 
 
 DEFAULT_METRICS_PATH = "/metrics"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -58,6 +59,11 @@ def shown(text: str, style: str | Style = "") -> Text:
     would stop the command, a `[link=...]` would make a link), and without the characters a
     terminal acts on (`printable`)."""
     return Text(printable(text), style=style)
+
+
+def when(timestamp: float) -> str:
+    """A moment as the CLI's tables show it: UTC, to the minute."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def refuse(problem: str) -> NoReturn:

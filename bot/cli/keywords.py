@@ -9,7 +9,6 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from core.learning.pruning import KeywordPruner, PruneReport
     from core.ports import PlatformState
 
-from bot.cli.app import app, err, out, state
+from bot.cli.app import app, err, out, state, when
 
 keywords_app = typer.Typer(help="Keywords learned from web searches.")
 app.add_typer(keywords_app, name="keywords")
@@ -56,8 +55,8 @@ def keywords_list(
             Text(k.keyword),
             str(k.associations),
             str(k.uses),
-            _when(k.created_at),
-            _when(k.last_used_at) if k.last_used_at is not None else "never",
+            when(k.created_at),
+            when(k.last_used_at) if k.last_used_at is not None else "never",
             reasons.get(k.keyword, ""),
         )
     out.print(table)
@@ -83,8 +82,8 @@ def keywords_show(
         out.print(Text(d.doc_id, style="bold"))
         out.print(Text(f"  question: {d.question or '(not kept: insights.store_questions)'}"))
         out.print(Text(f"  web query: {d.query}"))
-        used = _when(d.last_used_at) if d.last_used_at is not None else "never"
-        out.print(f"  learned {_when(d.created_at)}, cited {d.uses} time(s), last {used}")
+        used = when(d.last_used_at) if d.last_used_at is not None else "never"
+        out.print(f"  learned {when(d.created_at)}, cited {d.uses} time(s), last {used}")
         out.print(Text(f"  keywords: {', '.join(d.keywords)}"))
         for page in d.sources:
             out.print(Text(f"  - {page.title} <{page.url}>"))
@@ -130,10 +129,6 @@ async def _forget(keywords: list[str]) -> tuple[list[str], list[str], list[str],
         unknown = [k for k in wanted if k not in known]
         rewritten, dropped = await pruner.knowledge.forget(forgot) if forgot else ([], [])
     return forgot, unknown, rewritten, dropped
-
-
-def _when(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 @asynccontextmanager

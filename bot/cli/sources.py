@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from bot.cli.app import app, err, out, refuse, shown, state
+from bot.cli.app import app, err, out, refuse, shown, state, when
 
 sources_app = typer.Typer(help="The named sources of config.yaml's `sources:`.")
 # A source synced here that config.yaml no longer names: no sync prunes its documents now.
@@ -87,7 +86,7 @@ def sources_list() -> None:
     table = Table("source", "type", "location", "schedule", "last sync", "result")
     for name, source in sorted(s.sources.items()):
         status = statuses.get(name)
-        when = _when(status.finished_at) if status else "never"
+        last = when(status.finished_at) if status else "never"
         if status is None:
             result = ""
         elif status.error:
@@ -101,14 +100,10 @@ def sources_list() -> None:
             source.type,
             shown(", ".join(source.location)),
             shown(source.schedule or "-"),
-            when,
+            last,
             shown(result),
         )
     for gone in unconfigured(s.storage.data_dir, s.sources):
-        when = _when(statuses[gone].finished_at)
-        table.add_row(shown(gone), "-", "-", "-", when, shown(GONE.format(name=gone)))
+        last = when(statuses[gone].finished_at)
+        table.add_row(shown(gone), "-", "-", "-", last, shown(GONE.format(name=gone)))
     out.print(table)
-
-
-def _when(finished_at: float) -> str:
-    return datetime.fromtimestamp(finished_at, UTC).strftime("%Y-%m-%d %H:%M")

@@ -235,7 +235,7 @@ def test_a_source_taken_out_of_the_config_is_named_until_its_documents_are_remov
     monkeypatch.setenv("COLUMNS", "1000")
     doctor = runner.invoke(app, ["doctor"])
     assert doctor.exit_code == 1
-    assert "wiki (1 documents): not in config.yaml any more" in doctor.output
+    assert "wiki (1 chunks): not in config.yaml any more" in doctor.output
 
     assert runner.invoke(app, ["remove", "wiki"]).exit_code == 0
     listed = runner.invoke(app, ["sources", "list"]).output

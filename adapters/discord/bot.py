@@ -7,8 +7,8 @@ with the bot token. The interaction token lasts 15 minutes: an answer that takes
 slow local model over several rounds) goes out in the channel with the bot token instead,
 mentioning the asker, and its thread opens from that message (`adapters.discord.reply`).
 On SIGTERM the answers in progress get `discord.shutdown_grace_s` to finish (`shutdown`); one
-still running then is cut short with an apology where its asker waits, so no command is left
-"thinking…" and no follow-up unanswered without a word.
+still running then is cut short with an apology where its asker waits (`_apology_if_cut_short`),
+so no command is left "thinking…" and no follow-up unanswered without a word.
 Every send disables mentions, but for that one of the asker and those of an escalation:
 nothing from a document or a model can ping anyone.
 """
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -182,44 +183,49 @@ class DocsBot(discord.Client):
         if policy.private:
             await self._ask_privately(interaction, question, reply)
             return
-        escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            key, answer, answer_id = await self._answer_command(interaction, question, asked)
-            embeds = self.embeds_of(answer)
-            first_view = (
-                feedback_view(answer_id, escalate=escalate)
-                if answer_id and len(embeds) == 1
-                else None
-            )
-            first = await reply.send(embed=embeds[0], view=view_argument(first_view))
-            thread, reason = await self._open_thread(
-                interaction, asked, question, answer, answer_id, first
-            )
-            rest = embeds[1:]
-            target: discord.abc.Messageable = thread or reply  # type: ignore[assignment]
-            for n, embed in enumerate(rest, start=1):
-                view = (
-                    feedback_view(answer_id, escalate=escalate)
-                    if answer_id and n == len(rest)
-                    else None
-                )
-                await target.send(
-                    embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view)
-                )
-            if reason:
-                await reply.send(NO_THREAD.format(reason=reason))
-            if escalate and answer.status is AnswerStatus.NOT_FOUND:
-                # Asked, and the docs don't have it: a person is called in without a click.
-                await self._escalate(target, policy.escalate_to, answer_id or key)
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            await reply.apologise(SHUTDOWN_APOLOGY)
-            raise
+            async with _apology_if_cut_short(reply.apologise):
+                await self._reply_to_ask(interaction, asked, question, reply, policy)
         except Exception:
             log.exception("ask_failed", platform="discord")
             await reply.apologise()
+
+    async def _reply_to_ask(
+        self,
+        interaction: discord.Interaction[Any],
+        asked: _Conversation,
+        question: str,
+        reply: InteractionReply,
+        policy: ResolvedPolicy,
+    ) -> None:
+        """A public `/ask`, deferred: its answer through `reply`, the thread opened from it
+        (the rest of a long answer goes there), and a person called in when so configured."""
+        escalate = bool(policy.escalate_to)
+        key, answer, answer_id = await self._answer_command(interaction, question, asked)
+        embeds = self.embeds_of(answer)
+        first_view = (
+            feedback_view(answer_id, escalate=escalate) if answer_id and len(embeds) == 1 else None
+        )
+        first = await reply.send(embed=embeds[0], view=view_argument(first_view))
+        thread, reason = await self._open_thread(
+            interaction, asked, question, answer, answer_id, first
+        )
+        rest = embeds[1:]
+        target: discord.abc.Messageable = thread or reply  # type: ignore[assignment]
+        for n, embed in enumerate(rest, start=1):
+            view = (
+                feedback_view(answer_id, escalate=escalate)
+                if answer_id and n == len(rest)
+                else None
+            )
+            await target.send(embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view))
+        if reason:
+            await reply.send(NO_THREAD.format(reason=reason))
+        if escalate and answer.status is AnswerStatus.NOT_FOUND:
+            # Asked, and the docs don't have it: a person is called in without a click.
+            await self._escalate(target, policy.escalate_to, answer_id or key)
 
     async def _answer_command(
         self, interaction: discord.Interaction[Any], question: str, asked: _Conversation
@@ -260,21 +266,18 @@ class DocsBot(discord.Client):
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            private = _conversation_of(interaction, private=True)
-            _, answer, answer_id = await self._answer_command(interaction, question, private)
-            embeds = self.embeds_of(answer)
-            for n, embed in enumerate(embeds, start=1):
-                view = discord.ui.View(timeout=None)
-                if answer_id and n == len(embeds):
-                    view.add_item(ShareButton(answer_id))
-                await reply.send(embed=embed, view=view)
+            async with _apology_if_cut_short(reply.apologise):
+                private = _conversation_of(interaction, private=True)
+                _, answer, answer_id = await self._answer_command(interaction, question, private)
+                embeds = self.embeds_of(answer)
+                for n, embed in enumerate(embeds, start=1):
+                    view = discord.ui.View(timeout=None)
+                    if answer_id and n == len(embeds):
+                        view.add_item(ShareButton(answer_id))
+                    await reply.send(embed=embed, view=view)
         except ReplyUndeliverable:
             # Past its token a private answer has no way to the asker, nor has an apology.
             log.warning("private_answer_undelivered", platform="discord")
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            await reply.apologise(SHUTDOWN_APOLOGY)
-            raise
         except Exception:
             log.exception("private_ask_failed", platform="discord")
             await reply.apologise()
@@ -533,22 +536,19 @@ class DocsBot(discord.Client):
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            # Where it can be answered is known before the model is paid to answer it.
-            place = await self._answer_place(message.channel.id, interaction.channel)
-            if place is None:
-                await reply.send(NO_PLACE_TO_ANSWER)
-                return
-            await self._answer_about(
-                message, place, guild, policy, str(interaction.user.id), unasked=False
-            )
-            in_thread = isinstance(place, discord.Thread)
-            await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
+            async with _apology_if_cut_short(reply.apologise):
+                # Where it can be answered is known before the model is paid to answer it.
+                place = await self._answer_place(message.channel.id, interaction.channel)
+                if place is None:
+                    await reply.send(NO_PLACE_TO_ANSWER)
+                    return
+                await self._answer_about(
+                    message, place, guild, policy, str(interaction.user.id), unasked=False
+                )
+                in_thread = isinstance(place, discord.Thread)
+                await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
         except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
             log.warning("pointer_undelivered", platform="discord")
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            await reply.apologise(SHUTDOWN_APOLOGY)
-            raise
         except Exception:
             log.exception("ask_about_failed", platform="discord")
             await reply.apologise()
@@ -608,43 +608,40 @@ class DocsBot(discord.Client):
     async def _answer_in_place(self, message: discord.Message, key: str, channel_key: str) -> None:
         """A follow-up in one of the bot's threads, or a direct message: answered where it
         was written, with that conversation's memory."""
+        say = functools.partial(_say, message.channel)
         if self.draining:
-            with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(RESTARTING, allowed_mentions=NO_MENTIONS)
+            await say(RESTARTING)
             return
         try:
-            if not await self.state.first_delivery(f"discord-message:{message.id}"):
-                return
-            kind = ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
-            async with self.engine.in_turn(key), message.channel.typing():
-                if not await self.store.recent(key, 1):  # a history read back is filled once
-                    await self._seed_history(message.channel, key, before=message)
-                answer = await self.engine.answer(
-                    Question(
-                        "discord",
-                        key,
-                        str(message.author.id),
-                        message.content,
-                        kind,
-                        channel_key=channel_key,
-                    )
+            async with _apology_if_cut_short(say):
+                if not await self.state.first_delivery(f"discord-message:{message.id}"):
+                    return
+                kind = (
+                    ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
                 )
-            escalate = bool(channel_key and self.policies(channel_key).escalate_to)
-            await self._send_answer(
-                message.channel,
-                await self._record(key, message.content, answer, channel=channel_key),
-                answer,
-                escalate=escalate,
-            )
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(SHUTDOWN_APOLOGY, allowed_mentions=NO_MENTIONS)
-            raise
+                async with self.engine.in_turn(key), message.channel.typing():
+                    if not await self.store.recent(key, 1):  # a history read back: filled once
+                        await self._seed_history(message.channel, key, before=message)
+                    answer = await self.engine.answer(
+                        Question(
+                            "discord",
+                            key,
+                            str(message.author.id),
+                            message.content,
+                            kind,
+                            channel_key=channel_key,
+                        )
+                    )
+                escalate = bool(channel_key and self.policies(channel_key).escalate_to)
+                await self._send_answer(
+                    message.channel,
+                    await self._record(key, message.content, answer, channel=channel_key),
+                    answer,
+                    escalate=escalate,
+                )
         except Exception:
             log.exception("follow_up_failed", platform="discord")
-            with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+            await say(APOLOGY)
 
     async def _escalate(
         self, channel: discord.abc.Messageable, targets: tuple[str, ...], answer_id: str
@@ -761,6 +758,33 @@ class _Conversation:
     key: str
     kind: ChannelKind
     channel_key: str
+
+
+@contextlib.asynccontextmanager
+async def _apology_if_cut_short(apologise: Callable[[str], Awaitable[None]]) -> AsyncIterator[None]:
+    """An answer cancelled by `DocsBot.shutdown` (its grace over) says so where its asker
+    waits, with `apologise` (the interaction's reply, the thread), then ends cancelled: without
+    it the asker would watch "thinking…" for ever, or a question with no reply. One place for
+    every path that someone asked on (`/ask`, the menu, a follow-up); an unasked answer
+    (an `auto` channel, a forum post) shows nothing while it is written and ends in silence.
+    The apology is sent while the task is being cancelled, so a failure of it is only logged:
+    the cancellation must go on."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        log.warning("answer_cut_short", platform="discord")
+        try:
+            await apologise(SHUTDOWN_APOLOGY)
+        except Exception:
+            log.warning("apology_not_sent", platform="discord", exc_info=True)
+        raise
+
+
+async def _say(channel: discord.abc.Messageable, text: str) -> None:
+    """`text` in `channel`, pinging nobody; a refusal is dropped: this is what a follow-up is
+    told (ask again, an apology) when there is nothing better to do."""
+    with contextlib.suppress(discord.HTTPException):
+        await channel.send(text, allowed_mentions=NO_MENTIONS)
 
 
 def _written_mention(content: str, user_id: int) -> bool:

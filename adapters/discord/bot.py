@@ -117,14 +117,20 @@ class DocsBot(discord.Client):
         again), those in progress get `discord.shutdown_grace_s` to finish, the rest are
         cancelled and apologise where their asker waits (within `discord.apology_deadline_s`);
         then the connection closes, which ends `start`. Closing at once would cut every answer
-        off with the connection: the asker's "thinking…" would never change."""
+        off with the connection: the asker's "thinking…" would never change.
+        A task that joins `_in_flight` during the grace (an event discord.py dispatched just
+        before the drain began, which finds `draining` set and says so) is waited for too, and
+        cut short with the rest: the set is read again until it is empty or the grace is over,
+        as Slack's `drain` does; whatever is still in it then is cancelled."""
         self.draining = True
-        late: set[asyncio.Task[Any]] = set()
         if self._in_flight:
             grace_s = self.settings.shutdown_grace_s
             log.info("discord_draining", answers=len(self._in_flight), grace_s=grace_s)
-            _, late = await asyncio.wait(set(self._in_flight), timeout=grace_s)
-        if late:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + grace_s
+            while self._in_flight and (left := deadline - loop.time()) > 0:
+                await asyncio.wait(set(self._in_flight), timeout=left)
+        if late := set(self._in_flight):
             log.warning("discord_answers_cut_short", answers=len(late))
             for task in late:
                 task.cancel()

@@ -14,6 +14,10 @@ from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, reply, tool_use
 from tests.integration.discord.conftest import ask_payload, thread_message
+from tests.integration.discord.test_channel_policies import (
+    channel_message,
+    reaction,
+)
 
 QUESTION = "How do I re-ingest changed documents?"
 _SHORT_GRACE = {"shutdown_grace_s": 0.2, "apology_deadline_s": 5}
@@ -122,3 +126,36 @@ async def test_a_command_arriving_while_shutting_down_is_told_to_ask_again(
     assert told["type"] == 4  # CHANNEL_MESSAGE_WITH_SOURCE, not a deferral
     assert told["data"]["content"] == RESTARTING
     assert told["data"]["flags"] == 64  # ephemeral
+
+
+async def test_an_answer_that_joins_during_the_grace_is_waited_for_then_cut_short(
+    discord_factory,
+) -> None:
+    """`shutdown` reads the answers in progress again while it waits: one that joins after the
+    drain began (an event discord.py dispatched just before) is cancelled with the rest before
+    the connection closes, not left running past it."""
+    api, _ = _hanging_model()
+    harness, stop = await discord_factory(
+        claude=ClaudeModel(api.client(max_retries=0), model="claude-test", max_tokens=256)
+    )
+    never = asyncio.Event()
+
+    async def joins_late() -> None:
+        with harness.bot._answering():
+            await never.wait()
+
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot.settings = harness.bot.settings.model_copy(update=_SHORT_GRACE)
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await harness.until(lambda: len(api.requests) >= 2)  # an answer in progress
+        shutting_down = asyncio.create_task(harness.bot.shutdown())
+        await asyncio.sleep(0)  # the drain has begun
+        late = asyncio.create_task(joins_late())
+        await asyncio.wait_for(shutting_down, 10)
+        assert late.cancelled()
+        assert harness.bot.is_closed()
+    finally:
+        never.set()
+        await stop()

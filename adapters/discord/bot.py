@@ -8,7 +8,10 @@ slow local model over several rounds) goes out in the channel with the bot token
 mentioning the asker, and its thread opens from that message (`adapters.discord.reply`).
 On SIGTERM the answers in progress get `discord.shutdown_grace_s` to finish (`shutdown`); one
 still running then is cut short with an apology where its asker waits (`_apology_if_cut_short`),
-so no command is left "thinking…" and no follow-up unanswered without a word.
+so no command is left "thinking…" and no follow-up unanswered without a word. While
+draining no answer starts: a command or a follow-up is told to ask again; a ❓, an unasked
+question or a forum post, which have nobody waiting on an interaction, are left unclaimed and
+logged (`not_answered`), so a ❓ added again after the restart is answered.
 Every send disables mentions, but for that one of the asker and those of an escalation:
 nothing from a document or a model can ping anyone.
 """
@@ -155,6 +158,15 @@ class DocsBot(discord.Client):
             return False
         await interaction.response.send_message(RESTARTING, ephemeral=True)
         return True
+
+    def _draining_now(self, what: str) -> bool:
+        """While shutting down, `what` (a ❓, an unasked question, a forum post) starts no
+        answer: one begun now would only be cut short. Nobody waits on an interaction to be
+        told to ask again, so it is logged instead; this is checked before the event is
+        claimed (`first_delivery`), so a ❓ added again once the bot is back is answered."""
+        if self.draining:
+            log.info("not_answered", platform="discord", reason=f"{what} while restarting")
+        return self.draining
 
     async def sync_commands(self, token: str, guild: int | None) -> str:
         """Register /ask with Discord (on deploy, not at every start: Discord rate-limits it).
@@ -394,6 +406,8 @@ class DocsBot(discord.Client):
         place = await self._answer_place(message.channel.id)
         if not isinstance(place, discord.TextChannel):
             return  # someone else's thread, a voice chat...: not where a thread can open
+        if self._draining_now("unasked question"):
+            return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
         await self._answer_about(
@@ -415,6 +429,8 @@ class DocsBot(discord.Client):
         channel_key = key_of_channel(guild, int(parent))
         policy = self.policies(channel_key)
         if policy.trigger != "auto" or _cannot_be_private(policy, "forum post"):
+            return
+        if self._draining_now("forum post"):
             return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
@@ -579,7 +595,7 @@ class DocsBot(discord.Client):
             policy = self.policies(key_of_channel(guild, _policy_channel(place)))
             if policy.trigger == "off" or not policy.reactions:
                 return
-            if _cannot_be_private(policy, "reaction"):
+            if _cannot_be_private(policy, "reaction") or self._draining_now("reaction"):
                 return
             if not await self.state.first_delivery(f"discord-reaction:{payload.message_id}"):
                 return
@@ -771,7 +787,7 @@ async def _apology_if_cut_short(apologise: Callable[[str], Awaitable[None]]) -> 
     """An answer cancelled by `DocsBot.shutdown` (its grace over) says so where its asker
     waits, with `apologise` (the interaction's reply, the thread), then ends cancelled: without
     it the asker would watch "thinking…" for ever, or a question with no reply. One place for
-    every path that someone asked on (`/ask`, the menu, a follow-up); an unasked answer
+    every path that someone asked on (`/ask`, the menu, a follow-up, a ❓); an unasked answer
     (an `auto` channel, a forum post) shows nothing while it is written and ends in silence.
     The apology is sent while the task is being cancelled, so a failure of it is only logged:
     the cancellation must go on."""

@@ -8,14 +8,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import structlog
+
 from adapters.discord.bot import SHUTDOWN_APOLOGY
 from adapters.discord.reply import RESTARTING
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.config import ChannelPolicy
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, reply, tool_use
 from tests.integration.discord.conftest import ask_payload, thread_message
 from tests.integration.discord.test_channel_policies import (
+    FORUM,
+    HERE,
     channel_message,
+    forum_post,
     reaction,
 )
 
@@ -158,4 +164,39 @@ async def test_an_answer_that_joins_during_the_grace_is_waited_for_then_cut_shor
         assert harness.bot.is_closed()
     finally:
         never.set()
+        await stop()
+
+
+async def test_while_shutting_down_what_no_command_asked_starts_no_answer(
+    discord_factory,
+) -> None:
+    """A ❓, an unasked question in an `auto` channel and a forum post arriving while the bot
+    drains have no interaction to be told through: nothing starts (no thread, no post), each
+    is logged, and none is claimed, so the same ❓ after the restart is answered."""
+    auto = ChannelPolicy(trigger="auto")
+    harness, stop = await discord_factory(policies={HERE: auto, FORUM: auto})
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    harness.bot.draining = True
+    try:
+        for what, send in (
+            (
+                "reaction",
+                lambda: harness.bot._connection.parse_message_reaction_add(reaction(target)),
+            ),
+            ("unasked question", lambda: harness.gateway_message(channel_message(QUESTION))),
+            (
+                "forum post",
+                lambda: harness.gateway_message(forum_post(harness, "882", "Re-ingest", QUESTION)),
+            ),
+        ):
+            with structlog.testing.capture_logs() as logs:
+                send()
+                await harness.until(lambda: any(e["event"] == "not_answered" for e in logs))
+            [said] = [e for e in logs if e["event"] == "not_answered"]
+            assert said["reason"] == f"{what} while restarting"
+        assert harness.emulator.threads == []
+        assert harness.emulator.called("POST", "/messages") == []
+        assert await harness.state.first_delivery(f"discord-reaction:{target['id']}")
+    finally:
         await stop()

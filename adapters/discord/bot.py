@@ -8,7 +8,7 @@ slow local model over several rounds) goes out in the channel with the bot token
 mentioning the asker, and its thread opens from that message (`adapters.discord.reply`).
 On SIGTERM the answers in progress get `discord.shutdown_grace_s` to finish (`shutdown`); one
 still running then is cut short with an apology where its asker waits (`_apology_if_cut_short`),
-so no command is left "thinking…" and no follow-up unanswered without a word. While
+so no command is left "thinking…" and no follow-up or ❓ unanswered without a word. While
 draining no answer starts: a command or a follow-up is told to ask again; a ❓, an unasked
 question or a forum post, which have nobody waiting on an interaction, are left unclaimed and
 logged (`not_answered`), so a ❓ added again after the restart is answered.
@@ -65,6 +65,7 @@ NO_PLACE_TO_ANSWER = "I can't open a thread on a message here; ask with `/ask` i
 THREAD_NAME_CHARS = 100
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages, as Discord's client proposes
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+_THREAD_EXISTS = 160004  # Discord: "A thread has already been created for this message"
 
 
 class DocsBot(discord.Client):
@@ -603,11 +604,48 @@ class DocsBot(discord.Client):
             message = await channel.fetch_message(payload.message_id)
             if not message.content.strip() or message.author.bot:
                 return
-            await self._answer_about(
-                message, place, guild, policy, str(payload.user_id), unasked=False
-            )
+            apologise = functools.partial(self._apologise_about, message, place, guild)
+            async with _apology_if_cut_short(apologise):
+                await self._answer_about(
+                    message, place, guild, policy, str(payload.user_id), unasked=False
+                )
         except Exception:
             log.exception("reaction_not_answered", platform="discord")
+
+    async def _apologise_about(
+        self,
+        message: discord.Message,
+        place: discord.TextChannel | discord.Thread,
+        guild: int,
+        text: str,
+    ) -> None:
+        """`text` where the answer about `message` (asked with a ❓: no interaction to reply
+        through) was going: in its thread as a reply to it, or in the thread opened from it.
+        That thread may not exist yet (it opens once the answer is written), so it is opened
+        now; one opened already is the message's own id, as Discord numbers a thread started
+        from a message. The thread is the bot's, so asking again there is answered."""
+        try:
+            if isinstance(place, discord.Thread):
+                await place.send(text, reference=message, allowed_mentions=NO_MENTIONS)
+                return
+            thread_id = message.id
+            try:
+                data = await self.http.start_thread_with_message(
+                    message.channel.id,
+                    message.id,
+                    name=message.content[:THREAD_NAME_CHARS] or "Question",
+                    auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+                    rate_limit_per_user=None,
+                )
+                thread_id = int(data["id"])
+            except discord.HTTPException as exc:
+                if exc.code != _THREAD_EXISTS:
+                    raise
+            thread = self.get_partial_messageable(thread_id, guild_id=guild)
+            await thread.send(text, allowed_mentions=NO_MENTIONS)
+            await self.state.remember_thread(_thread_key(thread_id))
+        except Exception:
+            log.warning("apology_not_sent", platform="discord", exc_info=True)
 
     async def _answer_place(
         self, channel_id: int, seen: object = None

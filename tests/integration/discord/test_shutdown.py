@@ -1,7 +1,8 @@
 """SIGTERM while answers are being written (what Heroku and Docker send to stop `bot discord`):
 the answers in progress get `discord.shutdown_grace_s` to finish; those still running then
 are cut short with an apology where the asker is waiting (the "thinking…" of a command, the
-thread of a follow-up), never left silent; the connection closes after that."""
+thread of a follow-up or of a ❓), never left silent; the connection closes after that. While
+it drains, nothing new starts."""
 
 from __future__ import annotations
 
@@ -132,6 +133,33 @@ async def test_a_command_arriving_while_shutting_down_is_told_to_ask_again(
     assert told["type"] == 4  # CHANNEL_MESSAGE_WITH_SOURCE, not a deferral
     assert told["data"]["content"] == RESTARTING
     assert told["data"]["flags"] == 64  # ephemeral
+
+
+async def test_a_reaction_answer_still_running_at_sigterm_is_apologised_for_in_its_thread(
+    discord_factory,
+) -> None:
+    """A ❓ has no interaction to apologise through: the apology goes in the thread the answer
+    was to open from the message (opened for it, as the answer had not got that far), and the
+    thread is the bot's, so asking again there is answered."""
+    api, _ = _hanging_model()
+    harness, stop = await discord_factory(
+        claude=ClaudeModel(api.client(max_retries=0), model="claude-test", max_tokens=256)
+    )
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot.settings = harness.bot.settings.model_copy(update=_SHORT_GRACE)
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await harness.until(lambda: len(api.requests) >= 2)  # the answer is being written
+        await asyncio.wait_for(harness.bot.shutdown(), 10)
+        assert harness.emulator.called("POST", f"/messages/{target['id']}/threads")
+        [thread_id] = harness.emulator.threads
+        in_thread = _sent(harness, f"/channels/{thread_id}/messages")
+        assert [m.get("content") for m in in_thread] == [SHUTDOWN_APOLOGY]
+        assert await harness.state.is_bot_thread(f"discord/thread/{thread_id}")
+        assert harness.bot.is_closed()
+    finally:
+        await stop()
 
 
 async def test_an_answer_that_joins_during_the_grace_is_waited_for_then_cut_short(

@@ -275,7 +275,7 @@ def build_slack_app(
         settings=s,
         metrics_path=settings.metrics.path,
         readiness=readiness,
-        leftovers=LeftoverSweeper(state, app.client, s.leftovers, owner),
+        leftovers=LeftoverSweeper(state, app.client, s.leftovers, owner, pending),
     )
 
 

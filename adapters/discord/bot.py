@@ -7,8 +7,11 @@ with the bot token. The interaction token lasts 15 minutes: an answer that takes
 slow local model over several rounds) goes out in the channel with the bot token instead,
 mentioning the asker, and its thread opens from that message (`adapters.discord.reply`).
 On SIGTERM the answers in progress get `discord.shutdown_grace_s` to finish (`shutdown`); one
-still running then is cut short with an apology where its asker waits, so no command is left
-"thinking…" and no follow-up unanswered without a word.
+still running then is cut short with an apology where its asker waits (`_apology_if_cut_short`),
+so no command is left "thinking…" and no follow-up or ❓ unanswered without a word. While
+draining no answer starts: a command or a follow-up is told to ask again; a ❓, an unasked
+question or a forum post, which have nobody waiting on an interaction, are left unclaimed and
+logged (`not_answered`), so a ❓ added again after the restart is answered.
 Every send disables mentions, but for that one of the asker and those of an escalation:
 nothing from a document or a model can ping anyone.
 """
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,6 +65,7 @@ NO_PLACE_TO_ANSWER = "I can't open a thread on a message here; ask with `/ask` i
 THREAD_NAME_CHARS = 100
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages, as Discord's client proposes
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+_THREAD_EXISTS = 160004  # Discord: "A thread has already been created for this message"
 
 
 class DocsBot(discord.Client):
@@ -116,14 +121,20 @@ class DocsBot(discord.Client):
         again), those in progress get `discord.shutdown_grace_s` to finish, the rest are
         cancelled and apologise where their asker waits (within `discord.apology_deadline_s`);
         then the connection closes, which ends `start`. Closing at once would cut every answer
-        off with the connection: the asker's "thinking…" would never change."""
+        off with the connection: the asker's "thinking…" would never change.
+        A task that joins `_in_flight` during the grace (an event discord.py dispatched just
+        before the drain began, which finds `draining` set and says so) is waited for too, and
+        cut short with the rest: the set is read again until it is empty or the grace is over,
+        as Slack's `drain` does; whatever is still in it then is cancelled."""
         self.draining = True
-        late: set[asyncio.Task[Any]] = set()
         if self._in_flight:
             grace_s = self.settings.shutdown_grace_s
             log.info("discord_draining", answers=len(self._in_flight), grace_s=grace_s)
-            _, late = await asyncio.wait(set(self._in_flight), timeout=grace_s)
-        if late:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + grace_s
+            while self._in_flight and (left := deadline - loop.time()) > 0:
+                await asyncio.wait(set(self._in_flight), timeout=left)
+        if late := set(self._in_flight):
             log.warning("discord_answers_cut_short", answers=len(late))
             for task in late:
                 task.cancel()
@@ -148,6 +159,15 @@ class DocsBot(discord.Client):
             return False
         await interaction.response.send_message(RESTARTING, ephemeral=True)
         return True
+
+    def _draining_now(self, what: str) -> bool:
+        """While shutting down, `what` (a ❓, an unasked question, a forum post) starts no
+        answer: one begun now would only be cut short. Nobody waits on an interaction to be
+        told to ask again, so it is logged instead; this is checked before the event is
+        claimed (`first_delivery`), so a ❓ added again once the bot is back is answered."""
+        if self.draining:
+            log.info("not_answered", platform="discord", reason=f"{what} while restarting")
+        return self.draining
 
     async def sync_commands(self, token: str, guild: int | None) -> str:
         """Register /ask with Discord (on deploy, not at every start: Discord rate-limits it).
@@ -182,44 +202,49 @@ class DocsBot(discord.Client):
         if policy.private:
             await self._ask_privately(interaction, question, reply)
             return
-        escalate = bool(policy.escalate_to)
         await interaction.response.defer(thinking=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            key, answer, answer_id = await self._answer_command(interaction, question, asked)
-            embeds = self.embeds_of(answer)
-            first_view = (
-                feedback_view(answer_id, escalate=escalate)
-                if answer_id and len(embeds) == 1
-                else None
-            )
-            first = await reply.send(embed=embeds[0], view=view_argument(first_view))
-            thread, reason = await self._open_thread(
-                interaction, asked, question, answer, answer_id, first
-            )
-            rest = embeds[1:]
-            target: discord.abc.Messageable = thread or reply  # type: ignore[assignment]
-            for n, embed in enumerate(rest, start=1):
-                view = (
-                    feedback_view(answer_id, escalate=escalate)
-                    if answer_id and n == len(rest)
-                    else None
-                )
-                await target.send(
-                    embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view)
-                )
-            if reason:
-                await reply.send(NO_THREAD.format(reason=reason))
-            if escalate and answer.status is AnswerStatus.NOT_FOUND:
-                # Asked, and the docs don't have it: a person is called in without a click.
-                await self._escalate(target, policy.escalate_to, answer_id or key)
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            await reply.apologise(SHUTDOWN_APOLOGY)
-            raise
+            async with _apology_if_cut_short(reply.apologise):
+                await self._reply_to_ask(interaction, asked, question, reply, policy)
         except Exception:
             log.exception("ask_failed", platform="discord")
             await reply.apologise()
+
+    async def _reply_to_ask(
+        self,
+        interaction: discord.Interaction[Any],
+        asked: _Conversation,
+        question: str,
+        reply: InteractionReply,
+        policy: ResolvedPolicy,
+    ) -> None:
+        """A public `/ask`, deferred: its answer through `reply`, the thread opened from it
+        (the rest of a long answer goes there), and a person called in when so configured."""
+        escalate = bool(policy.escalate_to)
+        key, answer, answer_id = await self._answer_command(interaction, question, asked)
+        embeds = self.embeds_of(answer)
+        first_view = (
+            feedback_view(answer_id, escalate=escalate) if answer_id and len(embeds) == 1 else None
+        )
+        first = await reply.send(embed=embeds[0], view=view_argument(first_view))
+        thread, reason = await self._open_thread(
+            interaction, asked, question, answer, answer_id, first
+        )
+        rest = embeds[1:]
+        target: discord.abc.Messageable = thread or reply  # type: ignore[assignment]
+        for n, embed in enumerate(rest, start=1):
+            view = (
+                feedback_view(answer_id, escalate=escalate)
+                if answer_id and n == len(rest)
+                else None
+            )
+            await target.send(embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view))
+        if reason:
+            await reply.send(NO_THREAD.format(reason=reason))
+        if escalate and answer.status is AnswerStatus.NOT_FOUND:
+            # Asked, and the docs don't have it: a person is called in without a click.
+            await self._escalate(target, policy.escalate_to, answer_id or key)
 
     async def _answer_command(
         self, interaction: discord.Interaction[Any], question: str, asked: _Conversation
@@ -260,21 +285,18 @@ class DocsBot(discord.Client):
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            private = _conversation_of(interaction, private=True)
-            _, answer, answer_id = await self._answer_command(interaction, question, private)
-            embeds = self.embeds_of(answer)
-            for n, embed in enumerate(embeds, start=1):
-                view = discord.ui.View(timeout=None)
-                if answer_id and n == len(embeds):
-                    view.add_item(ShareButton(answer_id))
-                await reply.send(embed=embed, view=view)
+            async with _apology_if_cut_short(reply.apologise):
+                private = _conversation_of(interaction, private=True)
+                _, answer, answer_id = await self._answer_command(interaction, question, private)
+                embeds = self.embeds_of(answer)
+                for n, embed in enumerate(embeds, start=1):
+                    view = discord.ui.View(timeout=None)
+                    if answer_id and n == len(embeds):
+                        view.add_item(ShareButton(answer_id))
+                    await reply.send(embed=embed, view=view)
         except ReplyUndeliverable:
             # Past its token a private answer has no way to the asker, nor has an apology.
             log.warning("private_answer_undelivered", platform="discord")
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            await reply.apologise(SHUTDOWN_APOLOGY)
-            raise
         except Exception:
             log.exception("private_ask_failed", platform="discord")
             await reply.apologise()
@@ -385,6 +407,8 @@ class DocsBot(discord.Client):
         place = await self._answer_place(message.channel.id)
         if not isinstance(place, discord.TextChannel):
             return  # someone else's thread, a voice chat...: not where a thread can open
+        if self._draining_now("unasked question"):
+            return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
         await self._answer_about(
@@ -406,6 +430,8 @@ class DocsBot(discord.Client):
         channel_key = key_of_channel(guild, int(parent))
         policy = self.policies(channel_key)
         if policy.trigger != "auto" or _cannot_be_private(policy, "forum post"):
+            return
+        if self._draining_now("forum post"):
             return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
@@ -533,22 +559,19 @@ class DocsBot(discord.Client):
         await interaction.response.defer(thinking=True, ephemeral=True)
         metrics.EVENT_ACKS.labels("discord", "interaction", "deferred").inc()
         try:
-            # Where it can be answered is known before the model is paid to answer it.
-            place = await self._answer_place(message.channel.id, interaction.channel)
-            if place is None:
-                await reply.send(NO_PLACE_TO_ANSWER)
-                return
-            await self._answer_about(
-                message, place, guild, policy, str(interaction.user.id), unasked=False
-            )
-            in_thread = isinstance(place, discord.Thread)
-            await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
+            async with _apology_if_cut_short(reply.apologise):
+                # Where it can be answered is known before the model is paid to answer it.
+                place = await self._answer_place(message.channel.id, interaction.channel)
+                if place is None:
+                    await reply.send(NO_PLACE_TO_ANSWER)
+                    return
+                await self._answer_about(
+                    message, place, guild, policy, str(interaction.user.id), unasked=False
+                )
+                in_thread = isinstance(place, discord.Thread)
+                await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
         except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
             log.warning("pointer_undelivered", platform="discord")
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            await reply.apologise(SHUTDOWN_APOLOGY)
-            raise
         except Exception:
             log.exception("ask_about_failed", platform="discord")
             await reply.apologise()
@@ -573,7 +596,7 @@ class DocsBot(discord.Client):
             policy = self.policies(key_of_channel(guild, _policy_channel(place)))
             if policy.trigger == "off" or not policy.reactions:
                 return
-            if _cannot_be_private(policy, "reaction"):
+            if _cannot_be_private(policy, "reaction") or self._draining_now("reaction"):
                 return
             if not await self.state.first_delivery(f"discord-reaction:{payload.message_id}"):
                 return
@@ -581,11 +604,48 @@ class DocsBot(discord.Client):
             message = await channel.fetch_message(payload.message_id)
             if not message.content.strip() or message.author.bot:
                 return
-            await self._answer_about(
-                message, place, guild, policy, str(payload.user_id), unasked=False
-            )
+            apologise = functools.partial(self._apologise_about, message, place, guild)
+            async with _apology_if_cut_short(apologise):
+                await self._answer_about(
+                    message, place, guild, policy, str(payload.user_id), unasked=False
+                )
         except Exception:
             log.exception("reaction_not_answered", platform="discord")
+
+    async def _apologise_about(
+        self,
+        message: discord.Message,
+        place: discord.TextChannel | discord.Thread,
+        guild: int,
+        text: str,
+    ) -> None:
+        """`text` where the answer about `message` (asked with a ❓: no interaction to reply
+        through) was going: in its thread as a reply to it, or in the thread opened from it.
+        That thread may not exist yet (it opens once the answer is written), so it is opened
+        now; one opened already is the message's own id, as Discord numbers a thread started
+        from a message. The thread is the bot's, so asking again there is answered."""
+        try:
+            if isinstance(place, discord.Thread):
+                await place.send(text, reference=message, allowed_mentions=NO_MENTIONS)
+                return
+            thread_id = message.id
+            try:
+                data = await self.http.start_thread_with_message(
+                    message.channel.id,
+                    message.id,
+                    name=message.content[:THREAD_NAME_CHARS] or "Question",
+                    auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+                    rate_limit_per_user=None,
+                )
+                thread_id = int(data["id"])
+            except discord.HTTPException as exc:
+                if exc.code != _THREAD_EXISTS:
+                    raise
+            thread = self.get_partial_messageable(thread_id, guild_id=guild)
+            await thread.send(text, allowed_mentions=NO_MENTIONS)
+            await self.state.remember_thread(_thread_key(thread_id))
+        except Exception:
+            log.warning("apology_not_sent", platform="discord", exc_info=True)
 
     async def _answer_place(
         self, channel_id: int, seen: object = None
@@ -608,43 +668,40 @@ class DocsBot(discord.Client):
     async def _answer_in_place(self, message: discord.Message, key: str, channel_key: str) -> None:
         """A follow-up in one of the bot's threads, or a direct message: answered where it
         was written, with that conversation's memory."""
+        say = functools.partial(_say, message.channel)
         if self.draining:
-            with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(RESTARTING, allowed_mentions=NO_MENTIONS)
+            await say(RESTARTING)
             return
         try:
-            if not await self.state.first_delivery(f"discord-message:{message.id}"):
-                return
-            kind = ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
-            async with self.engine.in_turn(key), message.channel.typing():
-                if not await self.store.recent(key, 1):  # a history read back is filled once
-                    await self._seed_history(message.channel, key, before=message)
-                answer = await self.engine.answer(
-                    Question(
-                        "discord",
-                        key,
-                        str(message.author.id),
-                        message.content,
-                        kind,
-                        channel_key=channel_key,
-                    )
+            async with _apology_if_cut_short(say):
+                if not await self.state.first_delivery(f"discord-message:{message.id}"):
+                    return
+                kind = (
+                    ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
                 )
-            escalate = bool(channel_key and self.policies(channel_key).escalate_to)
-            await self._send_answer(
-                message.channel,
-                await self._record(key, message.content, answer, channel=channel_key),
-                answer,
-                escalate=escalate,
-            )
-        except asyncio.CancelledError:
-            log.warning("answer_cut_short", platform="discord")
-            with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(SHUTDOWN_APOLOGY, allowed_mentions=NO_MENTIONS)
-            raise
+                async with self.engine.in_turn(key), message.channel.typing():
+                    if not await self.store.recent(key, 1):  # a history read back: filled once
+                        await self._seed_history(message.channel, key, before=message)
+                    answer = await self.engine.answer(
+                        Question(
+                            "discord",
+                            key,
+                            str(message.author.id),
+                            message.content,
+                            kind,
+                            channel_key=channel_key,
+                        )
+                    )
+                escalate = bool(channel_key and self.policies(channel_key).escalate_to)
+                await self._send_answer(
+                    message.channel,
+                    await self._record(key, message.content, answer, channel=channel_key),
+                    answer,
+                    escalate=escalate,
+                )
         except Exception:
             log.exception("follow_up_failed", platform="discord")
-            with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(APOLOGY, allowed_mentions=NO_MENTIONS)
+            await say(APOLOGY)
 
     async def _escalate(
         self, channel: discord.abc.Messageable, targets: tuple[str, ...], answer_id: str
@@ -761,6 +818,33 @@ class _Conversation:
     key: str
     kind: ChannelKind
     channel_key: str
+
+
+@contextlib.asynccontextmanager
+async def _apology_if_cut_short(apologise: Callable[[str], Awaitable[None]]) -> AsyncIterator[None]:
+    """An answer cancelled by `DocsBot.shutdown` (its grace over) says so where its asker
+    waits, with `apologise` (the interaction's reply, the thread), then ends cancelled: without
+    it the asker would watch "thinking…" for ever, or a question with no reply. One place for
+    every path that someone asked on (`/ask`, the menu, a follow-up, a ❓); an unasked answer
+    (an `auto` channel, a forum post) shows nothing while it is written and ends in silence.
+    The apology is sent while the task is being cancelled, so a failure of it is only logged:
+    the cancellation must go on."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        log.warning("answer_cut_short", platform="discord")
+        try:
+            await apologise(SHUTDOWN_APOLOGY)
+        except Exception:
+            log.warning("apology_not_sent", platform="discord", exc_info=True)
+        raise
+
+
+async def _say(channel: discord.abc.Messageable, text: str) -> None:
+    """`text` in `channel`, pinging nobody; a refusal is dropped: this is what a follow-up is
+    told (ask again, an apology) when there is nothing better to do."""
+    with contextlib.suppress(discord.HTTPException):
+        await channel.send(text, allowed_mentions=NO_MENTIONS)
 
 
 def _written_mention(content: str, user_id: int) -> bool:

@@ -8,7 +8,7 @@ runs no code at all, so the asker's "Looking through the docs…" would stay for
   replaced it) is recorded in the platform state (`PendingMessages`), and the record is
   dropped once the answer or an apology replaced it;
 - every Slack process beats in the same store while it runs (`LeftoverSweeper.beat`), so the
-  others can tell it is alive;
+  others can tell it is alive; each beat, and the stop, also retry the drops that failed;
 - at start, and then every `sweep_interval_s`, a process takes the records no live process
   will replace (their owner silent for `owner_silent_s`, or older than `max_answer_s`), claims
   each (exactly one process wins it) and edits its message into `LEFTOVER_APOLOGY`, once.
@@ -21,7 +21,14 @@ right after a crash may not have waited yet, hence the later looks.
 
 A failure here never costs an answer: a record that could not be written is logged and the
 answer goes on (it is then only unprotected against a hard kill), and a failed look is logged
-and tried again at the next one.
+and tried again at the next one. Nor does it overwrite one: a record left after its answer was
+delivered would, once its process stopped beating, be claimed by the next process and the
+answer edited into the apology. So a drop that fails is remembered and tried again at every
+beat while the process is alive (a live owner's record is nobody else's to take) and once more
+when it stops. What remains: a hard kill between the answer's last edit and its record's
+drop (one store write), or after a failed drop and before a retry went through (at most a
+`heartbeat_s`, with the store failing), or a store that fails from the drop until the process
+stops; each apologises, late, for an answer the asker already has.
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ class PendingMessages:
     def __init__(self, state: PendingReplies, owner: str) -> None:
         self._state = state
         self.owner = owner
+        # Replies answered whose record could not be dropped: to drop at the next beat.
+        self._undropped: set[str] = set()
 
     async def hold(
         self,
@@ -96,10 +105,26 @@ class PendingMessages:
             log.warning("reply_not_recorded", platform=PLATFORM, exc_info=True)
 
     async def drop(self, reply_id: str) -> None:
+        """Forget the reply: its message now shows the answer (or an apology). A failure is
+        remembered for `retry_drops`: a record left there would have the next process edit
+        the delivered answer into an apology once this one stopped beating."""
         try:
             await self._state.drop_reply(reply_id)
-        except Exception:  # at worst the next start apologises for an answer
+        except Exception:
+            self._undropped.add(reply_id)
             log.warning("reply_record_not_dropped", platform=PLATFORM, exc_info=True)
+
+    async def retry_drops(self) -> None:
+        """The drops that failed, tried again (at each beat, and when the process stops);
+        those that fail again are kept for the next try."""
+        for reply_id in list(self._undropped):
+            try:
+                await self._state.drop_reply(reply_id)
+            except Exception:
+                log.warning("reply_record_not_dropped", platform=PLATFORM, exc_info=True)
+                continue
+            self._undropped.discard(reply_id)
+            log.info("reply_record_dropped_late", platform=PLATFORM)
 
 
 class LeftoverSweeper:
@@ -111,31 +136,44 @@ class LeftoverSweeper:
         client: AsyncWebClient,
         settings: LeftoverSettings,
         owner: str,
+        pending: PendingMessages | None = None,
     ) -> None:
+        """`pending`: this process's records (same `owner`), whose failed drops each beat
+        retries."""
         self._state = state
         self._client = client
         self._settings = settings
         self._owner = owner
+        self._pending = pending
 
     async def run(self) -> None:
         """Beat, look once (the start's look), then beat every `heartbeat_s` and look every
-        `sweep_interval_s`, until cancelled (the process stopping)."""
+        `sweep_interval_s`, until cancelled (the process stopping, its answers drained): the
+        failed drops are tried a last time then, as nothing will beat for them after."""
         s = self._settings
-        await self.beat()
-        await self.sweep()
-        next_sweep = time.monotonic() + s.sweep_interval_s
-        while True:
-            await asyncio.sleep(s.heartbeat_s)
+        try:
             await self.beat()
-            if s.sweep_interval_s and time.monotonic() >= next_sweep:
-                await self.sweep()
-                next_sweep = time.monotonic() + s.sweep_interval_s
+            await self.sweep()
+            next_sweep = time.monotonic() + s.sweep_interval_s
+            while True:
+                await asyncio.sleep(s.heartbeat_s)
+                await self.beat()
+                if s.sweep_interval_s and time.monotonic() >= next_sweep:
+                    await self.sweep()
+                    next_sweep = time.monotonic() + s.sweep_interval_s
+        finally:
+            if self._pending:
+                await self._pending.retry_drops()
 
     async def beat(self) -> None:
+        """This process is alive; and the records of answers it delivered but could not drop
+        are dropped now, while it still beats (`PendingMessages.retry_drops`)."""
         try:
             await self._state.beat(self._owner, forget_after_s=self._settings.max_answer_s)
         except Exception:  # the next beat tries again
             log.warning("slack_heartbeat_failed", exc_info=True)
+        if self._pending:
+            await self._pending.retry_drops()
 
     async def sweep(self) -> int:
         """Apologise for at most `limit` abandoned placeholders, oldest first; returns how many

@@ -1,19 +1,30 @@
 """SIGTERM while answers are being written (what Heroku and Docker send to stop `bot discord`):
 the answers in progress get `discord.shutdown_grace_s` to finish; those still running then
 are cut short with an apology where the asker is waiting (the "thinking…" of a command, the
-thread of a follow-up), never left silent; the connection closes after that."""
+thread of a follow-up or of a ❓), never left silent; the connection closes after that. While
+it drains, nothing new starts."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 
+import structlog
+
 from adapters.discord.bot import SHUTDOWN_APOLOGY
 from adapters.discord.reply import RESTARTING
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
+from core.config import ChannelPolicy
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, reply, tool_use
 from tests.integration.discord.conftest import ask_payload, thread_message
+from tests.integration.discord.test_channel_policies import (
+    FORUM,
+    HERE,
+    channel_message,
+    forum_post,
+    reaction,
+)
 
 QUESTION = "How do I re-ingest changed documents?"
 _SHORT_GRACE = {"shutdown_grace_s": 0.2, "apology_deadline_s": 5}
@@ -122,3 +133,98 @@ async def test_a_command_arriving_while_shutting_down_is_told_to_ask_again(
     assert told["type"] == 4  # CHANNEL_MESSAGE_WITH_SOURCE, not a deferral
     assert told["data"]["content"] == RESTARTING
     assert told["data"]["flags"] == 64  # ephemeral
+
+
+async def test_a_reaction_answer_still_running_at_sigterm_is_apologised_for_in_its_thread(
+    discord_factory,
+) -> None:
+    """A ❓ has no interaction to apologise through: the apology goes in the thread the answer
+    was to open from the message (opened for it, as the answer had not got that far), and the
+    thread is the bot's, so asking again there is answered."""
+    api, _ = _hanging_model()
+    harness, stop = await discord_factory(
+        claude=ClaudeModel(api.client(max_retries=0), model="claude-test", max_tokens=256)
+    )
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot.settings = harness.bot.settings.model_copy(update=_SHORT_GRACE)
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await harness.until(lambda: len(api.requests) >= 2)  # the answer is being written
+        await asyncio.wait_for(harness.bot.shutdown(), 10)
+        assert harness.emulator.called("POST", f"/messages/{target['id']}/threads")
+        [thread_id] = harness.emulator.threads
+        in_thread = _sent(harness, f"/channels/{thread_id}/messages")
+        assert [m.get("content") for m in in_thread] == [SHUTDOWN_APOLOGY]
+        assert await harness.state.is_bot_thread(f"discord/thread/{thread_id}")
+        assert harness.bot.is_closed()
+    finally:
+        await stop()
+
+
+async def test_an_answer_that_joins_during_the_grace_is_waited_for_then_cut_short(
+    discord_factory,
+) -> None:
+    """`shutdown` reads the answers in progress again while it waits: one that joins after the
+    drain began (an event discord.py dispatched just before) is cancelled with the rest before
+    the connection closes, not left running past it."""
+    api, _ = _hanging_model()
+    harness, stop = await discord_factory(
+        claude=ClaudeModel(api.client(max_retries=0), model="claude-test", max_tokens=256)
+    )
+    never = asyncio.Event()
+
+    async def joins_late() -> None:
+        with harness.bot._answering():
+            await never.wait()
+
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot.settings = harness.bot.settings.model_copy(update=_SHORT_GRACE)
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await harness.until(lambda: len(api.requests) >= 2)  # an answer in progress
+        shutting_down = asyncio.create_task(harness.bot.shutdown())
+        await asyncio.sleep(0)  # the drain has begun
+        late = asyncio.create_task(joins_late())
+        await asyncio.wait_for(shutting_down, 10)
+        assert late.cancelled()
+        assert harness.bot.is_closed()
+    finally:
+        never.set()
+        await stop()
+
+
+async def test_while_shutting_down_what_no_command_asked_starts_no_answer(
+    discord_factory,
+) -> None:
+    """A ❓, an unasked question in an `auto` channel and a forum post arriving while the bot
+    drains have no interaction to be told through: nothing starts (no thread, no post), each
+    is logged, and none is claimed, so the same ❓ after the restart is answered."""
+    auto = ChannelPolicy(trigger="auto")
+    harness, stop = await discord_factory(policies={HERE: auto, FORUM: auto})
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    harness.bot.draining = True
+    try:
+        for what, send in (
+            (
+                "reaction",
+                lambda: harness.bot._connection.parse_message_reaction_add(reaction(target)),
+            ),
+            ("unasked question", lambda: harness.gateway_message(channel_message(QUESTION))),
+            (
+                "forum post",
+                lambda: harness.gateway_message(forum_post(harness, "882", "Re-ingest", QUESTION)),
+            ),
+        ):
+            with structlog.testing.capture_logs() as logs:
+                send()
+                await harness.until(lambda: any(e["event"] == "not_answered" for e in logs))
+            [said] = [e for e in logs if e["event"] == "not_answered"]
+            assert said["reason"] == f"{what} while restarting"
+        assert harness.emulator.threads == []
+        assert harness.emulator.called("POST", "/messages") == []
+        assert await harness.state.first_delivery(f"discord-reaction:{target['id']}")
+    finally:
+        await stop()

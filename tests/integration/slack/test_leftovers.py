@@ -238,3 +238,85 @@ async def test_a_store_that_fails_costs_no_answer_and_no_start(slack_factory, tm
     finally:
         await _finish(harness, model, stop)
         await sqlite.close()
+
+
+class _DropFailsOnce:
+    """A platform state whose first `drop_reply` fails (a store unwell for a moment); its
+    heartbeats are counted."""
+
+    def __init__(self, state: PlatformState) -> None:
+        self._state = state
+        self.failed = False
+        self.beats = 0
+
+    async def beat(self, owner: str, forget_after_s: float) -> None:
+        await self._state.beat(owner, forget_after_s)
+        self.beats += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+    async def drop_reply(self, reply_id: str) -> None:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("the store is unwell")
+        await self._state.drop_reply(reply_id)
+
+
+async def test_a_record_whose_drop_failed_never_turns_the_delivered_answer_into_an_apology(
+    slack_factory, state_of
+) -> None:
+    """The answer replaced the placeholder, but its record could not be dropped: the next
+    beat drops it, so once the process stops (and beats no more) the next one finds nothing
+    and the answer stays."""
+    state = await state_of()
+    flaky: Any = _DropFailsOnce(state)
+    model = HeldModel()
+    model.release.set()
+    harness, stop = await slack_factory(model, flaky, BOT_SLACK__STREAM_API="false")
+    try:
+        with structlog.testing.capture_logs() as logged:
+            await harness.event(mention("1700000000.009000"), "Ev1")
+            await harness.until(lambda: _answered(harness))
+            await harness.until(lambda: not harness.service.bot._in_flight)
+        assert "reply_record_not_dropped" in {entry["event"] for entry in logged}
+        assert len(await _held(state)) == 1  # the record outlived its answer
+        owner = harness.service.leftovers
+        assert owner is not None
+        await owner.beat()  # the process's next heartbeat
+        assert await _held(state) == []
+        await asyncio.sleep(NOW.owner_silent_s * 2)  # the process restarted: silent since
+        assert await _sweeper(harness, await state_of()).sweep() == 0
+        assert _apologies(harness) == []
+        assert ANSWER in str(harness.emulator.called("chat.update")[-1])
+    finally:
+        await _finish(harness, model, stop)
+
+
+async def test_a_record_whose_drop_failed_is_dropped_when_the_process_stops(
+    slack_factory, state_of
+) -> None:
+    """No beat came between the failed drop and the stop: the heartbeat's end drops it, as
+    nothing will beat for it after."""
+    state = await state_of()
+    flaky: Any = _DropFailsOnce(state)
+    model = HeldModel()
+    model.release.set()
+    harness, stop = await slack_factory(model, flaky, BOT_SLACK__STREAM_API="false")
+    owner = harness.service.leftovers
+    assert owner is not None
+    beating = asyncio.create_task(owner.run())  # as `bot slack` runs it while it serves
+    try:
+        await harness.until(lambda: flaky.beats == 1)  # the start's beat, before the answer
+        await harness.event(mention("1700000000.010000"), "Ev1")
+        await harness.until(lambda: _answered(harness))
+        await harness.until(lambda: not harness.service.bot._in_flight)
+        assert flaky.failed
+        assert flaky.beats == 1  # the next beat is a heartbeat_s away
+        assert len(await _held(state)) == 1
+        beating.cancel()  # the process stops, its answers drained
+        await asyncio.gather(beating, return_exceptions=True)
+        assert await _held(state) == []
+    finally:
+        beating.cancel()
+        await _finish(harness, model, stop)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,6 +49,7 @@ from adapters.discord.reply import (
     ReplyUndeliverable,
 )
 from adapters.discord.threads import thread_discussion
+from adapters.draining import InFlight
 from core import metrics
 from core.answer.engine import AnswerEngine, held_back
 from core.config import DiscordSettings, ResolvedPolicy
@@ -98,7 +99,7 @@ class DocsBot(discord.Client):
         self.policies = policies
         self.questions = questions
         # The tasks answering someone now: what `shutdown` waits for, then cuts short.
-        self._in_flight: set[asyncio.Task[Any]] = set()
+        self._in_flight = InFlight("discord")
         self.draining = False  # shutting down: no new answer is started
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(
@@ -121,36 +122,16 @@ class DocsBot(discord.Client):
         again), those in progress get `discord.shutdown_grace_s` to finish, the rest are
         cancelled and apologise where their asker waits (within `discord.apology_deadline_s`);
         then the connection closes, which ends `start`. Closing at once would cut every answer
-        off with the connection: the asker's "thinking…" would never change.
-        A task that joins `_in_flight` during the grace (an event discord.py dispatched just
-        before the drain began, which finds `draining` set and says so) is waited for too, and
-        cut short with the rest: the set is read again until it is empty or the grace is over,
-        as Slack's `drain` does; whatever is still in it then is cancelled."""
+        off with the connection: the asker's "thinking…" would never change (`InFlight`)."""
         self.draining = True
-        if self._in_flight:
-            grace_s = self.settings.shutdown_grace_s
-            log.info("discord_draining", answers=len(self._in_flight), grace_s=grace_s)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + grace_s
-            while self._in_flight and (left := deadline - loop.time()) > 0:
-                await asyncio.wait(set(self._in_flight), timeout=left)
-        if late := set(self._in_flight):
-            log.warning("discord_answers_cut_short", answers=len(late))
-            for task in late:
-                task.cancel()
-            await asyncio.wait(late, timeout=self.settings.apology_deadline_s)
+        await self._in_flight.drain(
+            self.settings.shutdown_grace_s, self.settings.apology_deadline_s
+        )
         await self.close()
 
-    @contextlib.contextmanager
-    def _answering(self) -> Iterator[None]:
+    def _answering(self) -> contextlib.AbstractContextManager[None]:
         """The current task known to `shutdown` while it answers someone."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._in_flight.add(task)
-        try:
-            yield
-        finally:
-            self._in_flight.discard(task)
+        return self._in_flight.tracking()
 
     async def _restarting(self, interaction: discord.Interaction[Any]) -> bool:
         """While shutting down, a new command is told at once to ask again: an answer begun

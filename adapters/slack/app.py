@@ -28,6 +28,7 @@ from adapters.answer_labels import (
     NOT_HERE,
     NOTHING_TO_ASK,
 )
+from adapters.draining import InFlight
 from adapters.slack.feedback import FeedbackListeners
 from adapters.slack.leftovers import PendingMessages
 from adapters.slack.payloads import drop_malformed_events, id_of, is_direct_message
@@ -102,7 +103,7 @@ class SlackBot:
         # Which channel each person is looking at, as Slack's agent surface last said
         # (app_context_changed), oldest first; bounded by `agent_context_users`.
         self._viewing: dict[str, str] = {}
-        self._in_flight: set[asyncio.Task[Any]] = set()
+        self._in_flight = InFlight("slack")
         self._feedback = FeedbackListeners(state, policies)
 
     def register(self, app: AsyncApp) -> None:
@@ -125,22 +126,9 @@ class SlackBot:
         `slack.shutdown_grace_s` to finish; the rest are cancelled, and each answer cut short
         replaces its placeholder with an apology (within `slack.apology_deadline_s`), so no
         thread is left "looking through the docs" for ever."""
-        if not self._in_flight:
-            return
-        grace_s = self._settings.shutdown_grace_s
-        log.info("slack_draining", answers=len(self._in_flight), grace_s=grace_s)
-        deadline = asyncio.get_running_loop().time() + grace_s
-        # A listener Bolt started just before the stop joins the set while we wait: wait again
-        # until the set is empty or the grace is over.
-        while self._in_flight and (left := deadline - asyncio.get_running_loop().time()) > 0:
-            await asyncio.wait(set(self._in_flight), timeout=left)
-        late = set(self._in_flight)
-        if not late:
-            return
-        log.warning("slack_answers_cut_short", answers=len(late))
-        for task in late:
-            task.cancel()
-        await asyncio.wait(late, timeout=self._settings.apology_deadline_s)
+        await self._in_flight.drain(
+            self._settings.shutdown_grace_s, self._settings.apology_deadline_s
+        )
 
     def _tracked(self, listener: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
         """The listener, with its task known to `drain` while it runs. Bolt runs each listener
@@ -148,13 +136,8 @@ class SlackBot:
 
         @functools.wraps(listener)
         async def run(**kwargs: Any) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            self._in_flight.add(task)
-            try:
+            with self._in_flight.tracking():
                 await listener(**kwargs)
-            finally:
-                self._in_flight.discard(task)
 
         return run
 

@@ -227,6 +227,8 @@ async def test_a_store_that_fails_costs_no_answer_and_no_start(slack_factory, tm
         with structlog.testing.capture_logs() as logged:
             await harness.event(mention("1700000000.008000"), "Ev1")
             await harness.until(lambda: _answered(harness))
+            # The record is dropped after the answer's last edit, as the listener ends.
+            await harness.until(lambda: not harness.service.bot._in_flight)
             sweeper = harness.service.leftovers
             assert sweeper is not None
             await sweeper.beat()

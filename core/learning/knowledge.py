@@ -122,9 +122,7 @@ class LearnedKnowledge:
         # The limit is a read, then adds: two answers of this process learning the same pages
         # at once would each see the room free. Another process still can (the overshoot is
         # at most one save per process).
-        self._adding: weakref.WeakValueDictionary[str, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
+        self._adding: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def learn(
         self, *, question: str, results: Sequence[WebResult], keywords: Sequence[str]

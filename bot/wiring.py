@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import SecretStr
 
 from core.backends.sqlite import SqliteBackend
-from core.config import DEFAULT_METRICS_PATH, Settings
+from core.config import DEFAULT_METRICS_PATH, HEALTH_PATH, READY_PATH, Settings
 from core.errors import ConfigError, MissingSecret, cannot_listen
 from core.ports import (
     Backend,
@@ -294,10 +294,15 @@ def build_discord_bot(
 
 
 @asynccontextmanager
-async def metrics_server(settings: Settings) -> AsyncIterator[str | None]:
+async def metrics_server(
+    settings: Settings, ready: Callable[[], Awaitable[str | None]] | None = None
+) -> AsyncIterator[str | None]:
     """`metrics.path` on `metrics.port`, for the processes without an HTTP server of their own
     (`bot discord`, `bot clock`, `bot slack --socket`), while the block runs; yields its URL,
-    or None when off.
+    or None when off. With `ready` (why the process can't answer now, None when it can), also
+    GET /healthz (the process is up) and GET /readyz (200, or 503 with the reason), as
+    `bot slack --http` serves them: a chat process without a port of its own gets the probes
+    a platform's health check needs.
 
     Served in the process's own event loop, as the Slack server is: no thread per connection
     (prometheus_client's server starts one for each, and keeps an idle one for ever), every
@@ -318,8 +323,21 @@ async def metrics_server(settings: Settings) -> AsyncIterator[str | None]:
         body = generate_latest(metrics.REGISTRY)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    async def alive(_: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def readiness(_: web.Request) -> web.Response:
+        assert ready is not None
+        reason = await ready()
+        if reason is not None:
+            return web.json_response({"ok": False, "reason": reason}, status=503)
+        return web.json_response({"ok": True})
+
     app = web.Application()
     app.router.add_get(path, scrape)
+    if ready is not None:
+        app.router.add_get(HEALTH_PATH, alive)
+        app.router.add_get(READY_PATH, readiness)
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=m.idle_connection_s)
     await runner.setup()
     try:

@@ -868,6 +868,9 @@ class DiscordSettings(_ThreadReading, _Draining):
 
 
 DEFAULT_METRICS_PATH = "/metrics"
+# The probes a chat process serves: the process is up; a question asked now can be answered.
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 
 
 class MetricsSettings(_Section):

@@ -129,6 +129,15 @@ class DocsBot(discord.Client):
         )
         await self.close()
 
+    def not_ready(self) -> str | None:
+        """Why this process can't answer now, as far as Discord goes (None: it can), for the
+        readiness probe (`bot discord` serves /readyz on `metrics.port`)."""
+        if self.draining:
+            return "shutting down"
+        if self.is_closed() or not self.is_ready():
+            return "not connected to Discord"
+        return None
+
     def _answering(self) -> contextlib.AbstractContextManager[None]:
         """The current task known to `shutdown` while it answers someone."""
         return self._in_flight.tracking()

@@ -48,15 +48,13 @@ from adapters.slack.app import SlackBot
 from adapters.slack.leftovers import LeftoverSweeper
 from adapters.slack.progress import slack_error
 from core import metrics
-from core.config import SlackSettings
+from core.config import HEALTH_PATH, READY_PATH, SlackSettings
 from core.errors import BotError, cannot_listen
 from core.http_retry import retry_after_s
 
 log = structlog.get_logger(__name__)
 
 EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/healthz"
-READY_PATH = "/readyz"
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
 # Slack refuses requests signed more than five minutes ago (replay protection).

@@ -104,7 +104,7 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
         )
         if listen is None:
             assert app_token is not None  # checked above
-            async with metrics_server(s) as url:  # no HTTP server of its own to serve them
+            async with metrics_server(s, service.readiness) as url:  # no HTTP server of its own
                 if url:
                     out.print(f"Metrics at {url}")
                 await run_socket_mode(service, app_token.get_secret_value(), out.print)
@@ -137,6 +137,7 @@ def discord_sync(
 
 async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
     from adapters.discord.startup import explained_connection_failures
+    from bot.diagnostics import ReadinessProbe
     from bot.runtime import opened
     from bot.wiring import build_discord_bot, discord_token, metrics_server
 
@@ -152,7 +153,12 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
                 if sync_only:
                     out.print(await bot.sync_commands(token, sync_guild))
                 else:
-                    async with metrics_server(s) as url:
+                    index_ready = ReadinessProbe(rt.backend.index, s.slack.readiness_cache_s)
+
+                    async def ready() -> str | None:
+                        return bot.not_ready() or await index_ready()
+
+                    async with metrics_server(s, ready) as url:
                         if url:
                             out.print(f"Metrics at {url}")
                         await _serve_discord(bot, token)

@@ -228,3 +228,21 @@ async def test_while_shutting_down_what_no_command_asked_starts_no_answer(
         assert await harness.state.first_delivery(f"discord-reaction:{target['id']}")
     finally:
         await stop()
+
+
+async def test_readiness_says_whether_discord_is_connected_and_not_stopping(
+    discord_factory,
+) -> None:
+    harness, stop = await discord_factory()
+    try:
+        # The harness logs in over REST only: no gateway, so not connected yet.
+        assert harness.bot.not_ready() == "not connected to Discord"
+        harness.bot._ready.set()  # what discord.py does on the gateway's READY
+        assert harness.bot.not_ready() is None
+        harness.bot.draining = True
+        assert harness.bot.not_ready() == "shutting down"
+        harness.bot.draining = False
+        await harness.bot.close()
+        assert harness.bot.not_ready() == "not connected to Discord"
+    finally:
+        await stop()

@@ -79,6 +79,27 @@ async def test_discord_and_the_clock_serve_metrics_on_their_port(settings: Setti
         assert off is None
 
 
+async def test_a_chat_process_without_a_port_of_its_own_serves_the_probes_there(
+    settings: Settings,
+) -> None:
+    """`bot discord` (and Socket Mode) pass what readiness means for them: the metrics port
+    then answers /healthz and /readyz as `bot slack --http` does."""
+    port = _free_port()
+    reasons: list[str | None] = [None, "not connected to Discord"]
+
+    async def ready() -> str | None:
+        return reasons.pop(0)
+
+    async with metrics_server(_on_port(settings, port), ready), httpx.AsyncClient() as http:
+        base = f"http://127.0.0.1:{port}"
+        alive = await http.get(f"{base}/healthz", timeout=10)
+        assert (alive.status_code, alive.json()) == (200, {"ok": True})
+        assert (await http.get(f"{base}/readyz", timeout=10)).json() == {"ok": True}
+        refused = await http.get(f"{base}/readyz", timeout=10)
+        assert refused.status_code == 503
+        assert refused.json() == {"ok": False, "reason": "not connected to Discord"}
+
+
 async def test_an_idle_connection_to_the_metrics_port_is_closed(settings: Settings) -> None:
     """No thread per connection, and none held for ever: an idle one is closed."""
     port = _free_port()

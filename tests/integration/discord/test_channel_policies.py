@@ -53,6 +53,23 @@ async def test_auto_answers_a_question_in_a_thread_of_its_own(discord_factory) -
         await stop()
 
 
+async def test_auto_answers_in_the_thread_someone_opened_meanwhile(discord_factory) -> None:
+    """A person may open a thread from the question while the answer is being written; Discord
+    then refuses a second one (400, code 160004), and the answer goes in theirs."""
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="auto")})
+    question = channel_message(QUESTION)
+    harness.emulator.threads.append(question["id"])  # a person's, from the message
+    try:
+        harness.gateway_message(question)
+        await harness.until(lambda: bool(thread_posts(harness, question["id"])))
+        [posted] = thread_posts(harness, question["id"])
+        assert "ingesting.md" in json.dumps(posted["embeds"])
+        assert harness.emulator.threads == [question["id"]]
+        assert await harness.state.is_bot_thread(f"discord/thread/{question['id']}")
+    finally:
+        await stop()
+
+
 async def test_auto_leaves_chatter_alone(discord_factory) -> None:
     harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="auto")})
     try:
@@ -333,6 +350,27 @@ async def test_the_question_reaction_asks_about_a_message_once(discord_factory) 
         await _settle()
         assert len(harness.emulator.threads) == 1
         assert len(thread_posts(harness, thread_id)) == 1
+    finally:
+        await stop()
+
+
+async def test_the_menu_on_a_message_already_answered_answers_in_its_thread(
+    discord_factory,
+) -> None:
+    """A ❓ answered the message in a thread from it; the menu on the same message answers
+    there again rather than failing on the thread Discord will not open twice."""
+    harness, stop = await discord_factory()
+    target = channel_message(QUESTION)
+    harness.emulator.messages[target["id"]] = target
+    try:
+        harness.bot._connection.parse_message_reaction_add(reaction(target))
+        await harness.until(lambda: bool(thread_posts(harness, target["id"])))
+        harness.interaction(context_menu_payload(target))
+        await harness.until(lambda: len(thread_posts(harness, target["id"])) == 2)
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [told] = harness.emulator.called("POST", "/webhooks/")
+        assert "answered in a thread" in told["content"]
+        assert harness.emulator.threads == [target["id"]]
     finally:
         await stop()
 

@@ -25,10 +25,11 @@ class Runtime:
     backend: Backend
     _engine: AnswerEngine | None = field(default=None, init=False)
 
-    def engine(self) -> AnswerEngine:
-        """The answer engine, built on first use (commands that only search never build it)."""
+    def engine(self, *, chat: bool = False) -> AnswerEngine:
+        """The answer engine, built on first use (commands that only search never build it);
+        `chat`: it answers a chat platform's people, so `answers.limits` bound a burst."""
         if self._engine is None:
-            self._engine = build_engine(self.settings, self.backend)
+            self._engine = build_engine(self.settings, self.backend, chat=chat)
         return self._engine
 
     async def close(self) -> None:

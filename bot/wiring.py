@@ -182,8 +182,9 @@ def build_web_learning(settings: Settings, knowledge: LearnedKnowledge) -> WebLe
     )
 
 
-def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
+def build_engine(settings: Settings, backend: Backend, *, chat: bool = False) -> AnswerEngine:
     from core.answer.engine import AnswerEngine
+    from core.answer.limits import BurstLimits
     from core.answer.search_then_answer import SearchThenAnswer
 
     model = build_model(settings, backend.facts)
@@ -200,6 +201,7 @@ def build_engine(settings: Settings, backend: Backend) -> AnswerEngine:
         web=web,
         policies=settings.policy,
         ground_tool_answers=grounds_tool_answers(settings),
+        limits=BurstLimits(settings.answers.limits) if chat else None,
     )
 
 

@@ -396,6 +396,16 @@ class RepetitionSettings(_Section):
         return self
 
 
+class LimitSettings(_Section):
+    """How hard a burst may press on the chat adapters' answers (`core.answer.limits`)."""
+
+    per_asker: int = Field(10, ge=0, le=10_000)  # 0: no cap
+    window_s: float = Field(60.0, gt=0, le=86_400)
+    tracked_askers: int = Field(10_000, ge=1, le=10_000_000)
+    model_concurrency: int = Field(8, ge=1, le=1_000)
+    model_wait_s: float = Field(30.0, ge=0, le=3_600)
+
+
 class GroundingSettings(_Section):
     """How a search-then-answer sentence is matched to the passage sentence that supports it."""
 
@@ -418,6 +428,7 @@ class AnswerSettings(_Section):
     quote_chars: int = Field(400, ge=50, le=5_000)
     repetition: RepetitionSettings = RepetitionSettings()
     grounding: GroundingSettings = GroundingSettings()
+    limits: LimitSettings = LimitSettings()
 
 
 class AnthropicSettings(_Section):

@@ -54,6 +54,13 @@ HELD_BACK = Counter(
     ["platform"],
     registry=REGISTRY,
 )
+LIMITED = Counter(
+    "docbot_answers_limited",
+    "Questions bounded by answers.limits: an asker over per_asker (asker), or no model slot "
+    "free within model_wait_s (model: answered from the passages).",
+    ["platform", "limit"],
+    registry=REGISTRY,
+)
 EVENT_ACKS = Counter(
     "docbot_event_acks",
     "Platform requests acknowledged, by kind and HTTP status (Discord: interactions deferred).",

@@ -95,7 +95,7 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
         conversations = rt.backend.conversations
         service = build_slack_app(
             s,
-            rt.engine(),
+            rt.engine(chat=True),
             conversations,
             platform,
             embedder=rt.embedder,
@@ -146,7 +146,7 @@ async def _run_discord(sync_guild: int | None, sync_only: bool) -> None:
     async with opened(s, embedder=await _server_embedder(s)) as rt:
         platform = rt.backend.platform_state(s.discord.dedup_ttl_s, s.insights.store_questions)
         bot = build_discord_bot(
-            s, rt.engine(), rt.backend.conversations, platform, embedder=rt.embedder
+            s, rt.engine(chat=True), rt.backend.conversations, platform, embedder=rt.embedder
         )
         try:
             with explained_connection_failures():

@@ -9,9 +9,10 @@ new turn is stored for the next.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 
 import structlog
@@ -21,6 +22,7 @@ from core.answer.agent import run_agent
 from core.answer.citations import SourceRegistry, check_answer, checked_answer, finished_part
 from core.answer.extractive import extractive_answer, unavailable_reason
 from core.answer.holding import ALSO_QUOTED, SourceHolding
+from core.answer.limits import BurstLimits
 from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tool_runner import SearchFn, ToolRunner
 from core.answer.tools import TOOL_NAMES, UNKNOWN_TOOL, WEB_SEARCH_TOOL, RespondInput
@@ -63,6 +65,13 @@ EMPTY_INDEX = (
 NOT_CLOSE_ENOUGH = (
     "Nothing in the knowledge base is close enough to this question to answer it unasked."
 )
+# One person asked more than `answers.limits.per_asker` questions in `window_s`.
+SLOW_DOWN = (
+    "You've asked a lot of questions in a short time, so I'm pausing for a moment: "
+    "please ask again in {seconds} s."
+)
+# More answers were being written than `answers.limits.model_concurrency` for `model_wait_s`.
+BUSY = "Many questions are being answered right now, so this is not a written answer."
 EMPTY_INDEX_IN_CHAT = (
     "The knowledge base is empty: no documents have been added yet. Ask the bot's owners to "
     "ingest the team's docs (`bot ingest`), then ask again."
@@ -142,10 +151,12 @@ class AnswerEngine:
         web: WebLearning | None = None,
         policies: Callable[[str], ResolvedPolicy] | None = None,
         ground_tool_answers: bool = False,
+        limits: BurstLimits | None = None,
     ) -> None:
         """`fallback` answers when `model` turns out not to call tools; `policies` gives each
         channel's sources and web search (`Settings.policy`); `ground_tool_answers` holds the
-        model's tool answers to the passages sentence by sentence, as search-then-answer's."""
+        model's tool answers to the passages sentence by sentence, as search-then-answer's;
+        `limits` bound a burst of chat questions (none: the terminal, evaluations)."""
         self._index = index
         self._store = store
         self._settings = settings
@@ -158,6 +169,7 @@ class AnswerEngine:
         self._holding = SourceHolding(settings)
         self._in_order = ConversationLocks()
         self._ground_tool_answers = ground_tool_answers
+        self._limits = limits
 
     async def close(self) -> None:
         """Closes what the engine opened itself (the web search's client); the stores and the
@@ -194,6 +206,10 @@ class AnswerEngine:
         cleaned = clean_question(question.text, self._settings.max_question_chars)
         if isinstance(cleaned, InvalidQuestion):
             return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
+        if self._limits is not None and (wait := self._limits.askers.admit(question.user)):
+            log.info("asker_limited", platform=question.platform, unasked=question.unasked)
+            metrics.LIMITED.labels(question.platform, "asker").inc()
+            return _slowed_down(question, wait, trace)
         # A follow-up waits for the answer before it, and then has it in its history. The
         # wait is not the answer's time (its metrics and log line): it is noted apart.
         async with self._in_order.held(question.conversation_key):
@@ -301,10 +317,47 @@ class AnswerEngine:
                 )
         if self._model is None:
             return await self._extractive(search, question, registry, trace, NO_MODEL)
-        allowed = policy.web_search if policy else None
-        research = self._web.research(question, asked.scope, allowed) if self._web else None
-        runner = ToolRunner(search, registry, trace, self._settings.tool_timeout_s, research)
+        async with self._model_slot(asked.platform, trace) as admitted:
+            if not admitted:
+                return await self._extractive(search, question, registry, trace, BUSY)
+            allowed = policy.web_search if policy else None
+            research = self._web.research(question, asked.scope, allowed) if self._web else None
+            runner = ToolRunner(search, registry, trace, self._settings.tool_timeout_s, research)
+            try:
+                return await self._written(
+                    question, history, search, registry, runner, trace, on_progress
+                )
+            finally:
+                await runner.finish()
 
+    @asynccontextmanager
+    async def _model_slot(self, platform: str, trace: Trace) -> AsyncIterator[bool]:
+        """A turn among the answers the model writes at once (always, without limits)."""
+        if self._limits is None:
+            yield True
+            return
+        started = time.perf_counter()
+        async with self._limits.model.slot() as admitted:
+            waited = time.perf_counter() - started
+            if not admitted:
+                trace.notes.append(f"no model slot came free in {waited:.1f} s")
+                metrics.LIMITED.labels(platform, "model").inc()
+            elif waited >= _NOTED_WAIT_S:
+                trace.notes.append(f"waited {waited:.1f} s for a model slot")
+            yield admitted
+
+    async def _written(
+        self,
+        question: str,
+        history: list[Turn],
+        search: SearchFn,
+        registry: SourceRegistry,
+        runner: ToolRunner,
+        trace: Trace,
+        on_progress: AnswerProgress | None,
+    ) -> Answer:
+        """The model's answer, or what stands in for it when the model fails."""
+        assert self._model is not None  # _produce answers without one itself
         try:
             respond = await run_agent(
                 self._model,
@@ -340,8 +393,6 @@ class AnswerEngine:
             trace.notes.append(str(exc))
             reason = f"The language model gave no usable answer ({exc})."
             return await self._extractive(search, question, registry, trace, reason)
-        finally:
-            await runner.finish()
 
     def _agent_answer(
         self, respond: RespondInput, registry: SourceRegistry, trace: Trace
@@ -372,6 +423,15 @@ class AnswerEngine:
             quote_chars=self._settings.quote_chars,
             reason=reason,
         )
+
+
+def _slowed_down(question: Question, wait: float, trace: Trace) -> Answer:
+    """An asked question is told when to ask again; an unasked one is held back unsaid."""
+    trace.notes.append(f"the asker's questions are over answers.limits.per_asker for {wait:.0f} s")
+    if question.unasked:
+        return Answer("", AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE, trace=trace, withheld=True)
+    said = SLOW_DOWN.format(seconds=math.ceil(wait))
+    return Answer(said, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
 
 
 def _close_enough(closest: float | None, floor: float, trace: Trace) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 from core.answer.claude import ClaudeModel
 from core.answer.engine import AnswerEngine
+from core.answer.limits import BurstLimits
 from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.search_then_answer import SearchThenAnswer
 from core.backends.sqlite.conversation_store import SqliteConversationStore
@@ -94,7 +95,8 @@ def local_model(
 def kb_engine(
     kb: Settings, minilm: MiniLMEmbedder, settings: Settings, claude: ClaudeModel | None
 ) -> tuple[SqliteIndex, SqliteConversationStore, AnswerEngine]:
-    """The shared knowledge base's index, a conversation store of `settings`, and an engine."""
+    """The shared knowledge base's index, a conversation store of `settings`, and an engine
+    bounded as `bot slack` and `bot discord` build theirs (`answers.limits`)."""
     index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
     store = SqliteConversationStore(settings.state_path, 5_000)
     answers = AnswerEngine(
@@ -104,6 +106,7 @@ def kb_engine(
         top_k=settings.search.top_k,
         model=claude,
         policies=settings.policy,
+        limits=BurstLimits(settings.answers.limits),
     )
     return index, store, answers
 

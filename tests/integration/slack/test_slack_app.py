@@ -469,3 +469,22 @@ async def test_plain_feedback_buttons_store_the_last_vote(slack_factory) -> None
         assert await harness.state.feedback_for(answer_id) == [("U2", -1)]
     finally:
         await stop()
+
+
+async def test_one_person_over_the_question_cap_is_told_when_to_ask_again(
+    slack_factory,
+) -> None:
+    """`answers.limits.per_asker`: the bot's engine in `bot slack` is bounded; the third
+    question within the minute is answered with when to ask again, not with a model call."""
+    harness, stop = await slack_factory(None, BOT_ANSWERS__LIMITS__PER_ASKER="2")
+    try:
+        for n in range(3):
+            await harness.event(mention(f"1700000000.00{n}500"), f"EvCap{n}")
+        await harness.until(lambda: len(answers(harness)) == 3)
+        texts = [json.dumps(a) for a in answers(harness)]
+        assert sum("ingesting.md" in t for t in texts) == 2
+        [told] = [a for a in answers(harness) if "ask again in" in json.dumps(a)]
+        assert told["channel"] == "C1"
+        assert "ingesting.md" not in json.dumps(told)
+    finally:
+        await stop()

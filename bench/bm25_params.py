@@ -34,6 +34,7 @@ from bench.ranking_experiments import ROOT, Corpus, Query, figures, fused, train
 from bench.relevance_floor import CACHE
 from bot.wiring import build_embedder
 from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
+from core.backends.sqlite.schema import TOKENIZER
 from core.evaluation.retrieval import Dataset, load_dataset, ndcg_at
 from core.search.fusion import Fused, Ranked
 from core.search.hybrid import top_passages
@@ -46,7 +47,7 @@ SHIPPED = (1.2, 0.75)  # FTS5's constants
 K1S = (0.3, 0.6, 0.9, 1.2, 1.5, 2.0, 3.0)
 BS = (0.1, 0.3, 0.5, 0.75, 0.9, 1.0)
 RESAMPLES = 1000
-TOKENIZER = "porter unicode61 remove_diacritics 2"  # the index's (core.backends.sqlite.schema)
+
 Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
 NONE: Postings = (np.zeros(0, np.int64), np.zeros(0, np.float64))
 

@@ -177,6 +177,10 @@ class SearchSettings(_Section):
     vector_weight: float = Field(1.0, ge=0)
     bm25_columns: Bm25Weights = Bm25Weights()
     bm25_max_postings: int = Field(10_000, ge=0)
+    # BM25's candidates re-scored by how closely the query's neighbouring words stand in them
+    # (BENCHMARKS.md, "Term proximity"); 0: not at all.
+    proximity_weight: float = Field(0.0, ge=0, le=10)
+    proximity_window: int = Field(3, ge=1, le=50)
     snippet_chars: int = Field(240, ge=20, le=5_000)
     busy_timeout_ms: int = Field(10_000, ge=0)
     integrity_check_s: float = Field(3.0, gt=0, le=3_600)

@@ -48,7 +48,12 @@ from core.backends.elasticsearch.documents import (
     record_id,
     record_source,
 )
-from core.backends.elasticsearch.queries import bm25_query, knn_query, rrf_retriever
+from core.backends.elasticsearch.queries import (
+    bm25_query,
+    knn_query,
+    proximity_rescore,
+    rrf_retriever,
+)
 from core.backends.elasticsearch.schema import (
     CHUNK,
     DOCUMENT,
@@ -498,8 +503,13 @@ class ElasticsearchIndex(HybridIndex):
             knn = knn_query(await vector, r.filters, r.limit, self.settings)
             return await self._side(knn=knn, size=r.limit)
 
+        rescore = proximity_rescore(r.query, self._search, r.limit)
         bm25_side = (
-            self._side(query=bm25_query(r.query, r.filters, self._search), size=r.limit)
+            self._side(
+                query=bm25_query(r.query, r.filters, self._search),
+                size=r.limit,
+                **({"rescore": rescore} if rescore else {}),
+            )
             if r.mode is not SearchMode.VECTOR and query_terms(r.query)
             else none()  # only stop words: nothing to rank by, as on SQLite
         )

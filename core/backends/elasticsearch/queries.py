@@ -3,6 +3,7 @@ the embeddings, both under the same filters, and the server's own RRF when licen
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from core.backends.elasticsearch.schema import CHUNK
@@ -30,6 +31,31 @@ def bm25_query(query: str, filters: SearchFilters, search: SearchSettings) -> di
             "must": [{"combined_fields": {"query": terms, "fields": bm25_fields(search)}}],
             "filter": filter_clauses(filters),
         }
+    }
+
+
+def proximity_rescore(query: str, search: SearchSettings, window: int) -> dict[str, Any] | None:
+    """Term proximity, as on SQLite (`core.backends.sqlite.proximity`): BM25's first `window`
+    hits re-scored, `search.proximity_weight` of a phrase query per pair of neighbouring query
+    terms joining their score. The slop lets the second term stand up to `proximity_window`
+    positions after the first. Lucene's sloppy phrase differs in two details: it also takes
+    the pair swapped (at a higher cost) and weighs a match by its closeness, where SQLite
+    counts ordered matches only (BENCHMARKS.md, "Term proximity")."""
+    terms = query_terms(query)
+    pairs = list(dict.fromkeys(f"{a} {b}" for a, b in pairwise(terms) if a != b))
+    if not search.proximity_weight or not pairs:
+        return None
+    phrase = {"type": "phrase", "slop": search.proximity_window - 1}
+    should = [
+        {"multi_match": {"query": pair, "fields": bm25_fields(search), **phrase}} for pair in pairs
+    ]
+    return {
+        "window_size": window,
+        "query": {
+            "rescore_query": {"bool": {"should": should}},
+            "query_weight": 1.0,
+            "rescore_query_weight": search.proximity_weight,
+        },
     }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sqlite3
 import threading
 import time
@@ -28,6 +29,7 @@ import numpy as np
 
 from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
 from core.backends.sqlite.in_flight import InFlight
+from core.backends.sqlite.proximity import FTS5_IDF_FLOOR, proximity_scores
 from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, schema_names, statements
 from core.backends.sqlite.vectors import IDS_PER_QUERY, SqliteVectors, filter_clauses
 from core.config import SearchSettings
@@ -78,7 +80,8 @@ class SqliteIndex(HybridIndex):
         self._local = threading.local()
         self._write_lock = threading.Lock()
         self._df_lock = threading.Lock()
-        self._df_cache: tuple[int, dict[str, int]] = (-1, {})
+        # (generation, chunks, each term's document frequency): counted once per write
+        self._df_cache: tuple[int, int, dict[str, int]] = (-1, 0, {})
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._in_flight = InFlight()
@@ -280,8 +283,9 @@ class SqliteIndex(HybridIndex):
         )
         with self._df_lock:
             if self._df_cache[0] != generation:
-                self._df_cache = (generation, {})
-            cache = self._df_cache[1]
+                chunks = int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+                self._df_cache = (generation, chunks, {})
+            cache = self._df_cache[2]
             missing = [t for t in terms if t not in cache]
         found = {
             t: int(
@@ -293,8 +297,17 @@ class SqliteIndex(HybridIndex):
         }
         with self._df_lock:
             if self._df_cache[0] == generation:
-                self._df_cache[1].update(found)
+                self._df_cache[2].update(found)
         return {t: cache.get(t, found.get(t, 0)) for t in terms}
+
+    def _idfs(self, db: sqlite3.Connection, terms: list[str]) -> dict[str, float]:
+        """Each term's idf as FTS5's bm25() computes it (its floor included)."""
+        frequencies = self._document_frequencies(db, terms)
+        chunks = self._df_cache[1]
+        return {
+            t: max(math.log((chunks - n + 0.5) / (n + 0.5)), FTS5_IDF_FLOOR)
+            for t, n in frequencies.items()
+        }
 
     def _bm25_side(self, query: str, filters: SearchFilters, limit: int) -> list[Ranked]:
         db = self._reader()
@@ -313,7 +326,22 @@ class SqliteIndex(HybridIndex):
             (w.title, w.heading, w.text, w.keywords, fts_or_expression(terms), *params, limit),
         ).fetchall()
         # FTS5's bm25() is negative, lower is better; flip it so larger means better everywhere.
-        return [Ranked(str(r[0]), -float(r[1])) for r in rows]
+        ranked = [(int(r[0]), -float(r[1])) for r in rows]
+        weight = self._settings.proximity_weight
+        if weight and len(terms) > 1 and ranked:
+            near = proximity_scores(
+                db,
+                terms,
+                self._idfs(db, terms),
+                [row for row, _ in ranked],
+                w,
+                self._settings.proximity_window,
+            )
+            ranked = sorted(
+                ((row, score + weight * near.get(row, 0.0)) for row, score in ranked),
+                key=lambda hit: -hit[1],
+            )
+        return [Ranked(str(row), score) for row, score in ranked]
 
     async def passages(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         return await self._in_thread(self._passages, list(dict.fromkeys(chunk_ids)))

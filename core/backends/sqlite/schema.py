@@ -72,6 +72,9 @@ END;
 """
 
 
+# The full-text index's tokenizer (Porter stems over Unicode words, accents folded), read from
+# the schema: anything that must see the index's own tokens (term proximity) uses it too.
+TOKENIZER = re.search(r"tokenize = '([^']+)'", _SCHEMA)[1]  # type: ignore[index]
 CHUNK_COLUMNS = (
     "id, chunk_id, doc_id, source, title, heading, url, text, position, learned, keywords"
 )

@@ -11,7 +11,7 @@ import pytest
 
 from bench.bm25_params import SHIPPED, WEIGHTS, Lexical
 from bench.lexical_feedback import Feedback
-from bench.proximity import pair_postings, proximity_ranked, query_pairs
+from bench.proximity import EXACT, pair_postings, proximity_ranked, query_pairs
 from core.backends.sqlite.schema import statements
 
 PASSAGES = [
@@ -136,9 +136,9 @@ def test_proximity_rescores_only_the_passages_holding_a_pair(index: Path) -> Non
     terms = lexical.query("limit retry")
     pairs = query_pairs(lexical, "limit retry", "ordered")
     plain = {r.key: r.score for r in lexical.rank(terms, *SHIPPED)}
-    unmoved = proximity_ranked(lexical, terms, pairs, 0.0, "rescore")
+    unmoved = proximity_ranked(lexical, terms, pairs, 0.0, EXACT)
     assert {r.key: r.score for r in unmoved} == plain
-    boosted = {r.key: r.score for r in proximity_ranked(lexical, terms, pairs, 0.5, "rescore")}
+    boosted = {r.key: r.score for r in proximity_ranked(lexical, terms, pairs, 0.5, EXACT)}
     assert boosted.keys() == plain.keys() == {"c0", "c2", "c3", "c5"}
     assert boosted["c2"] > plain["c2"]
     assert {k: s for k, s in boosted.items() if k != "c2"} == {

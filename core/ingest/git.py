@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, urlsplit
@@ -321,6 +323,9 @@ class GitConnector:
         where = cwd or self._checkout
         command = ["git", "-c", "core.symlinks=false", "-c", "protocol.ext.allow=never", *args]
         try:
+            # A session of its own: no terminal for ssh to ask for a password or a host key
+            # on (GIT_TERMINAL_PROMPT covers only git's own prompts), and one process group
+            # to end, git's helpers (git-remote-https, ssh) with it.
             process = await asyncio.create_subprocess_exec(
                 *command,
                 cwd=where,
@@ -328,6 +333,7 @@ class GitConnector:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
         except FileNotFoundError:
             if not where.is_dir():
@@ -337,16 +343,28 @@ class GitConnector:
         try:
             out, err = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
-            process.kill()
+            _end_group(process)
             await process.wait()
             raise SourceUnavailable(
                 f"git {args[0]} of {self._shown} took longer than {timeout:g} s "
                 "(ingest.git.timeout_s)"
             ) from None
+        except BaseException:  # cancelled (Ctrl-C, the clock stopping): git must not outlive it
+            _end_group(process)
+            raise
         if process.returncode != 0:
             detail = redact_urls_in(_reason(err.decode("utf-8", "replace"), process.returncode))
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
         return out.decode("utf-8", "surrogateescape")
+
+
+def _end_group(process: asyncio.subprocess.Process) -> None:
+    """Kill git and every helper it started. Killing git alone is not enough: a helper
+    (`git-remote-https` waiting on a server that never answers) keeps git's stdout and stderr
+    open, and asyncio's `wait()` waits for those pipes to close, so the sync would hang for as
+    long as the server does, timeout or not."""
+    with contextlib.suppress(ProcessLookupError):  # the group has ended already
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def _reason(stderr: str, code: int | None) -> str:

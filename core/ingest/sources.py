@@ -23,6 +23,7 @@ import httpx
 
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import UnreachableDocument, UnreadableDocument
+from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
 from core.ingest.formats import DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
@@ -393,7 +394,7 @@ async def fetch_url(
             if (problem := url_problem(str(url))) is not None:
                 raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
             auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
-            headers = conditional or {}
+            headers = {"Accept-Encoding": ACCEPT_ENCODING, **(conditional or {})}
             async with client.stream(
                 "GET", url, auth=auth, follow_redirects=False, headers=headers
             ) as response:
@@ -489,8 +490,8 @@ def _words(name: str) -> str:
 async def _body(
     response: httpx.Response, max_bytes: int, url: httpx.URL, any_type: bool = False
 ) -> tuple[bytes, DocumentFormat | None]:
-    """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb is stopped after
-    at most one network read's worth of inflation."""
+    """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb, stacked or not,
+    is stopped one byte past it (see `core.http_body`)."""
     if response.status_code >= HTTPStatus.BAD_REQUEST:
         status = response.status_code
         passing = status in _FOR_NOW or status >= HTTPStatus.INTERNAL_SERVER_ERROR
@@ -499,13 +500,14 @@ async def _body(
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_big(max_bytes)
-    body = bytearray()
-    async for block in response.aiter_bytes():
-        body.extend(block)
-        if len(body) > max_bytes:
-            raise too_big(max_bytes)
+    try:
+        body = await read_body(response, max_bytes)
+    except BodyTooLarge:
+        raise too_big(max_bytes) from None
+    except UndecodableBody as exc:
+        raise UnreadableDocument(str(exc)) from None
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     fmt = CONTENT_TYPES.get(content_type) or EXTENSIONS.get(Path(url.path).suffix.lower())
     if fmt is None and not any_type:
         raise UnreadableDocument(f"unsupported content type '{content_type or 'none'}'")
-    return bytes(body), fmt
+    return body, fmt

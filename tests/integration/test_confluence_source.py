@@ -150,6 +150,23 @@ async def test_a_page_that_fails_is_that_pages_failure_not_the_syncs(
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_page_whose_body_does_not_decompress_is_skipped_and_the_rest_synced(
+    confluence: FakeConfluence, syncer: SourceSyncer
+) -> None:
+    """httpx's DecodingError was no failure the sync knew: one garbled page ended it."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:3]}
+    garbled = next(iter(confluence.pages.values()))
+    confluence.broken = {garbled.page_id: "bad gzip"}
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.ADDED] == 2
+    reasons = {s.display: s.reason for s in report.skipped if "attachment" not in s.reason}
+    assert reasons == {
+        f"ENG: {garbled.title}": "Confluence sent a response that can't be read (the body is "
+        "not valid gzip: Error -3 while decompressing data: unknown compression method)"
+    }
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_refused_credentials_and_unknown_spaces_fail_in_one_line(
     confluence: FakeConfluence, syncer: SourceSyncer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -171,6 +172,41 @@ async def _bomb(request: web.Request) -> web.Response:
     return web.Response(body=body, headers=headers)
 
 
+def _compressed(data: bytes, coding: str) -> bytes:
+    if coding == "deflate":  # the zlib stream HTTP names deflate
+        return zlib.compress(data)
+    if coding == "raw-deflate":  # what many servers send as deflate: no zlib header
+        packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        return packer.compress(data) + packer.flush()
+    return gzip.compress(data, compresslevel=9)
+
+
+async def _stacked_bomb(request: web.Request) -> web.Response:
+    """329 bytes, three gzip layers, 100 MB inside: httpx inflated every layer of a read at
+    once, the whole 100 MB (a GB, with more inside) before any byte count could stop it."""
+    body = b"a" * 100_000_000
+    for _ in range(3):
+        body = gzip.compress(body, compresslevel=9)
+    headers = {"Content-Type": "text/plain", "Content-Encoding": "gzip, gzip, gzip"}
+    return web.Response(body=body, headers=headers)
+
+
+async def _zstd(request: web.Request) -> web.Response:
+    """A coding we do not ask for (httpx inflates it, unbounded, when zstandard is there)."""
+    headers = {"Content-Type": "text/plain", "Content-Encoding": "zstd"}
+    return web.Response(body=b"\x28\xb5\x2f\xfd not read", headers=headers)
+
+
+def _encoded(coding: str):  # type: ignore[no-untyped-def]
+    async def handler(request: web.Request) -> web.Response:
+        body = _compressed(f"# Encoded\n\nSent as {coding}.\n".encode(), coding)
+        http_coding = "deflate" if coding == "raw-deflate" else coding
+        headers = {"Content-Type": "text/markdown", "Content-Encoding": http_coding}
+        return web.Response(body=body, headers=headers)
+
+    return handler
+
+
 async def _private(request: web.Request) -> web.Response:
     if request.headers.get("Authorization") != "Basic dXNlcjpzM2NyM3QtcHc=":  # user:s3cr3t-pw
         return web.Response(status=401)
@@ -206,6 +242,10 @@ async def site() -> AsyncIterator[str]:
     app_ = web.Application()
     app_.router.add_get("/drip.txt", _drip)
     app_.router.add_get("/bomb.txt", _bomb)
+    app_.router.add_get("/stacked-bomb.txt", _stacked_bomb)
+    app_.router.add_get("/zstd.txt", _zstd)
+    for coding in ("gzip", "deflate", "raw-deflate"):
+        app_.router.add_get(f"/{coding}.md", _encoded(coding))
     app_.router.add_get("/private.md", _private)
     app_.router.add_get("/loop", _redirect("/loop"))
     app_.router.add_get("/slow", _slow)
@@ -251,6 +291,22 @@ async def test_hostile_urls_are_skipped_with_their_reasons(
         "to-file": "redirect to a file: URL refused",
         "to-metadata": "redirect to a link-local address (169.254.169.254) refused",
     }
+
+
+async def test_compressed_bodies_are_inflated_within_the_limit_or_refused(
+    site: str, settings: Settings, index: object, embedder: CachedEmbedder
+) -> None:
+    """gzip and deflate (with or without its zlib header) are read; a stack of codings or one
+    we did not ask for is refused with its name, before anything is inflated."""
+    names = ("stacked-bomb.txt", "zstd.txt", "gzip.md", "deflate.md", "raw-deflate.md")
+    report = await _fetch_all(
+        settings, index, embedder, [f"{site}/{n}" for n in names], max_file_bytes=1_000_000
+    )
+    assert {s.display.rsplit("/", 1)[1]: s.reason for s in report.skipped} == {
+        "stacked-bomb.txt": "the body is compressed 3 times (gzip, gzip, gzip)",
+        "zstd.txt": "the body is compressed as 'zstd', which is not read",
+    }
+    assert report.counts[Outcome.ADDED] == 3
 
 
 async def test_a_malformed_url_is_named_with_why_and_the_other_targets_are_indexed(

@@ -33,6 +33,7 @@ from core.errors import (
 from core.http_retry import RetryPolicy, get_json
 from core.ingest.daemon_work import run_abandonable
 from core.ingest.formats import DocumentFormat, not_parsed
+from core.ingest.html import neutralise_unclosed_markup
 from core.ingest.memory import load_json, save_json
 from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem, too_big
 
@@ -71,10 +72,15 @@ def heading_anchor(flavour: Flavour, page_title: str, heading: str) -> str:
 
 def storage_to_html(storage: str, flavour: Flavour, title: str) -> tuple[str, list[str]]:
     """A page's storage format as HTML the HTML reader takes (headings with Confluence's ids,
-    macro parameters gone), and the file names of the attachments it shows or links."""
+    macro parameters gone), and the file names of the attachments it shows or links.
+
+    Markup that never closes is made text first, as for any HTML page: html.parser rescans
+    from each unclosed `<` to the end, and 420 KB of `<ac:structured-macro ` took 115 s, on a
+    parse thread no deadline can stop (two such pages and no page of any sync in the process
+    found a free one)."""
     from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(storage, "html.parser")
+    soup = BeautifulSoup(neutralise_unclosed_markup(storage), "html.parser")
     attachments = sorted(
         {str(a.get("ri:filename")) for a in soup.find_all("ri:attachment") if a.get("ri:filename")}
     )

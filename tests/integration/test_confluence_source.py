@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.fakes.faults import RefusingEmbedder
 SPACES = {"ENG": 200, "OPS": 150, "HR": 150}
 TOKEN = "conf-token-123"
 EMAIL = "bot@acme.example"
+LINEAR_S = 5  # 10,000 unclosed tags: 0.1 s read linearly, 30 s by html.parser alone
 
 
 def authorization(flavour: str) -> str:
@@ -199,6 +201,14 @@ def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_param
     assert attachments == ["runbook.pdf"]
     anchor = heading_anchor("datacenter", "Release guide", "Deploy steps")
     assert anchor == "Releaseguide-Deploysteps"
+
+
+def test_storage_format_with_markup_that_never_closes_is_read_in_linear_time() -> None:
+    storage = "<h2>Intro</h2><p>Kept.</p>" + "<ac:structured-macro " * 10_000
+    started = time.monotonic()
+    html, _ = storage_to_html(storage, "cloud", "Broken page")
+    assert time.monotonic() - started < LINEAR_S
+    assert '<h2 id="Intro">Intro</h2><p>Kept.</p>&lt;ac:structured-macro' in html
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlencode, urljoin, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import httpx
 
@@ -134,6 +134,8 @@ class ConfluenceConnector:
             found.scopes.append(scope)
             for page in await listing(key, space_id):
                 doc_id = scope + page.page_id
+                if not page.page_id or doc_id in self._listed:  # no id to ask for; listed twice
+                    continue
                 self._listed[doc_id] = page
                 found.items.append(
                     SourceItem(doc_id, page.link, f"{key}: {page.title}", page.title)
@@ -145,10 +147,13 @@ class ConfluenceConnector:
         page = self._listed[item.doc_id]
         if self._versions.get(item.doc_id) == page.version and item.doc_id in self._known:
             raise NotModified(item.doc_id)
+        # The id as one path segment, whatever the server listed: a '#' or '?' in it would ask
+        # for another page, a control character would be a URL httpx refuses.
+        page_id = quote(page.page_id, safe="")
         if self._flavour == "cloud":
-            url = f"{self._base}/api/v2/pages/{page.page_id}?body-format=storage"
+            url = f"{self._base}/api/v2/pages/{page_id}?body-format=storage"
         else:
-            url = f"{self._base}/rest/api/content/{page.page_id}?expand=body.storage,version"
+            url = f"{self._base}/rest/api/content/{page_id}?expand=body.storage,version"
         body = await self._page_body(url)
         storage = _text_at(body, "body", "storage", "value")
         if len(storage.encode("utf-8")) > self._settings.max_file_bytes:
@@ -235,13 +240,19 @@ class ConfluenceConnector:
     async def _results(self, url: str) -> AsyncIterator[dict[str, Any]]:
         """Every result of a listing, following `_links.next` (Cloud: a cursor, relative to
         the site's root; Data Center: an offset, relative to the base URL)."""
-        pages = 0
+        requested: set[str] = set()
         next_url: str | None = url
         while next_url is not None:
-            pages += 1
-            if pages > self._settings.confluence.max_listing_pages:
+            # A `next` back to a page already read is a loop: said at once, rather than after
+            # max_listing_pages requests (10,000 by default) of the same few pages.
+            if next_url in requested:
                 raise SourceUnavailable(
-                    f"Confluence listing longer than {pages - 1} pages "
+                    "Confluence's listing came back to a page it had sent already (a loop)"
+                )
+            requested.add(next_url)
+            if len(requested) > self._settings.confluence.max_listing_pages:
+                raise SourceUnavailable(
+                    f"Confluence listing longer than {len(requested) - 1} pages "
                     "(ingest.confluence.max_listing_pages)"
                 )
             body = self._json(await self._response(next_url), next_url)

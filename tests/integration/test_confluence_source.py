@@ -251,6 +251,41 @@ async def test_a_hostile_confluence_cannot_point_links_or_listings_elsewhere(
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_listing_whose_next_page_loops_back_fails_at_once(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    """Each listing's `next` is the same page: found on its second request, not after
+    max_listing_pages (10,000) of them, and the index keeps what it had."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:3]}
+    await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    if confluence.flavour == "cloud":
+        cursor = base64.urlsafe_b64encode(b'{"o": 0}').decode()  # the first page's, again
+        space = confluence.space_ids["ENG"]
+        confluence.next_link = f"/wiki/api/v2/spaces/{space}/pages?cursor={cursor}"
+    else:
+        confluence.next_link = "/rest/api/content?spaceKey=ENG&type=page&start=0"
+    confluence.requests.clear()
+    with pytest.raises(SourceUnavailable, match="came back to a page it had sent already"):
+        await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert confluence.requests["listing"] <= 3
+    assert len(await index.documents()) == 3
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_page_ids_are_asked_for_as_listed(
+    confluence: FakeConfluence, syncer: SourceSyncer
+) -> None:
+    """A listed id is one path segment: with a `#` it asked for another page, with a control
+    character httpx refused the URL and the whole sync ended with a traceback."""
+    pages = list(confluence.pages.values())[:3]
+    for page, odd in zip(pages, ("4242#top", "4243\n", "4244?x=1"), strict=True):
+        page.page_id = odd
+    confluence.pages = {page.page_id: page for page in pages}
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.ADDED] == 3
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_an_edit_that_could_not_be_indexed_is_read_again_next_time(
     confluence: FakeConfluence, syncer: SourceSyncer, index, embedder
 ) -> None:

@@ -12,6 +12,7 @@ import errno
 import ipaddress
 import os
 import re
+import socket
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -334,11 +335,25 @@ def _address(host: str, kind: str) -> bool:
     """Whether `host` is an IP literal of that kind (`is_private` covers loopback too)."""
     if host.lower() == "localhost":
         return kind == "is_private"
+    address = _ip_literal(host)
+    return address is not None and bool(getattr(address, kind))
+
+
+def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `host` names without a lookup, in every spelling the system's resolver
+    takes as one: `2852039166`, `0xa9fea9fe` and `169.254.43518` are 169.254.169.254 to
+    `getaddrinfo` (inet_aton's forms), and `::ffff:169.254.169.254` reaches it over IPv6 while
+    Python calls it neither link-local nor private. None for a name."""
     try:
-        address = ipaddress.ip_address(host)
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
     except ValueError:
-        return False
-    return bool(getattr(address, kind))
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:  # not an address in any form: a name
+            return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:

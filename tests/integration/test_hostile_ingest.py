@@ -253,6 +253,10 @@ async def site() -> AsyncIterator[str]:
     app_.router.add_get("/to-bad-port", _to_bad_port)
     app_.router.add_get("/to-file", _redirect("file:///etc/passwd"))
     app_.router.add_get("/to-metadata", _redirect("http://169.254.169.254/latest/meta-data/"))
+    # The same address as the resolver also reads it: decimal, and IPv4-mapped IPv6.
+    app_.router.add_get("/to-metadata-decimal", _redirect("http://2852039166/latest/meta-data/"))
+    mapped = "http://[::ffff:169.254.169.254]/latest/meta-data/"
+    app_.router.add_get("/to-metadata-mapped", _redirect(mapped))
     runner_ = web.AppRunner(app_)
     await runner_.setup()
     tcp = web.TCPSite(runner_, "127.0.0.1", 0)
@@ -283,13 +287,16 @@ async def test_a_slow_drip_url_is_cut_off_at_its_deadline(
 async def test_hostile_urls_are_skipped_with_their_reasons(
     site: str, settings: Settings, index: object, embedder: CachedEmbedder
 ) -> None:
-    urls = [f"{site}/{p}" for p in ("bomb.txt", "loop", "to-file", "to-metadata")]
+    paths = ("bomb.txt", "loop", "to-file", "to-metadata")
+    urls = [f"{site}/{p}" for p in (*paths, "to-metadata-decimal", "to-metadata-mapped")]
     report = await _fetch_all(settings, index, embedder, urls, max_file_bytes=1_000_000)
     assert {s.display.rsplit("/", 1)[1]: s.reason for s in report.skipped} == {
         "bomb.txt": "over the limit of 1,000,000 bytes (ingest.max_file_bytes)",
         "loop": "more than 20 redirects",
         "to-file": "redirect to a file: URL refused",
         "to-metadata": "redirect to a link-local address (169.254.169.254) refused",
+        "to-metadata-decimal": "redirect to a link-local address (2852039166) refused",
+        "to-metadata-mapped": "redirect to a link-local address (::ffff:a9fe:a9fe) refused",
     }
 
 

@@ -36,6 +36,7 @@ from core.ingest.sources import (
     NotModified,
     Skipped,
     SourceItem,
+    printable,
     read_item,
     title_from_name,
     too_big,
@@ -259,7 +260,7 @@ class GitConnector:
             )
         except SourceUnavailable:
             return None
-        return {path for path in out.split("\0") if path} | retry
+        return {printable(path) for path in out.split("\0") if path} | retry
 
     async def _tree(self) -> list[_Entry]:
         out = await self._git("ls-tree", "-r", "-l", "-z", "--full-tree", "HEAD")
@@ -275,30 +276,35 @@ class GitConnector:
     def _add(self, found: Discovery, entry: _Entry, scope: str, branch: str) -> None:
         if not self._filter.takes(entry.path):
             return
-        suffix = PurePosixPath(entry.path).suffix
+        # A path is bytes to git: one that is not UTF-8 (kept as lone surrogates) is named,
+        # linked and stored as `printable` makes it, since no encoder takes it as it is (a
+        # link to it raised UnicodeEncodeError, which ended the whole sync); the file itself
+        # is still read under its own bytes.
+        name = printable(entry.path)
+        suffix = PurePosixPath(name).suffix
         fmt = EXTENSIONS.get(suffix.lower())
         why = _not_read(entry)
         if why is None and fmt is None:
-            why = f"unsupported file type '{suffix or entry.path}'"
+            why = f"unsupported file type '{suffix or name}'"
         if why is not None:
             if self._explicit:  # named by the include patterns: say why it is not read
-                found.skipped.append(Skipped(entry.path, why))
+                found.skipped.append(Skipped(name, why))
             return
         limit = self._settings.max_file_bytes
         if entry.size is not None and entry.size > limit:
-            found.skipped.append(Skipped(entry.path, str(too_big(limit))))
+            found.skipped.append(Skipped(name, str(too_big(limit))))
             return
         link = (
-            web_link(self._web_url, branch, entry.path)
+            web_link(self._web_url, branch, name)
             if self._web_url
-            else (self._checkout / entry.path).as_uri()
+            else (self._checkout / entry.path).as_uri()  # as_uri quotes the bytes
         )
         found.items.append(
             SourceItem(
-                doc_id=scope + entry.path,
+                doc_id=scope + name,
                 url=link,
-                display=entry.path,
-                fallback_title=title_from_name(PurePosixPath(entry.path).name),
+                display=name,
+                fallback_title=title_from_name(PurePosixPath(name).name),
                 path=self._checkout / entry.path,
                 fmt=fmt,
             )

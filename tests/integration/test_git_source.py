@@ -12,6 +12,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from typer.testing import CliRunner
@@ -501,6 +502,30 @@ def test_a_git_source_is_one_repository_and_a_web_url_names_the_file() -> None:
         SourceSettings(type="git", location=["a", "b"])
     with pytest.raises(ValueError, match="web_url needs"):
         SourceSettings(type="git", location=["a"], web_url="https://example.com/")
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_file_name_that_is_not_utf8_is_indexed_under_a_readable_name(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str]
+) -> None:
+    """A Latin-1 file name (bytes git keeps as they are): its link raised
+    UnicodeEncodeError and ended every sync of the repository."""
+    latin1 = os.fsdecode(b"docs/caf\xe9.md")
+    (repo / latin1).write_bytes(b"# Cafe\n\nThe espresso machine is descaled on Fridays.\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "a Latin-1 name")
+    first = await syncer.sync("handbook", source(repo))
+    assert first.counts[Outcome.ADDED] == 5
+    shown = "docs/caf\ufffd.md"
+    assert f"https://git.example.com/acme/handbook/blob/main/{quote(shown)}#cafe" in await urls(
+        index, "espresso machine descaled"
+    )
+    (repo / latin1).write_bytes(b"# Cafe\n\nThe espresso machine is descaled on Mondays.\n")
+    git(repo, "commit", "--quiet", "-am", "descale on Mondays")
+    reads.clear()
+    second = await syncer.sync("handbook", source(repo))
+    assert sorted(reads) == ["docs/big.md", shown]  # the diff names it as the sync does
+    assert second.counts[Outcome.UPDATED] == 1
 
 
 async def test_a_file_over_the_size_limit_is_skipped_before_it_is_read(

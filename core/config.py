@@ -345,6 +345,11 @@ class SourceSettings(_Section):
         if self.type == "confluence":
             if len(self.location) != 1 or not is_http_url(self.location[0]):
                 raise ValueError("a confluence source has one location: the site's base URL")
+            if urlsplit(self.location[0]).username is not None:  # every page link has it
+                raise ValueError(
+                    "a confluence source's location can't hold a user or password (every "
+                    "page's link would show it): set username and token_env"
+                )
             if not self.spaces:
                 raise ValueError("a confluence source names its spaces (spaces: [KEY, ...])")
         places = ("{path}", "{stem}", "{page}")

@@ -49,6 +49,7 @@ from core.ingest.sources import (
     is_url,
     title_from_name,
     url_problem,
+    userinfo,
 )
 
 log = structlog.get_logger(__name__)
@@ -135,9 +136,13 @@ class SiteConnector:
         index holds (a page not among them is always downloaded whole); `revalidate`: every
         page is downloaded whole (the settings it was indexed under changed), its links still
         remembered (a page down for now keeps its copy and its pages)."""
-        self._start = [normalised(u) for u in start_urls]
-        self._sitemaps = [u for u in sitemaps]
-        self._prefixes = [normalised(p) for p in prefixes] or sorted(
+        # A user and password in a URL (`https://user:pw@docs.example.com/`) are sent to its
+        # scheme, host and port only, and kept out of every URL the crawl names: the pages'
+        # ids and citation links, the skip reasons, its memory.
+        self._auth = _credentials([*start_urls, *sitemaps, *prefixes])
+        self._start = [normalised(redact_url(u)) for u in start_urls]
+        self._sitemaps = [redact_url(u) for u in sitemaps]
+        self._prefixes = [normalised(redact_url(p)) for p in prefixes] or sorted(
             {default_prefix(u) for u in self._start if _crawlable(u)}
         )
         self._settings = settings
@@ -384,7 +389,7 @@ class SiteConnector:
             if wait > 0:
                 await asyncio.sleep(wait)
             self._last_request[host] = time.monotonic()
-        item = SourceItem(url, url, url, "")
+        item = SourceItem(url, url, url, "", auth=self._auth.get(_origin(url)))
         try:
             async with asyncio.timeout(self._settings.url_deadline_s):
                 return await fetch_url(
@@ -537,9 +542,35 @@ def _crawlable(url: str) -> bool:
 
 
 def memory_name(start_urls: Iterable[str], prefixes: Iterable[str]) -> str:
-    """The memory file of one crawl (the same start URLs and prefixes: the same crawl)."""
-    key = "\n".join(sorted(normalised(u) for u in [*start_urls, *prefixes]))
+    """The memory file of one crawl (the same start URLs and prefixes: the same crawl), named
+    without the URLs' passwords (a hash of a short one is easily reversed)."""
+    key = "\n".join(sorted(normalised(redact_url(u)) for u in [*start_urls, *prefixes]))
     return hashlib.sha256(key.encode()).hexdigest()[:16] + ".json"
+
+
+Origin = tuple[str, str, int | None]
+
+
+def _origin(url: str) -> Origin | None:
+    """Scheme, host and port: where a URL's credentials may be sent (see `fetch_url`)."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:  # malformed: `discover` reports it
+        return None
+    return parsed.scheme, parsed.host, parsed.port
+
+
+def _credentials(urls: Iterable[str]) -> dict[Origin | None, tuple[str, str]]:
+    """The user and password the crawl's URLs hold, by the origin they are for."""
+    found: dict[Origin | None, tuple[str, str]] = {}
+    for url in urls:
+        try:
+            credentials = userinfo(url)
+        except ValueError:  # malformed: `discover` reports it
+            continue
+        if credentials is not None:
+            found[_origin(redact_url(url))] = credentials
+    return found
 
 
 def _forgotten(page: _Remembered) -> _Remembered:

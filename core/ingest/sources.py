@@ -126,7 +126,8 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def _userinfo(url: str) -> tuple[str, str] | None:
+def userinfo(url: str) -> tuple[str, str] | None:
+    """The user and password a URL holds (`https://user:pw@host/`), to send as basic auth."""
     parts = urlsplit(url)
     if parts.username is None:
         return None
@@ -249,7 +250,7 @@ def discover(
                 continue
             url = redact_url(urldefrag(target).url)
             title = title_from_name(urlparse(url).path)
-            found.items.append(SourceItem(url, url, url, title, auth=_userinfo(target)))
+            found.items.append(SourceItem(url, url, url, title, auth=userinfo(target)))
             found.scopes.append(url)
             continue
         if not target.strip():

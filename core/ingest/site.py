@@ -435,15 +435,21 @@ class SiteConnector:
     # -- sitemaps --------------------------------------------------------------------------
 
     async def _sitemap_pages(self, found: Discovery) -> list[str]:
-        """Page URLs of the sitemaps (given, else those robots.txt names), index files read
-        through, each file at most once and `max_sitemaps` in all."""
+        """Page URLs of the sitemaps (given, else those robots.txt names) under the prefixes,
+        index files read through, each file at most once and `max_sitemaps` in all.
+
+        At most `max_pages * QUEUED_PER_PAGE` of them, as for the links the pages hold: 100
+        sitemaps of 50,000 URLs each queued 5 million visits for a crawl of 500 pages (65 s
+        and 500,000 "page limit reached" skips for 10 of them). Past that bound the crawl
+        would be cut short anyway: no more sitemaps are read, and it prunes nothing."""
         pending = list(self._sitemaps)
         if not pending and self._crawl.robots:
             for start in self._start:
                 rules = await self._rules(start)
                 pending += list(rules.sitemaps) if rules is not None else []  # type: ignore[attr-defined]
         read: set[str] = set()
-        pages: list[str] = []
+        pages: dict[str, None] = {}  # in order, once each
+        room = self._crawl.max_pages * QUEUED_PER_PAGE
         while pending and len(read) < self._crawl.max_sitemaps:
             url = pending.pop(0)
             if url in read:
@@ -465,10 +471,15 @@ class SiteConnector:
                 pending += [e.loc for e in located]
                 continue
             for entry in located:
-                pages.append(page_url := normalised(entry.loc))
+                if not self._in_scope(page_url := normalised(entry.loc)):
+                    continue  # never crawled: not queued either
+                if len(pages) >= room and page_url not in pages:
+                    found.skipped.append(Skipped(redact_url(url), LIMIT_REACHED))
+                    return list(pages)
+                pages[page_url] = None
                 if entry.lastmod:
                     self._lastmods[page_url] = entry.lastmod
-        return pages
+        return list(pages)
 
 
 def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list[SitemapEntry]]:

@@ -234,6 +234,9 @@ class CrawlSettings(_Section):
     )  # per sitemap file (the protocol's limit)
     max_sitemaps: int = Field(100, ge=1, le=10_000)  # sitemap files read, index files included
     robots: bool = True  # honour robots.txt
+    # robots.txt is read up to this many bytes and the rest ignored (Google's limit, 500 KiB):
+    # parsed and matched against every URL on the event loop, it must stay small.
+    max_robots_bytes: int = Field(512_000, ge=1_000, le=100_000_000)
 
 
 class GitSettings(_Section):

@@ -68,10 +68,11 @@ def codings(response: httpx.Response) -> list[str]:
     return [coding for coding in named if coding and coding != _IDENTITY]
 
 
-async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
+async def read_body(response: httpx.Response, max_bytes: int, *, cut: bool = False) -> bytes:
     """The decoded body of a streamed response; raises `BodyTooLarge` as soon as it passes
-    `max_bytes`, `UndecodableBody` for a coding we do not read or a body that is not what its
-    coding says."""
+    `max_bytes` (with `cut`: returns its first `max_bytes` instead, and reads no further),
+    `UndecodableBody` for a coding we do not read or a body that is not what its coding
+    says."""
     applied = codings(response)
     if len(applied) > 1:
         raise UndecodableBody(f"the body is compressed {len(applied)} times ({', '.join(applied)})")
@@ -82,5 +83,7 @@ async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
     async for raw in response.aiter_raw():
         body += raw if inflater is None else inflater.inflate(raw, max_bytes - len(body) + 1)
         if len(body) > max_bytes:
+            if cut:
+                return bytes(body[:max_bytes])
             raise BodyTooLarge
     return bytes(body)

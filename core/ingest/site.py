@@ -380,8 +380,11 @@ class SiteConnector:
         any_type: bool,
         seen: Callable[[str], bool] | None = None,
         conditional: dict[str, str] | None = None,
+        cut_at: int | None = None,
     ) -> Fetched:
-        """One request, politely: after `delay_s` since the last one to this host."""
+        """One request, politely: after `delay_s` since the last one to this host. `cut_at`:
+        the body is read up to that many bytes, the rest ignored (instead of the document
+        limit, past which it is refused)."""
         host = urlsplit(url).netloc
         lock = self._host_locks.setdefault(host, asyncio.Lock())
         async with lock:
@@ -394,11 +397,12 @@ class SiteConnector:
             async with asyncio.timeout(self._settings.url_deadline_s):
                 return await fetch_url(
                     item,
-                    self._settings.max_file_bytes,
+                    self._settings.max_file_bytes if cut_at is None else cut_at,
                     self._http,
                     any_type=any_type,
                     seen=seen,
                     conditional=conditional,
+                    cut=cut_at is not None,
                 )
         except TimeoutError:
             raise UnreachableDocument(
@@ -416,15 +420,22 @@ class SiteConnector:
         return bool(rules.can_fetch(url, self._settings.user_agent))  # type: ignore[attr-defined]
 
     async def _rules(self, url: str) -> object | None:
-        """The origin's robots.txt, read once; none (or unreadable) allows everything."""
+        """The origin's robots.txt, read once; none (or unreadable) allows everything. Read up
+        to `max_robots_bytes`, the rest ignored, as Google does: Protego parses it and matches
+        every URL against all its rules on the event loop (13 MB of rules took 11 s to parse
+        and 250 ms per URL)."""
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"
         if origin not in self._robots:
             from protego import Protego
 
+            limit = self._crawl.max_robots_bytes
             try:
-                robots = await self._get(origin + "/robots.txt", any_type=True)
-                self._robots[origin] = Protego.parse(robots.data.decode("utf-8", "replace"))
+                robots = await self._get(origin + "/robots.txt", any_type=True, cut_at=limit)
+                text = robots.data.decode("utf-8", "replace")
+                if len(robots.data) >= limit:  # cut: its last line may be only part of one
+                    text = text.rpartition("\n")[0]
+                self._robots[origin] = Protego.parse(text)
             except UnreachableDocument as exc:  # the sitemaps it names are unknown this time
                 self._robots[origin] = None
                 self._unsure.append(Skipped(redact_url(origin + "/robots.txt"), str(exc)))

@@ -396,13 +396,15 @@ async def fetch_url(
     any_type: bool = False,
     seen: Callable[[str], bool] | None = None,
     conditional: dict[str, str] | None = None,
+    cut: bool = False,
 ) -> Fetched:
     """The body, its format and the URL it came from after redirects (each checked by
     `_redirect_refused`). `any_type`: a body of an unsupported type (a sitemap's XML) comes back
     with no format instead of being refused. `seen`: a redirect to a URL it says yes to raises
     `AlreadySeen` instead of being followed (nothing fetched twice). `conditional`: the
     If-None-Match / If-Modified-Since headers of a copy the caller has; a 304 raises
-    `NotModified`."""
+    `NotModified`. `cut`: a body over `max_bytes` comes back cut to it (robots.txt) instead of
+    being refused."""
     url = httpx.URL(item.url)
     chain = {url}  # the URLs this fetch has requested
     try:
@@ -428,7 +430,7 @@ async def fetch_url(
                     url = target
                     chain.add(url)
                     continue
-                data, fmt = await _body(response, max_bytes, url, any_type)
+                data, fmt = await _body(response, max_bytes, url, any_type, cut=cut)
                 return Fetched(
                     data,
                     fmt,
@@ -504,7 +506,12 @@ def _words(name: str) -> str:
 
 
 async def _body(
-    response: httpx.Response, max_bytes: int, url: httpx.URL, any_type: bool = False
+    response: httpx.Response,
+    max_bytes: int,
+    url: httpx.URL,
+    any_type: bool = False,
+    *,
+    cut: bool = False,
 ) -> tuple[bytes, DocumentFormat | None]:
     """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb, stacked or not,
     is stopped one byte past it (see `core.http_body`)."""
@@ -514,10 +521,10 @@ async def _body(
         failed = UnreachableDocument if passing else UnreadableDocument
         raise failed(f"HTTP {status} from {redact_url(str(url))}")
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    if declared.isdigit() and int(declared) > max_bytes and not cut:
         raise too_big(max_bytes)
     try:
-        body = await read_body(response, max_bytes)
+        body = await read_body(response, max_bytes, cut=cut)
     except BodyTooLarge:
         raise too_big(max_bytes) from None
     except UndecodableBody as exc:

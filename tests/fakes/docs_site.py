@@ -43,6 +43,8 @@ class DocsSite:
     failing: dict[str, int] = field(default_factory=dict)
     # The Authorization header every request must carry (a site behind basic auth); None: open.
     authorization: str | None = None
+    # More of robots.txt, after its rules (a file padded far past what crawlers read).
+    robots_tail: str = ""
 
     def __post_init__(self) -> None:
         self.pages.update(
@@ -94,7 +96,8 @@ class DocsSite:
             return web.Response(status=self.failing[path], text="try again later")
         if path == "/robots.txt":
             return web.Response(
-                text=f"User-agent: *\nDisallow: /docs/private/\nSitemap: {self.base}/sitemap.xml\n",
+                text=f"User-agent: *\nDisallow: /docs/private/\nSitemap: {self.base}/sitemap.xml\n"
+                + self.robots_tail,
                 content_type="text/plain",
             )
         if path == "/sitemap.xml":

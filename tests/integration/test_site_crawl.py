@@ -323,6 +323,19 @@ async def test_a_crawl_cut_short_by_the_page_limit_prunes_nothing(
     assert any(s.reason.endswith("nothing pruned") for s in cut.skipped)
 
 
+async def test_robots_txt_is_read_up_to_its_limit_and_the_rest_ignored(
+    served: Served, settings: Settings
+) -> None:
+    """As Google does (500 KiB): the whole file was parsed, and its rules matched against
+    every URL, on the event loop (13 MB: 11 s to parse, 250 ms per URL). Here the rule past
+    the limit would disallow the whole of /docs/: it is not read."""
+    served.site.robots_tail = "# padding\n" * 60_000 + "Disallow: /docs/\n"  # 600 KB
+    found = await crawler(served, settings.ingest).discover()
+    assert len(found.items) == 5
+    skipped = {s.display: s.reason for s in found.skipped}
+    assert skipped[f"{served.url}/docs/private/secret.html"] == "disallowed by robots.txt"
+
+
 @pytest.fixture
 async def sitemap_heavy() -> AsyncIterator[tuple[str, Counter[str]]]:
     """A site whose sitemap index names 3 sitemaps of 5,000 pages each (and each page is

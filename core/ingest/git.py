@@ -198,6 +198,7 @@ class GitConnector:
         location changed) or a damaged one is replaced."""
         depth = str(self._settings.git.depth)
         if (self._checkout / ".git").is_dir():
+            _remove_stale_locks(self._checkout / ".git")
             try:
                 origin = (await self._git("remote", "get-url", "origin")).strip()
             except SourceUnavailable:
@@ -362,6 +363,17 @@ class GitConnector:
             detail = redact_urls_in(_reason(err.decode("utf-8", "replace"), process.returncode))
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
         return out.decode("utf-8", "surrogateescape")
+
+
+def _remove_stale_locks(git_dir: Path) -> None:
+    """The lock files a git killed mid-fetch left (`shallow.lock`, `index.lock`, a ref's):
+    git removes them when it ends, but not when killed (the timeout's SIGKILL, an OOM kill, a
+    crash), and every later fetch then failed with "Unable to create '.../shallow.lock': File
+    exists" until someone deleted it. No git is at work in the clone now: the sync holds its
+    source's run lock, and the clone is this source's alone."""
+    for lock in git_dir.rglob("*.lock"):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove: git says
+            lock.unlink()
 
 
 def _end_group(process: asyncio.subprocess.Process) -> None:

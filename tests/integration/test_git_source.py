@@ -370,6 +370,21 @@ async def test_a_remote_that_never_answers_fails_at_the_timeout_and_leaves_no_gi
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_the_locks_of_a_git_killed_mid_fetch_do_not_fail_every_later_sync(
+    repo: Path, syncer: SourceSyncer, tmp_path: Path
+) -> None:
+    """A git killed while it held them (the timeout, an OOM kill) leaves its lock files."""
+    await syncer.sync("handbook", source(repo))
+    clone = tmp_path / "data" / "git" / "handbook" / ".git"
+    for lock in ("shallow.lock", "index.lock", "refs/heads/main.lock"):
+        (clone / lock).write_text("")
+    write(repo, {"docs/faq.md": "# FAQ\n\nAsk in #support now.\n"})
+    git(repo, "commit", "--quiet", "-am", "faq moved channel")
+    report = await syncer.sync("handbook", source(repo))
+    assert report.counts[Outcome.UPDATED] == 1
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_a_cancelled_sync_leaves_no_git_behind(
     syncer: SourceSyncer, silent_remote: str
 ) -> None:

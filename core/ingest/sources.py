@@ -533,4 +533,36 @@ async def _body(
     fmt = CONTENT_TYPES.get(content_type) or EXTENSIONS.get(Path(url.path).suffix.lower())
     if fmt is None and not any_type:
         raise UnreadableDocument(f"unsupported content type '{content_type or 'none'}'")
+    if fmt is not None and fmt is not DocumentFormat.PDF:
+        body = _as_utf8(body, fmt, response.charset_encoding)
+        if len(body) > max_bytes:  # a character of one byte may take three in UTF-8
+            raise too_big(max_bytes)
     return body, fmt
+
+
+def _as_utf8(body: bytes, fmt: DocumentFormat, charset: str | None) -> bytes:
+    """A text body in UTF-8, which the parsers read. One that is UTF-8 already is kept as it
+    is, whatever the server declares (a docs server left at ISO-8859-1 while its files are
+    UTF-8 is common, and transcoding would garble every accent). Otherwise it is read in the
+    charset its Content-Type declares, or for HTML the one the page declares (`<meta
+    charset>`) or bs4 recognises: a page in windows-1252 was skipped as "not valid UTF-8",
+    although the server said what it was. A charset nobody knows (`x-bogus`) leaves it to be
+    skipped as not UTF-8."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return body
+    if charset is not None:
+        try:
+            return body.decode(charset).encode("utf-8")
+        except (LookupError, UnicodeDecodeError):  # unknown, or not what it says: see below
+            pass
+    if fmt is DocumentFormat.HTML:
+        from bs4 import UnicodeDammit
+
+        text = UnicodeDammit(body, is_html=True).unicode_markup
+        if text is not None:
+            return text.encode("utf-8")
+    return body

@@ -207,6 +207,33 @@ def _encoded(coding: str):  # type: ignore[no-untyped-def]
     return handler
 
 
+# path -> (Content-Type, body): text in other charsets than UTF-8, declared or not.
+CHARSETS = {
+    "/cp1252.html": (
+        "text/html; charset=windows-1252",
+        "<h1>Caf\u00e9 menu</h1><p>The caf\u00e9 serves \u201cflat whites\u201d.</p>".encode(
+            "cp1252"
+        ),
+    ),
+    "/meta-latin1.html": (
+        "text/html",
+        b'<meta charset="iso-8859-1"><h1>Cr\xe8me</h1><p>Cr\xe8me br\xfbl\xe9e on Fridays.</p>',
+    ),
+    "/utf16.txt": ("text/plain; charset=utf-16", "Na\u00efve tea on Mondays.".encode("utf-16")),
+    # Declared Latin-1, sent as UTF-8 (a server's default charset left as it was): kept UTF-8.
+    "/mislabelled.md": (
+        "text/markdown; charset=iso-8859-1",
+        "# Pi\u00f1a\n\nPi\u00f1a colada on Saturdays.\n".encode(),
+    ),
+    "/bogus.txt": ("text/plain; charset=x-bogus", "Caf\u00e9 au lait.".encode("latin-1")),
+}
+
+
+async def _charset(request: web.Request) -> web.Response:
+    content_type, body = CHARSETS[request.path]
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
 async def _private(request: web.Request) -> web.Response:
     if request.headers.get("Authorization") != "Basic dXNlcjpzM2NyM3QtcHc=":  # user:s3cr3t-pw
         return web.Response(status=401)
@@ -243,6 +270,8 @@ async def site() -> AsyncIterator[str]:
     app_.router.add_get("/drip.txt", _drip)
     app_.router.add_get("/bomb.txt", _bomb)
     app_.router.add_get("/stacked-bomb.txt", _stacked_bomb)
+    for path in CHARSETS:
+        app_.router.add_get(path, _charset)
     app_.router.add_get("/zstd.txt", _zstd)
     for coding in ("gzip", "deflate", "raw-deflate"):
         app_.router.add_get(f"/{coding}.md", _encoded(coding))
@@ -314,6 +343,35 @@ async def test_compressed_bodies_are_inflated_within_the_limit_or_refused(
         "zstd.txt": "the body is compressed as 'zstd', which is not read",
     }
     assert report.counts[Outcome.ADDED] == 3
+
+
+async def test_a_page_in_another_charset_is_read_in_the_one_it_declares(
+    site: str, settings: Settings, index, embedder: CachedEmbedder
+) -> None:
+    """The Content-Type's charset, or for HTML the page's own: each was skipped as "not
+    valid UTF-8". A body that is UTF-8 stays UTF-8 whatever the server says; a charset no one
+    knows, on a body that is not UTF-8, is still a skip."""
+    report = await _fetch_all(settings, index, embedder, [site + path for path in CHARSETS])
+    assert [(s.display, s.reason) for s in report.skipped] == [
+        (f"{site}/bogus.txt", "not valid UTF-8 (byte 3)")
+    ]
+    texts = {
+        hit.chunk.text
+        for q in (
+            "caf\u00e9 flat whites",
+            "cr\u00e8me br\u00fbl\u00e9e",
+            "na\u00efve tea",
+            "pi\u00f1a colada",
+        )
+        for hit in await index.search(q, k=1)
+    }
+    for words in (
+        "\u201cflat whites\u201d",
+        "Cr\u00e8me br\u00fbl\u00e9e",
+        "Na\u00efve tea",
+        "Pi\u00f1a colada",
+    ):
+        assert any(words in text for text in texts), words
 
 
 async def test_a_malformed_url_is_named_with_why_and_the_other_targets_are_indexed(

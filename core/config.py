@@ -238,6 +238,9 @@ class CrawlSettings(_Section):
     )  # per sitemap file (the protocol's limit)
     max_sitemaps: int = Field(100, ge=1, le=10_000)  # sitemap files read, index files included
     robots: bool = True  # honour robots.txt
+    # robots.txt is read up to this many bytes and the rest ignored (Google's limit, 500 KiB):
+    # parsed and matched against every URL on the event loop, it must stay small.
+    max_robots_bytes: int = Field(512_000, ge=1_000, le=100_000_000)
 
 
 class GitSettings(_Section):
@@ -349,6 +352,11 @@ class SourceSettings(_Section):
         if self.type == "confluence":
             if len(self.location) != 1 or not is_http_url(self.location[0]):
                 raise ValueError("a confluence source has one location: the site's base URL")
+            if urlsplit(self.location[0]).username is not None:  # every page link has it
+                raise ValueError(
+                    "a confluence source's location can't hold a user or password (every "
+                    "page's link would show it): set username and token_env"
+                )
             if not self.spaces:
                 raise ValueError("a confluence source names its spaces (spaces: [KEY, ...])")
         places = ("{path}", "{stem}", "{page}")

@@ -27,6 +27,7 @@ from tenacity import (
 )
 
 from core.errors import RemoteFailure
+from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # The services answer in kilobytes (a chat completion, a page of search results); a body past
@@ -78,20 +79,25 @@ async def _send_once(
     headers: dict[str, str],
     extra: dict[str, Any],
 ) -> httpx.Response:
-    """One attempt, its body read to at most MAX_RESPONSE_BYTES (httpx's timeout bounds each
-    read, so the caller bounds the whole attempt: a server may drip a byte at a time)."""
+    """One attempt, its body read to at most MAX_RESPONSE_BYTES once decompressed (httpx's
+    timeout bounds each read, so the caller bounds the whole attempt: a server may drip a byte
+    at a time)."""
+    headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
     async with http.stream(method, url, headers=headers, **extra) as response:
         if response.status_code in RETRY_STATUSES:
             later = retry_after_s(response.headers.get("retry-after"))
             raise _Retryable(response.status_code, later)
-        content = bytearray()
-        async for chunk in response.aiter_bytes():
-            content += chunk
-            if len(content) > MAX_RESPONSE_BYTES:
-                raise RemoteFailure(f"sent a response longer than {MAX_RESPONSE_BYTES:,} bytes")
+        try:
+            content = await read_body(response, MAX_RESPONSE_BYTES)
+        except BodyTooLarge:
+            raise RemoteFailure(
+                f"sent a response longer than {MAX_RESPONSE_BYTES:,} bytes"
+            ) from None
+        except UndecodableBody as exc:
+            raise RemoteFailure(f"sent a response that can't be read ({exc})") from None
     kept = [(k, v) for k, v in response.headers.items() if k.lower() not in _ENCODING_HEADERS]
     return httpx.Response(
-        response.status_code, headers=kept, content=bytes(content), request=response.request
+        response.status_code, headers=kept, content=content, request=response.request
     )
 
 

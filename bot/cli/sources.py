@@ -79,6 +79,7 @@ async def _sync(names: list[str]) -> list[str]:
 @sources_app.command("list")
 def sources_list() -> None:
     """Each source with its type, location, schedule and how its last sync went."""
+    from core.domain.urls import redact_url
     from core.ingest.sync import sync_statuses, unconfigured
 
     s = state.settings
@@ -94,11 +95,12 @@ def sources_list() -> None:
         else:
             counts = ", ".join(f"{n} {o}" for o, n in status.counts.items())
             result = counts + (f"; {len(status.skipped)} skipped" if status.skipped else "")
-        # Locations and a failed sync's error (a server's words) are not markup.
+        # Locations (without a URL's password) and a failed sync's error (a server's words)
+        # are not markup.
         table.add_row(
             name,
             source.type,
-            shown(", ".join(source.location)),
+            shown(", ".join(redact_url(place) for place in source.location)),
             shown(source.schedule or "-"),
             last,
             shown(result),

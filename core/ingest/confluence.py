@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlencode, urljoin, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import httpx
 
@@ -33,6 +33,7 @@ from core.errors import (
 from core.http_retry import RetryPolicy, get_json
 from core.ingest.daemon_work import run_abandonable
 from core.ingest.formats import DocumentFormat, not_parsed
+from core.ingest.html import neutralise_unclosed_markup
 from core.ingest.memory import load_json, save_json
 from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem, too_big
 
@@ -71,10 +72,15 @@ def heading_anchor(flavour: Flavour, page_title: str, heading: str) -> str:
 
 def storage_to_html(storage: str, flavour: Flavour, title: str) -> tuple[str, list[str]]:
     """A page's storage format as HTML the HTML reader takes (headings with Confluence's ids,
-    macro parameters gone), and the file names of the attachments it shows or links."""
+    macro parameters gone), and the file names of the attachments it shows or links.
+
+    Markup that never closes is made text first, as for any HTML page: html.parser rescans
+    from each unclosed `<` to the end, and 420 KB of `<ac:structured-macro ` took 115 s, on a
+    parse thread no deadline can stop (two such pages and no page of any sync in the process
+    found a free one)."""
     from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(storage, "html.parser")
+    soup = BeautifulSoup(neutralise_unclosed_markup(storage), "html.parser")
     attachments = sorted(
         {str(a.get("ri:filename")) for a in soup.find_all("ri:attachment") if a.get("ri:filename")}
     )
@@ -128,6 +134,8 @@ class ConfluenceConnector:
             found.scopes.append(scope)
             for page in await listing(key, space_id):
                 doc_id = scope + page.page_id
+                if not page.page_id or doc_id in self._listed:  # no id to ask for; listed twice
+                    continue
                 self._listed[doc_id] = page
                 found.items.append(
                     SourceItem(doc_id, page.link, f"{key}: {page.title}", page.title)
@@ -139,10 +147,13 @@ class ConfluenceConnector:
         page = self._listed[item.doc_id]
         if self._versions.get(item.doc_id) == page.version and item.doc_id in self._known:
             raise NotModified(item.doc_id)
+        # The id as one path segment, whatever the server listed: a '#' or '?' in it would ask
+        # for another page, a control character would be a URL httpx refuses.
+        page_id = quote(page.page_id, safe="")
         if self._flavour == "cloud":
-            url = f"{self._base}/api/v2/pages/{page.page_id}?body-format=storage"
+            url = f"{self._base}/api/v2/pages/{page_id}?body-format=storage"
         else:
-            url = f"{self._base}/rest/api/content/{page.page_id}?expand=body.storage,version"
+            url = f"{self._base}/rest/api/content/{page_id}?expand=body.storage,version"
         body = await self._page_body(url)
         storage = _text_at(body, "body", "storage", "value")
         if len(storage.encode("utf-8")) > self._settings.max_file_bytes:
@@ -229,13 +240,19 @@ class ConfluenceConnector:
     async def _results(self, url: str) -> AsyncIterator[dict[str, Any]]:
         """Every result of a listing, following `_links.next` (Cloud: a cursor, relative to
         the site's root; Data Center: an offset, relative to the base URL)."""
-        pages = 0
+        requested: set[str] = set()
         next_url: str | None = url
         while next_url is not None:
-            pages += 1
-            if pages > self._settings.confluence.max_listing_pages:
+            # A `next` back to a page already read is a loop: said at once, rather than after
+            # max_listing_pages requests (10,000 by default) of the same few pages.
+            if next_url in requested:
                 raise SourceUnavailable(
-                    f"Confluence listing longer than {pages - 1} pages "
+                    "Confluence's listing came back to a page it had sent already (a loop)"
+                )
+            requested.add(next_url)
+            if len(requested) > self._settings.confluence.max_listing_pages:
+                raise SourceUnavailable(
+                    f"Confluence listing longer than {len(requested) - 1} pages "
                     "(ingest.confluence.max_listing_pages)"
                 )
             body = self._json(await self._response(next_url), next_url)

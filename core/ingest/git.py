@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, urlsplit
@@ -34,6 +36,7 @@ from core.ingest.sources import (
     NotModified,
     Skipped,
     SourceItem,
+    printable,
     read_item,
     title_from_name,
     too_big,
@@ -195,6 +198,7 @@ class GitConnector:
         location changed) or a damaged one is replaced."""
         depth = str(self._settings.git.depth)
         if (self._checkout / ".git").is_dir():
+            _remove_stale_locks(self._checkout / ".git")
             try:
                 origin = (await self._git("remote", "get-url", "origin")).strip()
             except SourceUnavailable:
@@ -257,7 +261,7 @@ class GitConnector:
             )
         except SourceUnavailable:
             return None
-        return {path for path in out.split("\0") if path} | retry
+        return {printable(path) for path in out.split("\0") if path} | retry
 
     async def _tree(self) -> list[_Entry]:
         out = await self._git("ls-tree", "-r", "-l", "-z", "--full-tree", "HEAD")
@@ -273,30 +277,35 @@ class GitConnector:
     def _add(self, found: Discovery, entry: _Entry, scope: str, branch: str) -> None:
         if not self._filter.takes(entry.path):
             return
-        suffix = PurePosixPath(entry.path).suffix
+        # A path is bytes to git: one that is not UTF-8 (kept as lone surrogates) is named,
+        # linked and stored as `printable` makes it, since no encoder takes it as it is (a
+        # link to it raised UnicodeEncodeError, which ended the whole sync); the file itself
+        # is still read under its own bytes.
+        name = printable(entry.path)
+        suffix = PurePosixPath(name).suffix
         fmt = EXTENSIONS.get(suffix.lower())
         why = _not_read(entry)
         if why is None and fmt is None:
-            why = f"unsupported file type '{suffix or entry.path}'"
+            why = f"unsupported file type '{suffix or name}'"
         if why is not None:
             if self._explicit:  # named by the include patterns: say why it is not read
-                found.skipped.append(Skipped(entry.path, why))
+                found.skipped.append(Skipped(name, why))
             return
         limit = self._settings.max_file_bytes
         if entry.size is not None and entry.size > limit:
-            found.skipped.append(Skipped(entry.path, str(too_big(limit))))
+            found.skipped.append(Skipped(name, str(too_big(limit))))
             return
         link = (
-            web_link(self._web_url, branch, entry.path)
+            web_link(self._web_url, branch, name)
             if self._web_url
-            else (self._checkout / entry.path).as_uri()
+            else (self._checkout / entry.path).as_uri()  # as_uri quotes the bytes
         )
         found.items.append(
             SourceItem(
-                doc_id=scope + entry.path,
+                doc_id=scope + name,
                 url=link,
-                display=entry.path,
-                fallback_title=title_from_name(PurePosixPath(entry.path).name),
+                display=name,
+                fallback_title=title_from_name(PurePosixPath(name).name),
                 path=self._checkout / entry.path,
                 fmt=fmt,
             )
@@ -321,6 +330,9 @@ class GitConnector:
         where = cwd or self._checkout
         command = ["git", "-c", "core.symlinks=false", "-c", "protocol.ext.allow=never", *args]
         try:
+            # A session of its own: no terminal for ssh to ask for a password or a host key
+            # on (GIT_TERMINAL_PROMPT covers only git's own prompts), and one process group
+            # to end, git's helpers (git-remote-https, ssh) with it.
             process = await asyncio.create_subprocess_exec(
                 *command,
                 cwd=where,
@@ -328,6 +340,7 @@ class GitConnector:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
         except FileNotFoundError:
             if not where.is_dir():
@@ -337,16 +350,39 @@ class GitConnector:
         try:
             out, err = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
-            process.kill()
+            _end_group(process)
             await process.wait()
             raise SourceUnavailable(
                 f"git {args[0]} of {self._shown} took longer than {timeout:g} s "
                 "(ingest.git.timeout_s)"
             ) from None
+        except BaseException:  # cancelled (Ctrl-C, the clock stopping): git must not outlive it
+            _end_group(process)
+            raise
         if process.returncode != 0:
             detail = redact_urls_in(_reason(err.decode("utf-8", "replace"), process.returncode))
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
         return out.decode("utf-8", "surrogateescape")
+
+
+def _remove_stale_locks(git_dir: Path) -> None:
+    """The lock files a git killed mid-fetch left (`shallow.lock`, `index.lock`, a ref's):
+    git removes them when it ends, but not when killed (the timeout's SIGKILL, an OOM kill, a
+    crash), and every later fetch then failed with "Unable to create '.../shallow.lock': File
+    exists" until someone deleted it. No git is at work in the clone now: the sync holds its
+    source's run lock, and the clone is this source's alone."""
+    for lock in git_dir.rglob("*.lock"):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove: git says
+            lock.unlink()
+
+
+def _end_group(process: asyncio.subprocess.Process) -> None:
+    """Kill git and every helper it started. Killing git alone is not enough: a helper
+    (`git-remote-https` waiting on a server that never answers) keeps git's stdout and stderr
+    open, and asyncio's `wait()` waits for those pipes to close, so the sync would hang for as
+    long as the server does, timeout or not."""
+    with contextlib.suppress(ProcessLookupError):  # the group has ended already
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def _reason(stderr: str, code: int | None) -> str:

@@ -12,6 +12,7 @@ import errno
 import ipaddress
 import os
 import re
+import socket
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import httpx
 
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import UnreachableDocument, UnreadableDocument
+from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
 from core.ingest.formats import DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
@@ -124,7 +126,8 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def _userinfo(url: str) -> tuple[str, str] | None:
+def userinfo(url: str) -> tuple[str, str] | None:
+    """The user and password a URL holds (`https://user:pw@host/`), to send as basic auth."""
     parts = urlsplit(url)
     if parts.username is None:
         return None
@@ -247,7 +250,7 @@ def discover(
                 continue
             url = redact_url(urldefrag(target).url)
             title = title_from_name(urlparse(url).path)
-            found.items.append(SourceItem(url, url, url, title, auth=_userinfo(target)))
+            found.items.append(SourceItem(url, url, url, title, auth=userinfo(target)))
             found.scopes.append(url)
             continue
         if not target.strip():
@@ -333,11 +336,25 @@ def _address(host: str, kind: str) -> bool:
     """Whether `host` is an IP literal of that kind (`is_private` covers loopback too)."""
     if host.lower() == "localhost":
         return kind == "is_private"
+    address = _ip_literal(host)
+    return address is not None and bool(getattr(address, kind))
+
+
+def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `host` names without a lookup, in every spelling the system's resolver
+    takes as one: `2852039166`, `0xa9fea9fe` and `169.254.43518` are 169.254.169.254 to
+    `getaddrinfo` (inet_aton's forms), and `::ffff:169.254.169.254` reaches it over IPv6 while
+    Python calls it neither link-local nor private. None for a name."""
     try:
-        address = ipaddress.ip_address(host)
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
     except ValueError:
-        return False
-    return bool(getattr(address, kind))
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:  # not an address in any form: a name
+            return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -379,13 +396,15 @@ async def fetch_url(
     any_type: bool = False,
     seen: Callable[[str], bool] | None = None,
     conditional: dict[str, str] | None = None,
+    cut: bool = False,
 ) -> Fetched:
     """The body, its format and the URL it came from after redirects (each checked by
     `_redirect_refused`). `any_type`: a body of an unsupported type (a sitemap's XML) comes back
     with no format instead of being refused. `seen`: a redirect to a URL it says yes to raises
     `AlreadySeen` instead of being followed (nothing fetched twice). `conditional`: the
     If-None-Match / If-Modified-Since headers of a copy the caller has; a 304 raises
-    `NotModified`."""
+    `NotModified`. `cut`: a body over `max_bytes` comes back cut to it (robots.txt) instead of
+    being refused."""
     url = httpx.URL(item.url)
     chain = {url}  # the URLs this fetch has requested
     try:
@@ -393,7 +412,7 @@ async def fetch_url(
             if (problem := url_problem(str(url))) is not None:
                 raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
             auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
-            headers = conditional or {}
+            headers = {"Accept-Encoding": ACCEPT_ENCODING, **(conditional or {})}
             async with client.stream(
                 "GET", url, auth=auth, follow_redirects=False, headers=headers
             ) as response:
@@ -411,7 +430,7 @@ async def fetch_url(
                     url = target
                     chain.add(url)
                     continue
-                data, fmt = await _body(response, max_bytes, url, any_type)
+                data, fmt = await _body(response, max_bytes, url, any_type, cut=cut)
                 return Fetched(
                     data,
                     fmt,
@@ -487,25 +506,63 @@ def _words(name: str) -> str:
 
 
 async def _body(
-    response: httpx.Response, max_bytes: int, url: httpx.URL, any_type: bool = False
+    response: httpx.Response,
+    max_bytes: int,
+    url: httpx.URL,
+    any_type: bool = False,
+    *,
+    cut: bool = False,
 ) -> tuple[bytes, DocumentFormat | None]:
-    """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb is stopped after
-    at most one network read's worth of inflation."""
+    """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb, stacked or not,
+    is stopped one byte past it (see `core.http_body`)."""
     if response.status_code >= HTTPStatus.BAD_REQUEST:
         status = response.status_code
         passing = status in _FOR_NOW or status >= HTTPStatus.INTERNAL_SERVER_ERROR
         failed = UnreachableDocument if passing else UnreadableDocument
         raise failed(f"HTTP {status} from {redact_url(str(url))}")
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    if declared.isdigit() and int(declared) > max_bytes and not cut:
         raise too_big(max_bytes)
-    body = bytearray()
-    async for block in response.aiter_bytes():
-        body.extend(block)
-        if len(body) > max_bytes:
-            raise too_big(max_bytes)
+    try:
+        body = await read_body(response, max_bytes, cut=cut)
+    except BodyTooLarge:
+        raise too_big(max_bytes) from None
+    except UndecodableBody as exc:
+        raise UnreadableDocument(str(exc)) from None
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     fmt = CONTENT_TYPES.get(content_type) or EXTENSIONS.get(Path(url.path).suffix.lower())
     if fmt is None and not any_type:
         raise UnreadableDocument(f"unsupported content type '{content_type or 'none'}'")
-    return bytes(body), fmt
+    if fmt is not None and fmt is not DocumentFormat.PDF:
+        body = _as_utf8(body, fmt, response.charset_encoding)
+        if len(body) > max_bytes:  # a character of one byte may take three in UTF-8
+            raise too_big(max_bytes)
+    return body, fmt
+
+
+def _as_utf8(body: bytes, fmt: DocumentFormat, charset: str | None) -> bytes:
+    """A text body in UTF-8, which the parsers read. One that is UTF-8 already is kept as it
+    is, whatever the server declares (a docs server left at ISO-8859-1 while its files are
+    UTF-8 is common, and transcoding would garble every accent). Otherwise it is read in the
+    charset its Content-Type declares, or for HTML the one the page declares (`<meta
+    charset>`) or bs4 recognises: a page in windows-1252 was skipped as "not valid UTF-8",
+    although the server said what it was. A charset nobody knows (`x-bogus`) leaves it to be
+    skipped as not UTF-8."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return body
+    if charset is not None:
+        try:
+            return body.decode(charset).encode("utf-8")
+        except (LookupError, UnicodeDecodeError):  # unknown, or not what it says: see below
+            pass
+    if fmt is DocumentFormat.HTML:
+        from bs4 import UnicodeDammit
+
+        text = UnicodeDammit(body, is_html=True).unicode_markup
+        if text is not None:
+            return text.encode("utf-8")
+    return body

@@ -44,7 +44,7 @@ class FakeConfluence:
     retry_after: str = "0"
     base: str = ""  # the server's root URL, set once it listens
     next_link: str | None = None  # a listing's `_links.next` as a hostile server would set it
-    # page id -> how its body is answered instead: an HTTP status, or "not json"
+    # page id -> how its body is answered instead: an HTTP status, "not json" or "bad gzip"
     broken: dict[str, int | str] = field(default_factory=dict)
 
     @classmethod
@@ -203,6 +203,9 @@ class FakeConfluence:
 def _broken(how: int | str) -> web.Response:
     if isinstance(how, int):
         return web.json_response({"statusCode": how, "message": "broken"}, status=how)
+    if how == "bad gzip":  # a proxy that garbles what it compresses
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        return web.Response(body=b"\x1f\x8b not gzip", headers=headers)
     return web.Response(text="<html>Service Unavailable</html>", content_type="text/html")
 
 

@@ -41,6 +41,10 @@ class DocsSite:
     redirects: dict[str, str] = field(default_factory=dict)
     # Pages answering with an error status for now, path -> status (a site having a bad day).
     failing: dict[str, int] = field(default_factory=dict)
+    # The Authorization header every request must carry (a site behind basic auth); None: open.
+    authorization: str | None = None
+    # More of robots.txt, after its rules (a file padded far past what crawlers read).
+    robots_tail: str = ""
 
     def __post_init__(self) -> None:
         self.pages.update(
@@ -86,11 +90,14 @@ class DocsSite:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         self.requests[path] = self.requests[path] + 1
+        if self.authorization and request.headers.get("Authorization") != self.authorization:
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="docs"'})
         if path in self.failing:
             return web.Response(status=self.failing[path], text="try again later")
         if path == "/robots.txt":
             return web.Response(
-                text=f"User-agent: *\nDisallow: /docs/private/\nSitemap: {self.base}/sitemap.xml\n",
+                text=f"User-agent: *\nDisallow: /docs/private/\nSitemap: {self.base}/sitemap.xml\n"
+                + self.robots_tail,
                 content_type="text/plain",
             )
         if path == "/sitemap.xml":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.fakes.faults import RefusingEmbedder
 SPACES = {"ENG": 200, "OPS": 150, "HR": 150}
 TOKEN = "conf-token-123"
 EMAIL = "bot@acme.example"
+LINEAR_S = 5  # 10,000 unclosed tags: 0.1 s read linearly, 30 s by html.parser alone
 
 
 def authorization(flavour: str) -> str:
@@ -150,6 +152,23 @@ async def test_a_page_that_fails_is_that_pages_failure_not_the_syncs(
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_page_whose_body_does_not_decompress_is_skipped_and_the_rest_synced(
+    confluence: FakeConfluence, syncer: SourceSyncer
+) -> None:
+    """httpx's DecodingError was no failure the sync knew: one garbled page ended it."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:3]}
+    garbled = next(iter(confluence.pages.values()))
+    confluence.broken = {garbled.page_id: "bad gzip"}
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.ADDED] == 2
+    reasons = {s.display: s.reason for s in report.skipped if "attachment" not in s.reason}
+    assert reasons == {
+        f"ENG: {garbled.title}": "Confluence sent a response that can't be read (the body is "
+        "not valid gzip: Error -3 while decompressing data: unknown compression method)"
+    }
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_refused_credentials_and_unknown_spaces_fail_in_one_line(
     confluence: FakeConfluence, syncer: SourceSyncer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,6 +201,14 @@ def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_param
     assert attachments == ["runbook.pdf"]
     anchor = heading_anchor("datacenter", "Release guide", "Deploy steps")
     assert anchor == "Releaseguide-Deploysteps"
+
+
+def test_storage_format_with_markup_that_never_closes_is_read_in_linear_time() -> None:
+    storage = "<h2>Intro</h2><p>Kept.</p>" + "<ac:structured-macro " * 10_000
+    started = time.monotonic()
+    html, _ = storage_to_html(storage, "cloud", "Broken page")
+    assert time.monotonic() - started < LINEAR_S
+    assert '<h2 id="Intro">Intro</h2><p>Kept.</p>&lt;ac:structured-macro' in html
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
@@ -221,6 +248,41 @@ async def test_a_hostile_confluence_cannot_point_links_or_listings_elsewhere(
     confluence.next_link = "https://evil.example/wiki/api/v2/spaces/1/pages?cursor=x"
     with pytest.raises(SourceUnavailable, match="next page at another site"):
         await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_listing_whose_next_page_loops_back_fails_at_once(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    """Each listing's `next` is the same page: found on its second request, not after
+    max_listing_pages (10,000) of them, and the index keeps what it had."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:3]}
+    await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    if confluence.flavour == "cloud":
+        cursor = base64.urlsafe_b64encode(b'{"o": 0}').decode()  # the first page's, again
+        space = confluence.space_ids["ENG"]
+        confluence.next_link = f"/wiki/api/v2/spaces/{space}/pages?cursor={cursor}"
+    else:
+        confluence.next_link = "/rest/api/content?spaceKey=ENG&type=page&start=0"
+    confluence.requests.clear()
+    with pytest.raises(SourceUnavailable, match="came back to a page it had sent already"):
+        await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert confluence.requests["listing"] <= 3
+    assert len(await index.documents()) == 3
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_page_ids_are_asked_for_as_listed(
+    confluence: FakeConfluence, syncer: SourceSyncer
+) -> None:
+    """A listed id is one path segment: with a `#` it asked for another page, with a control
+    character httpx refused the URL and the whole sync ended with a traceback."""
+    pages = list(confluence.pages.values())[:3]
+    for page, odd in zip(pages, ("4242#top", "4243\n", "4244?x=1"), strict=True):
+        page.page_id = odd
+    confluence.pages = {page.page_id: page for page in pages}
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.ADDED] == 3
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)

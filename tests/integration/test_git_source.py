@@ -10,7 +10,9 @@ import dataclasses
 import json
 import os
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from typer.testing import CliRunner
@@ -321,6 +323,103 @@ async def test_an_unreachable_repository_fails_the_sync_in_one_line(
     assert sync_statuses(tmp_path / "data")["handbook"].error == message
 
 
+@pytest.fixture
+async def silent_remote() -> AsyncIterator[str]:
+    """A Git server that takes the connection and never answers (a hung or hostile host)."""
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the client goes away
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}/acme/handbook.git"
+    server.close()
+
+
+def running_with(text: str) -> list[str]:
+    """The command lines of this machine's processes that mention `text`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        if text in line:
+            found.append(line)
+    return found
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_remote_that_never_answers_fails_at_the_timeout_and_leaves_no_git_behind(
+    syncer: SourceSyncer, silent_remote: str
+) -> None:
+    """git's helper (git-remote-http) waits on the server with git's pipes open: killing git
+    alone left it there, and the sync waiting on those pipes for as long as the server
+    waited."""
+    quick = syncer.settings.model_copy(
+        update={"git": syncer.settings.git.model_copy(update={"timeout_s": 1})}
+    )
+    remote = SourceSettings(type="git", location=[silent_remote])
+    async with asyncio.timeout(30):
+        with pytest.raises(
+            SourceUnavailable, match=r"took longer than 1 s \(ingest.git.timeout_s\)"
+        ):
+            await dataclasses.replace(syncer, settings=quick).sync("handbook", remote)
+    await asyncio.sleep(0.2)  # the kill delivered
+    assert running_with(silent_remote) == []
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_the_locks_of_a_git_killed_mid_fetch_do_not_fail_every_later_sync(
+    repo: Path, syncer: SourceSyncer, tmp_path: Path
+) -> None:
+    """A git killed while it held them (the timeout, an OOM kill) leaves its lock files."""
+    await syncer.sync("handbook", source(repo))
+    clone = tmp_path / "data" / "git" / "handbook" / ".git"
+    for lock in ("shallow.lock", "index.lock", "refs/heads/main.lock"):
+        (clone / lock).write_text("")
+    write(repo, {"docs/faq.md": "# FAQ\n\nAsk in #support now.\n"})
+    git(repo, "commit", "--quiet", "-am", "faq moved channel")
+    report = await syncer.sync("handbook", source(repo))
+    assert report.counts[Outcome.UPDATED] == 1
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_cancelled_sync_leaves_no_git_behind(
+    syncer: SourceSyncer, silent_remote: str
+) -> None:
+    """Ctrl-C reaches git through the terminal's process group no longer (it has a session
+    of its own): the sync ends it."""
+    remote = SourceSettings(type="git", location=[silent_remote])
+    task = asyncio.create_task(syncer.sync("handbook", remote))
+    async with asyncio.timeout(30):
+        while not running_with(silent_remote):
+            await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)
+    assert running_with(silent_remote) == []
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_git_runs_without_a_terminal_to_prompt_on(
+    syncer: SourceSyncer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIT_TERMINAL_PROMPT stops git's own prompts, not ssh's: ssh asks for a key's
+    passphrase or a new host key on the terminal, and a sync started from one waited there.
+    git (and ssh under it) runs in a session of its own, with no terminal."""
+    seen = tmp_path / "ssh-session"
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text(f"#!/bin/sh\nps -o sid= -p $$ > {seen}\nexit 255\n")
+    fake_ssh.chmod(0o755)
+    monkeypatch.setenv("GIT_SSH_COMMAND", str(fake_ssh))
+    remote = SourceSettings(type="git", location=["ssh://git@git.example.com/acme/handbook.git"])
+    with pytest.raises(SourceUnavailable, match="git clone of ssh://"):
+        await syncer.sync("handbook", remote)
+    assert int(seen.read_text()) != os.getsid(0)
+
+
 def test_a_git_source_syncs_under_a_relative_data_dir(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -418,6 +517,30 @@ def test_a_git_source_is_one_repository_and_a_web_url_names_the_file() -> None:
         SourceSettings(type="git", location=["a", "b"])
     with pytest.raises(ValueError, match="web_url needs"):
         SourceSettings(type="git", location=["a"], web_url="https://example.com/")
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_file_name_that_is_not_utf8_is_indexed_under_a_readable_name(
+    repo: Path, syncer: SourceSyncer, index, reads: list[str]
+) -> None:
+    """A Latin-1 file name (bytes git keeps as they are): its link raised
+    UnicodeEncodeError and ended every sync of the repository."""
+    latin1 = os.fsdecode(b"docs/caf\xe9.md")
+    (repo / latin1).write_bytes(b"# Cafe\n\nThe espresso machine is descaled on Fridays.\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "a Latin-1 name")
+    first = await syncer.sync("handbook", source(repo))
+    assert first.counts[Outcome.ADDED] == 5
+    shown = "docs/caf\ufffd.md"
+    assert f"https://git.example.com/acme/handbook/blob/main/{quote(shown)}#cafe" in await urls(
+        index, "espresso machine descaled"
+    )
+    (repo / latin1).write_bytes(b"# Cafe\n\nThe espresso machine is descaled on Mondays.\n")
+    git(repo, "commit", "--quiet", "-am", "descale on Mondays")
+    reads.clear()
+    second = await syncer.sync("handbook", source(repo))
+    assert sorted(reads) == ["docs/big.md", shown]  # the diff names it as the sync does
+    assert second.counts[Outcome.UPDATED] == 1
 
 
 async def test_a_file_over_the_size_limit_is_skipped_before_it_is_read(

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -171,6 +172,68 @@ async def _bomb(request: web.Request) -> web.Response:
     return web.Response(body=body, headers=headers)
 
 
+def _compressed(data: bytes, coding: str) -> bytes:
+    if coding == "deflate":  # the zlib stream HTTP names deflate
+        return zlib.compress(data)
+    if coding == "raw-deflate":  # what many servers send as deflate: no zlib header
+        packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        return packer.compress(data) + packer.flush()
+    return gzip.compress(data, compresslevel=9)
+
+
+async def _stacked_bomb(request: web.Request) -> web.Response:
+    """329 bytes, three gzip layers, 100 MB inside: httpx inflated every layer of a read at
+    once, the whole 100 MB (a GB, with more inside) before any byte count could stop it."""
+    body = b"a" * 100_000_000
+    for _ in range(3):
+        body = gzip.compress(body, compresslevel=9)
+    headers = {"Content-Type": "text/plain", "Content-Encoding": "gzip, gzip, gzip"}
+    return web.Response(body=body, headers=headers)
+
+
+async def _zstd(request: web.Request) -> web.Response:
+    """A coding we do not ask for (httpx inflates it, unbounded, when zstandard is there)."""
+    headers = {"Content-Type": "text/plain", "Content-Encoding": "zstd"}
+    return web.Response(body=b"\x28\xb5\x2f\xfd not read", headers=headers)
+
+
+def _encoded(coding: str):  # type: ignore[no-untyped-def]
+    async def handler(request: web.Request) -> web.Response:
+        body = _compressed(f"# Encoded\n\nSent as {coding}.\n".encode(), coding)
+        http_coding = "deflate" if coding == "raw-deflate" else coding
+        headers = {"Content-Type": "text/markdown", "Content-Encoding": http_coding}
+        return web.Response(body=body, headers=headers)
+
+    return handler
+
+
+# path -> (Content-Type, body): text in other charsets than UTF-8, declared or not.
+CHARSETS = {
+    "/cp1252.html": (
+        "text/html; charset=windows-1252",
+        "<h1>Caf\u00e9 menu</h1><p>The caf\u00e9 serves \u201cflat whites\u201d.</p>".encode(
+            "cp1252"
+        ),
+    ),
+    "/meta-latin1.html": (
+        "text/html",
+        b'<meta charset="iso-8859-1"><h1>Cr\xe8me</h1><p>Cr\xe8me br\xfbl\xe9e on Fridays.</p>',
+    ),
+    "/utf16.txt": ("text/plain; charset=utf-16", "Na\u00efve tea on Mondays.".encode("utf-16")),
+    # Declared Latin-1, sent as UTF-8 (a server's default charset left as it was): kept UTF-8.
+    "/mislabelled.md": (
+        "text/markdown; charset=iso-8859-1",
+        "# Pi\u00f1a\n\nPi\u00f1a colada on Saturdays.\n".encode(),
+    ),
+    "/bogus.txt": ("text/plain; charset=x-bogus", "Caf\u00e9 au lait.".encode("latin-1")),
+}
+
+
+async def _charset(request: web.Request) -> web.Response:
+    content_type, body = CHARSETS[request.path]
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
 async def _private(request: web.Request) -> web.Response:
     if request.headers.get("Authorization") != "Basic dXNlcjpzM2NyM3QtcHc=":  # user:s3cr3t-pw
         return web.Response(status=401)
@@ -206,6 +269,12 @@ async def site() -> AsyncIterator[str]:
     app_ = web.Application()
     app_.router.add_get("/drip.txt", _drip)
     app_.router.add_get("/bomb.txt", _bomb)
+    app_.router.add_get("/stacked-bomb.txt", _stacked_bomb)
+    for path in CHARSETS:
+        app_.router.add_get(path, _charset)
+    app_.router.add_get("/zstd.txt", _zstd)
+    for coding in ("gzip", "deflate", "raw-deflate"):
+        app_.router.add_get(f"/{coding}.md", _encoded(coding))
     app_.router.add_get("/private.md", _private)
     app_.router.add_get("/loop", _redirect("/loop"))
     app_.router.add_get("/slow", _slow)
@@ -213,6 +282,10 @@ async def site() -> AsyncIterator[str]:
     app_.router.add_get("/to-bad-port", _to_bad_port)
     app_.router.add_get("/to-file", _redirect("file:///etc/passwd"))
     app_.router.add_get("/to-metadata", _redirect("http://169.254.169.254/latest/meta-data/"))
+    # The same address as the resolver also reads it: decimal, and IPv4-mapped IPv6.
+    app_.router.add_get("/to-metadata-decimal", _redirect("http://2852039166/latest/meta-data/"))
+    mapped = "http://[::ffff:169.254.169.254]/latest/meta-data/"
+    app_.router.add_get("/to-metadata-mapped", _redirect(mapped))
     runner_ = web.AppRunner(app_)
     await runner_.setup()
     tcp = web.TCPSite(runner_, "127.0.0.1", 0)
@@ -243,14 +316,62 @@ async def test_a_slow_drip_url_is_cut_off_at_its_deadline(
 async def test_hostile_urls_are_skipped_with_their_reasons(
     site: str, settings: Settings, index: object, embedder: CachedEmbedder
 ) -> None:
-    urls = [f"{site}/{p}" for p in ("bomb.txt", "loop", "to-file", "to-metadata")]
+    paths = ("bomb.txt", "loop", "to-file", "to-metadata")
+    urls = [f"{site}/{p}" for p in (*paths, "to-metadata-decimal", "to-metadata-mapped")]
     report = await _fetch_all(settings, index, embedder, urls, max_file_bytes=1_000_000)
     assert {s.display.rsplit("/", 1)[1]: s.reason for s in report.skipped} == {
         "bomb.txt": "over the limit of 1,000,000 bytes (ingest.max_file_bytes)",
         "loop": "more than 20 redirects",
         "to-file": "redirect to a file: URL refused",
         "to-metadata": "redirect to a link-local address (169.254.169.254) refused",
+        "to-metadata-decimal": "redirect to a link-local address (2852039166) refused",
+        "to-metadata-mapped": "redirect to a link-local address (::ffff:a9fe:a9fe) refused",
     }
+
+
+async def test_compressed_bodies_are_inflated_within_the_limit_or_refused(
+    site: str, settings: Settings, index: object, embedder: CachedEmbedder
+) -> None:
+    """gzip and deflate (with or without its zlib header) are read; a stack of codings or one
+    we did not ask for is refused with its name, before anything is inflated."""
+    names = ("stacked-bomb.txt", "zstd.txt", "gzip.md", "deflate.md", "raw-deflate.md")
+    report = await _fetch_all(
+        settings, index, embedder, [f"{site}/{n}" for n in names], max_file_bytes=1_000_000
+    )
+    assert {s.display.rsplit("/", 1)[1]: s.reason for s in report.skipped} == {
+        "stacked-bomb.txt": "the body is compressed 3 times (gzip, gzip, gzip)",
+        "zstd.txt": "the body is compressed as 'zstd', which is not read",
+    }
+    assert report.counts[Outcome.ADDED] == 3
+
+
+async def test_a_page_in_another_charset_is_read_in_the_one_it_declares(
+    site: str, settings: Settings, index, embedder: CachedEmbedder
+) -> None:
+    """The Content-Type's charset, or for HTML the page's own: each was skipped as "not
+    valid UTF-8". A body that is UTF-8 stays UTF-8 whatever the server says; a charset no one
+    knows, on a body that is not UTF-8, is still a skip."""
+    report = await _fetch_all(settings, index, embedder, [site + path for path in CHARSETS])
+    assert [(s.display, s.reason) for s in report.skipped] == [
+        (f"{site}/bogus.txt", "not valid UTF-8 (byte 3)")
+    ]
+    texts = {
+        hit.chunk.text
+        for q in (
+            "caf\u00e9 flat whites",
+            "cr\u00e8me br\u00fbl\u00e9e",
+            "na\u00efve tea",
+            "pi\u00f1a colada",
+        )
+        for hit in await index.search(q, k=1)
+    }
+    for words in (
+        "\u201cflat whites\u201d",
+        "Cr\u00e8me br\u00fbl\u00e9e",
+        "Na\u00efve tea",
+        "Pi\u00f1a colada",
+    ):
+        assert any(words in text for text in texts), words
 
 
 async def test_a_malformed_url_is_named_with_why_and_the_other_targets_are_indexed(

@@ -5,6 +5,7 @@ docs; then the pages indexed, and a page gone from the site pruned."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 import structlog
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 from typer.testing import CliRunner
 
@@ -20,7 +22,13 @@ from core.config import IngestSettings, Settings
 from core.domain.documents import Outcome
 from core.errors import UnreadableDocument
 from core.ingest.pipeline import Ingestor, IngestReport
-from core.ingest.site import SiteConnector, normalised, parse_sitemap
+from core.ingest.site import (
+    LIMIT_REACHED,
+    QUEUED_PER_PAGE,
+    SiteConnector,
+    normalised,
+    parse_sitemap,
+)
 from tests.fakes.docs_site import DocsSite, page
 from tests.fakes.faults import RefusingEmbedder
 from tests.fakes.threaded import served_in_a_thread
@@ -313,6 +321,70 @@ async def test_a_crawl_cut_short_by_the_page_limit_prunes_nothing(
     assert cut.counts[Outcome.DELETED] == 0
     assert len(await index.documents()) == 5
     assert any(s.reason.endswith("nothing pruned") for s in cut.skipped)
+
+
+async def test_robots_txt_is_read_up_to_its_limit_and_the_rest_ignored(
+    served: Served, settings: Settings
+) -> None:
+    """As Google does (500 KiB): the whole file was parsed, and its rules matched against
+    every URL, on the event loop (13 MB: 11 s to parse, 250 ms per URL). Here the rule past
+    the limit would disallow the whole of /docs/: it is not read."""
+    served.site.robots_tail = "# padding\n" * 60_000 + "Disallow: /docs/\n"  # 600 KB
+    found = await crawler(served, settings.ingest).discover()
+    assert len(found.items) == 5
+    skipped = {s.display: s.reason for s in found.skipped}
+    assert skipped[f"{served.url}/docs/private/secret.html"] == "disallowed by robots.txt"
+
+
+@pytest.fixture
+async def sitemap_heavy() -> AsyncIterator[tuple[str, Counter[str]]]:
+    """A site whose sitemap index names 3 sitemaps of 5,000 pages each (and each page is
+    there), counting the requests by path."""
+    requests: Counter[str] = Counter()
+
+    async def handle(request: web.Request) -> web.Response:
+        path = request.path
+        requests[path] += 1
+        base = f"{request.scheme}://{request.host}"
+        if path == "/sitemap.xml":
+            maps = "".join(f"<sitemap><loc>{base}/map{n}.xml</loc></sitemap>" for n in range(3))
+            return web.Response(text=f"<sitemapindex>{maps}</sitemapindex>")
+        if path.startswith("/map"):
+            locs = "".join(
+                f"<url><loc>{base}/docs/{path[4]}-{i}.html</loc></url>" for i in range(5_000)
+            )
+            return web.Response(text=f"<urlset>{locs}</urlset>", content_type="application/xml")
+        if path.startswith("/docs/"):
+            return web.Response(text=page("Page", "Text."), content_type="text/html")
+        return web.Response(status=404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    yield str(server.make_url("")).rstrip("/"), requests
+    await server.close()
+
+
+async def test_sitemaps_queue_no_more_pages_than_the_crawl_can_take(
+    sitemap_heavy: tuple[str, Counter[str]], settings: Settings
+) -> None:
+    """15,000 sitemap pages for a crawl of 5: each was queued and visited to be skipped as
+    "page limit reached" (at 100 sitemaps of 50,000, 5 million visits). Now the sitemaps
+    give at most what the crawl queues from links, and it prunes nothing."""
+    base, requests = sitemap_heavy
+    tuned = settings.ingest.model_copy(
+        update={"crawl": settings.ingest.crawl.model_copy(update={"delay_s": 0, "max_pages": 5})}
+    )
+    async with httpx.AsyncClient() as http:
+        found = await SiteConnector(
+            [base + "/docs/"], tuned, http, sitemaps=[base + "/sitemap.xml"]
+        ).discover()
+    assert len(found.items) == 5
+    assert len(found.skipped) <= 5 * QUEUED_PER_PAGE
+    assert (base + "/map0.xml", LIMIT_REACHED) in {(s.display, s.reason) for s in found.skipped}
+    assert requests["/map1.xml"] == requests["/map2.xml"] == 0  # no use reading them
+    assert found.scopes == []  # cut short: nothing pruned
 
 
 async def test_a_start_url_above_the_prefixes_is_a_skip_not_a_failure(

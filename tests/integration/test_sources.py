@@ -4,6 +4,7 @@ each went; `bot clock` runs each on its schedule."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -67,6 +68,34 @@ def test_unknown_or_missing_sources_are_one_clear_line(
     none = runner.invoke(app, ["sync"])
     assert none.exit_code == 1
     assert "no sources in config.yaml" in none.output
+
+
+def test_a_password_in_a_sources_url_is_sent_and_never_stored_or_shown(
+    site_in_a_thread: DocsSite,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A site behind basic auth, crawled with the password in its URL: it was in every page's
+    id and citation link. A Git remote's token in its URL was shown by `bot sources list`."""
+    site_in_a_thread.authorization = "Basic " + base64.b64encode(b"alice:s3cr3t").decode()
+    behind_auth = site_in_a_thread.base.replace("://", "://alice:s3cr3t@") + "/docs/"
+    sources = {
+        "handbook": {"type": "site", "location": [behind_auth]},
+        "guides": {"type": "git", "location": ["https://x:s3cr3t@git.example.com/guides.git"]},
+    }
+    data = tmp_path / "data"
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(data))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    monkeypatch.setenv("BOT_INGEST__CRAWL__DELAY_S", "0")
+    synced = runner.invoke(app, ["sync", "handbook"])
+    assert synced.exit_code == 0, synced.output
+    assert "handbook: 5 added" in synced.output  # robots.txt and the sitemap read too
+    listed = runner.invoke(app, ["sources", "list"], env={"COLUMNS": "300"})
+    assert "git.example.com/guides.git" in listed.output
+    shown = synced.output + listed.output
+    stored = [path.read_bytes() for path in data.rglob("*") if path.is_file()]
+    assert "s3cr3t" not in shown + " ".join(str(path) for path in data.rglob("*"))
+    assert not [blob for blob in stored if b"s3cr3t" in blob]
 
 
 async def test_a_scheduled_sync_leaves_a_running_one_alone() -> None:

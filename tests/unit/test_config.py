@@ -305,6 +305,20 @@ def test_a_base_for_citation_links_holds_no_password(tmp_path: Path, key: str) -
     assert "hunter2" not in str(caught.value)
 
 
+def test_a_confluence_location_with_a_password_is_refused(tmp_path: Path) -> None:
+    """Every page's link is built on the location: the password would be in each citation."""
+    file = tmp_path / "config.yaml"
+    wiki = {"type": "confluence", "location": ["https://bob:hunter2@wiki.example.com"]}
+    file.write_text(yaml.safe_dump({"sources": {"wiki": {**wiki, "spaces": ["ENG"]}}}))
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value).startswith(
+        "invalid configuration: sources.wiki: a confluence source's location can't hold a user "
+        "or password"
+    )
+    assert "hunter2" not in str(caught.value)
+
+
 def test_a_token_written_where_its_variables_name_goes_is_never_shown(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     token = "ghp_R3alT0kenValue1234567890abc-def"

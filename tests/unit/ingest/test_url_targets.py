@@ -8,7 +8,14 @@ import httpx
 import pytest
 
 from core.errors import UnreachableDocument, UnreadableDocument
-from core.ingest.sources import SourceItem, fetch_failure, fetch_url, is_url, url_problem
+from core.ingest.sources import (
+    SourceItem,
+    _redirect_refused,
+    fetch_failure,
+    fetch_url,
+    is_url,
+    url_problem,
+)
 
 TIMEOUT = httpx.Timeout(3)
 
@@ -114,3 +121,26 @@ async def test_a_failure_for_now_is_told_from_a_document_gone(
         with pytest.raises(UnreadableDocument) as caught:
             await fetch_url(SourceItem(url, url, url, "A"), 1000, http)
     assert isinstance(caught.value, UnreachableDocument) is for_now
+
+
+@pytest.mark.parametrize(
+    ("target", "refused"),
+    [
+        ("http://127.0.0.1/", True),
+        ("http://2130706433/", True),  # 127.0.0.1 to the resolver, as are the next three
+        ("http://0x7f.1/", True),
+        ("http://127.1/", True),
+        ("http://017700000001/", True),
+        ("http://[::ffff:10.0.0.5]/", True),  # IPv4-mapped: 10.0.0.5 over IPv6
+        ("http://[::ffff:169.254.169.254]/", True),
+        ("http://169.254.43518/", True),
+        ("https://docs.example.com/next", False),
+        ("http://8.8.8.8/", False),
+        ("http://1e100.net/", False),  # a name, not an address
+    ],
+)
+def test_a_redirect_from_a_public_host_reaches_no_internal_address_however_spelled(
+    target: str, refused: bool
+) -> None:
+    why = _redirect_refused(httpx.URL("https://docs.example.com/"), httpx.URL(target))
+    assert (why is not None) is refused, why

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
+from bot.unset_secrets import missing_secret
 from core.backends.sqlite import SqliteBackend
 from core.config import DEFAULT_METRICS_PATH, HEALTH_PATH, READY_PATH, Settings
-from core.errors import ConfigError, MissingSecret, cannot_listen
+from core.errors import ConfigError, cannot_listen
 from core.ports import (
     Backend,
     ChatModel,
@@ -213,7 +214,7 @@ def grounds_tool_answers(settings: Settings) -> bool:
 
 def _secret(value: SecretStr | None, name: str, purpose: str) -> str:
     if value is None:
-        raise MissingSecret(f"{name} is not set: it is needed {purpose}")
+        raise missing_secret(name, purpose)
     return value.get_secret_value()
 
 

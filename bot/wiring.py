@@ -316,6 +316,7 @@ async def metrics_server(
     from aiohttp import web
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+    from adapters.one_line_logs import one_line_logger
     from core import metrics
 
     path = m.path or DEFAULT_METRICS_PATH
@@ -339,7 +340,14 @@ async def metrics_server(
     if ready is not None:
         app.router.add_get(HEALTH_PATH, alive)
         app.router.add_get(READY_PATH, readiness)
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=m.idle_connection_s)
+    # aiohttp's "Error handling request" for a request that is not HTTP: one line, as on the
+    # Slack server's port, not a traceback per request anyone can send.
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        logger=one_line_logger("aiohttp.server"),
+        keepalive_timeout=m.idle_connection_s,
+    )
     await runner.setup()
     try:
         try:

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
+from bot.unset_secrets import missing_secret
 from core.backends.sqlite import SqliteBackend
 from core.config import DEFAULT_METRICS_PATH, HEALTH_PATH, READY_PATH, Settings
-from core.errors import ConfigError, MissingSecret, cannot_listen
+from core.errors import ConfigError, cannot_listen
 from core.ports import (
     Backend,
     ChatModel,
@@ -215,7 +216,7 @@ def grounds_tool_answers(settings: Settings) -> bool:
 
 def _secret(value: SecretStr | None, name: str, purpose: str) -> str:
     if value is None:
-        raise MissingSecret(f"{name} is not set: it is needed {purpose}")
+        raise missing_secret(name, purpose)
     return value.get_secret_value()
 
 
@@ -317,6 +318,7 @@ async def metrics_server(
     from aiohttp import web
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+    from adapters.one_line_logs import one_line_logger
     from core import metrics
 
     path = m.path or DEFAULT_METRICS_PATH
@@ -340,7 +342,14 @@ async def metrics_server(
     if ready is not None:
         app.router.add_get(HEALTH_PATH, alive)
         app.router.add_get(READY_PATH, readiness)
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=m.idle_connection_s)
+    # aiohttp's "Error handling request" for a request that is not HTTP: one line, as on the
+    # Slack server's port, not a traceback per request anyone can send.
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        logger=one_line_logger("aiohttp.server"),
+        keepalive_timeout=m.idle_connection_s,
+    )
     await runner.setup()
     try:
         try:

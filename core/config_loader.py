@@ -50,6 +50,14 @@ SECRET_ENV_VARS: dict[str, str] = {
 ENV_ALIASES: dict[str, str] = {"ELASTICSEARCH_URL": "url", "ELASTICSEARCH_CLOUD_ID": "cloud_id"}
 
 
+# Secrets whose value is taken as given: a password may hold spaces (it travels base64-encoded).
+_FREE_TEXT_SECRETS = frozenset({"ELASTICSEARCH_PASSWORD"})
+
+
+# A token or API key is one word of printable ASCII, which is all an HTTP header can carry.
+_ONE_WORD = re.compile(r"[\x21-\x7e]+")
+
+
 _SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key|credentials?)$", re.I)
 
 
@@ -77,11 +85,34 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         if env.get(name) and isinstance(es, dict) and es.get(key) is None:
             es[key] = env[name]
             origins.env["elasticsearch", key] = name
-    data["secrets"] = {attr: env[name] for name, attr in SECRET_ENV_VARS.items() if env.get(name)}
+    data["secrets"] = _secrets(env)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, origins)) from None
+
+
+def _secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """The secrets the environment sets, by `Secrets` attribute. A token pasted with a space or
+    a line end around it (a `.env` saved with Windows line endings, a copied line) is taken
+    without it: a signing secret with a stray carriage return fails every request's signature
+    check, and nothing says why. A blank one is unset, so the command says it is not set
+    instead of passing the platform's refusal on. One with a break, a space or a typographic
+    quote inside is refused by name (its value is never shown): the HTTP client's own error
+    ("Forbidden control character detected in headers") names no variable."""
+    found: dict[str, str] = {}
+    for name, attr in SECRET_ENV_VARS.items():
+        raw = env.get(name, "")
+        if not raw.strip():
+            continue
+        value = raw if name in _FREE_TEXT_SECRETS else raw.strip()
+        if name not in _FREE_TEXT_SECRETS and not _ONE_WORD.fullmatch(value):
+            raise ConfigError(
+                f"environment variable {name} has a space, a line break or a character that is "
+                "not plain ASCII inside it (the value is not shown): copy the token again"
+            )
+        found[attr] = value
+    return found
 
 
 @dataclass

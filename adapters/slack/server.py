@@ -44,6 +44,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters import one_line_logs
+from adapters.one_line_logs import OneShortLine
 from adapters.slack.app import SlackBot
 from adapters.slack.leftovers import LeftoverSweeper
 from adapters.slack.progress import slack_error
@@ -344,29 +346,18 @@ def _refuse(request: web.Request, refused: _Refused) -> web.Response:
     return response
 
 
-class _OneShortLine(logging.Filter):
-    """Library log records reduced to one short line: the message's first line up to its first
-    parenthesised detail (where Bolt puts request bodies: a refused signature's whole body at
-    INFO), and the exception's type instead of a traceback (whose values may hold a body)."""
+class _OneShortSlackLine(OneShortLine):
+    """One short line (`OneShortLine`: no request body, no traceback whose values could hold
+    one) that keeps a Slack API failure's error code: the part that tells an operator what is
+    wrong."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage().split("\n", 1)[0].split(" (", 1)[0]
-        if record.exc_info and record.exc_info[1] is not None:
-            failure = record.exc_info[1]
-            text = f"{text}: {type(failure).__name__}"
-            if isinstance(failure, SlackApiError):  # Slack's error code: the part that helps
-                text = f"{text} ({slack_error(failure)})"
-        record.msg, record.args, record.exc_info, record.exc_text = text, None, None, None
-        return True
+    def detail(self, failure: BaseException) -> str | None:
+        return slack_error(failure) if isinstance(failure, SlackApiError) else None
 
 
 def one_line_logger(name: str) -> logging.Logger:
-    """A library logger whose records are one short line each (see `_OneShortLine`). Bolt copies
-    the filters of the logger it is given to every logger it creates."""
-    logger = logging.getLogger(name)
-    if not any(isinstance(f, _OneShortLine) for f in logger.filters):
-        logger.addFilter(_OneShortLine())
-    return logger
+    """A library logger whose records are one short line each, Slack's error codes kept."""
+    return one_line_logs.one_line_logger(name, _OneShortSlackLine)
 
 
 async def check_token(client: AsyncWebClient) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 from typing import TYPE_CHECKING, Annotated
 
@@ -126,7 +127,7 @@ async def _read_line(prompt: str) -> str:
     def read() -> None:
         value, error = None, None
         try:
-            value = out.input(prompt)
+            value = _typed_line(prompt)
         except Exception as exc:  # noqa: BLE001 (EOFError for Ctrl-D, ...: raised by the await)
             error = exc
         # RuntimeError: the loop is closed, nobody waits for this line any more.
@@ -135,3 +136,20 @@ async def _read_line(prompt: str) -> str:
 
     threading.Thread(target=read, name="bot-chat-input", daemon=True).start()
     return await line
+
+
+def _typed_line(prompt: str) -> str:
+    """The next line of the process's standard input. A terminal's is read with `input()`
+    (line editing); a pipe's (`docker run -i` without `-t`, a script feeding the chat) straight
+    from the file descriptor: `input()` there blocks holding stdin's buffer lock, and Ctrl-C at
+    the prompt then aborted the interpreter's shutdown on that lock ("Fatal Python error:
+    _enter_buffered_busy", a thread dump, exit 134) instead of ending with 130."""
+    stdin = sys.stdin
+    if stdin is not sys.__stdin__ or stdin is None or stdin.isatty():  # a stand-in, a terminal
+        return out.input(prompt)
+    out.print(prompt, end="")
+    with open(stdin.fileno(), "rb", buffering=0, closefd=False) as unbuffered:
+        line = unbuffered.readline()
+    if not line:
+        raise EOFError
+    return line.decode(stdin.encoding or "utf-8", errors="replace").rstrip("\r\n")

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from bot.cli.app import app, err, out, refuse, state
-from bot.cli.output_files import checked_output, write_output
+from bot.cli.output_files import checked_output, checked_output_folder, write_output
 from core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -336,7 +336,12 @@ async def _train_questions(
 
 @eval_app.command("export-feedback")
 def eval_export_feedback(
-    folder: Annotated[Path, typer.Argument(help="Write the datasets here (liked/, disliked/).")],
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="Write the datasets here (liked/, disliked/).", callback=checked_output_folder
+        ),
+    ],
     min_votes: Annotated[
         int, typer.Option(min=1, help="Votes an answer needs on its winning side.")
     ] = 1,

@@ -232,7 +232,22 @@ def clock() -> None:
     """Run the scheduler (the Procfile's clock): prunes learned keywords, expires the answer
     log (insights.retention_days), syncs the sources that have a schedule and, with
     insights.notify_stale, re-checks stale answers, each on its schedule."""
+    _refuse_updates_posted_nowhere()
     asyncio.run(_clock())
+
+
+def _refuse_updates_posted_nowhere() -> None:
+    """`bot stale-answers --notify` refuses to run without a platform token; the clock used to
+    start and re-check answers every half hour, with no client to post one of them through,
+    and never say so."""
+    from core.errors import ConfigError
+
+    s = state.settings
+    if s.insights.notify_stale and not (s.secrets.slack_bot_token or s.secrets.discord_token):
+        raise ConfigError(
+            "insights.notify_stale is on, but neither SLACK_BOT_TOKEN nor DISCORD_TOKEN is "
+            "set: re-checked answers could be posted nowhere; set one, or turn it off"
+        )
 
 
 async def _clock() -> None:

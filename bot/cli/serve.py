@@ -83,13 +83,13 @@ async def _run_slack(listen: tuple[int, str] | None) -> None:
     from adapters.slack.server import run_http, run_socket_mode
     from bot.diagnostics import ReadinessProbe
     from bot.runtime import opened
+    from bot.unset_secrets import missing_secret
     from bot.wiring import build_slack_app, metrics_server
-    from core.errors import MissingSecret
 
     s = state.settings
     app_token = s.secrets.slack_app_token
     if listen is None and app_token is None:
-        raise MissingSecret("SLACK_APP_TOKEN is not set: it is needed for Socket Mode")
+        raise missing_secret("SLACK_APP_TOKEN", "for Socket Mode")
     async with opened(s, embedder=await _server_embedder(s)) as rt:
         platform = rt.backend.platform_state(s.slack.dedup_ttl_s, s.insights.store_questions)
         conversations = rt.backend.conversations

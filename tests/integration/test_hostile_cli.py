@@ -236,6 +236,44 @@ def test_ctrl_c_at_the_chat_prompt_ends_it_at_once(tmp_path: Path) -> None:
         os.close(terminal)
 
 
+def test_ctrl_c_at_the_chat_prompt_of_a_pipe_ends_it_with_130(tmp_path: Path) -> None:
+    """Standard input a pipe still open (`docker run -i` without `-t`, a script feeding the
+    chat): SIGINT at the prompt used to abort the interpreter's shutdown on stdin's buffer
+    lock, which the reading thread held ("Fatal Python error", a thread dump, exit 134)."""
+    environment = {
+        **os.environ,
+        "BOT_STORAGE__DATA_DIR": str(tmp_path / "data"),
+        "BOT_CONFIG": str(REPO / "config.yaml"),
+    }
+    process = subprocess.Popen(
+        [str(BOT), "chat"],
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # As a shell starts it (a CI runner may have SIGINT ignored, and exec keeps that).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert process.stdout is not None
+        shown = _read_until(process.stdout.fileno(), b"> ", TIMEOUT_S)
+        assert b"> " in shown, shown
+        process.send_signal(signal.SIGINT)
+        # Not `communicate()`: it closes stdin, and the end of input would free the lock.
+        process.wait(timeout=CTRL_C_EXIT_BOUND_S)
+        assert process.stderr is not None
+        said = process.stderr.read()
+        assert process.returncode == 130, said
+        assert b"Fatal Python error" not in said
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
 def _read_until(terminal: int, wanted: bytes, timeout_s: float) -> bytes:
     """What the pty shows until `wanted` appears or the time is up (then whatever came)."""
     seen = b""

@@ -70,6 +70,42 @@ def test_secrets_come_from_the_environment_and_stay_hidden() -> None:
     assert "sk-ant-xyz" not in repr(s)
 
 
+def test_a_pasted_token_loses_the_space_and_line_end_around_it() -> None:
+    """A `.env` saved with Windows line endings gives `SLACK_SIGNING_SECRET=abc\r`: kept as it
+    was, every Slack request failed its signature check (401) with nothing saying why."""
+    s = load_settings(
+        environ={"SLACK_SIGNING_SECRET": "abc123\r", "SLACK_BOT_TOKEN": " xoxb-1-2 \n"}
+    )
+    assert s.secrets.slack_signing_secret is not None
+    assert s.secrets.slack_signing_secret.get_secret_value() == "abc123"
+    assert s.secrets.slack_bot_token is not None
+    assert s.secrets.slack_bot_token.get_secret_value() == "xoxb-1-2"
+
+
+def test_a_blank_token_is_not_set() -> None:
+    """`DISCORD_TOKEN=" "` was a token, so the bot logged in with it and Discord refused it,
+    instead of the bot saying that it is not set."""
+    assert load_settings(environ={"DISCORD_TOKEN": "  "}).secrets.discord_token is None
+
+
+@pytest.mark.parametrize(
+    "pasted", ["xoxb-sec\nret-part", "xoxb-sec ret", "\u201cxoxb-secret\u201d"]
+)
+def test_a_token_with_a_break_or_a_quote_inside_is_refused_by_name(pasted: str) -> None:
+    """A wrapped paste (a line break inside) used to end as "unexpected ValueError: Forbidden
+    control character detected in headers", naming no variable."""
+    with pytest.raises(ConfigError, match="environment variable SLACK_BOT_TOKEN has") as caught:
+        load_settings(environ={"SLACK_BOT_TOKEN": pasted})
+    assert "xoxb" not in str(caught.value)
+
+
+def test_a_password_is_taken_as_given() -> None:
+    """A password may hold spaces: only tokens and keys are one word."""
+    s = load_settings(environ={"ELASTICSEARCH_PASSWORD": " pass word "})
+    assert s.secrets.elasticsearch_password is not None
+    assert s.secrets.elasticsearch_password.get_secret_value() == " pass word "
+
+
 def test_missing_explicit_file_and_invalid_yaml(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_settings(tmp_path / "nope.yaml", environ={})

@@ -25,7 +25,7 @@ from typing import Any
 
 import elasticsearch
 from elastic_transport import ConnectionError as TransportConnectionError
-from elastic_transport import ConnectionTimeout, TlsError
+from elastic_transport import ConnectionTimeout, TlsError, TransportError
 from elasticsearch import (
     ApiError,
     AsyncElasticsearch,
@@ -202,7 +202,7 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError
     """Turn a client exception into our error with a reason a person can act on (and without
     any credentials a URL in the client's message may carry)."""
     at = where(settings)
-    reason = redact_urls_in(str(exc))
+    reason = redact_urls_in(_innermost(exc))
     if isinstance(exc, ConnectionTimeout):
         return IndexUnavailable(f"Elasticsearch at {at} did not answer in time: {reason}")
     if isinstance(exc, TlsError):
@@ -211,7 +211,11 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError
             "CA that signed its certificate, or elasticsearch.ssl_assert_fingerprint"
         )
     if isinstance(exc, TransportConnectionError):
-        return IndexUnavailable(f"can't reach Elasticsearch at {at}: {reason}")
+        return IndexUnavailable(
+            f"can't reach Elasticsearch at {at}: {reason}; check elasticsearch.url or "
+            "elasticsearch.cloud_id (ELASTICSEARCH_URL, ELASTICSEARCH_CLOUD_ID) and that the "
+            "cluster is running"
+        )
     if isinstance(exc, AuthenticationException):
         return SearchIndexError(
             f"Elasticsearch at {at} refused the credentials (401): check ELASTICSEARCH_API_KEY, "
@@ -233,6 +237,15 @@ def explain(exc: Exception, settings: ElasticsearchSettings) -> SearchIndexError
             f"Elasticsearch at {at} answered {exc.meta.status}: {_what_it_said(exc)}"
         )
     return SearchIndexError(f"Elasticsearch at {at}: {reason}")
+
+
+def _innermost(exc: Exception) -> str:
+    """What failed, once: after its retries the client's text nests every attempt's ("Connection
+    error caused by: ConnectionError(Connection error caused by: ClientConnectorError(...))"),
+    while a transport error's `message` keeps the cause of the last one."""
+    if isinstance(exc, TransportError) and isinstance(exc.message, str) and exc.message:
+        return exc.message
+    return str(exc)
 
 
 @contextmanager

@@ -4,6 +4,7 @@ and `bot clock`; every request acknowledged, every answer and every logged error
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 
@@ -137,3 +138,22 @@ async def test_a_host_it_cannot_listen_on_names_both_settings(settings: Settings
     message = str(refused.value)
     assert message.startswith("cannot listen on 192.0.2.1:9 (")
     assert message.endswith("): check metrics.port and metrics.host")
+
+
+async def test_a_request_that_is_not_http_is_one_log_line_not_a_traceback(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The port `bot clock`, `bot discord` and Socket Mode serve: a bad header (anyone can
+    send one) printed aiohttp's parser traceback, where the Slack server's port logs one line."""
+    server_log = logging.getLogger("aiohttp.server")
+    monkeypatch.setattr(server_log, "filters", [])  # as in a process that never loaded Slack's
+    port = _free_port()
+    async with metrics_server(_on_port(settings, port)):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\nx")
+        await writer.drain()
+        assert b" 400 " in await asyncio.wait_for(reader.readline(), timeout=5)
+        writer.close()
+    [logged] = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert logged.getMessage() == "Error handling request from 127.0.0.1: BadHttpMessage"
+    assert logged.exc_info is None

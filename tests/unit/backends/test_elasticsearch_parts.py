@@ -6,6 +6,7 @@ import traceback
 from pathlib import Path
 
 import pytest
+from elastic_transport import ConnectionError as TransportConnectionError
 
 from core.backends.elasticsearch.connection import (
     allows_server_rrf,
@@ -116,6 +117,21 @@ def test_client_errors_quoting_a_url_are_explained_without_credentials() -> None
     assert str(explain(failure, s)) == (
         "Elasticsearch at https://es.example.com:9200: "
         "no route to https://es.example.com:9200/_bulk"
+    )
+
+
+def test_an_unreachable_cluster_is_said_once_with_what_to_check() -> None:
+    """After its retries the client's text nests every attempt ("Connection error caused by:
+    ConnectionError(Connection error caused by: ...)"): the line says the cause once, and
+    where the address was set."""
+    refused = "Cannot connect to host 127.0.0.1:9 ssl:default [Connect call failed]"
+    attempt = TransportConnectionError(refused, errors=(ConnectionRefusedError(111, refused),))
+    failure = TransportConnectionError(refused, errors=(attempt, attempt))
+    s = ElasticsearchSettings(url="http://elastic:hunter2@127.0.0.1:9")
+    assert str(explain(failure, s)) == (
+        f"can't reach Elasticsearch at http://127.0.0.1:9: {refused}; check elasticsearch.url "
+        "or elasticsearch.cloud_id (ELASTICSEARCH_URL, ELASTICSEARCH_CLOUD_ID) and that the "
+        "cluster is running"
     )
 
 

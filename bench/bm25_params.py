@@ -306,10 +306,12 @@ def hybrid_figures(run: Run, lists: list[list[Ranked]]) -> dict[str, float]:
     hybrid = [fused(a, v) for a, v in zip(lists, run.vector_sides, strict=True)]
     alone = figures([[r.key for r in a] for a in lists], run.corpus, run.data, run.queries)
     mixed = figures(hybrid, run.corpus, run.data, run.queries)
+    shown = f"relevant shown in top {run.corpus.top_k}"
     return {
         "bm25 nDCG@10": alone["ndcg@10"],
         "hybrid nDCG@10": mixed["ndcg@10"],
         "hybrid MRR@10": mixed["mrr@10"],
+        f"hybrid {shown}": mixed[shown],
     }
 
 

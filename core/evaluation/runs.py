@@ -117,6 +117,8 @@ def _ranking_settings(s: Settings, embedder: Embedder) -> dict[str, Any]:
         "vector_weight": s.search.vector_weight,
         "bm25_columns": s.search.bm25_columns.model_dump(),
         "bm25_max_postings": s.search.bm25_max_postings,
+        "proximity_weight": s.search.proximity_weight,
+        "proximity_window": s.search.proximity_window,
         "chunk_chars": s.ingest.chunk_chars,
         "chunk_overlap_chars": s.ingest.chunk_overlap_chars,
         "embedder": embedder.model_id,

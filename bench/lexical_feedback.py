@@ -19,21 +19,17 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from collections.abc import Callable
 
 from bench.bm25_params import (
     SHIPPED,
     Lexical,
+    Lists,
     Postings,
-    hybrid_figures,
-    hybrid_per_query,
-    paired_gain,
+    Run,
     prepared,
+    sweep,
 )
-from bench.common import write_result
 from core.search.fusion import Ranked
 
 PASSAGES = (3, 5, 10)
@@ -80,29 +76,28 @@ async def main() -> None:
     firsts = {
         label: [run.lexical.rank(p, *SHIPPED) for p in run.postings] for label, run in runs.items()
     }
-    result: dict[str, Any] = {"grid": {}}
-    per_query: dict[str, npt.NDArray[np.float64]] = {}
-    settings = [(1, 0, 1.0)] + [(p, t, k) for p in PASSAGES for t in TERMS for k in KEEP if k < 1]
-    for passages, terms, keep in settings:
-        name = "shipped" if keep >= 1 else f"passages={passages}, terms={terms}, keep={keep}"
-        row = {}
-        for label, run in runs.items():
-            lists = [
+
+    def rankings(passages: int, terms: int, keep: float) -> Callable[[str, Run], Lists]:
+        def ranked(label: str, run: Run) -> Lists:
+            return [
                 feedback[id(run.lexical)].expanded(p, first, passages, terms, keep)
                 for p, first in zip(run.postings, firsts[label], strict=True)
             ]
-            row[label] = hybrid_figures(run, lists)
-            if label == "scifact test":
-                per_query[name] = hybrid_per_query(run, lists)
-        result["grid"][name] = row
-        print(f"{name}:", row, flush=True)
-    chosen = max(result["grid"], key=lambda n: result["grid"][n]["scifact train"]["hybrid nDCG@10"])
-    result["chosen on train"] = chosen
-    result["scifact test gain over the shipped"] = paired_gain(
-        per_query[chosen], per_query["shipped"]
+
+        return ranked
+
+    settings = [(1, 0, 1.0)] + [(p, t, k) for p in PASSAGES for t in TERMS for k in KEEP if k < 1]
+    sweep(
+        runs,
+        (
+            (
+                "shipped" if keep >= 1 else f"passages={passages}, terms={terms}, keep={keep}",
+                rankings(passages, terms, keep),
+            )
+            for passages, terms, keep in settings
+        ),
+        "lexical-feedback.json",
     )
-    print("chosen on train:", chosen, result["scifact test gain over the shipped"])
-    print(write_result("lexical-feedback.json", result))
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,13 +43,12 @@ from bench.bm25_params import (
     SHIPPED,
     WEIGHTS,
     Lexical,
+    Lists,
     Postings,
-    hybrid_figures,
-    hybrid_per_query,
-    paired_gain,
+    Run,
     prepared,
+    sweep,
 )
-from bench.common import write_result
 from core.search.fusion import Ranked
 
 ORDERED = 3  # positions: the second term 1 to 3 after the first
@@ -147,32 +146,28 @@ async def main() -> None:
         for label, run in runs.items()
         for kind in KINDS
     }
-    result: dict[str, Any] = {"grid": {}}
-    per_query: dict[str, npt.NDArray[np.float64]] = {}
-    for kind, weight, scoring in grid():
-        name = (
-            "shipped" if kind == "none" else f"{kind}, idf={scoring[0]}, b={scoring[1]}, λ={weight}"
-        )
-        row = {}
-        for label, run in runs.items():
-            lists = [
+
+    def rankings(kind: str, weight: float, scoring: Scoring) -> Callable[[str, Run], Lists]:
+        def ranked(label: str, run: Run) -> Lists:
+            queries = pairs.get((label, kind), [[]] * len(run.postings))
+            return [
                 proximity_ranked(run.lexical, terms, pair, weight, scoring)
-                for terms, pair in zip(
-                    run.postings, pairs.get((label, kind), [[]] * len(run.postings)), strict=True
-                )
+                for terms, pair in zip(run.postings, queries, strict=True)
             ]
-            row[label] = hybrid_figures(run, lists)
-            if label == "scifact test":
-                per_query[name] = hybrid_per_query(run, lists)
-        result["grid"][name] = row
-        print(f"{name}:", row, flush=True)
-    chosen = max(result["grid"], key=lambda n: result["grid"][n]["scifact train"]["hybrid nDCG@10"])
-    result["chosen on train"] = chosen
-    result["scifact test gain over the shipped"] = paired_gain(
-        per_query[chosen], per_query["shipped"]
+
+        return ranked
+
+    sweep(
+        runs,
+        (
+            (
+                "shipped" if kind == "none" else f"{kind}, idf={idf}, b={b}, λ={weight}",
+                rankings(kind, weight, (idf, b)),
+            )
+            for kind, weight, (idf, b) in grid()
+        ),
+        "proximity.json",
     )
-    print("chosen on train:", chosen, result["scifact test gain over the shipped"])
-    print(write_result("proximity.json", result))
 
 
 if __name__ == "__main__":

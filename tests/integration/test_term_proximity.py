@@ -99,3 +99,20 @@ async def test_a_search_with_proximity_writes_nothing_to_the_index_file(
             assert db.execute("PRAGMA data_version").fetchone() == changes
     finally:
         await index.close()
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"NEAR(* OR', "vitamin vitamin vitamin", "a_b_c d-e-f 🚀 vitamin", "x " * 2_000, "🚀 ☃"],
+)
+async def test_odd_queries_with_proximity_on_never_fail(
+    settings: Settings, embedder: CachedEmbedder, query: str
+) -> None:
+    """Query text reaches the candidates' table only as bound values, never as FTS5 syntax;
+    repeated, multi-token, over-long and wordless queries are searched or find nothing."""
+    index = await _index(settings, embedder, STRONG)
+    try:
+        hits = await index.search(query, k=3, mode=SearchMode.BM25)
+        assert all(h.bm25_score is not None for h in hits)
+    finally:
+        await index.close()

@@ -119,6 +119,7 @@ def _ranking_settings(s: Settings, embedder: Embedder) -> dict[str, Any]:
         "bm25_max_postings": s.search.bm25_max_postings,
         "proximity_weight": s.search.proximity_weight,
         "proximity_window": s.search.proximity_window,
+        "proximity_candidates": s.search.proximity_candidates,
         "chunk_chars": s.ingest.chunk_chars,
         "chunk_overlap_chars": s.ingest.chunk_overlap_chars,
         "embedder": embedder.model_id,

@@ -249,9 +249,13 @@ SHORT_PAGES = {
 }
 
 
-async def test_one_long_page_does_not_fill_every_passage(index: Index, embedder) -> None:
-    # Six passages of one page outrank every other page's; at most 3 of them
-    # (search.max_passages_per_document) come before the other pages' passages.
+async def test_one_long_page_does_not_fill_every_passage(
+    index: Index, embedder, backend_settings: Settings
+) -> None:
+    # Six passages of one page outrank every other page's; at most
+    # search.max_passages_per_document of them come before the other pages' passages.
+    limit = backend_settings.search.max_passages_per_document
+    assert 0 < limit < len(LONG_PAGE)
     await _fill(index, embedder)
     pages = {"doc:webhooks": LONG_PAGE, **{d: [t] for d, t in SHORT_PAGES.items()}}
     for doc_id, texts in pages.items():
@@ -265,7 +269,7 @@ async def test_one_long_page_does_not_fill_every_passage(index: Index, embedder)
     hits = await index.search("webhook retries exponential backoff step", k=5)
     documents = [h.chunk.doc_id for h in hits]
     assert documents[0] == "doc:webhooks"
-    assert documents.count("doc:webhooks") == 3
+    assert documents.count("doc:webhooks") == limit
     assert set(SHORT_PAGES) <= set(documents)
     shallower = await index.search("webhook retries exponential backoff step", k=3)
     assert [h.chunk.chunk_id for h in shallower] == [h.chunk.chunk_id for h in hits[:3]]

@@ -62,20 +62,27 @@ async def test_anthropic_docs_quality_on_every_backend(
     finally:
         await reference.close()
     hybrid = embedded[SearchMode.HYBRID]
-    assert hybrid["ndcg@10"] >= 0.82  # score fusion: 0.828 (RRF k=60: 0.809)
-    assert hybrid["mrr@10"] >= 0.90  # 0.916 (RRF: 0.891)
+    # Issue 18's targets. Score fusion with term proximity: 0.832 (without proximity 0.828;
+    # RRF k=60: 0.809).
+    assert hybrid["ndcg@10"] >= 0.83
+    assert hybrid["mrr@10"] >= 0.90  # 0.921 (without proximity 0.916; RRF: 0.891)
     # What an answer is written from: the relevant documents among the top 8 passages.
     assert hybrid[f"shown@{settings.search.top_k}"] >= 0.84  # 0.8425 (no per-document limit: 0.811)
     assert hybrid["ndcg@10"] > embedded[SearchMode.BM25]["ndcg@10"]
     assert hybrid["ndcg@10"] > embedded[SearchMode.VECTOR]["ndcg@10"]
     if backend_settings.search.backend == "sqlite":
         return
-    backend = await open_backend(backend_settings, embedder)
+    # Without term proximity on Elasticsearch: the emulator takes half a second per phrase
+    # clause (a 12-word question, 6 s), 20 minutes for this set. BENCHMARKS.md has the gap with
+    # it on; tests/integration/test_term_proximity.py its rescore on the emulator.
+    search = backend_settings.search.model_copy(update={"proximity_weight": 0.0})
+    without_proximity = backend_settings.model_copy(update={"search": search})
+    backend = await open_backend(without_proximity, embedder)
     try:
         served = await _metrics(
             backend.index,  # type: ignore[arg-type]  # Elasticsearch here
             embedder,
-            backend_settings,
+            without_proximity,
             data,
             (SearchMode.HYBRID, SearchMode.VECTOR),
         )

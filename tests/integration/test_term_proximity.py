@@ -56,10 +56,18 @@ async def _bm25(index: SearchIndex) -> dict[str, float]:
 
 
 async def _searched(
-    settings: Settings, embedder: CachedEmbedder, weight: float, window: int = 3
+    settings: Settings,
+    embedder: CachedEmbedder,
+    weight: float,
+    window: int = 3,
+    candidates: int = 100,
 ) -> dict[str, float]:
     """BM25's scores on a backend of `settings` (SQLite, or Elasticsearch: a `rescore`)."""
-    update = {"proximity_weight": weight, "proximity_window": window}
+    update = {
+        "proximity_weight": weight,
+        "proximity_window": window,
+        "proximity_candidates": candidates,
+    }
     bounded = settings.model_copy(update={"search": settings.search.model_copy(update=update)})
     backend = await open_backend(bounded, embedder)
     try:
@@ -83,6 +91,22 @@ async def test_passages_with_the_words_together_gain_the_others_keep_their_score
         assert near[name] == pytest.approx(plain[name])
     wider = await _searched(backend_settings, embedder, STRONG, window=4)
     assert wider["spread"] > plain["spread"]  # four positions apart: within a window of 4
+
+
+async def test_only_bm25s_first_candidates_are_rescored(
+    backend_settings: Settings, embedder: CachedEmbedder
+) -> None:
+    """`search.proximity_candidates`: a passage below them keeps its BM25 score, words
+    together or not; one among them gains."""
+    plain = await _searched(backend_settings, embedder, 0.0)
+    above = list(plain).index("together")  # the passages BM25 ranks above it
+    assert above > 0
+    short = await _searched(backend_settings, embedder, STRONG, candidates=above)
+    assert list(short) == list(plain)
+    assert short == pytest.approx(plain)
+    reaching = await _searched(backend_settings, embedder, STRONG, candidates=above + 1)
+    assert reaching["together"] > plain["together"]
+    assert next(iter(reaching)) == "together"
 
 
 async def test_a_search_with_proximity_writes_nothing_to_the_index_file(

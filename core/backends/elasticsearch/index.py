@@ -503,7 +503,9 @@ class ElasticsearchIndex(HybridIndex):
             knn = knn_query(await vector, r.filters, r.limit, self.settings)
             return await self._side(knn=knn, size=r.limit)
 
-        rescore = proximity_rescore(r.query, self._search, r.limit)
+        rescore = proximity_rescore(
+            r.query, self._search, min(r.limit, self._search.proximity_candidates)
+        )
         bm25_side = (
             self._side(
                 query=bm25_query(r.query, r.filters, self._search),

@@ -107,6 +107,9 @@ class SqliteIndex(HybridIndex):
 
     def _connect(self) -> sqlite3.Connection:
         db = self._open(self._settings.busy_timeout_ms)
+        # Term proximity's temporary tables in memory, not in a temporary file: a third of its
+        # cost per search. Set before any temporary table exists (a change drops them).
+        db.execute("PRAGMA temp_store = MEMORY")
         with self._connections_lock:
             self._connections.append(db)
         return db
@@ -333,7 +336,7 @@ class SqliteIndex(HybridIndex):
                 db,
                 terms,
                 self._idfs(db, terms),
-                [row for row, _ in ranked],
+                [row for row, _ in ranked[: self._settings.proximity_candidates]],
                 w,
                 self._settings.proximity_window,
             )

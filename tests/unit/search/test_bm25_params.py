@@ -136,12 +136,18 @@ def test_proximity_rescores_only_the_passages_holding_a_pair(index: Path) -> Non
     terms = lexical.query("limit retry")
     pairs = query_pairs(lexical, "limit retry", "ordered")
     plain = {r.key: r.score for r in lexical.rank(terms, *SHIPPED)}
-    unmoved = proximity_ranked(lexical, terms, pairs, 0.0, EXACT)
+    unmoved = proximity_ranked(lexical, terms, pairs, 0.0, EXACT, 100)
     assert {r.key: r.score for r in unmoved} == plain
-    boosted = {r.key: r.score for r in proximity_ranked(lexical, terms, pairs, 0.5, EXACT)}
+    boosted = {r.key: r.score for r in proximity_ranked(lexical, terms, pairs, 0.5, EXACT, 100)}
     assert boosted.keys() == plain.keys() == {"c0", "c2", "c3", "c5"}
     assert boosted["c2"] > plain["c2"]
     assert {k: s for k, s in boosted.items() if k != "c2"} == {
         k: s for k, s in plain.items() if k != "c2"
     }
     assert list(boosted) == sorted(boosted, key=lambda k: -boosted[k])
+    # Only BM25's first candidates are re-scored: c2 (BM25's first) among them gains.
+    first = list(plain).index("c2") + 1
+    none = proximity_ranked(lexical, terms, pairs, 0.5, EXACT, first - 1)
+    assert [(r.key, r.score) for r in none] == list(plain.items())
+    reaching = {r.key: r.score for r in proximity_ranked(lexical, terms, pairs, 0.5, EXACT, first)}
+    assert reaching == boosted

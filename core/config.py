@@ -178,7 +178,7 @@ class SearchSettings(_Section):
     bm25_columns: Bm25Weights = Bm25Weights()
     bm25_max_postings: int = Field(10_000, ge=0)
     # BM25's candidates re-scored by how closely the query's neighbouring words stand in them
-    # (BENCHMARKS.md, "Term proximity"); 0: not at all.
+    # (BENCHMARKS.md, "Term proximity, shipped"); 0: not at all.
     proximity_weight: float = Field(0.08, ge=0, le=10)
     proximity_window: int = Field(3, ge=1, le=50)
     # Only BM25's first this many candidates are re-scored: ranks the three benchmark sets as

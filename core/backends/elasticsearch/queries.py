@@ -40,7 +40,7 @@ def proximity_rescore(query: str, search: SearchSettings, window: int) -> dict[s
     terms joining their score. The slop lets the second term stand up to `proximity_window`
     positions after the first. Lucene's sloppy phrase differs in two details: it also takes
     the pair swapped (at a higher cost) and weighs a match by its closeness, where SQLite
-    counts ordered matches only (BENCHMARKS.md, "Term proximity")."""
+    counts ordered matches only (BENCHMARKS.md, "Term proximity, shipped")."""
     terms = query_terms(query)
     pairs = list(dict.fromkeys(f"{a} {b}" for a, b in pairwise(terms) if a != b))
     if not search.proximity_weight or not pairs:

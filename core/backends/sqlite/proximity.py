@@ -1,5 +1,5 @@
 """Term proximity on the embedded index's lexical side: BM25's candidates re-scored by how
-closely the query's neighbouring words stand in them (BENCHMARKS.md, "Term proximity").
+closely the query's neighbouring words stand in them (BENCHMARKS.md, "Term proximity, shipped").
 
 BM25 scores each query word on its own: a passage naming "vitamin", "D" and "deficiency" in
 three unrelated sentences ranks with one that says "vitamin D deficiency". Each pair of

@@ -30,7 +30,15 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.common import SHARED_EVAL, bench_settings, write_result
-from bench.ranking_experiments import ROOT, Corpus, Query, figures, fused, train_split
+from bench.ranking_experiments import (
+    ROOT,
+    Corpus,
+    Query,
+    figures,
+    fused,
+    shown_key,
+    train_split,
+)
 from bench.relevance_floor import CACHE
 from bot.wiring import build_embedder
 from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
@@ -336,7 +344,7 @@ def sweep(
 
     choices = {"chosen on train": chosen(grid)}
     if keep_shown:
-        shown = next(k for k in grid[reference]["scifact train"] if k.startswith("hybrid relevant"))
+        shown = f"hybrid {shown_key(SEARCH.top_k)}"
         keeping = [
             n for n in grid if all(grid[n][s][shown] >= grid[reference][s][shown] for s in runs)
         ]
@@ -361,7 +369,7 @@ def hybrid_figures(run: Run, lists: list[list[Ranked]]) -> dict[str, float]:
     hybrid = [fused(a, v) for a, v in zip(lists, run.vector_sides, strict=True)]
     alone = figures([[r.key for r in a] for a in lists], run.corpus, run.data, run.queries)
     mixed = figures(hybrid, run.corpus, run.data, run.queries)
-    shown = f"relevant shown in top {run.corpus.top_k}"
+    shown = shown_key(run.corpus.top_k)
     return {
         "bm25 nDCG@10": alone["ndcg@10"],
         "hybrid nDCG@10": mixed["ndcg@10"],

@@ -106,6 +106,11 @@ async def gather(name: str, data: Dataset) -> tuple[Corpus, list[Query]]:
     return corpus, queries
 
 
+def shown_key(top_k: int) -> str:
+    """The name `figures` gives what the model is shown (Shown@top_k)."""
+    return f"relevant shown in top {top_k}"
+
+
 def figures(
     ranked: list[list[str]],
     corpus: Corpus,
@@ -135,7 +140,7 @@ def figures(
     return {
         "ndcg@10": round(ndcg / n, 4),
         "mrr@10": round(mrr / n, 4),
-        f"relevant shown in top {corpus.top_k}": round(shown / n, 4),
+        shown_key(corpus.top_k): round(shown / n, 4),
         f"documents in top {corpus.top_k}": round(spread / n, 2),
     }
 

@@ -81,7 +81,15 @@ def main() -> None:
     from core.errors import BotError
 
     try:
-        app()
+        # Not standalone: typer's own handling prints a usage error as a six-line box.
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:
+        # Usage errors (exit code 2) carry the command they are about, and its help points on.
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        _fail(exc, f"error: {exc.format_message().rstrip('.')}{hint}", exc.exit_code)
+    except typer.Abort as exc:
+        _fail(exc, "error: aborted", EXIT_FAILURE)
     except BotError as exc:
         _fail(exc, f"error: {exc}", EXIT_USER_ERROR)
     except Exception as exc:  # noqa: BLE001 (the last handler: one line, not a traceback)
@@ -92,6 +100,9 @@ def main() -> None:
             "(run `bot -v ...` for the traceback)",
             EXIT_FAILURE,
         )
+    else:
+        # A `typer.Exit`'s code, which non-standalone click returns instead of exiting with.
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 def _fail(exc: BaseException, line: str, code: int) -> None:

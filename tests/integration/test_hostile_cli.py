@@ -102,6 +102,32 @@ def test_a_question_too_long_exits_2_with_its_message_alone(tmp_path: Path) -> N
     assert json.loads(as_json.stdout)["status"] == "error"
 
 
+USAGE_ERRORS = {
+    "an option out of range": (
+        ["slack", "--http", "--port", "99999"],
+        "error: Invalid value for '--port': Input should be less than or equal to 65535 "
+        "(see `bot slack --help`)",
+    ),
+    "a missing argument": (["ask"], "error: Missing argument 'question' (see `bot ask --help`)"),
+    "a mistyped command": (
+        ["serch", "x"],
+        "error: No such command 'serch'. Did you mean 'search'? (see `bot --help`)",
+    ),
+    "an unknown option": (["ask", "--nope", "x"], "error: No such option: --nope"),
+    "a group without its command": (["index"], "error: Missing command (see `bot index --help`)"),
+}
+
+
+@pytest.mark.parametrize(("args", "expected"), USAGE_ERRORS.values(), ids=USAGE_ERRORS.keys())
+def test_a_usage_error_is_one_line_pointing_at_the_commands_help(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    result = run_bot(args, tmp_path)
+    assert result.returncode == 2
+    assert one_error_line(result).startswith(expected)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no usage box around it
+
+
 @pytest.mark.parametrize("make", ["file", "under_a_file"])
 def test_a_data_dir_that_cannot_be_used_is_one_line_naming_the_setting(
     tmp_path: Path, make: str

@@ -24,6 +24,10 @@ _FILE_READERS = ("pypdf",)
 # A second warning for every retry the transport already reports ("Node ... has failed for 1
 # times in a row, putting on 1 second timeout"): only at DEBUG.
 _RETRY_BOOKKEEPING = ("elastic_transport.node_pool",)
+# The transport's "Retrying request after failure": a service's operator wants each one (a
+# cluster flapping under the bot); a one-shot command ends in one error line when the retries
+# fail, and three warnings above it only bury it.
+_RETRIES = ("elastic_transport.transport",)
 
 
 # Our own packages: their tracebacks are ours to decide. A library's warning with a traceback
@@ -87,9 +91,12 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """The stream is looked up per record, never kept."""
 
 
-def configure_logging(settings: LoggingSettings) -> None:
+def configure_logging(settings: LoggingSettings, *, retries_logged: bool = True) -> None:
     """Our events and every library's log records, in one format (JSON lines with
-    `format: json`), on stderr. Calling it again replaces the previous configuration."""
+    `format: json`), on stderr. Calling it again replaces the previous configuration.
+
+    `retries_logged` is for the long-running processes; a one-shot command passes False and
+    shows a client library's retries only at DEBUG."""
     level = getattr(logging, settings.level)
     root = logging.getLogger()
     root.setLevel(level)
@@ -99,6 +106,7 @@ def configure_logging(settings: LoggingSettings) -> None:
         (_NOISY, logging.WARNING),
         (_FILE_READERS, logging.ERROR),
         (_RETRY_BOOKKEEPING, logging.ERROR),
+        (_RETRIES, logging.WARNING if retries_logged else logging.ERROR),
     ):
         for name in names:
             logging.getLogger(name).setLevel(level if level == logging.DEBUG else max(level, floor))

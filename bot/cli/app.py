@@ -30,6 +30,11 @@ EXIT_FAILURE = 1
 EXIT_USER_ERROR = 2
 
 
+# The long-running processes (the Procfile's), whose logs an operator reads; every other
+# command is one-shot and ends in its own one-line outcome.
+SERVICES = ("slack", "discord", "clock")
+
+
 class _State:
     settings: Settings
     verbose: bool = False
@@ -40,6 +45,7 @@ state = _State()
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option("--config", "-c", help="Settings file (default: $BOT_CONFIG or config.yaml)."),
@@ -50,7 +56,7 @@ def _main(
 ) -> None:
     state.verbose = verbose
     state.settings = load_settings(config)
-    configure_logging(state.settings.logging)
+    configure_logging(state.settings.logging, retries_logged=ctx.invoked_subcommand in SERVICES)
 
 
 def shown(text: str, style: str | Style = "") -> Text:

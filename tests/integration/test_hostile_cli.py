@@ -14,6 +14,7 @@ import pty
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -157,6 +158,21 @@ def test_a_bad_cron_fails_every_command_at_load_not_first_the_clock(tmp_path: Pa
     assert "keywords.prune_schedule" in result.stderr
     assert "not a valid cron expression" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_elasticsearch_that_cannot_be_reached_is_one_line_without_the_retries(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as closed:  # a port nothing listens on once it is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    result = run_bot(
+        ["search", "x"], tmp_path, BOT_SEARCH__BACKEND="elasticsearch", ELASTICSEARCH_URL=url
+    )
+    assert result.returncode == 2
+    assert one_error_line(result).startswith(f"error: can't reach Elasticsearch at {url}")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_discord_that_cannot_be_reached_or_refuses_the_token_is_one_line(

@@ -137,6 +137,22 @@ def test_a_librarys_retry_warning_is_one_line_without_its_traceback(
     ]
 
 
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_a_one_shot_command_shows_a_retry_only_at_debug(
+    level: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its outcome is its own one line: when the retries fail, three warnings above it only
+    bury it; a service's operator keeps them (the test above)."""
+    with as_in_a_bot_process():
+        configure_logging(
+            LoggingSettings(level=level, format="json"),  # type: ignore[arg-type]
+            retries_logged=False,
+        )
+        _retried(logging.getLogger("elastic_transport.transport"))
+    loggers = [e["logger"] for e in _events(capsys.readouterr().err)]
+    assert loggers == (["elastic_transport.transport"] if level == "DEBUG" else [])
+
+
 def test_at_debug_and_for_our_own_loggers_the_traceback_stays(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

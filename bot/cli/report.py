@@ -120,6 +120,8 @@ def _print(r: Report) -> None:
         out.print(gaps)
     for left_out in r.gaps_left_out():
         out.print(shown(left_out), soft_wrap=True)
+    if unmatched := r.unmatched_channel():
+        out.print(shown(unmatched, style="yellow"), soft_wrap=True)
 
 
 @app.command("stale-answers")

@@ -107,6 +107,9 @@ class Report:
     # Gaps past `insights.gap_max_listed` (the smallest), and their questions: counted only.
     unlisted_gaps: int = 0
     unlisted_asks: int = 0
+    # The channels that asked in the window but that `channel` left out, most asked first (at
+    # most `insights.report_top`): what a `--channel` that matched nothing may have meant.
+    other_channels: dict[str, int] = field(default_factory=dict)
 
     def gaps_left_out(self) -> list[str]:
         """What the gaps table does not show, in words (terminal and page alike)."""
@@ -123,6 +126,16 @@ class Report:
                 "first (insights.gap_max_questions)"
             )
         return said
+
+    def unmatched_channel(self) -> str | None:
+        """When `--channel` matched no question of the window (a typo, or a quiet channel),
+        which channels did ask, in words (terminal and page alike)."""
+        if not self.channel or self.answers:
+            return None
+        asked = ", ".join(f"{name} ({count:,})" for name, count in self.other_channels.items())
+        return f"No question in this window came from channel {self.channel}; " + (
+            f"the channels that asked: {asked}" if asked else "no channel asked any"
+        )
 
 
 def in_channel(entry: LoggedAnswer, wanted: str) -> bool:
@@ -161,6 +174,7 @@ class _Tally:
         self.spent = 0.0
         self.days: Counter[str] = Counter()
         self.channels: Counter[str] = Counter()
+        self.other_channels: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()
         self.models: Counter[str] = Counter()
@@ -173,6 +187,7 @@ class _Tally:
 
     def add(self, e: LoggedAnswer) -> None:
         if self.channel is not None and not in_channel(e, self.channel):
+            self.other_channels[e.channel] += 1
             return
         self.answers += 1
         self.days[_day(e.at)] += 1
@@ -280,6 +295,7 @@ async def build_report(
         models=dict(t.models.most_common()),
         web_answers=t.web_answers,
         questions_stored=t.stored or not t.answers,
+        other_channels=dict(t.other_channels.most_common(settings.report_top)),
     )
     await _knowledge_gaps(report, list(t.missed.values()), settings, embedder, index)
     _sources(report, t, documents, settings.report_top)

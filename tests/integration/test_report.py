@@ -272,25 +272,68 @@ def test_a_file_to_write_that_cannot_be_is_refused_before_the_work(
         assert "Answers" not in result.output  # refused before the report was made
 
 
+def seed_missed(data_dir: Path, asked: list[tuple[str, str]]) -> None:
+    """Answers the docs fell short on, logged in `data_dir`'s state file: (conversation key,
+    question) each."""
+    from core.backends.sqlite.platform_state import SqlitePlatformState
+    from core.domain.conversation import Answer, AnswerMode, AnswerStatus
+
+    async def seed() -> None:
+        state = SqlitePlatformState(data_dir / "state.sqlite", 1000, 60)
+        missed = Answer("The docs don't say.", AnswerStatus.NOT_FOUND, AnswerMode.AGENT)
+        try:
+            for key, question in asked:
+                await state.record_answer(key, question, missed)
+        finally:
+            await state.close()
+
+    asyncio.run(seed())
+
+
+def test_a_channel_no_question_came_from_is_named_with_those_that_asked(
+    kb: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped `--channel` would otherwise be an empty report that looks like a quiet one."""
+    seed_missed(
+        tmp_path,
+        [("slack/T1/CDOCS/1", "how do I reset sso?")] * 3 + [("discord/42/77/9", "refunds?")],
+    )
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BOT_SEARCH__SQLITE_PATH", str(kb.index_path))
+    figures, page = tmp_path / "r.json", tmp_path / "r.html"
+    env = {"COLUMNS": "400"}
+    typo = CliRunner().invoke(
+        app,
+        ["report", "--channel", "CDOC", "--json", str(figures), "--html", str(page)],
+        env=env,
+    )
+    assert typo.exit_code == 0, typo.output
+    said = (
+        "No question in this window came from channel CDOC; the channels that asked: "
+        "slack/T1/CDOCS (3), discord/42/77 (1)"
+    )
+    assert said in typo.output
+    assert said in page.read_text(encoding="utf-8")
+    assert json.loads(figures.read_text(encoding="utf-8"))["other_channels"] == {
+        "slack/T1/CDOCS": 3,
+        "discord/42/77": 1,
+    }
+    right = CliRunner().invoke(app, ["report", "--channel", "CDOCS"], env=env)
+    assert right.exit_code == 0, right.output
+    assert "channel CDOCS: 3 questions" in " ".join(right.output.split())  # the title wraps
+    assert "No question in this window" not in right.output
+
+
 def test_the_command_says_what_it_left_out_of_the_gaps(
     kb: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past `insights.gap_max_questions` distinct missed questions, the least asked are
     counted, not grouped, and the terminal, the JSON and the page all say so."""
-    from core.backends.sqlite.platform_state import SqlitePlatformState
-    from core.domain.conversation import Answer, AnswerMode, AnswerStatus
-
-    async def seed() -> None:
-        state = SqlitePlatformState(tmp_path / "state.sqlite", 1000, 60)
-        missed = Answer("The docs don't say.", AnswerStatus.NOT_FOUND, AnswerMode.AGENT)
-        try:
-            for n, (question, _) in enumerate(gap_questions()[:5]):
-                for _ in range(5 - n):  # the first asked most
-                    await state.record_answer(f"slack/T1/C1/{n}", question, missed)
-        finally:
-            await state.close()
-
-    asyncio.run(seed())
+    questions = [question for question, _ in gap_questions()[:5]]
+    # The first asked most.
+    seed_missed(
+        tmp_path, [(f"slack/T1/C1/{n}", q) for n, q in enumerate(questions) for _ in range(5 - n)]
+    )
     monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
     monkeypatch.setenv("BOT_SEARCH__SQLITE_PATH", str(kb.index_path))
     monkeypatch.setenv("BOT_INSIGHTS__GAP_MAX_QUESTIONS", "3")

@@ -343,6 +343,11 @@ def _refuse(request: web.Request, refused: _Refused) -> web.Response:
     response = web.json_response({"ok": False, "error": refused.reason}, status=refused.status)
     if refused.status in (408, 413):
         response.force_close()  # never read the rest of what the client is still sending
+    if request.content.exception() is not None:
+        # A body that failed to decode (not the gzip it says it is) is over: otherwise
+        # aiohttp's lingering close reads it again after this response and logs the same
+        # failure as an unhandled exception.
+        request.content.feed_eof()
     return response
 
 

@@ -216,6 +216,16 @@ async def test_a_compressed_bomb_is_413(slack: SlackHarness, logs: Logs) -> None
     _one_refusal(logs, 413)
 
 
+async def test_a_body_that_is_not_the_gzip_it_says_is_400_and_one_line(
+    slack: SlackHarness, logs: Logs
+) -> None:
+    headers = {**_signed_shape(), "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    async with slack.http.post(slack.url + EVENTS_PATH, data=b"not gzip", headers=headers) as r:
+        assert r.status == 400
+    await asyncio.sleep(0.2)  # a line aiohttp would log after the response comes after it
+    _one_refusal(logs, 400)
+
+
 @pytest.mark.parametrize("trickle", [False, True], ids=["silent", "headers-a-byte-at-a-time"])
 async def test_a_connection_without_a_whole_request_is_closed_in_bounded_time(
     slack_factory: Any, trickle: bool

@@ -175,6 +175,17 @@ def test_an_elasticsearch_that_cannot_be_reached_is_one_line_without_the_retries
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+def test_a_clock_that_would_post_updates_needs_a_platform_token(tmp_path: Path) -> None:
+    """Without one, the re-check ran every half hour and posted nothing, without a word. (A
+    clock that started would run until `run_bot`'s timeout, and fail the test that way.)"""
+    data = tmp_path / "data"
+    result = run_bot(["clock"], tmp_path, BOT_INSIGHTS__NOTIFY_STALE="true")
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.startswith("error: insights.notify_stale is on, but neither SLACK_BOT_TOKEN")
+    assert not data.exists() or not any(data.iterdir())  # refused before anything was opened
+
+
 def test_discord_that_cannot_be_reached_or_refuses_the_token_is_one_line(
     tmp_path: Path,
 ) -> None:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 import structlog
 import time_machine
 
-from bot.cli import main
-from bot.cli.app import EXIT_USER_ERROR
 from bot.clock import (
     EXPIRE_JOB,
     PRUNE_JOB,
@@ -27,7 +24,6 @@ from bot.clock import (
 from core.config import InsightSettings, KeywordSettings
 from core.config_loader import load_settings
 from core.errors import ConfigError
-from tests.conftest import REPO
 
 
 def job(settings: KeywordSettings) -> PruneJob:
@@ -195,27 +191,3 @@ async def test_the_other_jobs_fire_on_their_own_schedules(
 def test_a_bad_expiry_schedule_is_a_config_error_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"insights\.expire_schedule: .*not a valid cron"):
         load_settings(environ={"BOT_INSIGHTS__EXPIRE_SCHEDULE": "99 3 * * *"})
-
-
-def test_a_clock_that_would_post_updates_needs_a_platform_token(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    """Without one, the re-check ran every half hour and posted nothing, without a word."""
-    for name in ("SLACK_BOT_TOKEN", "DISCORD_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("BOT_CONFIG", str(REPO / "config.yaml"))
-    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("BOT_INSIGHTS__NOTIFY_STALE", "true")
-    monkeypatch.setattr("sys.argv", ["bot", "clock"])
-
-    async def started() -> None:  # a clock that starts would run until stopped
-        raise AssertionError("the clock started")
-
-    monkeypatch.setattr("bot.cli.keywords._clock", started)
-    with pytest.raises(SystemExit) as exited:
-        main()
-    assert exited.value.code == EXIT_USER_ERROR
-    said = capsys.readouterr().err.strip()
-    assert said.startswith("error: insights.notify_stale is on, but neither SLACK_BOT_TOKEN")
-    assert "\n" not in said
-    assert not any(tmp_path.iterdir())  # refused before anything was opened

@@ -19,13 +19,25 @@ import structlog
 
 from core import metrics
 from core.answer.agent import run_agent
-from core.answer.citations import SourceRegistry, check_answer, checked_answer, finished_part
+from core.answer.citations import (
+    SourceRegistry,
+    check_answer,
+    checked_answer,
+    finished_part,
+    quote_words,
+)
 from core.answer.extractive import extractive_answer, unavailable_reason
 from core.answer.holding import ALSO_QUOTED, SourceHolding
 from core.answer.limits import BurstLimits
 from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tool_runner import SearchFn, ToolRunner
-from core.answer.tools import TOOL_NAMES, UNKNOWN_TOOL, WEB_SEARCH_TOOL, RespondInput
+from core.answer.tools import (
+    SEARCH_TOOL,
+    TOOL_NAMES,
+    UNKNOWN_TOOL,
+    WEB_SEARCH_TOOL,
+    RespondInput,
+)
 from core.answer.turn_order import ConversationLocks
 from core.answer.web_research import WebLearning
 from core.config import CHARS_PER_TOKEN, AnswerSettings, ResolvedPolicy
@@ -250,7 +262,7 @@ class AnswerEngine:
             answer = await self._produce(question, cleaned, history, registry, trace, on_progress)
             if answer.status is AnswerStatus.NOT_FOUND and not len(registry):
                 answer = await self._said_empty(answer, trace, question.channel_kind)
-            await self._count_learned_use(answer, registry)
+            await self._count_learned_use(answer, registry, cleaned, trace)
         except SearchIndexError as exc:  # the index or its server is down: say so, not silence
             log.warning("index_unavailable", error=str(exc))
             trace.notes.append(str(exc))
@@ -278,21 +290,28 @@ class AnswerEngine:
         )
         return Answer(text, AnswerStatus.NOT_FOUND, answer.mode)
 
-    async def _count_learned_use(self, answer: Answer, registry: SourceRegistry) -> None:
-        """Cited learned knowledge was useful: its documents and keywords get a use. Only a
-        verified citation (its quote is in the passage) shows that: a use keeps a keyword from
-        being pruned, and a made-up quote must not keep one alive. The keywords come with the
-        cited passages, so this costs the store no read."""
+    async def _count_learned_use(
+        self, answer: Answer, registry: SourceRegistry, question: str, trace: Trace
+    ) -> None:
+        """Cited learned knowledge was useful: its documents get a use, and so do those of
+        their keywords that share a word with what was asked (the question and the searches
+        made for it); a document's other keywords did not bring it here, and counting them
+        would keep them from ever being pruned. Only a verified citation (its quote is in the
+        passage) counts: a made-up quote must not keep anything alive. The keywords come with
+        the cited passages, so this costs the store no read."""
         learned = {
             c.doc_id for c in answer.citations if c.source_kind is SourceKind.LEARNED and c.verified
         }
         if not learned or self._knowledge is None:
             return
+        searched = [
+            str(c.input.get("query", "")) for c in trace.tool_calls if c.name == SEARCH_TOOL
+        ]
+        asked = quote_words(" ".join([question, *searched]))
         chunks = [s.hit.chunk for s in registry.all() if s.hit.chunk.doc_id in learned]
+        keywords = {k for c in chunks for k in c.keywords if quote_words(k) & asked}
         try:
-            await self._knowledge.record_use(
-                sorted(learned), sorted({k for c in chunks for k in c.keywords})
-            )
+            await self._knowledge.record_use(sorted(learned), sorted(keywords))
         except Exception as exc:  # noqa: BLE001 (bookkeeping: never the reason an answer fails)
             log.warning("learned_use_not_counted", error=type(exc).__name__)
 

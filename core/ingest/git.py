@@ -22,7 +22,7 @@ import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from core.config import IngestSettings
 from core.domain.urls import redact_url, redact_urls_in
@@ -73,6 +73,16 @@ def _not_read(entry: _Entry) -> str | None:
     if entry.mode == _SYMLINK_MODE:
         return "a symlink (not followed)"
     return None
+
+
+def without_credentials(remote: str) -> tuple[str, str | None]:
+    """An HTTP remote's `user:password@` taken out of it: given to git in the URL, they would
+    be written into the clone's `.git/config` and stay on disk there. They go as a header, as
+    a token does; the URL git keeps is the one without them."""
+    parts = urlsplit(remote)
+    if parts.scheme not in ("http", "https") or (parts.username is None and not parts.password):
+        return remote, None
+    return redact_url(remote), f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
 
 
 def remote_of(location: str) -> str:
@@ -130,7 +140,7 @@ class GitConnector:
     ) -> None:
         """`checkout`: the clone's folder in the data dir (its memory file sits beside it);
         `known`: the doc ids the index holds, the only ones a diff may call unchanged."""
-        self._remote = remote_of(location)
+        self._remote, in_url = without_credentials(remote_of(location))
         self._shown = redact_url(self._remote)
         self._settings = settings
         # Absolute: the clone runs in the checkout's parent folder, where a relative path
@@ -141,7 +151,9 @@ class GitConnector:
         self._explicit = bool(include)
         self._branch = branch
         self._web_url = web_url or default_web_view(self._remote)
-        self._token = token
+        # The Basic credentials sent with every request: a token (`token_env`) as GitHub and
+        # GitLab take one, else those the location's URL carried.
+        self._credentials = f"x-access-token:{token}" if token else in_url
         self._known = known
         self._changed: set[str] | None = None  # None: read every file
         self._commit = ""  # what this sync reads: the commit and the branch it is on
@@ -320,8 +332,8 @@ class GitConnector:
             "GIT_ASKPASS": "",
             "LC_ALL": "C",
         }
-        if self._token:
-            basic = base64.b64encode(f"x-access-token:{self._token}".encode()).decode()
+        if self._credentials:
+            basic = base64.b64encode(self._credentials.encode()).decode()
             env |= {
                 "GIT_CONFIG_COUNT": "1",
                 "GIT_CONFIG_KEY_0": "http.extraHeader",

@@ -10,7 +10,8 @@ import dataclasses
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -27,8 +28,11 @@ from core.ingest.git import default_web_view, web_link
 from core.ingest.pipeline import Ingestor
 from core.ingest.sync import INTERRUPTED, SourceSyncer, sync_statuses
 from tests.fakes.faults import RefusingEmbedder
+from tests.fakes.git_http import GitHost, git_host
 
 WEB = "https://git.example.com/acme/handbook/blob/{branch}/{path}"
+# A refusal is one round trip; the bound is for a busy 2-core machine.
+REFUSED_WITHIN_S = 30
 runner = CliRunner()
 
 INSTALL_MD = """# Install
@@ -659,3 +663,69 @@ async def test_changed_settings_reach_documents_their_source_did_not_change(
 
 async def _down(*args: object, **kwargs: object) -> None:
     raise RuntimeError("the embedder went away")
+
+
+@pytest.fixture
+def hosted(repo: Path, tmp_path: Path) -> Iterator[tuple[GitHost, str]]:
+    """`repo` on a Git host over HTTP that takes `alice:s3cret-password` only."""
+    served = tmp_path / "served"
+    served.mkdir()
+    git(served, "clone", "--quiet", "--bare", str(repo), "handbook.git")
+    with git_host(served, "alice", "s3cret-password") as (host, url):
+        yield host, f"{url}/handbook.git"
+
+
+def _files_holding(folder: Path, secret: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_credentials_in_the_url_go_as_a_header_and_never_reach_the_disk(
+    hosted: tuple[GitHost, str], syncer: SourceSyncer, index, tmp_path: Path
+) -> None:
+    """Given to git in the URL, they were written into the clone's `.git/config`, where they
+    stayed for as long as the clone did."""
+    host, url = hosted
+    location = url.replace("http://", "http://alice:s3cret-password@")
+    first = await syncer.sync("handbook", source(tmp_path, location=[location]))
+    assert first.counts[Outcome.ADDED] == 4
+    again = await syncer.sync("handbook", source(tmp_path, location=[location]))  # a fetch
+    assert again.counts[Outcome.UNCHANGED] == 4
+    assert set(host.credentials) == {"alice:s3cret-password"}
+    assert _files_holding(tmp_path / "data", "s3cret") == []
+    assert "https://git.example.com/acme/handbook/blob/main/docs/install.md#install" in await urls(
+        index, "download the installer"
+    )
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_token_is_sent_as_basic_credentials_the_host_takes(
+    hosted: tuple[GitHost, str],
+    syncer: SourceSyncer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    host, url = hosted
+    host.user, host.password = "x-access-token", "t0ken-value"
+    monkeypatch.setenv("HANDBOOK_TOKEN", "t0ken-value")
+    synced = await syncer.sync(
+        "handbook", source(tmp_path, location=[url], token_env="HANDBOOK_TOKEN")
+    )
+    assert synced.counts[Outcome.ADDED] == 4
+    assert set(host.credentials) == {"x-access-token:t0ken-value"}
+    assert _files_holding(tmp_path / "data", "t0ken") == []
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("userinfo", ["alice:wr0ng-password@", ""], ids=["wrong", "none"])
+async def test_credentials_the_host_refuses_fail_the_sync_at_once_without_showing_them(
+    hosted: tuple[GitHost, str], syncer: SourceSyncer, tmp_path: Path, userinfo: str
+) -> None:
+    _, url = hosted
+    location = url.replace("http://", f"http://{userinfo}")
+    started = time.monotonic()
+    with pytest.raises(SourceUnavailable) as refused:
+        await syncer.sync("handbook", source(tmp_path, location=[location]))
+    assert time.monotonic() - started < REFUSED_WITHIN_S  # never waits for a password
+    assert "wr0ng" not in str(refused.value)
+    assert _files_holding(tmp_path / "data", "wr0ng") == []

@@ -331,6 +331,10 @@ class GitConnector:
             "GIT_TERMINAL_PROMPT": "0",  # never wait for a password on stdin
             "GIT_ASKPASS": "",
             "LC_ALL": "C",
+            # Where git-lfs is installed, its smudge filter would download every LFS file of
+            # the checkout (gigabytes, or a failed checkout when it can't): it writes the
+            # pointers instead, which the reader skips with the reason.
+            "GIT_LFS_SKIP_SMUDGE": "1",
         }
         if self._credentials:
             basic = base64.b64encode(self._credentials.encode()).decode()

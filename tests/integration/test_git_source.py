@@ -729,3 +729,29 @@ async def test_credentials_the_host_refuses_fail_the_sync_at_once_without_showin
     assert time.monotonic() - started < REFUSED_WITHIN_S  # never waits for a password
     assert "wr0ng" not in str(refused.value)
     assert _files_holding(tmp_path / "data", "wr0ng") == []
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_where_git_lfs_is_installed_its_files_are_not_downloaded(
+    repo: Path, syncer: SourceSyncer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git-lfs's smudge filter, as `git lfs install` configures it for every repository on the
+    host, downloads each LFS file at checkout unless GIT_LFS_SKIP_SMUDGE=1 (a stand-in filter
+    that honours the variable as git-lfs does, and records a download)."""
+    downloads = tmp_path / "downloads"
+    lfs = tmp_path / "git-lfs"
+    lfs.write_text(
+        '#!/bin/sh\n[ "$GIT_LFS_SKIP_SMUDGE" = 1 ] && exec cat\n'
+        f"cat >/dev/null; echo \"$1\" >>{downloads}; printf '# Big\\n\\nDownloaded.\\n'\n"
+    )
+    lfs.chmod(0o755)
+    config = tmp_path / "gitconfig"
+    config.write_text(f'[filter "lfs"]\n\tsmudge = {lfs} %f\n\tclean = cat\n\trequired = true\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    (repo / ".gitattributes").write_text("docs/big.md filter=lfs\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "--quiet", "-m", "LFS")
+    report = await syncer.sync("handbook", source(repo))
+    skipped = {s.display: s.reason for s in report.skipped}
+    assert skipped["docs/big.md"] == "a Git LFS pointer (the file itself is not in the clone)"
+    assert not downloads.exists()

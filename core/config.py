@@ -244,6 +244,9 @@ class CrawlSettings(_Section):
     # robots.txt is read up to this many bytes and the rest ignored (Google's limit, 500 KiB):
     # parsed and matched against every URL on the event loop, it must stay small.
     max_robots_bytes: int = Field(512_000, ge=1_000, le=100_000_000)
+    # Page bodies held in memory between download and indexing; the rest wait in a temporary
+    # folder (the crawl must finish before its pages are indexed).
+    max_held_bytes: int = Field(268_435_456, ge=0)
 
 
 class GitSettings(_Section):

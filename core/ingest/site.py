@@ -36,6 +36,7 @@ from core.domain.urls import redact_url
 from core.errors import UnreachableDocument, UnreadableDocument
 from core.ingest.daemon_work import run_abandonable
 from core.ingest.formats import DocumentFormat
+from core.ingest.held_pages import HeldPages
 from core.ingest.html import neutralise_unclosed_markup
 from core.ingest.memory import load_json, save_json
 from core.ingest.sources import (
@@ -148,7 +149,7 @@ class SiteConnector:
         self._settings = settings
         self._crawl = settings.crawl
         self._http = http
-        self._bodies: dict[str, tuple[bytes, DocumentFormat]] = {}
+        self._bodies = HeldPages(settings.crawl.max_held_bytes)
         self._robots: dict[str, object] = {}  # origin -> Protego, or None for "allow all"
         self._last_request: dict[str, float] = {}
         self._queued: set[str] = set()  # every URL queued, normalised
@@ -180,7 +181,8 @@ class SiteConnector:
         if found.missing:  # nothing crawled: this crawl speaks for nothing (prunes nothing)
             found.scopes = []
             return found
-        self._queued, self._bodies = set(), {}  # each discovery a crawl of its own
+        self._queued = set()  # each discovery a crawl of its own
+        self._bodies.clear()
         self._redirects, self._left_out, self._unsure = {}, {}, []
         seen = self._queued
         pages: set[str] = set()  # every page kept, by the URL it names itself with
@@ -206,6 +208,13 @@ class SiteConnector:
             queue.put_nowait(None)
         await asyncio.gather(*workers)
         self._report_dead_ends(found)
+        if self._bodies.spilled:
+            log.info(
+                "crawl_pages_on_disk",
+                pages=self._bodies.spilled,
+                in_memory_bytes=self._bodies.in_memory_bytes,
+                setting="ingest.crawl.max_held_bytes",
+            )
         # A start URL not read, or robots.txt or a sitemap failing for now (the pages only it
         # names may be there still): this crawl can't say what is gone, so it prunes nothing.
         # Nor does one cut short by the page limit: which pages fill it depends on which
@@ -226,6 +235,7 @@ class SiteConnector:
         mid-sync would leave pages remembered as current yet never indexed). A page that could
         not be indexed (a parse deadline, a failed write) keeps its links but not its
         validators: a 304 next time would leave its change behind its old indexed copy."""
+        self._bodies.clear()  # what was not indexed (a failed fetch) is not asked for again
         if self._memory_path is None:
             return
         kept = {
@@ -237,7 +247,7 @@ class SiteConnector:
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         if item.doc_id in self._not_modified:
             raise NotModified(item.doc_id)
-        kept = self._bodies.pop(item.doc_id, None)
+        kept = self._bodies.pop(item.doc_id)
         if kept is None:
             raise UnreadableDocument("not fetched by the crawl")
         return kept
@@ -345,7 +355,7 @@ class SiteConnector:
         if body is None:
             self._not_modified.add(name)
         else:
-            self._bodies[name] = body
+            self._bodies.put(name, *body)
         links = page.links
         title = title_from_name(urlsplit(name).path)
         found.items.append(SourceItem(name, name, name, title))

@@ -5,6 +5,7 @@ docs; then the pages indexed, and a page gone from the site pruned."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -129,6 +130,27 @@ async def test_crawled_pages_are_indexed_and_a_page_gone_is_pruned(
     pruned = await ingestor.ingest_from(crawler(served, settings.ingest), source="site", prune=True)
     assert pruned.counts[Outcome.DELETED] == 1
     assert served.url + "/docs/orphan.html" not in await index.documents()
+
+
+async def test_with_no_memory_budget_every_page_waits_on_disk_and_is_indexed_the_same(
+    served: Served,
+    settings: Settings,
+    ingestor: Ingestor,
+    index,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A crawl held every body in memory until indexing (500 × 20 MB allowed by default)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    site = crawler(served, settings.ingest, max_held_bytes=0)
+    with structlog.testing.capture_logs() as logs:
+        report = await ingestor.ingest_from(site, source="site")
+    assert report.counts[Outcome.ADDED] == 5
+    [spilled] = [e for e in logs if e["event"] == "crawl_pages_on_disk"]
+    assert (spilled["pages"], spilled["in_memory_bytes"]) == (5, 0)
+    hits = await index.search("tune the cache size for large teams", k=1)
+    assert hits[0].chunk.url.startswith(served.url + "/docs/guide/advanced.html")
+    assert list(tmp_path.glob("bot-crawl-*")) == []  # removed with the crawl
 
 
 async def test_pages_the_sitemap_dates_as_unchanged_are_not_even_asked(

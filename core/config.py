@@ -262,6 +262,9 @@ class ConfluenceSettings(_Section):
     page_size: int = Field(100, ge=1, le=250)  # results asked for per listing request
     retries: int = Field(5, ge=0, le=20)  # a 429 or 5xx is retried this many times
     max_wait_s: float = Field(60.0, gt=0)  # longest wait between two tries (Retry-After capped)
+    # All the waits of one sync: past it, a throttled request fails at once (a page keeps its
+    # indexed copy), so a sync throttled throughout still ends.
+    max_total_wait_s: float = Field(900.0, ge=0)
     max_listing_pages: int = Field(10_000, ge=1)  # listing requests per space, a runaway's bound
 
 

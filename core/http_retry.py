@@ -25,6 +25,7 @@ from tenacity import (
     stop_after_attempt,
     wait_exponential_jitter,
 )
+from tenacity.stop import stop_base
 
 from core.errors import RemoteFailure
 from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
@@ -44,6 +45,28 @@ class RetryPolicy:
     retries: int
     initial_s: float  # first wait, and the most jitter added to any wait
     max_s: float
+
+
+class WaitBudget(stop_base):
+    """The seconds of retry waits that many requests share (a sync of a throttled Confluence
+    space: each page's five retries, up to a minute apart, would add up to days). A stop
+    condition: a retry whose wait would overdraw it is not made, and its request fails as
+    it would after its last attempt; one within it is spent from it."""
+
+    def __init__(self, total_s: float) -> None:
+        self.total_s = total_s
+        self.spent_s = 0.0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent_s >= self.total_s
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        if self.spent_s + retry_state.upcoming_sleep > self.total_s:
+            self.spent_s = self.total_s  # a later, shorter wait must not slip in either
+            return True
+        self.spent_s += retry_state.upcoming_sleep
+        return False
 
 
 class _Retryable(Exception):
@@ -101,8 +124,11 @@ async def _send_once(
     )
 
 
-def _retrying(policy: RetryPolicy, on_retry: RetryNote | None) -> AsyncRetrying:
-    """Attempts as `policy` says; each retry told to `on_retry` (for the answer's trace)."""
+def _retrying(
+    policy: RetryPolicy, on_retry: RetryNote | None, budget: WaitBudget | None = None
+) -> AsyncRetrying:
+    """Attempts as `policy` says, waits within `budget`; each retry told to `on_retry` (for
+    the answer's trace)."""
 
     def before_sleep(state: RetryCallState) -> None:
         if on_retry is not None and state.outcome is not None and state.next_action is not None:
@@ -121,8 +147,10 @@ def _retrying(policy: RetryPolicy, on_retry: RetryNote | None) -> AsyncRetrying:
             return min(failed.retry_after, policy.max_s)
         return backoff(state)
 
+    # The budget last: only a retry the attempts allow is charged to it.
+    stop = stop_after_attempt(policy.retries + 1)
     return AsyncRetrying(
-        stop=stop_after_attempt(policy.retries + 1),
+        stop=stop if budget is None else stop | budget,
         wait=wait,
         retry=retry_if_exception(_retryable),
         before_sleep=before_sleep,
@@ -160,9 +188,11 @@ async def get_json(
     policy: RetryPolicy,
     timeout_s: float | None = None,
     on_retry: RetryNote | None = None,
+    budget: WaitBudget | None = None,
 ) -> httpx.Response:
-    """As `post_json`, for a GET (a page of an API's listing)."""
-    return await _request(http, "GET", url, {}, headers, policy, timeout_s, on_retry)
+    """As `post_json`, for a GET (a page of an API's listing); its retries' waits are spent
+    from `budget` when one is given."""
+    return await _request(http, "GET", url, {}, headers, policy, timeout_s, on_retry, budget)
 
 
 async def _request(
@@ -174,13 +204,14 @@ async def _request(
     policy: RetryPolicy,
     timeout_s: float | None,
     on_retry: RetryNote | None,
+    budget: WaitBudget | None = None,
 ) -> httpx.Response:
     # No timeout given: the client's own applies, to each read and to the whole attempt.
     if timeout_s is not None:
         extra = {**extra, "timeout": timeout_s}
     attempt_s = http.timeout.read if timeout_s is None else timeout_s
     with _as_remote_failure(timeout_s):
-        async for attempt in _retrying(policy, on_retry):
+        async for attempt in _retrying(policy, on_retry, budget):
             with attempt:
                 async with asyncio.timeout(attempt_s):
                     response = await _send_once(http, method, url, headers, extra)

@@ -30,7 +30,7 @@ from core.errors import (
     UnreachableDocument,
     UnreadableDocument,
 )
-from core.http_retry import RetryPolicy, get_json
+from core.http_retry import RetryPolicy, WaitBudget, get_json
 from core.ingest.daemon_work import run_abandonable
 from core.ingest.formats import DocumentFormat, not_parsed
 from core.ingest.html import neutralise_unclosed_markup
@@ -121,6 +121,8 @@ class ConfluenceConnector:
         self._policy = RetryPolicy(
             retries=settings.confluence.retries, initial_s=1.0, max_s=settings.confluence.max_wait_s
         )
+        # Shared by every request of a sync: throttled throughout, it ends in bounded time.
+        self._budget = WaitBudget(settings.confluence.max_total_wait_s)
         self._versions: dict[str, int] = _load(memory)
         self._listed: dict[str, _Page] = {}
         self._attachments: dict[str, list[str]] = {}
@@ -280,9 +282,9 @@ class ConfluenceConnector:
     async def _response(self, url: str) -> httpx.Response:
         """The answer to one GET, after retries; refused credentials fail the sync."""
         try:
-            response = await get_json(self._http, url, headers=self._headers, policy=self._policy)
+            response = await self._get(url)
         except RemoteFailure as exc:
-            raise SourceUnavailable(f"Confluence {exc}") from None
+            raise SourceUnavailable(f"Confluence {exc}{self._out_of_time()}") from None
         _check_credentials(response)
         return response
 
@@ -292,9 +294,9 @@ class ConfluenceConnector:
         keeps the indexed copy; deleted or refused skips it. Refused credentials still fail
         the sync: every other page would be refused too."""
         try:
-            response = await get_json(self._http, url, headers=self._headers, policy=self._policy)
+            response = await self._get(url)
         except RemoteFailure as exc:
-            raise UnreachableDocument(f"Confluence {exc}") from None
+            raise UnreachableDocument(f"Confluence {exc}{self._out_of_time()}") from None
         _check_credentials(response)
         status = response.status_code
         if status == _NOT_FOUND:
@@ -304,6 +306,19 @@ class ConfluenceConnector:
         if status >= _CLIENT_ERRORS:
             raise UnreadableDocument(f"Confluence answered HTTP {status}")
         return _json_object(response, UnreadableDocument)
+
+    async def _get(self, url: str) -> httpx.Response:
+        return await get_json(
+            self._http, url, headers=self._headers, policy=self._policy, budget=self._budget
+        )
+
+    def _out_of_time(self) -> str:
+        if not self._budget.exhausted:
+            return ""
+        return (
+            f" (not retried: this sync's {self._budget.total_s:g} s of waiting for retries "
+            "are spent, ingest.confluence.max_total_wait_s)"
+        )
 
     def _json(self, response: httpx.Response, url: str) -> dict[str, Any]:
         if response.status_code >= _CLIENT_ERRORS:

@@ -126,6 +126,45 @@ async def test_a_rate_limited_sync_waits_and_finishes(
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_sync_throttled_throughout_ends_once_its_waiting_is_spent(  # type: ignore[no-untyped-def]
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    index,
+    backend,
+    settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each page's five retries, up to a minute apart, had no total: a space of 500 throttled
+    pages would have taken days. Past the sync's budget a throttled page fails at once and
+    keeps its indexed copy."""
+    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:30]}
+    waits = {"max_wait_s": 0.05, "max_total_wait_s": 0.3}  # 0.05 s a retry: 6 retries in all
+    tuned = settings.ingest.model_copy(
+        update={"confluence": settings.ingest.confluence.model_copy(update=waits)}
+    )
+    async with httpx.AsyncClient() as http:
+        syncer = SourceSyncer(ingestor, index, backend.locks, http, tuned, tmp_path / "data")
+        assert (await syncer.sync("wiki", source(confluence, spaces=["ENG"]))).counts[
+            Outcome.ADDED
+        ] == 30
+        for page in confluence.pages.values():
+            page.version += 1
+        confluence.broken = dict.fromkeys(list(confluence.pages)[1:], 429)  # all but one
+        confluence.requests.clear()
+        throttled = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    # The first throttled page's 5 retries, the second's 1, then one try each: not 29 x 6.
+    assert confluence.requests["page"] == 6 + 2 + 27 + 1
+    assert throttled.counts[Outcome.UNCHANGED] == 1  # the page not throttled: read, same text
+    assert throttled.counts[Outcome.DELETED] == 0
+    reasons = [s.reason for s in throttled.skipped if "attachment" not in s.reason]
+    assert len(reasons) == 29
+    assert sum("0.3 s of waiting for retries are spent" in r for r in reasons) == 28
+    assert len(await index.documents()) == 30  # every page keeps its indexed copy
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_a_page_that_fails_is_that_pages_failure_not_the_syncs(
     confluence: FakeConfluence, syncer: SourceSyncer, index
 ) -> None:

@@ -243,6 +243,7 @@ def build_slack_app(
     from adapters.slack.app import SlackBot
     from adapters.slack.leftovers import LeftoverSweeper, PendingMessages, process_owner
     from adapters.slack.server import SlackService, one_line_logger
+    from adapters.slack.token_watch import TokenWatch
 
     s = settings.slack
     token = _secret(settings.secrets.slack_bot_token, "SLACK_BOT_TOKEN", "to post answers")
@@ -264,6 +265,12 @@ def build_slack_app(
     )
     if s.base_url:  # Bolt copies it into the client it makes for each request
         app.client.base_url = s.base_url
+    watch = TokenWatch()  # and its retry handlers
+    app.client.retry_handlers.append(watch)
+
+    async def ready() -> str | None:
+        return watch.reason() or (await readiness() if readiness is not None else None)
+
     questions = build_question_gate(settings, embedder)
     # One name for this process's placeholders and its heartbeat, so no other process
     # apologises for an answer it is still writing.
@@ -277,7 +284,7 @@ def build_slack_app(
         signing_secret=signing,
         settings=s,
         metrics_path=settings.metrics.path,
-        readiness=readiness,
+        readiness=ready,
         leftovers=LeftoverSweeper(state, app.client, s.leftovers, owner, pending),
     )
 

@@ -49,6 +49,7 @@ from adapters.one_line_logs import OneShortLine
 from adapters.slack.app import SlackBot
 from adapters.slack.leftovers import LeftoverSweeper
 from adapters.slack.progress import slack_error
+from adapters.slack.token_watch import TOKEN_GONE
 from core import metrics
 from core.config import HEALTH_PATH, READY_PATH, SlackSettings
 from core.errors import BotError, cannot_listen
@@ -89,20 +90,13 @@ _FUNCTION_FIELDS: dict[str, type] = {"callback_id": str}
 # Errors of `auth.test` (the bot token) and `apps.connections.open` (the app token) that mean
 # the token itself is wrong, not that Slack is unwell: asking again would get the same.
 _RATE_LIMITED = "ratelimited"
-_TOKEN_REFUSED = frozenset(
-    {
-        "invalid_auth",
-        "missing_scope",
-        "not_authed",
-        "account_inactive",
-        "token_revoked",
-        "token_expired",
-        "not_allowed_token_type",
-        "no_permission",
-        "team_access_not_granted",
-        "ekm_access_denied",
-    }
-)
+_TOKEN_REFUSED = TOKEN_GONE | {
+    "missing_scope",
+    "not_allowed_token_type",
+    "no_permission",
+    "team_access_not_granted",
+    "ekm_access_denied",
+}
 
 
 class SlackAuthError(BotError):

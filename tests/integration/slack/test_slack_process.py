@@ -321,6 +321,31 @@ async def test_readyz_says_whether_questions_can_be_answered_healthz_only_that_i
             assert (ready.status, said) == (200, {"ok": True})
 
 
+async def test_a_token_revoked_after_start_makes_readyz_say_so(
+    kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str]
+) -> None:
+    """The start checks the token once; revoked later (the app uninstalled), every answer
+    failed to post while /readyz still said ok."""
+    slack, slack_url = emulator
+    async for bot in _http_bot(_env(kb, tmp_path, slack_url)):
+        async with ClientSession() as http:
+            async with http.get(bot.url + "/readyz") as ready:
+                assert ready.status == 200
+            for method in ("chat.postMessage", "chat.update", "reactions.add"):
+                slack.refuse(method, "token_revoked")
+            assert await bot.mention(http, "how do I ingest a folder?", "Ev000042") == 200
+            await _until(lambda: slack.called("chat.postMessage"), 30, "no answer was posted")
+            async with http.get(bot.url + "/readyz") as ready:
+                assert ready.status == 503
+                assert await ready.json() == {
+                    "ok": False,
+                    "reason": "Slack refuses the bot token (token_revoked): set a valid "
+                    "SLACK_BOT_TOKEN",
+                }
+            async with http.get(bot.url + "/healthz") as health:
+                assert health.status == 200  # alive: a restart would not bring the token back
+
+
 @pytest.mark.parametrize("error", ["invalid_auth", "not_authed", "account_inactive"])
 async def test_a_refused_token_stops_the_process_with_one_line(
     kb: Settings, tmp_path: Path, emulator: tuple[SlackEmulator, str], error: str

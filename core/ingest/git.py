@@ -22,7 +22,7 @@ import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, urlsplit
 
 from core.config import IngestSettings
 from core.domain.urls import redact_url, redact_urls_in
@@ -40,6 +40,7 @@ from core.ingest.sources import (
     read_item,
     title_from_name,
     too_big,
+    userinfo,
 )
 
 LFS_POINTER = b"version https://git-lfs.github.com/spec/"
@@ -79,10 +80,10 @@ def without_credentials(remote: str) -> tuple[str, str | None]:
     """An HTTP remote's `user:password@` taken out of it: given to git in the URL, they would
     be written into the clone's `.git/config` and stay on disk there. They go as a header, as
     a token does; the URL git keeps is the one without them."""
-    parts = urlsplit(remote)
-    if parts.scheme not in ("http", "https") or (parts.username is None and not parts.password):
+    found = userinfo(remote) if urlsplit(remote).scheme in ("http", "https") else None
+    if found is None:
         return remote, None
-    return redact_url(remote), f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    return redact_url(remote), ":".join(found)
 
 
 def remote_of(location: str) -> str:

@@ -41,6 +41,29 @@ def test_bad_env_value_names_the_key() -> None:
         load_settings(environ={"BOT_EMBEDDINGS__BATCH_SIZE": "many"})
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        (
+            "BOT_INGEST__CRAWL__MAX_HELD_BYTES",
+            "-1",
+            r"ingest\.crawl\.max_held_bytes: .*greater than or equal to 0 \(got -1\), from "
+            "BOT_INGEST__CRAWL__MAX_HELD_BYTES",
+        ),
+        (
+            "BOT_INGEST__CONFLUENCE__MAX_TOTAL_WAIT_S",
+            "forever",
+            r"ingest\.confluence\.max_total_wait_s: .*valid number",
+        ),
+    ],
+)
+def test_the_crawl_and_confluence_budgets_refuse_what_is_no_amount(
+    variable: str, value: str, said: str
+) -> None:
+    with pytest.raises(ConfigError, match=said):
+        load_settings(environ={variable: value})
+
+
 def test_unknown_key_is_an_error(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     file.write_text("search:\n  rfk_k: 10\n")

@@ -134,20 +134,17 @@ async def _ingest(
     prune: bool,
     site: tuple[list[str], list[str]] | None = None,
 ) -> IngestReport:
-    import httpx
-
     from bot.progress import RichIngestProgress
     from bot.runtime import opened
+    from core.ingest.address_guard import fetch_client
     from core.ingest.pipeline import Ingestor
     from core.run_locks import run_lock
 
     s = state.settings
-    headers = {"User-Agent": s.ingest.user_agent}
-    timeout = httpx.Timeout(s.ingest.url_timeout_s)
     async with (
         opened(s) as rt,
         run_lock(rt.backend.locks, "ingest", s.ingest.lock_ttl_s),
-        httpx.AsyncClient(headers=headers, timeout=timeout) as http,
+        fetch_client(s.ingest) as http,
     ):
         ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
         label = source or s.ingest.default_source

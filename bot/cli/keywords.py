@@ -157,15 +157,13 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJo
     """The clock's jobs, on one opened backend: the keyword prune, the log's expiry and, with
     `insights.notify_stale`, the re-check of answers whose sources changed (with the platform
     clients that post the updates)."""
-    import httpx
-
     from bot.clock import ExpireJob, RecheckJob, SyncJob
     from bot.wiring import notifiers
+    from core.ingest.address_guard import fetch_client
     from core.ingest.pipeline import Ingestor
     from core.ingest.sync import SourceSyncer
 
     s = state.settings
-    headers = {"User-Agent": s.ingest.user_agent}
     # The platforms' clients only when updates are posted: a Discord login is no part of
     # pruning keywords or expiring the log.
     updates: contextlib.AbstractAsyncContextManager[dict[str, Notifier]] = (
@@ -174,7 +172,7 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJo
     async with (
         _opened() as (rt, platform, pruner),
         updates as available,
-        httpx.AsyncClient(headers=headers, timeout=s.ingest.url_timeout_s) as http,
+        fetch_client(s.ingest) as http,
     ):
         jobs: list[ScheduledJob] = [ExpireJob(platform, rt.backend.conversations, s.insights)]
         if s.insights.notify_stale:

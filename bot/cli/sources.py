@@ -46,19 +46,16 @@ def sync(
 
 
 async def _sync(names: list[str]) -> list[str]:
-    import httpx
-
     from bot.progress import RichIngestProgress
     from bot.runtime import opened
     from core.errors import BotError
+    from core.ingest.address_guard import fetch_client
     from core.ingest.pipeline import Ingestor
     from core.ingest.sync import SourceSyncer
 
     s = state.settings
     failed = []
-    headers = {"User-Agent": s.ingest.user_agent}
-    timeout = httpx.Timeout(s.ingest.url_timeout_s)
-    async with opened(s) as rt, httpx.AsyncClient(headers=headers, timeout=timeout) as http:
+    async with opened(s) as rt, fetch_client(s.ingest) as http:
         ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
         syncer = SourceSyncer(
             ingestor, rt.backend.index, rt.backend.locks, http, s.ingest, s.storage.data_dir

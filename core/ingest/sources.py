@@ -25,6 +25,7 @@ import httpx
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import UnreachableDocument, UnreadableDocument
 from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
+from core.ingest.address_guard import AddressRefused, fetching_from
 from core.ingest.formats import DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
@@ -408,36 +409,37 @@ async def fetch_url(
     url = httpx.URL(item.url)
     chain = {url}  # the URLs this fetch has requested
     try:
-        for _ in range(MAX_REDIRECTS + 1):
-            if (problem := url_problem(str(url))) is not None:
-                raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
-            auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
-            headers = {"Accept-Encoding": ACCEPT_ENCODING, **(conditional or {})}
-            async with client.stream(
-                "GET", url, auth=auth, follow_redirects=False, headers=headers
-            ) as response:
-                if response.status_code == HTTP_NOT_MODIFIED and conditional:
-                    raise NotModified(str(url))
-                if response.is_redirect:
-                    target = url.join(response.headers["location"])
-                    if (refused := _redirect_refused(httpx.URL(item.url), target)) is not None:
-                        raise UnreadableDocument(refused)
-                    # Back to a URL of this very chain (a loop, or a page that sets a cookie
-                    # and sends the reader back): followed, as a plain fetch would, so a loop
-                    # ends in "more than N redirects" instead of as a page read "elsewhere".
-                    if seen is not None and target not in chain and seen(str(target)):
-                        raise AlreadySeen(str(target))
-                    url = target
-                    chain.add(url)
-                    continue
-                data, fmt = await _body(response, max_bytes, url, any_type, cut=cut)
-                return Fetched(
-                    data,
-                    fmt,
-                    str(url),
-                    response.headers.get("etag"),
-                    response.headers.get("last-modified"),
-                )
+        with fetching_from(url):  # its connections judged against where it started (address_guard)
+            for _ in range(MAX_REDIRECTS + 1):
+                if (problem := url_problem(str(url))) is not None:
+                    raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
+                auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
+                headers = {"Accept-Encoding": ACCEPT_ENCODING, **(conditional or {})}
+                async with client.stream(
+                    "GET", url, auth=auth, follow_redirects=False, headers=headers
+                ) as response:
+                    if response.status_code == HTTP_NOT_MODIFIED and conditional:
+                        raise NotModified(str(url))
+                    if response.is_redirect:
+                        target = url.join(response.headers["location"])
+                        if (refused := _redirect_refused(httpx.URL(item.url), target)) is not None:
+                            raise UnreadableDocument(refused)
+                        # Back to a URL of this very chain (a loop, or a page that sets a cookie
+                        # and sends the reader back): followed, as a plain fetch would, so a loop
+                        # ends in "more than N redirects" instead of as a page read "elsewhere".
+                        if seen is not None and target not in chain and seen(str(target)):
+                            raise AlreadySeen(str(target))
+                        url = target
+                        chain.add(url)
+                        continue
+                    data, fmt = await _body(response, max_bytes, url, any_type, cut=cut)
+                    return Fetched(
+                        data,
+                        fmt,
+                        str(url),
+                        response.headers.get("etag"),
+                        response.headers.get("last-modified"),
+                    )
     except (UnreadableDocument, AlreadySeen, NotModified):
         raise
     except Exception as exc:
@@ -490,6 +492,8 @@ def _passing(exc: BaseException) -> bool:
     failed), rather than about its URL (malformed, a port out of range)."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_passing(leaf) for leaf in _leaves(exc))
+    if isinstance(exc.__cause__, AddressRefused):  # the guard's verdict on this URL's host
+        return False
     return isinstance(exc, (httpx.TransportError, OSError))
 
 

@@ -83,6 +83,24 @@ def test_skips_are_listed(env: dict[str, str], tmp_path: Path) -> None:
     assert "unsupported file type '.bin'" in result.output
 
 
+def test_ingest_never_connects_to_a_metadata_address(env: dict[str, str], tmp_path: Path) -> None:
+    """The command's fetcher judges addresses before connecting: the cloud metadata endpoint is
+    skipped with its reason, in any spelling, not tried (here: no route, a connect timeout)."""
+    (tmp_path / "ok.md").write_text("# Ok\n\nfine")
+    urls = ["http://169.254.169.254/latest/meta-data/", "http://[::ffff:a9fe:a9fe]/latest/"]
+    result = runner.invoke(
+        app,
+        ["ingest", *urls, str(tmp_path / "ok.md")],
+        env={"BOT_INGEST__URL_TIMEOUT_S": "30", "COLUMNS": "300"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "1 added" in result.output
+    assert "2 skipped" in result.output
+    flat = " ".join(result.output.split())
+    assert flat.count("169.254.169.254, a metadata address") == 2
+    assert "timed out" not in flat
+
+
 def test_config_error_exits_2_naming_the_key(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

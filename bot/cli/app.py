@@ -22,6 +22,7 @@ from core.domain.text import printable
 app = typer.Typer(
     help="A docs bot: answers questions from your documentation, with sources.",
     pretty_exceptions_enable=False,
+    no_args_is_help=True,
 )
 out = Console()
 err = Console(stderr=True)
@@ -90,6 +91,12 @@ def main() -> None:
         # Not standalone: typer's own handling prints a usage error as a six-line box.
         code = app(standalone_mode=False)
     except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # click's, vendored by typer or not
+            # `bot`, or a group without its command: its help, which typer's rich formatting
+            # has printed already while the error was made (plain click carries it instead).
+            if help_text := exc.format_message().strip():
+                out.print(help_text, markup=False, highlight=False)
+            sys.exit(exc.exit_code)
         # Usage errors (exit code 2) carry the command they are about, and its help points on.
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""

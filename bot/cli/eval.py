@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from core.evaluation.questions import LabelledMessage, QuestionTraining, TrainingOptions
     from core.insights.feedback_export import ExportCounts
 
-eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.")
+eval_app = typer.Typer(help="Benchmarks on BEIR-layout datasets.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
 

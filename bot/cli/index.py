@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from bot.cli.app import app, err, out, shown, state
 
-index_app = typer.Typer(help="Index maintenance.")
+index_app = typer.Typer(help="Index maintenance.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 from bot.cli.app import app, err, out, state, when
 
-keywords_app = typer.Typer(help="Keywords learned from web searches.")
+keywords_app = typer.Typer(help="Keywords learned from web searches.", no_args_is_help=True)
 app.add_typer(keywords_app, name="keywords")
 
 

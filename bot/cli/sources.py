@@ -9,7 +9,9 @@ from rich.table import Table
 
 from bot.cli.app import app, err, out, refuse, shown, state, when
 
-sources_app = typer.Typer(help="The named sources of config.yaml's `sources:`.")
+sources_app = typer.Typer(
+    help="The named sources of config.yaml's `sources:`.", no_args_is_help=True
+)
 # A source synced here that config.yaml no longer names: no sync prunes its documents now.
 GONE = "not in config.yaml any more; its documents stay indexed until `bot remove {name}`"
 app.add_typer(sources_app, name="sources")

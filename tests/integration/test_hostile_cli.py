@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -115,7 +116,6 @@ USAGE_ERRORS = {
         "error: No such command 'serch'. Did you mean 'search'? (see `bot --help`)",
     ),
     "an unknown option": (["ask", "--nope", "x"], "error: No such option: --nope"),
-    "a group without its command": (["index"], "error: Missing command (see `bot index --help`)"),
 }
 
 
@@ -127,6 +127,25 @@ def test_a_usage_error_is_one_line_pointing_at_the_commands_help(
     assert result.returncode == 2
     assert one_error_line(result).startswith(expected)
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no usage box around it
+
+
+@pytest.mark.parametrize(
+    ("args", "usage", "command"),
+    [
+        ([], "Usage: bot [OPTIONS] COMMAND", "ask"),
+        (["index"], "Usage: bot index [OPTIONS] COMMAND", "reindex"),
+        (["sources"], "Usage: bot sources [OPTIONS] COMMAND", "list"),
+    ],
+)
+def test_a_group_without_its_command_shows_its_help(
+    tmp_path: Path, args: list[str], usage: str, command: str
+) -> None:
+    """What a newcomer types first: `bot` alone shows what there is, not "Missing command"."""
+    result = run_bot(args, tmp_path, COLUMNS="100")
+    assert result.returncode == 2
+    assert usage in result.stdout
+    assert re.search(rf"│ {command} ", result.stdout), result.stdout
+    assert result.stderr == ""
 
 
 @pytest.mark.parametrize("make", ["file", "under_a_file"])

@@ -8,6 +8,7 @@ corrupted or swapped file would silently degrade every search, so we refuse it i
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib.util
 import threading
@@ -87,6 +88,9 @@ def token_batch(tokenizer: Any, texts: Sequence[str]) -> tuple[Any, Any]:
     return ids, mask
 
 
+MODELS_KEPT = 4  # loads kept per process: one per (files, max_tokens, threads) in use
+
+
 @dataclass(frozen=True, slots=True)
 class _LoadedModel:
     tokenizer: Any
@@ -95,9 +99,14 @@ class _LoadedModel:
     inputs: frozenset[str]
 
     @classmethod
+    @functools.lru_cache(maxsize=MODELS_KEPT)
     def open(
         cls, files: ModelFiles, max_tokens: int, threads: int, query_threads: int
     ) -> _LoadedModel:
+        """Verified and loaded once per process for each set of arguments: the files are
+        pinned and immutable, and ONNX Runtime's sessions may run from several threads at
+        once, so every embedder of the process (a command's, a bench's, each test's) shares
+        one load, its second of CPU and its memory. A failed load is not kept."""
         from tokenizers import Tokenizer
 
         verify_sha256(files.model, MINILM_MODEL_SHA256)

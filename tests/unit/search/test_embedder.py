@@ -10,6 +10,7 @@ import pytest
 from core.backends.sqlite.index import SqliteIndex
 from core.config import SearchSettings
 from core.errors import EmbedderError, SearchIndexError
+from core.search import embedder as embedder_module
 from core.search.embedder import MINILM_DIMENSIONS, CachedEmbedder, MiniLMEmbedder, ModelFiles
 from core.search.embedding_cache import EmbeddingCache, content_hash
 
@@ -121,6 +122,35 @@ def test_the_model_loads_on_first_use_and_a_broken_one_fails_there(tmp_path: Pat
     embedder = MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1)  # no error yet
     with pytest.raises(EmbedderError, match="can't read model file"):
         embedder.embed_sync(["anything"])
+
+
+def test_the_embedders_of_one_process_share_one_load_and_a_failed_one_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each command's runtime, bench and test makes its own embedder: the model is verified
+    and loaded once per process for the same files and threads, not once per embedder."""
+    sessions: list[int] = []
+    real_session = embedder_module._session
+
+    def counted(files: ModelFiles, threads: int) -> object:
+        sessions.append(threads)
+        return real_session(files, threads)
+
+    monkeypatch.setattr(embedder_module, "_session", counted)
+    files = _copy_files(tmp_path)
+    good = files.model.read_bytes()
+    files.model.write_bytes(good[:-1])  # damaged: refused, and the refusal not kept
+    with pytest.raises(EmbedderError, match="sha256"):
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1).load()
+    files.model.write_bytes(good)
+    first, second = (
+        MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=1, query_threads=1)
+        for _ in range(2)
+    )
+    assert np.array_equal(first.embed_sync(["deploy"]), second.embed_sync(["deploy"]))
+    assert sessions == [1]
+    MiniLMEmbedder(files, batch_size=8, max_tokens=256, threads=2, query_threads=1).load()
+    assert sessions == [1, 2, 1]  # other threads: a load of their own
 
 
 async def test_a_query_on_its_own_threads_gets_the_documents_vector() -> None:

@@ -173,10 +173,11 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     (httpx's defaults) with the guard."""
 
     def __init__(self, guard: AddressGuard | None = None) -> None:
-        super().__init__()
+        ssl_context = httpx.create_ssl_context()  # made once: loading the CA bundle takes 40 ms
+        super().__init__(verify=ssl_context)
         limits = httpx.Limits()
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=ssl_context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,

@@ -9,9 +9,13 @@ looked up and which it connected to.
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpcore
 import httpx
@@ -80,11 +84,15 @@ async def _page(request: web.Request) -> web.StreamResponse:
     return web.Response(body=PAGE, content_type="text/html", headers=headers)
 
 
-@pytest.fixture
-async def site() -> AsyncIterator[int]:
+def _site() -> web.Application:
     app = web.Application()
     app.router.add_get("/{tail:.*}", _page)
-    server = TestServer(app, host="127.0.0.1")
+    return app
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[int]:
+    server = TestServer(_site(), host="127.0.0.1")
     await server.start_server()
     try:
         assert server.port is not None
@@ -214,3 +222,34 @@ async def test_a_name_that_does_not_resolve_is_unreachable_for_now(net: Net) -> 
     """Not the guard's verdict: DNS may answer tomorrow, so an indexed copy is kept."""
     with pytest.raises(UnreachableDocument, match=r"can't look up nowhere\.test: Name or service"):
         await net.fetch("http://nowhere.test/guide")
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the test certificate")
+async def test_tls_is_verified_against_the_name_not_the_address_connected_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard connects to an address, yet the certificate is checked for the URL's name:
+    this one names `wiki.internal.test` and no address, so a check against 127.0.0.1 fails."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    name = ["-subj", "/CN=wiki.internal.test", "-addext", "subjectAltName=DNS:wiki.internal.test"]
+    files = ["-keyout", str(key), "-out", str(cert)]
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *name, *files],
+        check=True,
+        capture_output=True,
+    )
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    server = TestServer(_site(), host="127.0.0.1")
+    await server.start_server(ssl=served)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # httpx's own trust setting: this CA only
+    resolver = Resolver({"wiki.internal.test": ["127.0.0.1"]})
+    transport = GuardedTransport(AddressGuard(resolve=resolver))
+    try:
+        async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5)) as client:
+            net = Net(resolver, Route(0), client)
+            assert await net.fetch(f"https://wiki.internal.test:{server.port}/page") == PAGE
+            with pytest.raises(UnreachableDocument, match="CERTIFICATE_VERIFY_FAILED"):
+                await net.fetch(f"https://127.0.0.1:{server.port}/page")
+    finally:
+        await server.close()

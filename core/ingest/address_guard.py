@@ -128,7 +128,7 @@ class AddressGuard(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectTimeout(f"looking up {host} timed out") from None
         except OSError as exc:
             raise httpcore.ConnectError(f"can't look up {host}: {exc.strerror or exc}") from None
-        addresses = [_plain(a) for a in found]
+        addresses = [as_judged(ipaddress.ip_address(a)) for a in found]
         if not addresses:
             raise httpcore.ConnectError(f"{host} has no address")
         return addresses
@@ -185,10 +185,9 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
         )
 
 
-def _plain(text: str) -> Address:
+def as_judged(address: Address) -> Address:
     """An address as judged: an IPv4-mapped IPv6 address is its IPv4 address (Python calls
     `::ffff:169.254.169.254` neither link-local nor private)."""
-    address = ipaddress.ip_address(text)
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address

@@ -25,7 +25,7 @@ import httpx
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import UnreachableDocument, UnreadableDocument
 from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
-from core.ingest.address_guard import AddressRefused, fetching_from
+from core.ingest.address_guard import AddressRefused, as_judged, fetching_from
 from core.ingest.formats import DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
@@ -353,9 +353,7 @@ def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
             address = ipaddress.IPv4Address(socket.inet_aton(host))
         except OSError:  # not an address in any form: a name
             return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
+    return as_judged(address)
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:

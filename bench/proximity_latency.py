@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
-import time
 
-from bench.common import REPO, bench_settings, percentile, write_result
-from bench.search_latency import build, queries, query_embedder
+from bench.common import REPO, bench_settings, write_result
+from bench.search_latency import interleaved, opened, queries, query_embedder
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.documents import SearchMode
 from core.search.threads import limit_blas_threads
@@ -35,49 +33,19 @@ async def main() -> None:
 
     settings = bench_settings(REPO / ".bot")  # share the main embedding cache
     path = REPO / ".bot" / "bench" / f"latency-{args.chunks}.sqlite"
-    weights = (0.0, settings.search.proximity_weight)  # off, and as shipped
     limit_blas_threads(settings.search.blas_threads)
     embedder = query_embedder(settings, settings.embeddings.query_threads)
-    indexes = {
-        w: SqliteIndex(path, embedder, settings.search.model_copy(update={"proximity_weight": w}))
-        for w in weights
+    variants = {
+        f"proximity {w}": SqliteIndex(
+            path, embedder, settings.search.model_copy(update={"proximity_weight": w})
+        )
+        for w in (0.0, settings.search.proximity_weight)  # off, and as shipped
     }
-    first = indexes[weights[0]]
-    stats = await first.stats()
-    if stats.chunks < args.chunks:
-        await build(first, embedder, args.chunks - stats.chunks, settings)
-        await first.refresh()
-        stats = await first.stats()
+    chunks = await opened(variants, embedder, args.chunks, settings)
     texts = queries(args.queries)
-    for index in indexes.values():
-        await index.search(texts[0], k=settings.search.top_k)  # loads the vectors
-    runs: dict[tuple[float, SearchMode], dict[str, list[float]]] = {
-        (w, m): {"p50": [], "p95": []} for w in weights for m in MODES
-    }
-    for run in range(args.runs):
-        for mode in MODES:
-            latencies: dict[float, list[float]] = {w: [] for w in weights}
-            for n, text in enumerate(texts):
-                # Off and on for each query, first one then the other: a busy moment of the
-                # machine, or a cache one search warms, falls on both alike.
-                for weight in weights if n % 2 else weights[::-1]:
-                    started = time.perf_counter()
-                    await indexes[weight].search(text, k=settings.search.top_k, mode=mode)
-                    latencies[weight].append((time.perf_counter() - started) * 1000)
-            for weight, figures in latencies.items():
-                runs[(weight, mode)]["p50"].append(statistics.median(figures))
-                runs[(weight, mode)]["p95"].append(percentile(figures, 95))
-        print(f"run {run + 1} of {args.runs} done", flush=True)
-    report: dict[str, object] = {"chunks": stats.chunks, "queries": len(texts), "runs": args.runs}
-    for (weight, mode), figures in runs.items():
-        p50, p95 = statistics.median(figures["p50"]), statistics.median(figures["p95"])
-        report[f"{mode.value}, proximity {weight}"] = {
-            "p50_ms_median": round(p50, 2),
-            "p95_ms_median": round(p95, 2),
-            "p95_ms_runs": [round(x, 2) for x in figures["p95"]],
-        }
-        print(f"{mode.value:>6}, proximity {weight}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
-    for index in indexes.values():
+    report: dict[str, object] = {"chunks": chunks, "queries": len(texts), "runs": args.runs}
+    report |= await interleaved(variants, texts, MODES, settings.search.top_k, args.runs)
+    for index in variants.values():
         await index.close()
     print(f"wrote {write_result('proximity-latency.json', report)}")
 

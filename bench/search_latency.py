@@ -22,7 +22,7 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import numpy as np
 
@@ -149,6 +149,60 @@ def query_embedder(settings: Settings, query_threads: int | None = None) -> Cach
     )
     cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
     return CachedEmbedder(model, cache, query_cache_size=0)
+
+
+async def opened(
+    variants: Mapping[str, SqliteIndex], embedder: CachedEmbedder, chunks: int, settings: Settings
+) -> int:
+    """The latency index, built first if short (a few minutes from the embedding cache), with
+    every variant's vectors loaded; its chunk count."""
+    first = next(iter(variants.values()))
+    stats = await first.stats()
+    if stats.chunks < chunks:
+        await build(first, embedder, chunks - stats.chunks, settings)
+        await first.refresh()
+        stats = await first.stats()
+    for index in variants.values():
+        await index.search("vitamin d", k=settings.search.top_k)  # loads the vectors
+    return stats.chunks
+
+
+async def interleaved(
+    variants: Mapping[str, SqliteIndex],
+    texts: Sequence[str],
+    modes: Sequence[SearchMode],
+    k: int,
+    runs: int,
+) -> dict[str, object]:
+    """Each query searched on every variant in turn, the turn's first variant rotating, so a
+    busy moment of the machine, or a cache one search warms, falls on all alike. Per mode and
+    variant: the medians over the runs of p50 and p95, and each run's p95."""
+    names = list(variants)
+    figures: dict[tuple[SearchMode, str], dict[str, list[float]]] = {
+        (m, name): {"p50": [], "p95": []} for m in modes for name in names
+    }
+    for run in range(runs):
+        for mode in modes:
+            latencies: dict[str, list[float]] = {name: [] for name in names}
+            for n, text in enumerate(texts):
+                for name in names[n % len(names) :] + names[: n % len(names)]:
+                    started = time.perf_counter()
+                    await variants[name].search(text, k=k, mode=mode)
+                    latencies[name].append((time.perf_counter() - started) * 1000)
+            for name, values in latencies.items():
+                figures[(mode, name)]["p50"].append(statistics.median(values))
+                figures[(mode, name)]["p95"].append(percentile(values, 95))
+        print(f"run {run + 1} of {runs} done", flush=True)
+    report: dict[str, object] = {}
+    for (mode, name), runs_of in figures.items():
+        p50, p95 = statistics.median(runs_of["p50"]), statistics.median(runs_of["p95"])
+        report[f"{mode.value}, {name}"] = {
+            "p50_ms_median": round(p50, 2),
+            "p95_ms_median": round(p95, 2),
+            "p95_ms_runs": [round(x, 2) for x in runs_of["p95"]],
+        }
+        print(f"{mode.value:>6}, {name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+    return report
 
 
 async def main() -> None:

@@ -9,6 +9,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.config import SearchSettings
 from core.domain.documents import Chunk, SearchFilters, SearchHit, SearchMode, Vectors
@@ -46,6 +47,14 @@ def search_request(
     return SearchRequest(query, k, mode, filters or SearchFilters(), limit)
 
 
+_FIRST_LOOK = 2  # times k: how far down the fused order the per-document limit looks first
+
+
+async def no_candidates() -> list[Any]:
+    """A side that does not run, for `asyncio.gather` beside one that does."""
+    return []
+
+
 def fuse(
     bm25: Sequence[Ranked], vector: Sequence[Ranked], request: SearchRequest, s: SearchSettings
 ) -> list[Fused]:
@@ -74,11 +83,21 @@ def limited(
     per_document: int,
     documents_of: Callable[[list[str]], Mapping[str, str]],
 ) -> list[Fused]:
-    """`top_passages`, asking the backend for the candidates' documents only where the limit
-    can change the top k (SQLite looks them up; Elasticsearch has them with its hits)."""
-    wanted = limits_documents(k, per_document)
-    documents = documents_of([f.key for f in fused]) if wanted else {}
-    return top_passages(fused, documents, k, per_document)
+    """`top_passages`, asking the backend for candidates' documents only where the limit can
+    change the top k, and then only as far down the order as the top k reaches: a prefix of
+    `_FIRST_LOOK` times k, doubled while it falls short. SQLite looks each candidate up, 1.2 ms
+    for a hybrid search's 200 against 0.2 ms for 16, and the top 8 rarely reach past the 16th."""
+    if not limits_documents(k, per_document):
+        return list(fused[:k])
+    documents: dict[str, str] = {}
+    looked = 0
+    while True:
+        reach = min(max(looked * 2, k * _FIRST_LOOK), len(fused))
+        documents.update(documents_of([f.key for f in fused[looked:reach]]))
+        looked = reach
+        first, held = _let_through(fused[:looked], documents, k, per_document)
+        if len(first) == k or looked == len(fused):
+            return (first + held)[:k]
 
 
 def top_passages(
@@ -92,6 +111,15 @@ def top_passages(
     the limit, 0.843 with 3). The order does not depend on k: a deeper search extends it."""
     if not limits_documents(k, per_document):
         return list(fused[:k])
+    first, held = _let_through(fused, document_of, k, per_document)
+    return (first + held)[:k]
+
+
+def _let_through(
+    fused: Sequence[Fused], document_of: Mapping[str, str], k: int, per_document: int
+) -> tuple[list[Fused], list[Fused]]:
+    """The passages let through, up to k, and those held back on the way (a passage of no
+    known document counts as its own: a chunk deleted after ranking is never merged)."""
     taken: dict[str, int] = {}
     first: list[Fused] = []
     held: list[Fused] = []
@@ -101,7 +129,7 @@ def top_passages(
         (first if taken[document] <= per_document else held).append(entry)
         if len(first) == k:
             break
-    return (first + held)[:k]
+    return first, held
 
 
 def fused_hits(fused: Sequence[Fused], chunks: Mapping[str, Chunk]) -> list[SearchHit]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,8 @@ DOCS = {
         ],
     ),
 }
+
+SIDE_WAIT_S = 10  # long enough for a busy CI host; a failing run waits it out once
 
 
 async def _fill(index: Index, embedder: CachedEmbedder) -> None:
@@ -136,6 +139,48 @@ async def test_lexical_side_runs_while_the_query_embeds(
     hits = await asyncio.wait_for(index.search("slash command in Discord", k=3), timeout=30)
     assert hits[0].chunk.doc_id == "doc:discord"
     assert hits[0].vector_rank == 1
+
+
+async def test_vector_side_runs_while_the_lexical_side_ranks(
+    index: Index, embedder: CachedEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the query is embedded, the vector side must not wait for the lexical side either:
+    a hybrid search costs the slower side, not both in a row. The lexical side here finishes
+    only once the vector side has ranked; run one after the other, it gives up waiting."""
+    await _fill(index, embedder)
+    vector_ranked = threading.Event()
+    waited: list[bool] = []
+
+    if isinstance(index, SqliteIndex):
+        bm25_side, ranked = index._bm25_side, index._vectors.ranked
+
+        def lexical(*args: Any) -> Any:
+            waited.append(vector_ranked.wait(timeout=SIDE_WAIT_S))
+            return bm25_side(*args)
+
+        def nearest(*args: Any) -> Any:
+            found = ranked(*args)
+            vector_ranked.set()
+            return found
+
+        monkeypatch.setattr(index, "_bm25_side", lexical)
+        monkeypatch.setattr(index._vectors, "ranked", nearest)
+    else:
+        side = index._side
+
+        async def either(**body: Any) -> Any:
+            if "query" in body:
+                waited.append(await asyncio.to_thread(vector_ranked.wait, SIDE_WAIT_S))
+                return await side(**body)
+            found = await side(**body)
+            vector_ranked.set()
+            return found
+
+        monkeypatch.setattr(index, "_side", either)
+    hits = await index.search("slash command in Discord", k=3)
+    assert waited == [True]
+    assert hits[0].chunk.doc_id == "doc:discord"
+    assert (hits[0].bm25_rank, hits[0].vector_rank) == (1, 1)
 
 
 async def test_filters_apply_on_both_sides(index: Index, embedder) -> None:

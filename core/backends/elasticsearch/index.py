@@ -91,6 +91,7 @@ from core.search.hybrid import (
     fused_hits,
     limited,
     limits_documents,
+    no_candidates,
 )
 from core.search.terms import query_terms
 
@@ -494,9 +495,6 @@ class ElasticsearchIndex(HybridIndex):
     ) -> list[SearchHit]:
         """Both sides at once: the BM25 request goes out while the query is still embedding."""
 
-        async def none() -> list[tuple[str, float, dict[str, Any]]]:
-            return []
-
         async def knn_side(
             vector: asyncio.Future[Vectors],
         ) -> list[tuple[str, float, dict[str, Any]]]:
@@ -513,9 +511,9 @@ class ElasticsearchIndex(HybridIndex):
                 **({"rescore": rescore} if rescore else {}),
             )
             if r.mode is not SearchMode.VECTOR and query_terms(r.query)
-            else none()  # only stop words: nothing to rank by, as on SQLite
+            else no_candidates()  # only stop words: nothing to rank by, as on SQLite
         )
-        vector_side = knn_side(vector) if vector is not None else none()
+        vector_side = knn_side(vector) if vector is not None else no_candidates()
         bm25, knn = await asyncio.gather(bm25_side, vector_side)
         fused = fuse(
             [Ranked(i, score) for i, score, _ in bm25],

@@ -6,7 +6,8 @@ per-document limit. It now ranks the vector side as soon as the embedding is rea
 lexical side, and looks documents up only as far down the order as the top k reaches. The
 variants here open the same index file: the order before (kept here only, as the baseline),
 the sides at once with every document looked up, and the search as shipped. They are measured
-turn about in one process (`bench.search_latency.interleaved`), and give the same hits.
+turn about in one process (`bench.search_latency.interleaved`), and give the same hits;
+then again beside two busy processes, where two cores leave the sides less room to overlap.
 
     python -m bench.search_sides [--chunks 50000] [--runs 5] [--queries 300]
 """
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 
 from bench.common import REPO, bench_settings, write_result
+from bench.query_threads import BUSY_PROCESSES, competing_load
 from bench.search_latency import interleaved, opened, queries, query_embedder
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.documents import SearchHit, SearchMode, Vectors
@@ -88,7 +91,10 @@ async def main() -> None:
         if len({tuple(ids) for ids in found.values()}) != 1:
             raise SystemExit(f"the variants disagree on {text!r}: {found}")
     report: dict[str, object] = {"chunks": chunks, "queries": len(texts), "runs": args.runs}
-    report |= await interleaved(variants, texts, (SearchMode.HYBRID,), k, args.runs)
+    for load in ("idle", "loaded"):
+        print(load, flush=True)
+        with competing_load(BUSY_PROCESSES) if load == "loaded" else contextlib.nullcontext():
+            report[load] = await interleaved(variants, texts, (SearchMode.HYBRID,), k, args.runs)
     for index in variants.values():
         await index.close()
     print(f"wrote {write_result('search-sides.json', report)}")

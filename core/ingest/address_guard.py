@@ -14,8 +14,10 @@ never to a second lookup of the name:
   client, at its first lookup: a public name that later resolves inward is refused.
 
 Requests made outside `fetch_url` (an API client's, with no start host) are judged by the first
-rule only. Through a proxy (`HTTPS_PROXY`), the proxy connects, and only `fetch_url`'s checks of
-IP literals apply.
+rule only. The guard's judgement of the start host goes back to `fetch_url` (`FetchStart`), so
+its redirect check lets a site reached by an internal name redirect to an internal address.
+Through a proxy (`HTTPS_PROXY`), the proxy connects, and only `fetch_url`'s checks of IP
+literals apply.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import anyio
 import httpcore
@@ -44,7 +47,17 @@ METADATA_ADDRESSES = frozenset(
     ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200")
 )
 
-_START_HOST: ContextVar[str | None] = ContextVar("fetch_start_host", default=None)
+
+@dataclass(slots=True)
+class FetchStart:
+    """Where a fetch started, and whether the guard found that host internal: None until the
+    guard has judged it (and for good behind a proxy, where the guard never sees the host)."""
+
+    host: str
+    internal: bool | None = None
+
+
+_START: ContextVar[FetchStart | None] = ContextVar("fetch_start", default=None)
 
 
 class AddressRefused(httpcore.ConnectError):
@@ -53,14 +66,15 @@ class AddressRefused(httpcore.ConnectError):
 
 
 @contextlib.contextmanager
-def fetching_from(url: httpx.URL) -> Iterator[None]:
+def fetching_from(url: httpx.URL) -> Iterator[FetchStart]:
     """The connections made inside are for a fetch that started at `url` (the URL the user or
-    the source named, before redirects)."""
-    token = _START_HOST.set(url.host)
+    the source named, before redirects); what the guard made of its host, once it has."""
+    start = FetchStart(url.host)
+    token = _START.set(start)
     try:
-        yield
+        yield start
     finally:
-        _START_HOST.reset(token)
+        _START.reset(token)
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -139,9 +153,10 @@ class AddressGuard(httpcore.AsyncNetworkBackend):
         for address in addresses:
             if address.is_link_local or address in METADATA_ADDRESSES:
                 raise AddressRefused(f"{host} resolves to {address}, a metadata address")
-        start = _START_HOST.get()
-        if start is None:
+        fetch = _START.get()
+        if fetch is None:
             return
+        start = fetch.host
         if host == start:
             internal_start = self._internal_starts.setdefault(start, _all_internal(addresses))
         elif start in self._internal_starts:
@@ -149,6 +164,7 @@ class AddressGuard(httpcore.AsyncNetworkBackend):
         else:
             judged = _all_internal(await self._lookup(start, port, timeout))
             internal_start = self._internal_starts.setdefault(start, judged)
+        fetch.internal = internal_start
         inward = [a for a in addresses if not a.is_global]
         if inward and not internal_start:
             raise AddressRefused(

@@ -25,7 +25,7 @@ import httpx
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import UnreachableDocument, UnreadableDocument
 from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
-from core.ingest.address_guard import AddressRefused, as_judged, fetching_from
+from core.ingest.address_guard import AddressRefused, FetchStart, as_judged, fetching_from
 from core.ingest.formats import DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
@@ -318,17 +318,22 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
     return data
 
 
-def _redirect_refused(start: httpx.URL, target: httpx.URL) -> str | None:
-    """Why a redirect from `start` (the URL the user gave) to `target` is not followed.
+def _redirect_refused(start: FetchStart, target: httpx.URL) -> str | None:
+    """Why a redirect from `start` (where the user's URL led) to `target` is not followed.
 
     Only http(s); never to a link-local address (where cloud metadata endpoints answer); and
-    never from a public host into the machine's own networks (loopback, private). Hosts are
-    judged when they are IP literals or `localhost`; names are not resolved here."""
+    never from a public host into the machine's own networks (loopback, private). A target is
+    judged here when it is an IP literal or `localhost` (names are not resolved here: the
+    guard judges them when it connects); the start by the guard's judgement of its addresses,
+    or where the guard has none (behind a proxy), the same way as the target."""
     if target.scheme not in ("http", "https"):
         return f"redirect to a {target.scheme or 'relative'}: URL refused"
     if _address(target.host, "is_link_local"):
         return f"redirect to a link-local address ({target.host}) refused"
-    if _address(target.host, "is_private") and not _address(start.host, "is_private"):
+    internal_start = start.internal
+    if internal_start is None:
+        internal_start = _address(start.host, "is_private")
+    if _address(target.host, "is_private") and not internal_start:
         return f"redirect from a public host to an internal one ({target.host}) refused"
     return None
 
@@ -407,7 +412,8 @@ async def fetch_url(
     url = httpx.URL(item.url)
     chain = {url}  # the URLs this fetch has requested
     try:
-        with fetching_from(url):  # its connections judged against where it started (address_guard)
+        # Its connections judged against where it started (address_guard), and its redirects.
+        with fetching_from(url) as start:
             for _ in range(MAX_REDIRECTS + 1):
                 if (problem := url_problem(str(url))) is not None:
                     raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
@@ -420,7 +426,7 @@ async def fetch_url(
                         raise NotModified(str(url))
                     if response.is_redirect:
                         target = url.join(response.headers["location"])
-                        if (refused := _redirect_refused(httpx.URL(item.url), target)) is not None:
+                        if (refused := _redirect_refused(start, target)) is not None:
                             raise UnreadableDocument(refused)
                         # Back to a URL of this very chain (a loop, or a page that sets a cookie
                         # and sends the reader back): followed, as a plain fetch would, so a loop

@@ -209,6 +209,27 @@ async def test_an_internal_start_reaches_internal_names_at_the_address_judged(
     assert net.resolver.asked == ["127.0.0.1", "wiki.internal.test", "wiki.internal.test"]
 
 
+async def test_a_site_reached_by_an_internal_name_may_redirect_to_an_internal_address(
+    net: Net, site: int
+) -> None:
+    """An intranet wiki known by name that sends readers on to an address (a load balancer's
+    redirect): the guard found its start internal, so the redirect's target is too."""
+    url = f"http://wiki.internal.test:{site}/?to=http://127.0.0.1:{site}/page"
+    assert await net.fetch(url) == PAGE
+    assert net.route.connected == ["127.0.0.1", "127.0.0.1"]
+
+
+async def test_a_site_reached_by_a_public_name_may_not_redirect_to_an_internal_address(
+    net: Net, site: int
+) -> None:
+    with pytest.raises(UnreadableDocument) as refused:
+        await net.fetch(f"http://docs.public.test:{site}/?to=http://127.0.0.1:{site}/page")
+    assert (
+        str(refused.value) == "redirect from a public host to an internal one (127.0.0.1) refused"
+    )
+    assert net.route.connected == [PUBLIC]
+
+
 async def test_a_request_outside_a_fetch_is_refused_only_metadata(net: Net, site: int) -> None:
     """An API client's request (Confluence's) has no start host: its base URL is the
     operator's, often internal."""

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from core.errors import UnreachableDocument, UnreadableDocument
+from core.ingest.address_guard import FetchStart
 from core.ingest.sources import (
     SourceItem,
     _redirect_refused,
@@ -142,5 +143,26 @@ async def test_a_failure_for_now_is_told_from_a_document_gone(
 def test_a_redirect_from_a_public_host_reaches_no_internal_address_however_spelled(
     target: str, refused: bool
 ) -> None:
-    why = _redirect_refused(httpx.URL("https://docs.example.com/"), httpx.URL(target))
+    why = _redirect_refused(FetchStart("docs.example.com"), httpx.URL(target))
+    assert (why is not None) is refused, why
+
+
+@pytest.mark.parametrize(
+    ("start", "target", "refused"),
+    [
+        # The guard found the start's name internal: an internal target is fine, metadata not.
+        (FetchStart("wiki.corp", internal=True), "http://10.0.0.5/page", False),
+        (FetchStart("wiki.corp", internal=True), "http://169.254.169.254/", True),
+        # ... or public: no internal target.
+        (FetchStart("docs.example.com", internal=False), "http://10.0.0.5/", True),
+        # Not judged by the guard (behind a proxy): the start's own spelling decides.
+        (FetchStart("10.0.0.1"), "http://10.0.0.5/page", False),
+        (FetchStart("localhost"), "http://127.0.0.1:8080/", False),
+        (FetchStart("wiki.corp"), "http://10.0.0.5/page", True),
+    ],
+)
+def test_the_start_is_judged_as_the_guard_found_it(
+    start: FetchStart, target: str, refused: bool
+) -> None:
+    why = _redirect_refused(start, httpx.URL(target))
     assert (why is not None) is refused, why

@@ -859,6 +859,9 @@ class SlackSettings(_ThreadReading, _Draining):
     host: str = "0.0.0.0"  # noqa: S104 (a server behind the platform's router)
     body_read_deadline_s: float = Field(10.0, gt=0, le=600)
     idle_connection_s: float = Field(15.0, gt=0, le=3_600)
+    # A refused request's unread body is read and dropped this long, so its sender sees the
+    # status rather than a reset, then the connection closes (aiohttp's own default: 10 s).
+    refused_linger_s: float = Field(1.0, ge=0, le=60)
     rate_limited_wait_s: float = Field(30.0, gt=0, le=3_600)
     max_body_bytes: int = Field(1_000_000, ge=1_000, le=50_000_000)
     auth_check_at_start: bool = True

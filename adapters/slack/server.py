@@ -157,12 +157,16 @@ class SlackHttpEndpoint:
         whole request within `idle_connection_s` (idle, or its headers trickling in a byte at a
         time) is closed: aiohttp's keep-alive bound, which it applies from the connection's
         start, is an hour by default, and enough such connections would use up the process's
-        file descriptors."""
+        file descriptors. A refused request's unread body is drained for `refused_linger_s`,
+        not aiohttp's 10 s: its sender can read the refusal, and neither an endless body nor
+        a shutdown waits on it longer."""
+        settings = self._service.settings
         return web.AppRunner(
             self.web_app(),
             access_log=None,
             logger=one_line_logger("aiohttp.server"),
-            keepalive_timeout=self._service.settings.idle_connection_s,
+            keepalive_timeout=settings.idle_connection_s,
+            lingering_time=settings.refused_linger_s,
         )
 
     async def _health(self, _: web.Request) -> web.Response:

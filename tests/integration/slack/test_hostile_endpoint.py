@@ -206,6 +206,40 @@ async def test_a_body_over_the_limit_is_413_before_it_is_read(
     assert sent < 10 * limit
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+async def test_a_refused_body_holds_its_connection_only_briefly(
+    slack_factory: Any, declared: bool
+) -> None:
+    """After the 413, the sender's unread body is drained for `refused_linger_s` so it can read
+    the status, then the connection closes: a sender that neither finishes nor hangs up held
+    it, and the server's shutdown, for aiohttp's 10 s."""
+    harness, stop = await slack_factory(BOT_SLACK__REFUSED_LINGER_S="0.5")
+    try:
+        limit = harness.settings.slack.max_body_bytes
+        host, port = harness.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        length = f"Content-Length: {100 * limit}" if declared else "Transfer-Encoding: chunked"
+        signed = "".join(f"{name}: {value}\r\n" for name, value in _signed_shape().items())
+        writer.write(
+            f"POST {EVENTS_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{signed}{length}\r\n\r\n".encode()
+        )
+        part = b"x" * 65_536
+        for _ in range(limit // len(part) + 2):  # past the limit, then nothing more
+            writer.write(part if declared else b"%x\r\n%s\r\n" % (len(part), part))
+        await writer.drain()
+        status = await asyncio.wait_for(reader.readline(), timeout=5)
+        assert status.startswith(b"HTTP/1.1 413")
+        started = time.monotonic()
+        await asyncio.wait_for(reader.read(), timeout=5)  # the rest of the 413, then the close
+        assert time.monotonic() - started < 3
+        writer.close()
+    finally:
+        stopping = time.monotonic()
+        await stop()
+    assert time.monotonic() - stopping < 3
+
+
 async def test_a_compressed_bomb_is_413(slack: SlackHarness, logs: Logs) -> None:
     limit = slack.settings.slack.max_body_bytes
     bomb = gzip.compress(b"{" + b" " * (20 * limit) + b"}")

@@ -85,8 +85,9 @@ def limited(
 ) -> list[Fused]:
     """`top_passages`, asking the backend for candidates' documents only where the limit can
     change the top k, and then only as far down the order as the top k reaches: a prefix of
-    `_FIRST_LOOK` times k, doubled while it falls short. SQLite looks each candidate up, 1.2 ms
-    for a hybrid search's 200 against 0.2 ms for 16, and the top 8 rarely reach past the 16th."""
+    `_FIRST_LOOK` times k, doubled while it falls short. SQLite looks each candidate up: 1.2 ms
+    for a hybrid search's 200 against 0.2 ms for 16, and on the latency bench's index every
+    top 8 was found among the first 16 (BENCHMARKS.md, "Both sides at once")."""
     if not limits_documents(k, per_document):
         return list(fused[:k])
     documents: dict[str, str] = {}

@@ -1,17 +1,19 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 import tracemalloc
 
 import pytest
 
+from bench.link_reader import tree_links
 from core.config import IngestSettings
 from core.errors import UnreadableDocument
 from core.ingest.formats import DocumentFormat, parse_document, parse_markdown
 from core.ingest.html import parse_html
 from core.ingest.sections import ParsedDocument, ParseLimits
-from core.ingest.site import _links
+from core.ingest.site import _EnoughLinks, _LinkReader, _links
 from tests.pdf_maker import make_pdf
 
 LIMITS = ParseLimits.from_settings(IngestSettings())
@@ -277,6 +279,69 @@ def test_a_crawls_link_reader_decodes_as_the_page_declares() -> None:
     page = '<meta charset="latin-1"><a href="/caf\xe9">x</a>'.encode("latin-1")
     _, links = _links(page, "https://docs.example.com/", limit=10)
     assert links == ["https://docs.example.com/café"]  # read as latin-1, not as broken UTF-8
+
+
+# Pieces of markup a links page may hold, tricky ones among them: the tag-event reader must
+# read from any mix of them what BeautifulSoup's tree gave.
+LINK_MARKUP = [
+    '<a href="/a">x</a>',
+    '<A HREF="b.html">',
+    "<a href>",
+    "<a>",
+    '<a href="x" href="y">',
+    '<link rel="canonical" href="/canon">',
+    '<link rel="Canonical alternate" href="/c2">',
+    '<link rel="alternate canonical" href="/c3">',
+    '<link rel=canonical href="mailto:x">',
+    '<link rel="canonical">',
+    '<link href="/no-rel">',
+    '<a href="javascript:alert(1)">',
+    '<a href="http://[::1">',
+    '<a href="//other.example/p">',
+    '<a href="&#104;ttp://e.com/&amp;x">',
+    '<script>"<a href=/no>"</script>',
+    '<!-- <a href="/c"> -->',
+    '<a href="/u?q=1#frag">',
+    '<a href="/d"/>',
+    "<a href='/sq'>",
+    "<a href=/nq>",
+    '<div><a href="/un',
+    '<a\nhref="/nl">',
+    '<![CDATA[<a href="/cd">]]>',
+    '<style><a href="/st"></style>',
+    '<a href="  /spaces  ">',
+    '<a href="/\u00fc/\u00e9">',
+    '<a href="http://x.com:99999/">',
+    '<textarea><a href="/t">',
+    '<title><a href="/ti"></title>',
+    '<a href="?page=2">',
+    '<a href="ftp://f/">',
+    '<a href="HTTPS://UP.example/X">',
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_crawls_link_reader_reads_what_beautifulsoups_tree_gave(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(100):
+        page = "".join(rng.choice(LINK_MARKUP) for _ in range(rng.randrange(25))).encode()
+        for limit in (1, 3, 2000):
+            base = "https://docs.example.com/guide/index.html"
+            assert _links(page, base, limit) == tree_links(page, base, limit), page
+
+
+def test_a_crawls_link_reader_stops_once_it_has_what_it_reads() -> None:
+    """The links it may follow and the canonical link: the rest of a huge page goes unread."""
+    reader = _LinkReader(limit=2)
+    with pytest.raises(_EnoughLinks):
+        reader.feed('<link rel="canonical" href="/c"><a href="/1"><a href="/2"><a href="/3">')
+    assert (reader.canonical, reader.hrefs) == ("/c", ["/1", "/2"])
+    # Without a canonical link it reads on, for one may come later (links past the limit
+    # are not kept), and stops there.
+    reader = _LinkReader(limit=1)
+    with pytest.raises(_EnoughLinks):
+        reader.feed('<a href="/1"><a href="/2"><link rel="canonical" href="/late"><a href="/3">')
+    assert (reader.canonical, reader.hrefs) == ("/late", ["/1"])
 
 
 def test_unclosed_markup_is_kept_as_text_and_closed_markup_still_parses() -> None:

@@ -531,6 +531,17 @@ def _platform_of(key: str) -> str:
 
 
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_SHOWN_NAME_CHARS = 80  # of a refused name, in its error line
+
+
+def source_name_problem(name: str) -> str | None:
+    """Why `name` can't label a source (config.yaml's `sources`, `bot ingest --source`): the
+    label is typed in commands (`bot sync`, `bot remove`, `bot search --source`), shown in
+    tables and written in log lines, where a slash reads as a path and a control character
+    or a page of text does harm."""
+    if _SOURCE_NAME.fullmatch(name):
+        return None
+    return f"{name[:_SHOWN_NAME_CHARS]!r}: a source name is 1-64 letters, digits, '.', '_', '-'"
 
 
 def most_specific(entries: Mapping[str, _V], key: str) -> list[_V]:
@@ -972,8 +983,8 @@ class Settings(_Section):
     @classmethod
     def _source_names(cls, value: dict[str, SourceSettings]) -> dict[str, SourceSettings]:
         for name in value:
-            if not _SOURCE_NAME.fullmatch(name):
-                raise ValueError(f"{name!r}: a source name is 1-64 letters, digits, '.', '_', '-'")
+            if (problem := source_name_problem(name)) is not None:
+                raise ValueError(problem)
             if name == LEARNED_SOURCE:
                 raise ValueError(
                     f"{name!r} is the label of what the bot learns from the web: a source of "

@@ -136,6 +136,7 @@ async def _ingest(
 ) -> IngestReport:
     from bot.progress import RichIngestProgress
     from bot.runtime import opened
+    from core.config import source_name_problem
     from core.ingest.address_guard import fetch_client
     from core.ingest.pipeline import Ingestor
     from core.run_locks import run_lock
@@ -146,6 +147,11 @@ async def _ingest(
         run_lock(rt.backend.locks, "ingest", s.ingest.lock_ttl_s),
         fetch_client(s.ingest) as http,
     ):
+        # A label the index already holds (written before names were checked) stays usable:
+        # its documents can still be re-ingested and pruned under it.
+        problem = source_name_problem(source) if source is not None else None
+        if problem is not None and source not in (await rt.backend.index.stats()).sources:
+            refuse(f"--source {problem}")
         ingestor = Ingestor(rt.backend.index, rt.embedder, s.ingest, http=http)
         label = source or s.ingest.default_source
         with RichIngestProgress(err, s.ingest.progress_min_items) as progress:

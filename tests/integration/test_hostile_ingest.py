@@ -598,11 +598,39 @@ def test_prune_keeps_what_is_under_a_folder_it_could_not_read(
     assert json.loads(found.stdout)[0]["title"] == "Vault"
 
 
-def test_remove_takes_a_source_label_that_looks_like_a_path(env: Path) -> None:
+async def _ingested_unchecked(path: Path, label: str) -> None:
+    """`path` ingested under `label` as a bot did before `--source` names were checked."""
+    from bot.runtime import opened
+    from core.config_loader import load_settings
+
+    settings = load_settings(REPO / "config.yaml", environ=dict(os.environ))
+    async with opened(settings) as rt:
+        ingestor = Ingestor(rt.backend.index, rt.embedder, settings.ingest)
+        assert (await ingestor.ingest([str(path)], source=label)).indexed == 1
+
+
+@pytest.mark.parametrize("label", ["team/docs", "a b", "x" * 65, "\x1b[2Jdocs", ""])
+def test_a_new_source_label_is_a_source_name(env: Path, label: str) -> None:
+    (env / "a.md").write_text("# A\n\nAlpha.\n")
+    result = runner.invoke(app, ["ingest", str(env / "a.md"), "--source", label])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: --source {label!r}: a source name is 1-64 letters, digits, '.', '_', '-'\n"
+    )
+    assert "\x1b" not in result.output
+    assert (
+        runner.invoke(app, ["ingest", str(env / "a.md"), "--source", "team.docs_2"]).exit_code == 0
+    )
+
+
+def test_a_label_an_older_bot_wrote_can_still_be_ingested_and_removed(env: Path) -> None:
     (env / "a.md").write_text("# A\n\nAlpha.\n")
     (env / "b.md").write_text("# B\n\nBravo.\n")
-    assert runner.invoke(app, ["ingest", str(env / "a.md"), "--source", "team/docs"]).exit_code == 0
+    asyncio.run(_ingested_unchecked(env / "a.md", "team/docs"))
     assert runner.invoke(app, ["ingest", str(env / "b.md"), "--source", ".notes"]).exit_code == 0
+    again = runner.invoke(app, ["ingest", str(env / "a.md"), "--source", "team/docs"])
+    assert again.exit_code == 0, again.output
+    assert "1 unchanged" in again.output
     result = runner.invoke(app, ["remove", "team/docs", ".notes"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [

@@ -356,6 +356,7 @@ async def metrics_server(
         access_log=None,
         logger=one_line_logger("aiohttp.server"),
         keepalive_timeout=m.idle_connection_s,
+        lingering_time=m.refused_linger_s,  # as on the Slack server's port
     )
     await runner.setup()
     try:

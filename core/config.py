@@ -928,6 +928,7 @@ class MetricsSettings(_Section):
     port: int | None = Field(None, ge=1, le=65535)  # `bot discord` / `bot clock`; null: off
     host: str = "127.0.0.1"  # where that port listens: loopback unless a scraper is elsewhere
     idle_connection_s: float = Field(15.0, gt=0, le=3_600)  # that port's: see slack's
+    refused_linger_s: float = Field(1.0, ge=0, le=60)  # that port's: see slack's
 
 
 class LoggingSettings(_Section):

@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from adapters.slack.server import EVENTS_PATH
 from tests.integration.slack.conftest import SlackHarness
+from tests.integration.stalled_body import held_after_refusal
 
 MARKER = "SECRET-BODY-MARKER"
 
@@ -215,25 +216,15 @@ async def test_a_refused_body_holds_its_connection_only_briefly(
     it, and the server's shutdown, for aiohttp's 10 s."""
     harness, stop = await slack_factory(BOT_SLACK__REFUSED_LINGER_S="0.5")
     try:
-        limit = harness.settings.slack.max_body_bytes
-        host, port = harness.url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
-        length = f"Content-Length: {100 * limit}" if declared else "Transfer-Encoding: chunked"
-        signed = "".join(f"{name}: {value}\r\n" for name, value in _signed_shape().items())
-        writer.write(
-            f"POST {EVENTS_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"{signed}{length}\r\n\r\n".encode()
+        held = await held_after_refusal(
+            harness.url,
+            EVENTS_PATH,
+            {**_signed_shape(), "Content-Type": "application/json"},
+            body_bytes=harness.settings.slack.max_body_bytes + 1,
+            declared=declared,
+            status=413,
         )
-        part = b"x" * 65_536
-        for _ in range(limit // len(part) + 2):  # past the limit, then nothing more
-            writer.write(part if declared else b"%x\r\n%s\r\n" % (len(part), part))
-        await writer.drain()
-        status = await asyncio.wait_for(reader.readline(), timeout=5)
-        assert status.startswith(b"HTTP/1.1 413")
-        started = time.monotonic()
-        await asyncio.wait_for(reader.read(), timeout=5)  # the rest of the 413, then the close
-        assert time.monotonic() - started < 3
-        writer.close()
+        assert held < 3
     finally:
         stopping = time.monotonic()
         await stop()

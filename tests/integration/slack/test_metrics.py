@@ -7,6 +7,7 @@ import asyncio
 import logging
 import socket
 import threading
+import time
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from core.config import Settings
 from core.errors import ConfigError
 from tests.integration.slack.conftest import SlackHarness
 from tests.integration.slack.test_slack_app import answers, mention
+from tests.integration.stalled_body import held_after_refusal
 
 
 async def scrape(slack: SlackHarness) -> dict:
@@ -111,6 +113,24 @@ async def test_an_idle_connection_to_the_metrics_port_is_closed(settings: Settin
         for reader, writer in idle:
             assert await asyncio.wait_for(reader.read(), timeout=5) == b""  # closed by it
             writer.close()
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+async def test_a_refused_body_holds_its_connection_to_the_metrics_port_only_briefly(
+    settings: Settings, declared: bool
+) -> None:
+    """A POST to the port's GET routes is a 405 whose body goes unread: drained for
+    `refused_linger_s`, then the connection closes, and the server stops at once."""
+    port = _free_port()
+    stopping = 0.0
+    async with metrics_server(_on_port(settings, port, refused_linger_s=0.5)) as url:
+        assert url is not None
+        held = await held_after_refusal(
+            url, "/metrics", {}, body_bytes=1_000_000, declared=declared, status=405
+        )
+        assert held < 3
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 3
 
 
 async def test_a_port_in_use_is_a_config_error(settings: Settings) -> None:

@@ -12,29 +12,18 @@ if missing: a few minutes from the embedding cache).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 
-from bench.common import REPO, bench_settings, write_result
-from bench.search_latency import interleaved, opened, queries, query_embedder
+from bench.common import write_result
+from bench.search_latency import comparison, interleaved, opened, queries
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.documents import SearchMode
-from core.search.threads import limit_blas_threads
 
 MODES = (SearchMode.BM25, SearchMode.HYBRID)
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--chunks", type=int, default=50_000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=300)
-    args = parser.parse_args()
-
-    settings = bench_settings(REPO / ".bot")  # share the main embedding cache
-    path = REPO / ".bot" / "bench" / f"latency-{args.chunks}.sqlite"
-    limit_blas_threads(settings.search.blas_threads)
-    embedder = query_embedder(settings, settings.embeddings.query_threads)
+    args, settings, path, embedder = comparison(__doc__)
     variants = {
         f"proximity {w}": SqliteIndex(
             path, embedder, settings.search.model_copy(update={"proximity_weight": w})

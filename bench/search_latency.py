@@ -23,6 +23,8 @@ import json
 import statistics
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -149,6 +151,31 @@ def query_embedder(settings: Settings, query_threads: int | None = None) -> Cach
     )
     cache = EmbeddingCache(settings.embedding_cache_path, model.model_id, model.dimensions)
     return CachedEmbedder(model, cache, query_cache_size=0)
+
+
+class Comparison(NamedTuple):
+    """What a bench comparing variants of the search on this index starts from."""
+
+    args: argparse.Namespace  # --chunks, --runs, --queries
+    settings: Settings
+    path: Path  # the index file every variant opens
+    embedder: CachedEmbedder
+
+
+def comparison(description: str | None) -> Comparison:
+    """The command line of a bench comparing variants (`interleaved`) on this index, the
+    shipped settings and thread caps, and the query embedder."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--chunks", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args()
+    settings = bench_settings(REPO / ".bot")  # share the main embedding cache
+    path = REPO / ".bot" / "bench" / f"latency-{args.chunks}.sqlite"
+    limit_blas_threads(settings.search.blas_threads)
+    return Comparison(
+        args, settings, path, query_embedder(settings, settings.embeddings.query_threads)
+    )
 
 
 async def opened(

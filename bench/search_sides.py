@@ -14,18 +14,16 @@ then again beside two busy processes, where two cores leave the sides less room 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 
-from bench.common import REPO, bench_settings, write_result
+from bench.common import write_result
 from bench.query_threads import BUSY_PROCESSES, competing_load
-from bench.search_latency import interleaved, opened, queries, query_embedder
+from bench.search_latency import comparison, interleaved, opened, queries
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.documents import SearchHit, SearchMode, Vectors
 from core.search.fusion import Ranked
 from core.search.hybrid import SearchRequest, fuse, fused_hits, limits_documents, top_passages
-from core.search.threads import limit_blas_threads
 
 
 class EveryDocument(SqliteIndex):
@@ -62,16 +60,7 @@ class InARow(EveryDocument):
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--chunks", type=int, default=50_000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=300)
-    args = parser.parse_args()
-
-    settings = bench_settings(REPO / ".bot")  # share the main embedding cache
-    path = REPO / ".bot" / "bench" / f"latency-{args.chunks}.sqlite"
-    limit_blas_threads(settings.search.blas_threads)
-    embedder = query_embedder(settings, settings.embeddings.query_threads)
+    args, settings, path, embedder = comparison(__doc__)
     variants = {
         name: kind(path, embedder, settings.search)
         for name, kind in (

@@ -64,6 +64,17 @@ def test_the_crawl_and_confluence_budgets_refuse_what_is_no_amount(
         load_settings(environ={variable: value})
 
 
+@pytest.mark.parametrize("section", ["slack", "metrics"])
+@pytest.mark.parametrize(
+    ("value", "said"), [("-1", "greater than or equal to 0"), ("61", "less than or equal to 60")]
+)
+def test_a_refused_bodys_linger_is_a_bounded_wait(section: str, value: str, said: str) -> None:
+    """Neither a negative wait nor one that lets a stalled sender hold a connection for long."""
+    variable = f"BOT_{section.upper()}__REFUSED_LINGER_S"
+    with pytest.raises(ConfigError, match=rf"{section}\.refused_linger_s: .*{said}.*{variable}"):
+        load_settings(environ={variable: value})
+
+
 def test_unknown_key_is_an_error(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     file.write_text("search:\n  rfk_k: 10\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,16 @@ def sets() -> dict[str, tuple[str, Dataset]]:
 
 
 async def measure(
-    size: str, data: dict[str, tuple[str, Dataset]], root: Path = ROOT, cache: Path = CACHE
+    size: str,
+    data: dict[str, tuple[str, Dataset]],
+    root: Path = ROOT,
+    cache: Path = CACHE,
+    modes: Sequence[SearchMode] = tuple(SearchMode),
+    *,
+    deep: bool = True,
 ) -> dict[str, Any]:
-    """Each set's figures per search mode at one `chars:overlap` size."""
+    """Each set's figures per search mode at one `chars:overlap` size (`deep`: recall@100
+    too, from a search ten times deeper)."""
     chars, overlap = size.split(":")
     env = {"BOT_INGEST__CHUNK_CHARS": chars, "BOT_INGEST__CHUNK_OVERLAP_CHARS": overlap}
     settings = bench_settings(root / size, BOT_EMBEDDINGS__CACHE_PATH=str(cache), **env)
@@ -52,10 +60,12 @@ async def measure(
     for label, (name, dataset) in data.items():
         index = await open_index(name, root / size, embedder, **env)
         try:
-            modes = await evaluate(index, dataset, list(SearchMode), shown=settings.search.top_k)
+            runs = await evaluate(
+                index, dataset, list(modes), shown=settings.search.top_k, deep=deep
+            )
             figures[label] = {
                 "chunks": (await index.stats()).chunks,
-                **{r.mode.value: r.metrics for r in modes},
+                **{r.mode.value: r.metrics for r in runs},
             }
         finally:
             await index.close()

@@ -12,6 +12,7 @@ import pytest
 
 from bench.chunk_size import measure
 from core.config import Settings
+from core.domain.documents import SearchMode
 from core.evaluation.retrieval import load_dataset
 from tests.conftest import SHARED_EVAL
 
@@ -26,8 +27,11 @@ async def test_the_shipped_passage_size_ranks_the_docs_set_best(
 ) -> None:
     shipped = f"{settings.ingest.chunk_chars}:{settings.ingest.chunk_overlap_chars}"
     data = {"docs QA": ("anthropic_docs_qa", load_dataset(SHARED_EVAL / "anthropic_docs_qa"))}
-    ours = await measure(shipped, data, tmp_path, eval_embedding_cache)
-    shorter = await measure(SHORTER, data, tmp_path, eval_embedding_cache)
+    # Hybrid at k=10 alone: what is asserted (the bench also runs the one-sided modes and
+    # recall@100's deeper search).
+    hybrid = (SearchMode.HYBRID,)
+    ours = await measure(shipped, data, tmp_path, eval_embedding_cache, hybrid, deep=False)
+    shorter = await measure(SHORTER, data, tmp_path, eval_embedding_cache, hybrid, deep=False)
     assert ours["docs QA"]["chunks"] < shorter["docs QA"]["chunks"]
     assert ours["docs QA"]["hybrid"]["ndcg@10"] >= DOCS_NDCG
     assert ours["docs QA"]["hybrid"]["ndcg@10"] > shorter["docs QA"]["hybrid"]["ndcg@10"]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from bench.common import REPO, bench_settings, write_result
 from core.ingest.html import neutralise_unclosed_markup
-from core.ingest.site import _crawlable, _joined, _links, normalised
+from core.ingest.site import _followable, _links
 
 BASE = "https://docs.example.com/guide/index.html"
 Reader = Callable[[bytes, str, int], tuple[str | None, list[str]]]
@@ -36,14 +36,13 @@ def tree_links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str
     for tag in soup.find_all("link", href=True):
         rel = tag.get("rel")
         if "canonical" in (rel if isinstance(rel, list) else [str(rel)]):
-            href = _joined(base, str(tag["href"]))
-            canonical = normalised(href) if href is not None and _crawlable(href) else None
+            canonical = _followable(base, str(tag["href"]))
             break
-    links = []
-    for tag in soup.find_all("a", href=True, limit=limit):
-        target = _joined(base, str(tag["href"]))
-        if target is not None and _crawlable(target):
-            links.append(normalised(target))
+    links = [
+        link
+        for tag in soup.find_all("a", href=True, limit=limit)
+        if (link := _followable(base, str(tag["href"]))) is not None
+    ]
     return canonical, links
 
 

@@ -17,7 +17,8 @@ Requests made outside `fetch_url` (an API client's, with no start host) are judg
 rule only. The guard's judgement of the start host goes back to `fetch_url` (`FetchStart`), so
 its redirect check lets a site reached by an internal name redirect to an internal address.
 Through a proxy (`HTTPS_PROXY`), the proxy connects, and only `fetch_url`'s checks of IP
-literals apply.
+literals apply. A Git source's http(s) remote is judged here too (`judged`, its host the
+start), and git's curl pinned to the addresses judged.
 """
 
 from __future__ import annotations
@@ -102,13 +103,20 @@ class AddressGuard(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        addresses = await self._lookup(host, port, timeout)
-        await self._judge(host, port, addresses, timeout)
-        *others, last = addresses  # `_lookup` never returns an empty list
+        addresses = await self.judged(host, port, timeout)
+        *others, last = addresses  # `judged` never returns an empty list
         for address in others:  # in the resolver's order, as a plain connect tries them
             with contextlib.suppress(httpcore.ConnectError, httpcore.ConnectTimeout):
                 return await self._connect(address, port, timeout, local_address, socket_options)
         return await self._connect(last, port, timeout, local_address, socket_options)
+
+    async def judged(self, host: str, port: int, timeout: float | None) -> list[Address]:
+        """The addresses of `host` a connection may use; `AddressRefused` when one may not.
+        Public for a caller whose connections another program makes (git's curl), which pins
+        that program to these addresses: the name looked up again could answer otherwise."""
+        addresses = await self._lookup(host, port, timeout)
+        await self._judge(host, port, addresses, timeout)
+        return addresses
 
     async def _connect(
         self,

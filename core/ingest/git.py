@@ -10,6 +10,12 @@ read. The memory is written only when the sync completed, so a crash re-reads wh
 Each file links to its web view at the branch (GitHub's and GitLab's patterns for their remotes,
 a wiki's page URL for its `.wiki.git`, or `web_url`), with the heading's anchor. Symlinks and
 submodules are skipped (a link may point anywhere on this machine), and so are Git LFS pointers.
+
+An http(s) remote's host is judged as the fetcher's hosts are (`address_guard`): looked up
+here, never a link-local or metadata address, never an internal one beside a public one, and
+git's curl is pinned to the addresses judged (`http.curloptResolve`), so a second lookup (DNS
+rebinding) cannot send it elsewhere. git follows no redirect, whose target nobody judged.
+Through a proxy, the proxy looks the host up and connects, as for the fetcher.
 """
 
 from __future__ import annotations
@@ -18,15 +24,20 @@ import asyncio
 import base64
 import contextlib
 import os
+import re
 import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, urlsplit
 
+import httpcore
+import httpx
+
 from core.config import IngestSettings
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import SourceUnavailable, UnreadableDocument
+from core.ingest.address_guard import AddressGuard, fetching_from
 from core.ingest.formats import DocumentFormat
 from core.ingest.globs import PathFilter
 from core.ingest.memory import load_json, save_json
@@ -57,6 +68,15 @@ WIKI_VIEWS = {
 }
 # What git prints on a failure is quoted in the error up to this many characters.
 _DETAIL_CHARS = 300
+# The git commands that connect to the remote: its host is judged and pinned for each.
+_NETWORK = frozenset({"clone", "fetch", "ls-remote"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# The proxy variables curl reads for each scheme (never HTTP_PROXY: a CGI header may set it),
+# then for any scheme.
+_PROXY_VARIABLES = {"http": ("http_proxy",), "https": ("https_proxy", "HTTPS_PROXY")}
+_ANY_PROXY = ("all_proxy", "ALL_PROXY")
+# How git's curl says a request was answered with a redirect it did not follow.
+_REDIRECTED = re.compile(r"returned error: (3\d\d)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +158,11 @@ class GitConnector:
         web_url: str | None,
         token: str | None,
         known: set[str],
+        guard: AddressGuard | None = None,
     ) -> None:
         """`checkout`: the clone's folder in the data dir (its memory file sits beside it);
-        `known`: the doc ids the index holds, the only ones a diff may call unchanged."""
+        `known`: the doc ids the index holds, the only ones a diff may call unchanged;
+        `guard`: what judges the remote's host (one per sync: a start host is judged once)."""
         self._remote, in_url = without_credentials(remote_of(location))
         self._shown = redact_url(self._remote)
         self._settings = settings
@@ -156,6 +178,8 @@ class GitConnector:
         # GitLab take one, else those the location's URL carried.
         self._credentials = f"x-access-token:{token}" if token else in_url
         self._known = known
+        self._guard = guard or AddressGuard()
+        self._proxied: bool | None = None  # whether git reaches the remote through a proxy
         self._changed: set[str] | None = None  # None: read every file
         self._commit = ""  # what this sync reads: the commit and the branch it is on
         self._synced_branch = ""
@@ -345,7 +369,11 @@ class GitConnector:
                 "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
             }
         where = cwd or self._checkout
-        command = ["git", "-c", "core.symlinks=false", "-c", "protocol.ext.allow=never", *args]
+        pins = await self._pins(args[0], where) if args[0] in _NETWORK else []
+        command = [
+            "git", "-c", "core.symlinks=false", "-c", "protocol.ext.allow=never",
+            "-c", "http.followRedirects=false", *pins, *args,
+        ]  # fmt: skip
         try:
             # A session of its own: no terminal for ssh to ask for a password or a host key
             # on (GIT_TERMINAL_PROMPT covers only git's own prompts), and one process group
@@ -381,6 +409,51 @@ class GitConnector:
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
         return out.decode("utf-8", "surrogateescape")
 
+    async def _pins(self, command: str, where: Path) -> list[str]:
+        """The config that pins git's curl to the judged addresses of an http(s) remote's
+        host; `SourceUnavailable` when the guard refuses the host or can't look it up."""
+        parts = urlsplit(self._remote)
+        host = parts.hostname
+        if parts.scheme not in _DEFAULT_PORTS or not host:
+            return []  # ssh, git://, a local path: no HTTP request to send elsewhere
+        if self._proxied is None:
+            self._proxied = await self._through_proxy(host, where)
+        if self._proxied:
+            return []
+        port = parts.port or _DEFAULT_PORTS[parts.scheme]
+        try:
+            with fetching_from(httpx.URL(self._remote)):
+                addresses = await self._guard.judged(host, port, self._settings.url_timeout_s)
+        except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+            raise SourceUnavailable(f"git {command} of {self._shown}: {exc}") from None
+        if ":" in host:
+            return []  # an IPv6 literal: curl looks nothing up
+        listed = ",".join(f"[{a}]" if a.version == 6 else str(a) for a in addresses)
+        return ["-c", f"http.curloptResolve={host}:{port}:{listed}"]
+
+    async def _through_proxy(self, host: str, where: Path) -> bool:
+        """Whether git's curl reaches the remote through a proxy: from the environment, as
+        curl reads it, or git's `http.proxy` for this URL."""
+        scheme = urlsplit(self._remote).scheme
+        variables = (*_PROXY_VARIABLES[scheme], *_ANY_PROXY)
+        if any(os.environ.get(name) for name in variables):
+            return not _bypasses_proxy(host)
+        try:
+            configured = await self._git(
+                "config", "--get-urlmatch", "http.proxy", self._remote, cwd=where
+            )
+        except SourceUnavailable:  # none set (exit code 1)
+            return False
+        return bool(configured.strip())
+
+
+def _bypasses_proxy(host: str) -> bool:
+    """Whether curl's `no_proxy` (or `NO_PROXY`) names `host`: `*`, the host itself, or a
+    domain it is under (a leading dot optional)."""
+    listed = os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
+    names = [name.strip().lstrip(".").lower() for name in listed.split(",") if name.strip()]
+    return any(name in ("*", host) or host.endswith("." + name) for name in names)
+
 
 def _remove_stale_locks(git_dir: Path) -> None:
     """The lock files a git killed mid-fetch left (`shallow.lock`, `index.lock`, a ref's):
@@ -408,4 +481,10 @@ def _reason(stderr: str, code: int | None) -> str:
     the repository exists.")."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     causes = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    return (causes or lines or [f"exit code {code}"])[0]
+    cause = (causes or lines or [f"exit code {code}"])[0]
+    if redirect := _REDIRECTED.search(cause):
+        return (
+            f"the remote redirects elsewhere (HTTP {redirect[1]}), and a git source follows no"
+            " redirect: set its location to the repository's current URL"
+        )
+    return cause

@@ -1,6 +1,7 @@
 """A Git host over HTTP on loopback: git's own smart-HTTP server (`git http-backend`, run as
 the CGI program it is) behind Basic authentication, as GitHub or GitLab serve a private
-repository. It records the credentials each request carried, so a test sees what the bot sent.
+repository. It records the credentials and the host name each request carried, so a test sees
+what the bot sent, and where.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ class GitHost:
     password: str
     # The `user:password` of every request that carried Basic credentials, right or wrong.
     credentials: list[str] = field(default_factory=list)
+    # The host each request named (its Host header: the remote's, also through a proxy).
+    hosts: list[str] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.hosts.append(request.host)
         sent = request.headers.get("Authorization", "")
         if sent.startswith("Basic "):
             self.credentials.append(base64.b64decode(sent.removeprefix("Basic ")).decode())

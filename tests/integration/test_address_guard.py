@@ -10,11 +10,10 @@ looked up and which it connected to.
 from __future__ import annotations
 
 import shutil
-import socket
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpcore
@@ -26,27 +25,11 @@ from aiohttp.test_utils import TestServer
 from core.errors import UnreachableDocument, UnreadableDocument
 from core.ingest.address_guard import AddressGuard, GuardedTransport, SocketOption
 from core.ingest.sources import SourceItem, fetch_url
+from tests.fakes.dns import Resolver
 
 PUBLIC = "93.184.215.14"  # a globally routable address, reached here through `Route`
 PAGE = b"<html><head><title>Guide</title></head><body><p>Deploying</p></body></html>"
 MAX_BYTES = 100_000
-
-
-@dataclass
-class Resolver:
-    """DNS, standing in: test names to addresses, any other name unknown; `asked` lists every
-    lookup in order."""
-
-    names: dict[str, list[str]]
-    asked: list[str] = field(default_factory=list)
-
-    async def __call__(self, host: str, port: int) -> Sequence[str]:
-        self.asked.append(host)
-        if host in self.names:
-            return self.names[host]
-        # An IP literal, in any form the system's resolver reads as one; a name raises.
-        found = socket.getaddrinfo(host, port, flags=socket.AI_NUMERICHOST)
-        return list(dict.fromkeys(str(sockaddr[0]) for *_, sockaddr in found))
 
 
 class Route(httpcore.AsyncNetworkBackend):

@@ -15,21 +15,28 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
+from aiohttp import web
 from typer.testing import CliRunner
 
 import core.ingest.git as git_module
 from bot.cli import app
 from core.backends.elasticsearch.documents import now_millis, record_id, record_source
-from core.config import SourceSettings
+from core.config import IngestSettings, SourceSettings
 from core.domain.documents import PENDING_CHECKSUM, Outcome
+from core.domain.urls import redact_url
 from core.errors import SourceUnavailable
-from core.ingest.git import default_web_view, web_link
+from core.ingest.address_guard import AddressGuard
+from core.ingest.git import GitConnector, default_web_view, web_link
 from core.ingest.pipeline import Ingestor
 from core.ingest.sync import INTERRUPTED, SourceSyncer, sync_statuses
+from tests.fakes.dns import Resolver
 from tests.fakes.faults import RefusingEmbedder
 from tests.fakes.git_http import GitHost, git_host
+from tests.fakes.threaded import served_in_a_thread
 
+PUBLIC = "93.184.215.14"  # a globally routable address (never reached here)
 WEB = "https://git.example.com/acme/handbook/blob/{branch}/{path}"
 # A refusal is one round trip; the bound is for a busy 2-core machine.
 REFUSED_WITHIN_S = 30
@@ -755,3 +762,154 @@ async def test_where_git_lfs_is_installed_its_files_are_not_downloaded(
     skipped = {s.display: s.reason for s in report.skipped}
     assert skipped["docs/big.md"] == "a Git LFS pointer (the file itself is not in the clone)"
     assert not downloads.exists()
+
+
+# -- the remote's host, judged ----------------------------------------------------------------
+
+
+@pytest.fixture
+def no_proxy_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No proxy from this machine's environment or git config: the guard's rules apply."""
+    for name in ("http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    empty = tmp_path / "empty-gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+def connector(location: str, tmp_path: Path, resolver: Resolver) -> GitConnector:
+    return GitConnector(
+        location,
+        IngestSettings(),
+        checkout=tmp_path / "data" / "git" / "handbook",
+        include=["docs/**"],
+        exclude=[],
+        branch=None,
+        web_url=WEB,
+        token=None,
+        known=set(),
+        guard=AddressGuard(resolve=resolver),
+    )
+
+
+def on_host(url: str, host: str) -> str:
+    """The hosted repository's URL under another host name, with the host's credentials."""
+    return url.replace("http://127.0.0.1", f"http://alice:s3cret-password@{host}")
+
+
+@pytest.mark.usefixtures("no_proxy_set")
+async def test_git_connects_to_the_addresses_the_guard_judged(
+    hosted: tuple[GitHost, str], tmp_path: Path
+) -> None:
+    """`git.corp` is known only to the stand-in DNS: git's own lookup fails ("Could not
+    resolve host"), so the clone works only because curl was pinned to the judged address."""
+    host, url = hosted
+    resolver = Resolver({"git.corp": ["127.0.0.1"]})
+    found = await connector(on_host(url, "git.corp"), tmp_path, resolver).discover()
+    assert "docs/install.md" in {item.display for item in found.items}
+    assert resolver.asked == ["git.corp"]  # the clone's one network command
+    assert host.hosts
+    assert {name.partition(":")[0] for name in host.hosts} == {"git.corp"}
+
+
+@pytest.mark.usefixtures("no_proxy_set")
+@pytest.mark.parametrize(
+    ("addresses", "reason"),
+    [
+        (["169.254.169.254"], "git.corp resolves to 169.254.169.254, a metadata address"),
+        (["fd00:ec2::254"], "git.corp resolves to fd00:ec2::254, a metadata address"),
+        (
+            [PUBLIC, "127.0.0.1"],
+            "git.corp resolves to 127.0.0.1, an internal address, and this fetch started at a"
+            " public host (git.corp)",
+        ),
+    ],
+    ids=["link-local", "metadata", "public-and-internal"],
+)
+async def test_a_remote_whose_name_resolves_where_no_fetch_may_go_is_refused_before_git_runs(
+    hosted: tuple[GitHost, str], tmp_path: Path, addresses: list[str], reason: str
+) -> None:
+    host, url = hosted
+    location = on_host(url, "git.corp")
+    with pytest.raises(SourceUnavailable) as refused:
+        await connector(location, tmp_path, Resolver({"git.corp": addresses})).discover()
+    assert str(refused.value) == f"git clone of {redact_url(location)}: {reason}"
+    assert "s3cret" not in str(refused.value)
+    assert not (tmp_path / "data" / "git" / "handbook").exists()  # no git ran
+    assert host.hosts == []
+
+
+@pytest.mark.usefixtures("no_proxy_set")
+async def test_a_redirect_is_not_followed_and_says_what_to_do(
+    hosted: tuple[GitHost, str], tmp_path: Path
+) -> None:
+    """A redirect's target is nobody's judgement (curl looks it up itself), so git must not
+    follow it: the target here is the real repository, which must see no request."""
+    host, url = hosted
+
+    async def moved(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPMovedPermanently(f"{url}{request.path_qs.removeprefix('/old.git')}")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", moved)
+    with served_in_a_thread(app) as old:
+        location = f"{old}/old.git"
+        with pytest.raises(SourceUnavailable) as refused:
+            await connector(location, tmp_path, Resolver({})).discover()
+    assert str(refused.value) == (
+        f"git clone of {location}: the remote redirects elsewhere (HTTP 301), and a git source"
+        " follows no redirect: set its location to the repository's current URL"
+    )
+    assert host.hosts == []
+
+
+@pytest.mark.parametrize("configured", ["environment", "git config"])
+async def test_through_a_proxy_the_proxy_looks_the_host_up(
+    hosted: tuple[GitHost, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_proxy_set: None,
+    configured: str,
+) -> None:
+    """The git host stands in for the proxy too (it reads the absolute URL a proxy is sent):
+    the remote's name is one only the proxy could look up, and the bot must not try."""
+    host, url = hosted
+    proxy = url.removesuffix("/handbook.git")
+    if configured == "environment":
+        monkeypatch.setenv("http_proxy", proxy)
+    else:
+        gitconfig = tmp_path / "proxy-gitconfig"
+        gitconfig.write_text(f'[http "http://docs.behind.proxy"]\n\tproxy = {proxy}\n')
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    resolver = Resolver({})  # knows no name: a lookup here would fail the sync
+    location = on_host(url, "docs.behind.proxy").replace(
+        f":{httpx.URL(url).port}/", "/"
+    )  # the proxy's default port, 80
+    found = await connector(location, tmp_path, resolver).discover()
+    assert "docs/install.md" in {item.display for item in found.items}
+    assert resolver.asked == []
+    assert set(host.hosts) == {"docs.behind.proxy"}
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "bypassed"),
+    [
+        ("", False),
+        ("*", True),
+        ("git.corp", True),
+        (".corp", True),
+        ("corp", True),
+        ("example.com, git.corp ", True),
+        ("it.corp", False),
+        ("git.corp.evil", False),
+    ],
+)
+def test_no_proxy_names_a_host_as_curl_reads_it(
+    monkeypatch: pytest.MonkeyPatch, no_proxy: str, bypassed: bool
+) -> None:
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.setenv("no_proxy", no_proxy)
+    assert git_module._bypasses_proxy("git.corp") is bypassed

@@ -250,10 +250,13 @@ class CrawlSettings(_Section):
 
 
 class GitSettings(_Section):
-    """Git sources: how long one git command may take, and how deep a clone goes."""
+    """Git sources: how long one git command may take, how deep a clone goes, and whether
+    it downloads only the files a document can come from."""
 
     timeout_s: float = Field(600.0, gt=0)  # one clone or fetch; a slower one fails the sync
     depth: int = Field(1, ge=1, le=1_000_000)  # commits fetched (1: a shallow clone)
+    # a partial clone with a sparse checkout of the supported file types; false: every file
+    documents_only: bool = True
 
 
 class ConfluenceSettings(_Section):

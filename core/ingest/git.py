@@ -1,11 +1,15 @@
 """Git repositories as a source (GitHub, GitLab, any remote, or a local path), through the
 `git` command: every host and credential helper works, and nothing of the repository runs.
 
-A shallow clone lives in the data dir and is fetched and reset on each sync. The commit a
-sync finished on is remembered beside it, so the next sync reads only the files `git diff`
-names between that commit and the new one, and those the last sync could not index (a parse
-deadline, a failed embedding or write); everything else is reported unchanged without being
-read. The memory is written only when the sync completed, so a crash re-reads what it missed.
+A shallow clone lives in the data dir and is fetched and reset on each sync. By default it
+is partial (`--filter=blob:none`) with a sparse checkout of the file types a document can come
+from: the contents of images, binaries and code are never downloaded, however large the
+repository (the server's support is needed; one without it sends everything, as before).
+
+The commit a sync finished on is remembered beside it, so the next sync reads only the files
+`git diff` names between that commit and the new one, and those the last sync could not index
+(a parse deadline, a failed embedding or write); everything else is reported unchanged without
+being read. The memory is written only when the sync completed, so a crash re-reads what it missed.
 
 Each file links to its web view at the branch (GitHub's and GitLab's patterns for their remotes,
 a wiki's page URL for its `.wiki.git`, or `web_url`), with the heading's anchor. Symlinks and
@@ -68,9 +72,12 @@ WIKI_VIEWS = {
 }
 # What git prints on a failure is quoted in the error up to this many characters.
 _DETAIL_CHARS = 300
-# The git commands that connect to the remote: its host is judged and pinned for each.
-_NETWORK = frozenset({"clone", "fetch", "ls-remote"})
+# The git commands that connect to the remote: its host is judged and pinned for each. A
+# checkout of a partial clone downloads the files it writes (git fetches them in a child
+# process, which inherits the command's `-c` settings).
+_NETWORK = frozenset({"clone", "fetch", "ls-remote", "checkout", "reset"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_EVERY_FILE = "/*\n"  # the sparse checkout of `documents_only: false`
 # The proxy variables curl reads for each scheme (never HTTP_PROXY: a CGI header may set it),
 # then for any scheme.
 _PROXY_VARIABLES = {"http": ("http_proxy",), "https": ("https_proxy", "HTTPS_PROXY")}
@@ -83,7 +90,6 @@ _REDIRECTED = re.compile(r"returned error: (3\d\d)")
 class _Entry:
     mode: str
     kind: str
-    size: int | None
     path: str
 
 
@@ -94,6 +100,16 @@ def _not_read(entry: _Entry) -> str | None:
     if entry.mode == _SYMLINK_MODE:
         return "a symlink (not followed)"
     return None
+
+
+def sparse_patterns() -> str:
+    """The sparse checkout of `ingest.git.documents_only`: every file whose suffix a reader
+    takes, in any letter case (git's patterns are case-sensitive, the readers' lookup not). A
+    folder named like a document (`notes.md/`) comes whole, as .gitignore rules read."""
+    return "".join(
+        "*" + "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in suffix) + "\n"
+        for suffix in EXTENSIONS
+    )
 
 
 def without_credentials(remote: str) -> tuple[str, str | None]:
@@ -234,6 +250,8 @@ class GitConnector:
         """Clone, or fetch and reset the clone that is there; a clone of another remote (the
         location changed) or a damaged one is replaced."""
         depth = str(self._settings.git.depth)
+        # A fetch with the filter makes a clone from before it partial too.
+        partial = ["--filter=blob:none"] if self._settings.git.documents_only else []
         if (self._checkout / ".git").is_dir():
             _remove_stale_locks(self._checkout / ".git")
             try:
@@ -243,9 +261,10 @@ class GitConnector:
             if origin == self._remote:
                 following = self._branch or await self._default_branch()
                 await self._git(
-                    "fetch", "--quiet", "--no-tags", "--depth", depth,
+                    "fetch", "--quiet", "--no-tags", "--depth", depth, *partial,
                     "--end-of-options", "origin", following or "HEAD",  # never read as an option
                 )  # fmt: skip
+                self._write_sparse_patterns()
                 if following:
                     # Under the remote's name for it: the links and the scope name the branch,
                     # and a remote's default branch may be renamed (master -> main) or changed.
@@ -257,9 +276,19 @@ class GitConnector:
         self._checkout.parent.mkdir(parents=True, exist_ok=True)
         branch = ["--branch", self._branch] if self._branch else []
         await self._git(
-            "clone", "--quiet", "--no-tags", "--single-branch", "--depth", depth, *branch,
-            "--", self._remote, str(self._checkout), cwd=self._checkout.parent,
+            "clone", "--quiet", "--no-tags", "--single-branch", "--no-checkout", "--depth", depth,
+            *partial, *branch, "--", self._remote, str(self._checkout), cwd=self._checkout.parent,
         )  # fmt: skip
+        self._write_sparse_patterns()
+        await self._git("reset", "--quiet", "--hard", "HEAD")  # the checkout, sparse or whole
+
+    def _write_sparse_patterns(self) -> None:
+        """Before each checkout, which applies them to every file: this version's patterns,
+        or every file (`documents_only: false`), whatever an earlier sync wrote."""
+        info = self._checkout / ".git" / "info"
+        info.mkdir(parents=True, exist_ok=True)
+        patterns = sparse_patterns() if self._settings.git.documents_only else _EVERY_FILE
+        (info / "sparse-checkout").write_text(patterns, encoding="utf-8")
 
     async def _default_branch(self) -> str | None:
         """The branch the remote's HEAD names now (`ls-remote --symref`); None when the server
@@ -301,14 +330,16 @@ class GitConnector:
         return {printable(path) for path in out.split("\0") if path} | retry
 
     async def _tree(self) -> list[_Entry]:
-        out = await self._git("ls-tree", "-r", "-l", "-z", "--full-tree", "HEAD")
+        """Every path of the commit, without sizes: `ls-tree -l` would download each blob a
+        partial clone left out, to measure it."""
+        out = await self._git("ls-tree", "-r", "-z", "--full-tree", "HEAD")
         entries = []
         for line in out.split("\0"):
             if not line:
                 continue
             meta, _, path = line.partition("\t")
-            mode, kind, _sha, size = meta.split(maxsplit=3)
-            entries.append(_Entry(mode, kind, int(size) if size.strip().isdigit() else None, path))
+            mode, kind, _sha = meta.split(maxsplit=2)
+            entries.append(_Entry(mode, kind, path))
         return entries
 
     def _add(self, found: Discovery, entry: _Entry, scope: str, branch: str) -> None:
@@ -329,9 +360,10 @@ class GitConnector:
                 found.skipped.append(Skipped(name, why))
             return
         limit = self._settings.max_file_bytes
-        if entry.size is not None and entry.size > limit:
-            found.skipped.append(Skipped(name, str(too_big(limit))))
-            return
+        with contextlib.suppress(OSError):  # not checked out: the read says why
+            if (self._checkout / entry.path).lstat().st_size > limit:
+                found.skipped.append(Skipped(name, str(too_big(limit))))
+                return
         link = (
             web_link(self._web_url, branch, name)
             if self._web_url
@@ -372,7 +404,10 @@ class GitConnector:
         pins = await self._pins(args[0], where) if args[0] in _NETWORK else []
         command = [
             "git", "-c", "core.symlinks=false", "-c", "protocol.ext.allow=never",
-            "-c", "http.followRedirects=false", *pins, *args,
+            "-c", "http.followRedirects=false", *pins,
+            # Always on, whatever the clone's config: a checkout with it off would leave out
+            # what an earlier sparse one did (`documents_only: false` writes "everything").
+            "-c", "core.sparseCheckout=true", "-c", "core.sparseCheckoutCone=false", *args,
         ]  # fmt: skip
         try:
             # A session of its own: no terminal for ssh to ask for a password or a host key

@@ -28,8 +28,9 @@ from core.domain.documents import PENDING_CHECKSUM, Outcome
 from core.domain.urls import redact_url
 from core.errors import SourceUnavailable
 from core.ingest.address_guard import AddressGuard
-from core.ingest.git import GitConnector, default_web_view, web_link
+from core.ingest.git import GitConnector, default_web_view, sparse_patterns, web_link
 from core.ingest.pipeline import Ingestor
+from core.ingest.sources import EXTENSIONS
 from core.ingest.sync import INTERRUPTED, SourceSyncer, sync_statuses
 from tests.fakes.dns import Resolver
 from tests.fakes.faults import RefusingEmbedder
@@ -678,6 +679,7 @@ def hosted(repo: Path, tmp_path: Path) -> Iterator[tuple[GitHost, str]]:
     served = tmp_path / "served"
     served.mkdir()
     git(served, "clone", "--quiet", "--bare", str(repo), "handbook.git")
+    git(served / "handbook.git", "config", "uploadpack.allowFilter", "true")  # as GitHub's
     with git_host(served, "alice", "s3cret-password") as (host, url):
         yield host, f"{url}/handbook.git"
 
@@ -810,7 +812,8 @@ async def test_git_connects_to_the_addresses_the_guard_judged(
     resolver = Resolver({"git.corp": ["127.0.0.1"]})
     found = await connector(on_host(url, "git.corp"), tmp_path, resolver).discover()
     assert "docs/install.md" in {item.display for item in found.items}
-    assert resolver.asked == ["git.corp"]  # the clone's one network command
+    # the clone, and its checkout, which downloads the files it writes
+    assert resolver.asked == ["git.corp", "git.corp"]
     assert host.hosts
     assert {name.partition(":")[0] for name in host.hosts} == {"git.corp"}
 
@@ -913,3 +916,95 @@ def test_no_proxy_names_a_host_as_curl_reads_it(
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.setenv("no_proxy", no_proxy)
     assert git_module._bypasses_proxy("git.corp") is bypassed
+
+
+# -- only what a document can come from ----------------------------------------------------
+
+
+def missing_blobs(clone: Path) -> set[str]:
+    """The blobs of HEAD a partial clone left on the server."""
+    listed = git(clone, "rev-list", "--objects", "--missing=print", "HEAD").split()
+    return {line.removeprefix("?") for line in listed if line.startswith("?")}
+
+
+def push(repo: Path, files: dict[str, bytes], message: str) -> None:
+    """A commit of `files` to `repo`, pushed to the hosted copy of it."""
+    for name, data in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_bytes(data)
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", message)
+    git(repo, "push", "--quiet", str(repo.parent / "served" / "handbook.git"), "main")
+
+
+def with_documents_only(syncer: SourceSyncer, documents_only: bool) -> SourceSyncer:
+    git_settings = syncer.settings.git.model_copy(update={"documents_only": documents_only})
+    ingest = syncer.settings.model_copy(update={"git": git_settings})
+    return dataclasses.replace(syncer, settings=ingest)
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_the_contents_of_images_binaries_and_code_are_never_downloaded(
+    repo: Path, hosted: tuple[GitHost, str], syncer: SourceSyncer, index, tmp_path: Path
+) -> None:
+    """Most of a large repository's bytes are assets and code: a clone of the whole tree
+    downloaded them all at every sync that brought a new one."""
+    push(repo, {"assets/video.bin": os.urandom(2_000_000), "src/app.py": b"print(1)\n"}, "assets")
+    location = hosted[1].replace("http://", "http://alice:s3cret-password@")
+    first = await syncer.sync("handbook", source(tmp_path, location=[location]))
+    assert first.counts[Outcome.ADDED] == 4
+    clone = tmp_path / "data" / "git" / "handbook"
+    left_out = missing_blobs(clone)
+    assert git(repo, "rev-parse", "HEAD:assets/video.bin").strip() in left_out
+    assert git(repo, "rev-parse", "HEAD:src/app.py").strip() in left_out
+    assert git(repo, "rev-parse", "HEAD:docs/install.md").strip() not in left_out
+    assert not (clone / "assets").exists()
+    assert sum(f.stat().st_size for f in (clone / ".git").rglob("*") if f.is_file()) < 500_000
+
+    push(repo, {"assets/video2.bin": os.urandom(2_000_000), "docs/faq.md": b"# FAQ\n\nNew.\n"}, "2")
+    again = await syncer.sync("handbook", source(tmp_path, location=[location]))  # a fetch
+    assert again.counts[Outcome.UPDATED] == 1
+    assert git(repo, "rev-parse", "HEAD:assets/video2.bin").strip() in missing_blobs(clone)
+    assert "new" in (await index.search("FAQ new", k=1))[0].chunk.text.lower()
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_documents_only_turned_on_and_off_changes_an_existing_clone(
+    repo: Path, hosted: tuple[GitHost, str], syncer: SourceSyncer, tmp_path: Path
+) -> None:
+    location = hosted[1].replace("http://", "http://alice:s3cret-password@")
+    clone = tmp_path / "data" / "git" / "handbook"
+    push(repo, {"assets/video.bin": os.urandom(500_000)}, "assets")
+    whole = with_documents_only(syncer, False)
+    await whole.sync("handbook", source(tmp_path, location=[location]))
+    assert (clone / "assets" / "video.bin").exists()
+    assert missing_blobs(clone) == set()
+
+    push(repo, {"assets/video2.bin": os.urandom(500_000)}, "more")
+    await syncer.sync("handbook", source(tmp_path, location=[location]))
+    assert not (clone / "assets").exists()  # the sparse checkout of a clone from before
+    assert git(repo, "rev-parse", "HEAD:assets/video2.bin").strip() in missing_blobs(clone)
+
+    await whole.sync("handbook", source(tmp_path, location=[location]))
+    assert (clone / "assets" / "video2.bin").read_bytes() == (
+        repo / "assets" / "video2.bin"
+    ).read_bytes()  # downloaded at last, by the checkout
+    assert missing_blobs(clone) == set()
+
+
+def test_the_sparse_checkout_takes_every_supported_suffix_in_any_case(tmp_path: Path) -> None:
+    """git's own matching of the patterns: a checkout under them writes every file a reader
+    takes, whatever its letter case and folder, and nothing else."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "--quiet")
+    documents = [f"d/x{suffix}" for suffix in EXTENSIONS] + [f"Y{s.upper()}" for s in EXTENSIONS]
+    others = ["a.png", "d/b.py", "c.mdz", "md", "e.pdf.bin"]
+    write(repo, {name: "text\n" for name in [*documents, *others]})
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "all")
+    (repo / ".git" / "info" / "sparse-checkout").write_text(sparse_patterns())
+    git(repo, "-c", "core.sparseCheckout=true", "-c", "core.sparseCheckoutCone=false",
+        "reset", "--quiet", "--hard", "HEAD")  # fmt: skip
+    written = {str(f.relative_to(repo)) for f in repo.rglob("*") if f.is_file()}
+    assert {name for name in written if not name.startswith(".git/")} == set(documents)

@@ -455,9 +455,13 @@ class GitConnector:
             self._proxied = await self._through_proxy(host, where)
         if self._proxied:
             return []
-        port = parts.port or _DEFAULT_PORTS[parts.scheme]
         try:
-            with fetching_from(httpx.URL(self._remote)):
+            port = parts.port or _DEFAULT_PORTS[parts.scheme]
+            start = httpx.URL(self._remote)
+        except (ValueError, httpx.InvalidURL) as exc:
+            raise SourceUnavailable(f"git {command} of {self._shown}: {exc}") from None
+        try:
+            with fetching_from(start):
                 addresses = await self._guard.judged(host, port, self._settings.url_timeout_s)
         except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
             raise SourceUnavailable(f"git {command} of {self._shown}: {exc}") from None

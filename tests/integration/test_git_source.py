@@ -846,6 +846,15 @@ async def test_a_remote_whose_name_resolves_where_no_fetch_may_go_is_refused_bef
 
 
 @pytest.mark.usefixtures("no_proxy_set")
+async def test_a_remote_url_with_a_port_out_of_range_fails_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SourceUnavailable) as refused:
+        await connector("http://git.corp:99999/handbook.git", tmp_path, Resolver({})).discover()
+    assert str(refused.value) == (
+        "git clone of http://git.corp:99999/handbook.git: Port out of range 0-65535"
+    )
+
+
+@pytest.mark.usefixtures("no_proxy_set")
 async def test_a_redirect_is_not_followed_and_says_what_to_do(
     hosted: tuple[GitHost, str], tmp_path: Path
 ) -> None:

@@ -11,7 +11,7 @@ Anthropic docs QA set. Each size's indices are built once into `.bot/bench/chunk
 (about 10 minutes per size for SciFact on two cores; the embedding cache keeps vectors by
 content, so a rerun is quick).
 
-    python -m bench.chunk_size [--sizes 500:75 1000:150]
+    python -m bench.chunk_size [--sizes 500:75 1000:150] [--sets "docs QA"]
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ from core.evaluation.retrieval import Dataset, evaluate, load_dataset
 
 ROOT = REPO / ".bot" / "bench" / "chunks"
 SIZES = ("500:75", "700:100", "1000:150", "1200:180", "1500:225")
+
+
+SET_NAMES = ("scifact train", "scifact test", "docs QA")
 
 
 def sets() -> dict[str, tuple[str, Dataset]]:
@@ -78,13 +81,22 @@ async def measure(
     return figures
 
 
+def result_name(labels: Sequence[str]) -> str:
+    """`chunk-size.json` for every set; a part of them has a file of its own (the docs set's
+    rows are the ones CI checks against the code, see tests/integration/test_chunk_size.py)."""
+    if set(labels) == set(SET_NAMES):
+        return "chunk-size.json"
+    return f"chunk-size-{'-'.join(label.replace(' ', '-').lower() for label in labels)}.json"
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), help="chars:overlap each")
+    parser.add_argument("--sets", nargs="+", choices=SET_NAMES, default=list(SET_NAMES))
     args = parser.parse_args()
-    data = sets()
+    data = {label: found for label, found in sets().items() if label in args.sets}
     result = {size: await measure(size, data) for size in args.sizes}
-    print(write_result("chunk-size.json", result))
+    print(write_result(result_name(args.sets), result))
 
 
 if __name__ == "__main__":

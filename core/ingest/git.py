@@ -84,6 +84,8 @@ _PROXY_VARIABLES = {"http": ("http_proxy",), "https": ("https_proxy", "HTTPS_PRO
 _ANY_PROXY = ("all_proxy", "ALL_PROXY")
 # How git's curl says a request was answered with a redirect it did not follow.
 _REDIRECTED = re.compile(r"returned error: (3\d\d)")
+# How git before 2.27 refuses a filtered fetch into a clone that is not partial yet.
+_NO_FILTERED_FETCH = "--filter can only be used"
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,4 +528,6 @@ def _reason(stderr: str, code: int | None) -> str:
             f"the remote redirects elsewhere (HTTP {redirect[1]}), and a git source follows no"
             " redirect: set its location to the repository's current URL"
         )
+    if _NO_FILTERED_FETCH in cause:
+        return f"{cause} (git older than 2.27: upgrade it, or set ingest.git.documents_only: false)"
     return cause

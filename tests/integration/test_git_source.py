@@ -1017,3 +1017,15 @@ def test_the_sparse_checkout_takes_every_supported_suffix_in_any_case(tmp_path: 
         "reset", "--quiet", "--hard", "HEAD")  # fmt: skip
     written = {str(f.relative_to(repo)) for f in repo.rglob("*") if f.is_file()}
     assert {name for name in written if not name.startswith(".git/")} == set(documents)
+
+
+def test_an_older_git_refusing_a_filtered_fetch_is_told_what_to_do() -> None:
+    """git before 2.27 refuses `fetch --filter` into a clone made without one (here, the one an
+    earlier version of the bot made)."""
+    stderr = (
+        "fatal: --filter can only be used with the remote configured in extensions.partialclone\n"
+    )
+    assert git_module._reason(stderr, 128) == (
+        "fatal: --filter can only be used with the remote configured in extensions.partialclone"
+        " (git older than 2.27: upgrade it, or set ingest.git.documents_only: false)"
+    )

@@ -197,7 +197,7 @@ class GitConnector:
         self._credentials = f"x-access-token:{token}" if token else in_url
         self._known = known
         self._guard = guard or AddressGuard()
-        self._proxied: bool | None = None  # whether git reaches the remote through a proxy
+        self._pins: list[str] | None = None  # judged at the sync's first network command
         self._changed: set[str] | None = None  # None: read every file
         self._commit = ""  # what this sync reads: the commit and the branch it is on
         self._synced_branch = ""
@@ -403,7 +403,11 @@ class GitConnector:
                 "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
             }
         where = cwd or self._checkout
-        pins = await self._pins(args[0], where) if args[0] in _NETWORK else []
+        pins: list[str] = []
+        if args[0] in _NETWORK:
+            if self._pins is None:
+                self._pins = await self._judge_remote(args[0], where)
+            pins = self._pins
         command = [
             "git", "-c", "core.symlinks=false", "-c", "protocol.ext.allow=never",
             "-c", "http.followRedirects=false", *pins,
@@ -446,16 +450,16 @@ class GitConnector:
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
         return out.decode("utf-8", "surrogateescape")
 
-    async def _pins(self, command: str, where: Path) -> list[str]:
+    async def _judge_remote(self, command: str, where: Path) -> list[str]:
         """The config that pins git's curl to the judged addresses of an http(s) remote's
-        host; `SourceUnavailable` when the guard refuses the host or can't look it up."""
+        host, for every command of this sync (judged once: a later answer of the name is
+        never asked for); `SourceUnavailable` when the guard refuses the host or can't look
+        it up."""
         parts = urlsplit(self._remote)
         host = parts.hostname
         if parts.scheme not in _DEFAULT_PORTS or not host:
             return []  # ssh, git://, a local path: no HTTP request to send elsewhere
-        if self._proxied is None:
-            self._proxied = await self._through_proxy(host, where)
-        if self._proxied:
+        if await self._through_proxy(host, where):
             return []
         try:
             port = parts.port or _DEFAULT_PORTS[parts.scheme]

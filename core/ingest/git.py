@@ -281,6 +281,10 @@ class GitConnector:
             "clone", "--quiet", "--no-tags", "--single-branch", "--no-checkout", "--depth", depth,
             *partial, *branch, "--", self._remote, str(self._checkout), cwd=self._checkout.parent,
         )  # fmt: skip
+        try:
+            await self._git("rev-parse", "--verify", "--quiet", "HEAD")
+        except SourceUnavailable:
+            raise SourceUnavailable(f"{self._shown} has no commits yet: nothing to sync") from None
         self._write_sparse_patterns()
         await self._git("reset", "--quiet", "--hard", "HEAD")  # the checkout, sparse or whole
 

@@ -335,6 +335,16 @@ async def test_an_unreachable_repository_fails_the_sync_in_one_line(
     assert sync_statuses(tmp_path / "data")["handbook"].error == message
 
 
+async def test_a_repository_without_commits_fails_the_sync_saying_so(
+    syncer: SourceSyncer, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(empty)], check=True)
+    with pytest.raises(SourceUnavailable) as failure:
+        await syncer.sync("handbook", SourceSettings(type="git", location=[str(empty)]))
+    assert str(failure.value) == f"{empty.as_uri()} has no commits yet: nothing to sync"
+
+
 @pytest.fixture
 async def silent_remote() -> AsyncIterator[str]:
     """A Git server that takes the connection and never answers (a hung or hostile host)."""

@@ -856,6 +856,27 @@ async def test_a_remote_whose_name_resolves_where_no_fetch_may_go_is_refused_bef
 
 
 @pytest.mark.usefixtures("no_proxy_set")
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [
+        ("2852039166", "169.254.169.254"),  # inet_aton's form of it, as curl would connect
+        ("[::ffff:169.254.169.254]", "169.254.169.254"),
+        ("[fd00:ec2::254]", "fd00:ec2::254"),
+    ],
+)
+async def test_a_remote_at_a_metadata_address_in_any_spelling_is_refused(
+    tmp_path: Path, host: str, shown: str
+) -> None:
+    location = f"http://{host}/acme/handbook.git"
+    with pytest.raises(SourceUnavailable) as refused:
+        await connector(location, tmp_path, Resolver({})).discover()
+    named = host.strip("[]")
+    assert str(refused.value) == (
+        f"git clone of {location}: {named} resolves to {shown}, a metadata address"
+    )
+
+
+@pytest.mark.usefixtures("no_proxy_set")
 async def test_a_remote_url_with_a_port_out_of_range_fails_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(SourceUnavailable) as refused:
         await connector("http://git.corp:99999/handbook.git", tmp_path, Resolver({})).discover()

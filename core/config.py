@@ -257,6 +257,8 @@ class GitSettings(_Section):
     depth: int = Field(1, ge=1, le=1_000_000)  # commits fetched (1: a shallow clone)
     # a partial clone with a sparse checkout of the supported file types; false: every file
     documents_only: bool = True
+    # what one git command may print (a tree of about 2.5 million files); more fails the sync
+    max_output_bytes: int = Field(256 * 1024 * 1024, ge=1024, le=4 * 1024**3)
 
 
 class ConfluenceSettings(_Section):

@@ -72,6 +72,7 @@ WIKI_VIEWS = {
 }
 # What git prints on a failure is quoted in the error up to this many characters.
 _DETAIL_CHARS = 300
+_READ_BYTES = 1 << 16  # git's output is read in pieces of this size
 # The git commands that connect to the remote: its host is judged and pinned for each. A
 # checkout of a partial clone downloads the files it writes (git fetches them in a child
 # process, which inherits the command's `-c` settings).
@@ -437,8 +438,16 @@ class GitConnector:
                 raise SourceUnavailable(f"git {args[0]}: the folder {where} is missing") from None
             raise SourceUnavailable("git sources need the git command (not installed)") from None
         timeout = self._settings.git.timeout_s
+        limit = self._settings.git.max_output_bytes
         try:
-            out, err = await asyncio.wait_for(process.communicate(), timeout)
+            (out, over), (err, _) = await asyncio.wait_for(
+                asyncio.gather(
+                    _collect(process, process.stdout, limit),
+                    _collect(process, process.stderr, limit),
+                ),
+                timeout,
+            )
+            await process.wait()
         except TimeoutError:
             _end_group(process)
             await process.wait()
@@ -449,6 +458,11 @@ class GitConnector:
         except BaseException:  # cancelled (Ctrl-C, the clock stopping): git must not outlive it
             _end_group(process)
             raise
+        if over:
+            raise SourceUnavailable(
+                f"git {args[0]} of {self._shown} printed more than {limit:,} bytes"
+                " (ingest.git.max_output_bytes)"
+            )
         if process.returncode != 0:
             detail = redact_urls_in(_reason(err.decode("utf-8", "replace"), process.returncode))
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
@@ -513,6 +527,22 @@ def _remove_stale_locks(git_dir: Path) -> None:
     for lock in git_dir.rglob("*.lock"):
         with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove: git says
             lock.unlink()
+
+
+async def _collect(
+    process: asyncio.subprocess.Process, stream: asyncio.StreamReader | None, limit: int
+) -> tuple[bytes, bool]:
+    """At most `limit` bytes of git's stdout or stderr, and whether it printed more: then git
+    and its helpers are ended at once (a tree of millions of files would otherwise be held
+    whole in memory, and git would block on a pipe nobody reads)."""
+    assert stream is not None  # both are pipes
+    data = bytearray()
+    while chunk := await stream.read(_READ_BYTES):
+        data += chunk
+        if len(data) > limit:
+            _end_group(process)
+            return bytes(data[:limit]), True
+    return bytes(data), False
 
 
 def _end_group(process: asyncio.subprocess.Process) -> None:

@@ -575,8 +575,30 @@ async def test_a_file_over_the_size_limit_is_skipped_before_it_is_read(
     report = await dataclasses.replace(syncer, settings=small).sync("handbook", source(repo))
     skipped = {s.display: s.reason for s in report.skipped}
     assert skipped["docs/huge.md"] == "over the limit of 5,000 bytes (ingest.max_file_bytes)"
-    assert "docs/huge.md" not in reads  # its size came from git ls-tree: never opened
+    assert "docs/huge.md" not in reads  # its size came from the checkout: never opened
     assert report.counts[Outcome.ADDED] == 4
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_listing_over_the_output_limit_fails_the_sync_and_ends_git(
+    repo: Path, syncer: SourceSyncer
+) -> None:
+    """A tree of millions of files was held whole in memory: git's output is bounded."""
+    write(
+        repo, {f"docs/page-{n:04}.md": f"# Page {n}\n\nRestart worker {n}.\n" for n in range(300)}
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "many pages")
+    bounded = with_git(syncer, max_output_bytes=4_096)  # the listing is about 33 KB
+    with pytest.raises(SourceUnavailable) as refused:
+        await bounded.sync("handbook", source(repo))
+    assert str(refused.value) == (
+        f"git ls-tree of {repo.as_uri()} printed more than 4,096 bytes"
+        " (ingest.git.max_output_bytes)"
+    )
+    assert running_with(str(repo)) == []
+    report = await syncer.sync("handbook", source(repo))  # the shipped limit takes it
+    assert report.counts[Outcome.ADDED] == 304
 
 
 async def test_a_change_that_could_not_be_indexed_is_read_again_next_time(
@@ -977,8 +999,9 @@ def push(repo: Path, files: dict[str, bytes], message: str) -> None:
     git(repo, "push", "--quiet", str(repo.parent / "served" / "handbook.git"), "main")
 
 
-def with_documents_only(syncer: SourceSyncer, documents_only: bool) -> SourceSyncer:
-    git_settings = syncer.settings.git.model_copy(update={"documents_only": documents_only})
+def with_git(syncer: SourceSyncer, **changes: object) -> SourceSyncer:
+    """The syncer with `ingest.git` settings changed."""
+    git_settings = syncer.settings.git.model_copy(update=changes)
     ingest = syncer.settings.model_copy(update={"git": git_settings})
     return dataclasses.replace(syncer, settings=ingest)
 
@@ -1015,7 +1038,7 @@ async def test_documents_only_turned_on_and_off_changes_an_existing_clone(
     location = hosted[1].replace("http://", "http://alice:s3cret-password@")
     clone = tmp_path / "data" / "git" / "handbook"
     push(repo, {"assets/video.bin": os.urandom(500_000)}, "assets")
-    whole = with_documents_only(syncer, False)
+    whole = with_git(syncer, documents_only=False)
     await whole.sync("handbook", source(tmp_path, location=[location]))
     assert (clone / "assets" / "video.bin").exists()
     assert missing_blobs(clone) == set()

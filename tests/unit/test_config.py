@@ -75,6 +75,20 @@ def test_a_refused_bodys_linger_is_a_bounded_wait(section: str, value: str, said
         load_settings(environ={variable: value})
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("BOT_INGEST__GIT__MAX_OUTPUT_BYTES", "100", "greater than or equal to 1024"),
+        ("BOT_INGEST__GIT__MAX_OUTPUT_BYTES", "1e12", "valid integer"),
+        ("BOT_INGEST__GIT__DOCUMENTS_ONLY", "sometimes", "valid boolean"),
+    ],
+)
+def test_the_git_settings_refuse_what_is_no_setting(variable: str, value: str, said: str) -> None:
+    key = variable.removeprefix("BOT_").lower().replace("__", ".")
+    with pytest.raises(ConfigError, match=rf"{key}: .*{said}.*{variable}"):
+        load_settings(environ={variable: value})
+
+
 def test_unknown_key_is_an_error(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     file.write_text("search:\n  rfk_k: 10\n")

@@ -41,7 +41,7 @@ import httpx
 from core.config import IngestSettings
 from core.domain.urls import redact_url, redact_urls_in
 from core.errors import SourceUnavailable, UnreadableDocument
-from core.ingest.address_guard import AddressGuard, fetching_from
+from core.ingest.address_guard import AddressGuard, GuardedTransport, fetching_from
 from core.ingest.formats import DocumentFormat
 from core.ingest.globs import PathFilter
 from core.ingest.memory import load_json, save_json
@@ -85,6 +85,8 @@ _PROXY_VARIABLES = {"http": ("http_proxy",), "https": ("https_proxy", "HTTPS_PRO
 _ANY_PROXY = ("all_proxy", "ALL_PROXY")
 # How git's curl says a request was answered with a redirect it did not follow.
 _REDIRECTED = re.compile(r"returned error: (3\d\d)")
+# git's first request to a smart-HTTP remote, whose redirect git itself would have followed
+_REF_LISTING = "info/refs?service=git-upload-pack"
 # How git before 2.27 refuses a filtered fetch into a clone that is not partial yet.
 _NO_FILTERED_FETCH = "--filter can only be used"
 
@@ -195,7 +197,10 @@ class GitConnector:
         self._web_url = web_url or default_web_view(self._remote)
         # The Basic credentials sent with every request: a token (`token_env`) as GitHub and
         # GitLab take one, else those the location's URL carried.
-        self._credentials = f"x-access-token:{token}" if token else in_url
+        credentials = f"x-access-token:{token}" if token else in_url
+        self._authorization = (
+            f"Basic {base64.b64encode(credentials.encode()).decode()}" if credentials else None
+        )
         self._known = known
         self._guard = guard or AddressGuard()
         self._pins: list[str] | None = None  # judged at the sync's first network command
@@ -400,12 +405,11 @@ class GitConnector:
             # pointers instead, which the reader skips with the reason.
             "GIT_LFS_SKIP_SMUDGE": "1",
         }
-        if self._credentials:
-            basic = base64.b64encode(self._credentials.encode()).decode()
+        if self._authorization:
             env |= {
                 "GIT_CONFIG_COUNT": "1",
                 "GIT_CONFIG_KEY_0": "http.extraHeader",
-                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+                "GIT_CONFIG_VALUE_0": f"Authorization: {self._authorization}",
             }
         where = cwd or self._checkout
         pins: list[str] = []
@@ -464,9 +468,44 @@ class GitConnector:
                 " (ingest.git.max_output_bytes)"
             )
         if process.returncode != 0:
-            detail = redact_urls_in(_reason(err.decode("utf-8", "replace"), process.returncode))
+            cause = _reason(err.decode("utf-8", "replace"), process.returncode)
+            if moved := _REDIRECTED.search(cause):
+                cause = await self._redirected(moved[1])
+            detail = redact_urls_in(cause)
             raise SourceUnavailable(f"git {args[0]} of {self._shown}: {detail[:_DETAIL_CHARS]}")
         return out.decode("utf-8", "surrogateescape")
+
+    async def _redirected(self, status: str) -> str:
+        """Why a command failed on a redirect git did not follow, with where it leads: asked
+        once more through the guard, not followed (GitLab sends a URL without `.git` on to the
+        one with it, so a newcomer's location fails here first)."""
+        target = await self._moved_to()
+        return (
+            f"the remote redirects {f'to {target}' if target else 'elsewhere'} (HTTP {status}),"
+            " and a git source follows no redirect: set its location to "
+            + ("that URL" if target else "the repository's current URL")
+        )
+
+    async def _moved_to(self) -> str | None:
+        """The remote URL git was sent on to: the redirect of its first request (the ref
+        listing), as git would have read it; None when that can't be told."""
+        listing = f"{self._remote.rstrip('/')}/{_REF_LISTING}"
+        headers = {"Authorization": self._authorization} if self._authorization else {}
+        transport = GuardedTransport(self._guard)
+        try:
+            async with httpx.AsyncClient(
+                transport=transport, timeout=self._settings.url_timeout_s
+            ) as client:
+                with fetching_from(httpx.URL(self._remote)):
+                    async with client.stream("GET", listing, headers=headers) as response:
+                        location = response.headers.get("location")
+                        if not (response.is_redirect and location):
+                            return None
+                        target = response.url.join(location)
+        except httpx.HTTPError:
+            return None
+        moved = str(target.copy_with(query=None))
+        return redact_url(moved.removesuffix("/" + _REF_LISTING.partition("?")[0]))
 
     async def _judge_remote(self, command: str, where: Path) -> list[str]:
         """The config that pins git's curl to the judged addresses of an http(s) remote's
@@ -561,11 +600,6 @@ def _reason(stderr: str, code: int | None) -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     causes = [line for line in lines if line.startswith(("fatal:", "error:"))]
     cause = (causes or lines or [f"exit code {code}"])[0]
-    if redirect := _REDIRECTED.search(cause):
-        return (
-            f"the remote redirects elsewhere (HTTP {redirect[1]}), and a git source follows no"
-            " redirect: set its location to the repository's current URL"
-        )
     if _NO_FILTERED_FETCH in cause:
         return f"{cause} (git older than 2.27: upgrade it, or set ingest.git.documents_only: false)"
     return cause

@@ -908,25 +908,32 @@ async def test_a_remote_url_with_a_port_out_of_range_fails_in_one_line(tmp_path:
 
 
 @pytest.mark.usefixtures("no_proxy_set")
-async def test_a_redirect_is_not_followed_and_says_what_to_do(
-    hosted: tuple[GitHost, str], tmp_path: Path
+@pytest.mark.parametrize("says_where", [True, False], ids=["location", "no-location"])
+async def test_a_redirect_is_not_followed_and_says_where_it_leads(
+    hosted: tuple[GitHost, str], tmp_path: Path, says_where: bool
 ) -> None:
     """A redirect's target is nobody's judgement (curl looks it up itself), so git must not
-    follow it: the target here is the real repository, which must see no request."""
+    follow it: the target here is the real repository, which must see no request. The error
+    names where it leads, as GitLab sends `/acme/guides` on to `/acme/guides.git`."""
     host, url = hosted
 
     async def moved(request: web.Request) -> web.StreamResponse:
-        raise web.HTTPMovedPermanently(f"{url}{request.path_qs.removeprefix('/old.git')}")
+        if not says_where:
+            return web.Response(status=301)
+        raise web.HTTPMovedPermanently(f"{url}{request.path_qs.removeprefix('/guides')}")
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", moved)
     with served_in_a_thread(app) as old:
-        location = f"{old}/old.git"
+        location = f"{old}/guides"
         with pytest.raises(SourceUnavailable) as refused:
             await connector(location, tmp_path, Resolver({})).discover()
+    where, what = (
+        (f"to {url}", "that URL") if says_where else ("elsewhere", "the repository's current URL")
+    )
     assert str(refused.value) == (
-        f"git clone of {location}: the remote redirects elsewhere (HTTP 301), and a git source"
-        " follows no redirect: set its location to the repository's current URL"
+        f"git clone of {location}: the remote redirects {where} (HTTP 301), and a git source"
+        f" follows no redirect: set its location to {what}"
     )
     assert host.hosts == []
 

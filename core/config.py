@@ -277,6 +277,12 @@ _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A branch as git names one: never read as an option (a leading '-'), nothing git refuses in a
 # ref name (spaces, controls, ~^:?*[\), no '..'.
 _BRANCH = re.compile(r"(?!-)(?!.*\.\.)[^\x00-\x20\x7f~^:?*\[\\]+")
+# A GitHub or GitLab page of a repository's folder or file, pasted from the browser as a git
+# location: the repository, the view (tree or blob), and the branch and path after it.
+_WEB_VIEW_OF_REPOSITORY = re.compile(
+    r"(?P<repo>https?://(?:www\.)?(?:github\.com|gitlab\.com)/[^/?#]+(?:/[^/?#]+)+?)"
+    r"(?:/-)?/(?P<view>tree|blob)/(?P<branch>[^/?#]+)(?:/(?P<path>[^?#]*))?(?:[?#].*)?"
+)
 _COMMON_SOURCE_KEYS = frozenset({"type", "location", "schedule"})
 # What each type of source reads besides those: a key of another type would be ignored.
 _SOURCE_KEYS: dict[str, frozenset[str]] = {
@@ -285,6 +291,19 @@ _SOURCE_KEYS: dict[str, frozenset[str]] = {
     "git": frozenset({"include", "exclude", "branch", "web_url", "token_env"}),
     "confluence": frozenset({"spaces", "flavour", "username", "token_env"}),
 }
+
+
+def _repository_of(page: re.Match[str]) -> str:
+    """What to write instead of a browser's page of a repository: the repository's clone URL,
+    with the page's branch and folder as `branch` and `include`."""
+    repo = page["repo"].removesuffix(".git") + ".git"
+    path = (page["path"] or "").strip("/")
+    pattern = f"{path}/**" if page["view"] == "tree" else path  # a folder's files, or a file
+    include = f", include: [{pattern}]" if path else ""
+    return (
+        f"{page.group(0)} is a web page, not a repository: write location: [{repo}], "
+        f"branch: {page['branch']}{include}"
+    )
 
 
 class SourceSettings(_Section):
@@ -359,6 +378,8 @@ class SourceSettings(_Section):
                     raise ValueError(f"{url!r}: a site source's URLs are http(s) URLs")
         if self.type == "git" and len(self.location) != 1:
             raise ValueError("a git source has one location: a repository URL or local path")
+        if self.type == "git" and (page := _WEB_VIEW_OF_REPOSITORY.fullmatch(self.location[0])):
+            raise ValueError(_repository_of(page))
         if self.branch is not None and not _BRANCH.fullmatch(self.branch):
             raise ValueError(
                 "branch: a branch name (no leading '-', no spaces or control characters)"

@@ -24,9 +24,10 @@ import core.ingest.git as git_module
 from bot.cli import app
 from core.backends.elasticsearch.documents import now_millis, record_id, record_source
 from core.config import IngestSettings, SourceSettings
+from core.config_loader import load_settings
 from core.domain.documents import PENDING_CHECKSUM, Outcome
 from core.domain.urls import redact_url
-from core.errors import SourceUnavailable
+from core.errors import ConfigError, SourceUnavailable
 from core.ingest.address_guard import AddressGuard
 from core.ingest.git import GitConnector, default_web_view, sparse_patterns, web_link
 from core.ingest.pipeline import Ingestor
@@ -532,6 +533,57 @@ def test_web_links_quote_the_path_and_name_wiki_pages() -> None:
     assert web_link("https://github.com/a/b/wiki/{page}", "master", "Home-Page.md") == (
         "https://github.com/a/b/wiki/Home-Page"
     )
+
+
+@pytest.mark.parametrize(
+    ("pasted", "written"),
+    [
+        (
+            "https://github.com/acme/guides/tree/main/docs",
+            "location: [https://github.com/acme/guides.git], branch: main, include: [docs/**]",
+        ),
+        (
+            "https://github.com/acme/guides/blob/v2/docs/install.md#usage",
+            "location: [https://github.com/acme/guides.git], branch: v2,"
+            " include: [docs/install.md]",
+        ),
+        (
+            "https://github.com/acme/guides/tree/main",
+            "location: [https://github.com/acme/guides.git], branch: main",
+        ),
+        (
+            "https://gitlab.com/acme/platform/guides/-/tree/develop/handbook/?ref_type=heads",
+            "location: [https://gitlab.com/acme/platform/guides.git], branch: develop,"
+            " include: [handbook/**]",
+        ),
+    ],
+)
+def test_a_browsers_page_of_a_repository_is_refused_with_what_to_write(
+    tmp_path: Path, pasted: str, written: str
+) -> None:
+    """A newcomer's first try: the page the browser shows, which git reports only as
+    "repository not found"."""
+    file = tmp_path / "config.yaml"
+    file.write_text(f"sources:\n  guides:\n    type: git\n    location: [{pasted!r}]\n")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(file, environ={})
+    assert str(refused.value) == (
+        f"invalid configuration: sources.guides: {pasted} is a web page, not a repository:"
+        f" write {written}, from {file}"
+    )
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "https://github.com/acme/guides.git",
+        "https://github.com/acme/guides",
+        "https://gitlab.com/acme/tree/guides.git",
+        "https://git.example.com/acme/guides/tree/main/docs",  # another host's own paths
+    ],
+)
+def test_a_repository_url_is_taken_as_it_is(location: str) -> None:
+    assert SourceSettings(type="git", location=[location]).location == [location]
 
 
 def test_a_git_source_is_one_repository_and_a_web_url_names_the_file() -> None:

@@ -516,7 +516,7 @@ class GitConnector:
         host = parts.hostname
         if parts.scheme not in _DEFAULT_PORTS or not host:
             return []  # ssh, git://, a local path: no HTTP request to send elsewhere
-        if await self._through_proxy(host, where):
+        if await self._through_proxy(parts.scheme, host, where):
             return []
         try:
             port = parts.port or _DEFAULT_PORTS[parts.scheme]
@@ -533,10 +533,9 @@ class GitConnector:
         listed = ",".join(f"[{a}]" if a.version == 6 else str(a) for a in addresses)
         return ["-c", f"http.curloptResolve={host}:{port}:{listed}"]
 
-    async def _through_proxy(self, host: str, where: Path) -> bool:
+    async def _through_proxy(self, scheme: str, host: str, where: Path) -> bool:
         """Whether git's curl reaches the remote through a proxy: from the environment, as
         curl reads it, or git's `http.proxy` for this URL."""
-        scheme = urlsplit(self._remote).scheme
         variables = (*_PROXY_VARIABLES[scheme], *_ANY_PROXY)
         if any(os.environ.get(name) for name in variables):
             return not _bypasses_proxy(host)

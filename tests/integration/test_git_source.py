@@ -1072,7 +1072,7 @@ async def test_the_contents_of_images_binaries_and_code_are_never_downloaded(
     """Most of a large repository's bytes are assets and code: a clone of the whole tree
     downloaded them all at every sync that brought a new one."""
     push(repo, {"assets/video.bin": os.urandom(2_000_000), "src/app.py": b"print(1)\n"}, "assets")
-    location = hosted[1].replace("http://", "http://alice:s3cret-password@")
+    location = on_host(hosted[1], "127.0.0.1")
     first = await syncer.sync("handbook", source(tmp_path, location=[location]))
     assert first.counts[Outcome.ADDED] == 4
     clone = tmp_path / "data" / "git" / "handbook"
@@ -1094,7 +1094,7 @@ async def test_the_contents_of_images_binaries_and_code_are_never_downloaded(
 async def test_documents_only_turned_on_and_off_changes_an_existing_clone(
     repo: Path, hosted: tuple[GitHost, str], syncer: SourceSyncer, tmp_path: Path
 ) -> None:
-    location = hosted[1].replace("http://", "http://alice:s3cret-password@")
+    location = on_host(hosted[1], "127.0.0.1")
     clone = tmp_path / "data" / "git" / "handbook"
     push(repo, {"assets/video.bin": os.urandom(500_000)}, "assets")
     whole = with_git(syncer, documents_only=False)

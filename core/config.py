@@ -271,6 +271,9 @@ class ConfluenceSettings(_Section):
     # indexed copy), so a sync throttled throughout still ends.
     max_total_wait_s: float = Field(900.0, ge=0)
     max_listing_pages: int = Field(10_000, ge=1)  # listing requests per space, a runaway's bound
+    # The files attached to pages become documents (those a parser reads: PDF, Markdown, ...),
+    # at the cost of one more listing per space and sync.
+    attachments: bool = True
 
 
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

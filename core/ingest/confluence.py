@@ -5,8 +5,9 @@ A sync lists each space's pages with their version numbers only (no bodies), the
 body of a page only when its version moved since the last completed sync or the index lacks it:
 an unchanged space costs its listing and nothing more. Bodies come in the storage format
 (XHTML with `ac:`/`ri:` elements): headings get the ids Confluence gives them, so a citation
-lands on its heading; macro parameters are dropped, and attachments are reported as skipped
-(only page text is indexed). 429s and 5xx are retried after `Retry-After`.
+lands on its heading; macro parameters are dropped. The files attached to the pages are
+documents too (`core.ingest.confluence_attachments`), downloaded when their version moved.
+429s and 5xx are retried after `Retry-After`.
 """
 
 from __future__ import annotations
@@ -31,17 +32,25 @@ from core.errors import (
     UnreadableDocument,
 )
 from core.http_retry import RetryPolicy, WaitBudget, get_json
+from core.ingest.confluence_attachments import Attachment, attachments_url, listed_attachment
 from core.ingest.daemon_work import run_abandonable
 from core.ingest.formats import DocumentFormat, not_parsed
 from core.ingest.html import neutralise_unclosed_markup
 from core.ingest.memory import load_json, save_json
-from core.ingest.sources import Discovery, NotModified, Skipped, SourceItem, too_big
+from core.ingest.sources import (
+    Discovery,
+    NotModified,
+    Skipped,
+    SourceItem,
+    read_item,
+    too_big,
+)
 
 Flavour = Literal["cloud", "datacenter"]
 _UNAUTHORISED = frozenset({401, 403})
 _NOT_FOUND = 404
 _WHITESPACE = re.compile(r"\s+")
-_ATTACHMENT = "an attachment (only page text is indexed)"
+_UNREAD_ATTACHMENT = "an attachment of a type not read ({suffix})"
 _CLIENT_ERRORS = 400  # from here on, an HTTP status is a failure
 _SERVER_ERRORS = 500  # ... and from here on, the server's, for now
 _RATE_LIMITED = 429
@@ -70,9 +79,9 @@ def heading_anchor(flavour: Flavour, page_title: str, heading: str) -> str:
     return _WHITESPACE.sub("", page_title) + "-" + _WHITESPACE.sub("", heading)
 
 
-def storage_to_html(storage: str, flavour: Flavour, title: str) -> tuple[str, list[str]]:
+def storage_to_html(storage: str, flavour: Flavour, title: str) -> str:
     """A page's storage format as HTML the HTML reader takes (headings with Confluence's ids,
-    macro parameters gone), and the file names of the attachments it shows or links.
+    macro parameters gone).
 
     Markup that never closes is made text first, as for any HTML page: html.parser rescans
     from each unclosed `<` to the end, and 420 KB of `<ac:structured-macro ` took 115 s, on a
@@ -81,9 +90,6 @@ def storage_to_html(storage: str, flavour: Flavour, title: str) -> tuple[str, li
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(neutralise_unclosed_markup(storage), "html.parser")
-    attachments = sorted(
-        {str(a.get("ri:filename")) for a in soup.find_all("ri:attachment") if a.get("ri:filename")}
-    )
     for parameter in soup.find_all("ac:parameter"):
         parameter.decompose()
     seen: dict[str, int] = {}
@@ -92,7 +98,7 @@ def storage_to_html(storage: str, flavour: Flavour, title: str) -> tuple[str, li
         seen[anchor] = seen.get(anchor, 0) + 1
         heading["id"] = anchor if seen[anchor] == 1 else f"{anchor}.{seen[anchor] - 1}"
     escaped = title.replace("&", "&amp;").replace("<", "&lt;")  # all a <title>'s text needs
-    return f"<html><head><title>{escaped}</title></head><body>{soup}</body></html>", attachments
+    return f"<html><head><title>{escaped}</title></head><body>{soup}</body></html>"
 
 
 class ConfluenceConnector:
@@ -115,6 +121,7 @@ class ConfluenceConnector:
         self._settings = settings
         self._http = http
         self._flavour = flavour
+        self._credentials = headers
         self._headers = {"Accept": "application/json", **headers}
         self._memory_path = memory
         self._known = known
@@ -124,8 +131,11 @@ class ConfluenceConnector:
         # Shared by every request of a sync: throttled throughout, it ends in bounded time.
         self._budget = WaitBudget(settings.confluence.max_total_wait_s)
         self._versions: dict[str, int] = _load(memory)
-        self._listed: dict[str, _Page] = {}
-        self._attachments: dict[str, list[str]] = {}
+        self._listed: dict[str, _Page | Attachment] = {}
+        # Attachments no parser reads, by the doc id of their page: reported when the page is
+        # read (new or edited), not at every sync.
+        self._unread: dict[str, list[Attachment]] = {}
+        self._read_pages: set[str] = set()
 
     async def discover(self) -> Discovery:
         shown = redact_url(self._base)
@@ -134,21 +144,47 @@ class ConfluenceConnector:
         for key, space_id in (await self._space_ids()).items():
             scope = f"confluence:{shown}/{key}/"
             found.scopes.append(scope)
+            pages: dict[str, _Page] = {}
             for page in await listing(key, space_id):
                 doc_id = scope + page.page_id
                 if not page.page_id or doc_id in self._listed:  # no id to ask for; listed twice
                     continue
-                self._listed[doc_id] = page
-                found.items.append(
-                    SourceItem(doc_id, page.link, f"{key}: {page.title}", page.title)
-                )
+                self._listed[doc_id] = pages[page.page_id] = page
+                found.items.append(SourceItem(doc_id, page.link, _display(page), page.title))
+            if self._settings.confluence.attachments:
+                found.items += await self._attachment_items(key, scope, pages)
         found.items.sort(key=lambda item: item.doc_id)
         return found
+
+    async def _attachment_items(
+        self, key: str, scope: str, pages: dict[str, _Page]
+    ) -> list[SourceItem]:
+        """The space's attachments that can become documents; those of a page not listed
+        (a blog post's, a draft's, another space's) are left out."""
+        items = []
+        async for result in self._results(attachments_url(self._base, key, self._page_size)):
+            attachment = listed_attachment(result, self._base)
+            if attachment is None or (page := pages.get(attachment.page_id)) is None:
+                continue
+            doc_id = scope + attachment.attachment_id
+            if doc_id in self._listed:
+                continue
+            if attachment.fmt is None:
+                self._unread.setdefault(scope + page.page_id, []).append(attachment)
+                continue
+            self._listed[doc_id] = attachment
+            display = f"{_display(page)} / {attachment.filename}"
+            items.append(
+                SourceItem(doc_id, attachment.url, display, attachment.filename, fmt=attachment.fmt)
+            )
+        return items
 
     async def fetch(self, item: SourceItem) -> tuple[bytes, DocumentFormat]:
         page = self._listed[item.doc_id]
         if self._versions.get(item.doc_id) == page.version and item.doc_id in self._known:
             raise NotModified(item.doc_id)
+        if isinstance(page, Attachment):
+            return await self._download(item, page)
         # The id as one path segment, whatever the server listed: a '#' or '?' in it would ask
         # for another page, a control character would be a URL httpx refuses.
         page_id = quote(page.page_id, safe="")
@@ -160,23 +196,42 @@ class ConfluenceConnector:
         storage = _text_at(body, "body", "storage", "value")
         if len(storage.encode("utf-8")) > self._settings.max_file_bytes:
             raise too_big(self._settings.max_file_bytes)
+        self._read_pages.add(item.doc_id)
         try:
-            page_html, attachments = await run_abandonable(
+            page_html = await run_abandonable(
                 functools.partial(storage_to_html, storage, self._flavour, page.title),
                 self._settings.parse_timeout_s,
                 self._settings.parse_threads,
             )
         except TimeoutError as late:
             raise not_parsed(late, self._settings.parse_timeout_s) from None
-        self._attachments[item.doc_id] = attachments
         return page_html.encode("utf-8"), DocumentFormat.HTML
 
+    async def _download(
+        self, item: SourceItem, attachment: Attachment
+    ) -> tuple[bytes, DocumentFormat]:
+        """An attachment's bytes, read as any URL is (bounded, its redirects judged); the
+        credentials go to the site only, never to where it redirects (Cloud's media host)."""
+        if attachment.size is not None and attachment.size > self._settings.max_file_bytes:
+            raise too_big(self._settings.max_file_bytes)  # known from the listing: not fetched
+        return await read_item(
+            item,
+            max_bytes=self._settings.max_file_bytes,
+            client=self._http,
+            deadline_s=self._settings.url_deadline_s,
+            credentials=self._credentials,
+        )
+
     def also_skipped(self) -> list[Skipped]:
-        """The attachments of the pages read this sync: shown, never indexed."""
+        """The attachments of a type not read, of the pages read this sync."""
         return [
-            Skipped(f"{self._listed[doc_id].title} / {name}", _ATTACHMENT)
-            for doc_id, names in sorted(self._attachments.items())
-            for name in names
+            Skipped(
+                f"{_display(page)} / {attachment.filename}",
+                _UNREAD_ATTACHMENT.format(suffix=attachment.suffix),
+            )
+            for doc_id in sorted(self._read_pages)
+            if isinstance(page := self._listed[doc_id], _Page)
+            for attachment in self._unread.get(doc_id, [])
         ]
 
     async def completed(self, settled: set[str]) -> None:
@@ -240,8 +295,8 @@ class ConfluenceConnector:
         return _Page(page_id, key, title, number if isinstance(number, int) else -1, link)
 
     async def _results(self, url: str) -> AsyncIterator[dict[str, Any]]:
-        """Every result of a listing, following `_links.next` (Cloud: a cursor, relative to
-        the site's root; Data Center: an offset, relative to the base URL)."""
+        """Every result of a listing, following `_links.next` (a cursor on Cloud, an offset
+        on Data Center)."""
         requested: set[str] = set()
         next_url: str | None = url
         while next_url is not None:
@@ -265,10 +320,13 @@ class ConfluenceConnector:
             next_url = self._next(following) if following else None
 
     def _next(self, link: str) -> str:
+        """A listing's next page. A path is relative to the base URL (Data Center, Cloud's
+        CQL search), unless it already starts with the base's path (Cloud v2's `/wiki/api/v2/`
+        links, a Data Center context path)."""
         if link.startswith("/") and not link.startswith("//"):
-            root = self._base if self._flavour == "datacenter" else _origin(self._base)
-            if self._flavour == "datacenter" and link.startswith(urlsplit(self._base).path + "/"):
-                root = _origin(self._base)  # a context path already in the link
+            root = self._base
+            if link.startswith(urlsplit(self._base).path + "/"):
+                root = _origin(self._base)
             return root + link
         joined = urljoin(self._base + "/", link)
         if _origin(joined) != _origin(self._base):
@@ -325,6 +383,10 @@ class ConfluenceConnector:
             shown = redact_url(url)
             raise SourceUnavailable(f"Confluence answered HTTP {response.status_code} for {shown}")
         return _json_object(response, SourceUnavailable)
+
+
+def _display(page: _Page) -> str:
+    return f"{page.space}: {page.title}"
 
 
 def _json_object(response: httpx.Response, failure: type[BotError]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import os
 import re
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -277,16 +277,23 @@ def discover(
 
 
 async def read_item(
-    item: SourceItem, *, max_bytes: int, client: httpx.AsyncClient | None, deadline_s: float
+    item: SourceItem,
+    *,
+    max_bytes: int,
+    client: httpx.AsyncClient | None,
+    deadline_s: float,
+    credentials: Mapping[str, str] | None = None,
 ) -> tuple[bytes, DocumentFormat]:
-    """The item's bytes and format; raises `UnreadableDocument` with the reason to report."""
+    """The item's bytes and format; raises `UnreadableDocument` with the reason to report. A
+    URL item with a `fmt` is read as that format; `credentials` go with it as `fetch_url`
+    sends them."""
     if item.path is not None and item.fmt is not None:
         return await asyncio.to_thread(_read_file, item.path, max_bytes), item.fmt
     if client is None:
         raise UnreadableDocument("URLs need an HTTP client")
     try:
         async with asyncio.timeout(deadline_s):
-            return await _fetch(item, max_bytes, client)
+            return await _fetch(item, max_bytes, client, credentials)
     except TimeoutError:
         raise UnreadableDocument(
             f"did not arrive whole within {deadline_s:g} s (ingest.url_deadline_s)"
@@ -368,9 +375,14 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 
 
 async def _fetch(
-    item: SourceItem, max_bytes: int, client: httpx.AsyncClient
+    item: SourceItem,
+    max_bytes: int,
+    client: httpx.AsyncClient,
+    credentials: Mapping[str, str] | None,
 ) -> tuple[bytes, DocumentFormat]:
-    fetched = await fetch_url(item, max_bytes, client)
+    fetched = await fetch_url(
+        item, max_bytes, client, credentials=credentials, known_format=item.fmt
+    )
     assert fetched.fmt is not None  # without any_type, a body of no known format was refused
     return fetched.data, fetched.fmt
 
@@ -401,6 +413,8 @@ async def fetch_url(
     seen: Callable[[str], bool] | None = None,
     conditional: dict[str, str] | None = None,
     cut: bool = False,
+    credentials: Mapping[str, str] | None = None,
+    known_format: DocumentFormat | None = None,
 ) -> Fetched:
     """The body, its format and the URL it came from after redirects (each checked by
     `_redirect_refused`). `any_type`: a body of an unsupported type (a sitemap's XML) comes back
@@ -408,7 +422,10 @@ async def fetch_url(
     `AlreadySeen` instead of being followed (nothing fetched twice). `conditional`: the
     If-None-Match / If-Modified-Since headers of a copy the caller has; a 304 raises
     `NotModified`. `cut`: a body over `max_bytes` comes back cut to it (robots.txt) instead of
-    being refused."""
+    being refused. `credentials`: headers sent like the URL's own user and password, only
+    while a redirect keeps scheme, host and port (Confluence's token, not for the media host
+    its downloads redirect to). `known_format`: the format the caller knows the body to be (a
+    Confluence attachment's file name), whatever Content-Type says."""
     url = httpx.URL(item.url)
     chain = {url}  # the URLs this fetch has requested
     try:
@@ -417,8 +434,11 @@ async def fetch_url(
             for _ in range(MAX_REDIRECTS + 1):
                 if (problem := url_problem(str(url))) is not None:
                     raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
-                auth = item.auth if _origin(url) == _origin(httpx.URL(item.url)) else None
+                first_origin = _origin(url) == _origin(httpx.URL(item.url))
+                auth = item.auth if first_origin else None
                 headers = {"Accept-Encoding": ACCEPT_ENCODING, **(conditional or {})}
+                if first_origin and credentials:
+                    headers.update(credentials)
                 async with client.stream(
                     "GET", url, auth=auth, follow_redirects=False, headers=headers
                 ) as response:
@@ -436,7 +456,9 @@ async def fetch_url(
                         url = target
                         chain.add(url)
                         continue
-                    data, fmt = await _body(response, max_bytes, url, any_type, cut=cut)
+                    data, fmt = await _body(
+                        response, max_bytes, url, any_type, cut=cut, known_format=known_format
+                    )
                     return Fetched(
                         data,
                         fmt,
@@ -520,6 +542,7 @@ async def _body(
     any_type: bool = False,
     *,
     cut: bool = False,
+    known_format: DocumentFormat | None = None,
 ) -> tuple[bytes, DocumentFormat | None]:
     """The decoded body, cut off as soon as it passes `max_bytes`: a gzip bomb, stacked or not,
     is stopped one byte past it (see `core.http_body`)."""
@@ -538,7 +561,11 @@ async def _body(
     except UndecodableBody as exc:
         raise UnreadableDocument(str(exc)) from None
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    fmt = CONTENT_TYPES.get(content_type) or EXTENSIONS.get(Path(url.path).suffix.lower())
+    fmt = (
+        known_format
+        or CONTENT_TYPES.get(content_type)
+        or EXTENSIONS.get(Path(url.path).suffix.lower())
+    )
     if fmt is None and not any_type:
         raise UnreadableDocument(f"unsupported content type '{content_type or 'none'}'")
     if fmt is not None and fmt is not DocumentFormat.PDF:

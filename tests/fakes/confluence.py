@@ -3,6 +3,12 @@ Cloud's REST v2 (`/wiki/api/v2/spaces`, `/spaces/{id}/pages`, `/pages/{id}`, cur
 in `_links.next` relative to the site's root) and Data Center's REST (`/rest/api/content` with
 `spaceKey`, `expand`, `start`/`limit` offsets in `_links.next` relative to the base URL).
 
+Attachments as both list them through CQL search (`/rest/api/content/search`, under `/wiki` on
+Cloud, its `_links.next` relative to the base URL) and serve them at
+`/download/attachments/{page id}/{file name}`: Data Center directly, Cloud by a redirect to
+its media host, which here is the same server under another name (`localhost` for
+`127.0.0.1`), so a credential sent on is seen.
+
 It counts what it is asked (listings and page bodies apart), can answer the next requests with
 429 and a `Retry-After`, checks the credentials, and lets a test edit, delete or add pages
 between syncs."""
@@ -11,10 +17,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
@@ -34,6 +41,17 @@ class FakePage:
 
 
 @dataclass
+class FakeAttachment:
+    attachment_id: str
+    page_id: str
+    filename: str
+    media_type: str
+    data: bytes
+    version: int = 1
+    listed_size: int | None = None  # the size the listing claims (None: the data's)
+
+
+@dataclass
 class FakeConfluence:
     flavour: Literal["cloud", "datacenter"]
     authorization: str
@@ -46,6 +64,10 @@ class FakeConfluence:
     next_link: str | None = None  # a listing's `_links.next` as a hostile server would set it
     # page id -> how its body is answered instead: an HTTP status, "not json" or "bad gzip"
     broken: dict[str, int | str] = field(default_factory=dict)
+    attachments: dict[str, FakeAttachment] = field(default_factory=dict)
+    # The Authorization header each request to the media host carried (None: none).
+    media_authorizations: list[str | None] = field(default_factory=list)
+    downloaded: list[str] = field(default_factory=list)  # the raw paths of download requests
 
     @classmethod
     def seeded(
@@ -60,7 +82,15 @@ class FakeConfluence:
                 fake.pages[str(next_id)] = FakePage(
                     str(next_id), key, f"{key} page {i}", storage_body(key, i)
                 )
+                fake.attach(str(next_id), f"diagram-{i}.png", "image/png", PNG)
         return fake
+
+    def attach(self, page_id: str, filename: str, media_type: str, data: bytes) -> FakeAttachment:
+        attachment = FakeAttachment(
+            f"att{len(self.attachments) + 1}", page_id, filename, media_type, data
+        )
+        self.attachments[attachment.attachment_id] = attachment
+        return attachment
 
     # -- HTTP ------------------------------------------------------------------------------
 
@@ -70,11 +100,18 @@ class FakeConfluence:
         app.router.add_get("/wiki/api/v2/spaces/{space_id}/pages", self._cloud_pages)
         app.router.add_get("/wiki/api/v2/pages/{page_id}", self._cloud_page)
         app.router.add_get("/rest/api/content", self._dc_content)
+        app.router.add_get("/rest/api/content/search", self._search)
+        app.router.add_get("/wiki/rest/api/content/search", self._search)
         app.router.add_get("/rest/api/content/{page_id}", self._dc_page)
+        app.router.add_get("/download/attachments/{page_id}/{filename}", self._download)
+        app.router.add_get("/wiki/download/attachments/{page_id}/{filename}", self._download)
+        app.router.add_get("/media/{attachment_id}/binary", self._media)
         return app
 
     @web.middleware
     async def _gate(self, request: web.Request, handler):  # type: ignore[no-untyped-def]
+        if request.path.startswith("/media/"):  # the media host takes its URL's token alone
+            return await handler(request)
         if self.throttle > 0:
             self.throttle -= 1
             self.requests["429"] += 1
@@ -149,6 +186,64 @@ class FakeConfluence:
             return web.json_response({"statusCode": 404, "message": "No content"}, status=404)
         return web.json_response(self._dc_result(page, body=True))
 
+    async def _search(self, request: web.Request) -> web.Response:
+        """CQL search, as far as a sync uses it: one space's attachments."""
+        self.requests["attachments"] += 1
+        cql = re.fullmatch(
+            r'space = "((?:[^"\\]|\\.)*)" AND type = attachment', request.query["cql"]
+        )
+        if cql is None:
+            return web.json_response({"statusCode": 400, "message": "bad CQL"}, status=400)
+        space = re.sub(r"\\(.)", r"\1", cql.group(1))
+        found = [
+            a
+            for a in self.attachments.values()
+            if (page := self.pages.get(a.page_id)) is not None and page.space == space
+        ]
+        cloud = self.flavour == "cloud"
+        limit = min(int(request.query.get("limit", "25")), DATACENTER_MAX_LIMIT, SERVED_PAGE_SIZE)
+        start = (
+            _decode_cursor(request.query.get("cursor"))
+            if cloud
+            else int(request.query.get("start", "0"))
+        )
+        links: dict[str, str] = {"base": self.base + ("/wiki" if cloud else ""), "context": ""}
+        if start + limit < len(found):
+            query = {k: v for k, v in request.query.items() if k not in ("start", "cursor")}
+            following = (
+                {"cursor": _encode_cursor(start + limit)} if cloud else {"start": start + limit}
+            )
+            links["next"] = "/rest/api/content/search?" + urlencode({**query, **following})
+        results = [self._attachment_result(a) for a in found[start : start + limit]]
+        return web.json_response({"results": results, "size": len(results), "_links": links})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        self.requests["download"] += 1
+        self.downloaded.append(request.raw_path)
+        page_id, filename = request.match_info["page_id"], request.match_info["filename"]
+        attachment = next(
+            (
+                a
+                for a in self.attachments.values()
+                if (a.page_id, a.filename) == (page_id, filename)
+            ),
+            None,
+        )
+        if attachment is None:
+            return web.json_response({"statusCode": 404, "message": "No attachment"}, status=404)
+        if (broken := self.broken.get(attachment.attachment_id)) is not None:
+            return _broken(broken)
+        if self.flavour == "cloud":
+            media = self.base.replace("127.0.0.1", "localhost")
+            raise web.HTTPFound(f"{media}/media/{attachment.attachment_id}/binary?token=t0k")
+        return web.Response(body=attachment.data, content_type=attachment.media_type)
+
+    async def _media(self, request: web.Request) -> web.Response:
+        self.requests["media"] += 1
+        self.media_authorizations.append(request.headers.get("Authorization"))
+        attachment = self.attachments[request.match_info["attachment_id"]]
+        return web.Response(body=attachment.data, content_type=attachment.media_type)
+
     # -- shapes ----------------------------------------------------------------------------
 
     def _slice(self, space: str, start: int, limit: int) -> tuple[list[FakePage], bool]:
@@ -199,6 +294,30 @@ class FakeConfluence:
             result["body"] = {"storage": {"value": page.body, "representation": "storage"}}
         return result
 
+    def _attachment_result(self, attachment: FakeAttachment) -> dict[str, object]:
+        page = self.pages[attachment.page_id]
+        name = quote(attachment.filename)
+        size = attachment.listed_size
+        return {
+            "id": attachment.attachment_id,
+            "type": "attachment",
+            "status": "current",
+            "title": attachment.filename,
+            "metadata": {"mediaType": attachment.media_type},
+            "extensions": {
+                "mediaType": attachment.media_type,
+                "fileSize": len(attachment.data) if size is None else size,
+                "comment": "",
+            },
+            "version": {"number": attachment.version, "when": "2026-11-01T00:00:00.000Z"},
+            "container": {"id": page.page_id, "type": "page", "title": page.title},
+            "_links": {
+                "webui": f"/pages/viewpageattachments.action?pageId={page.page_id}",
+                "download": f"/download/attachments/{page.page_id}/{name}"
+                f"?version={attachment.version}&modificationDate=1761955200000&api=v2",
+            },
+        }
+
 
 def _broken(how: int | str) -> web.Response:
     if isinstance(how, int):
@@ -223,6 +342,10 @@ def storage_body(space: str, n: int) -> str:
         f"<h2>Troubleshooting topic {n}</h2>"
         f"<p>When {space}-{n} fails, restart the agent.</p>"
     )
+
+
+# The 8-byte signature and a header chunk: what an attached screenshot starts with.
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01"
 
 
 def _pretty(title: str) -> str:

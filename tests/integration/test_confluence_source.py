@@ -9,6 +9,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,8 +21,9 @@ from core.errors import SourceUnavailable
 from core.ingest.confluence import heading_anchor, storage_to_html
 from core.ingest.pipeline import Ingestor
 from core.ingest.sync import SourceSyncer
-from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeConfluence
+from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeAttachment, FakeConfluence
 from tests.fakes.faults import RefusingEmbedder
+from tests.pdf_maker import make_pdf
 
 SPACES = {"ENG": 200, "OPS": 150, "HR": 150}
 TOKEN = "conf-token-123"
@@ -87,7 +89,8 @@ async def test_three_spaces_of_500_pages_then_only_the_edited_page_is_read(
     assert confluence.requests["listing"] == listings(confluence)  # every cursor followed once
     attachments = [s for s in first.skipped if s.reason.startswith("an attachment")]
     assert len(attachments) == 500
-    assert "ENG page 0 / diagram-0.png" in {s.display for s in attachments}
+    assert attachments[0].reason == "an attachment of a type not read (.png)"
+    assert "ENG: ENG page 0 / diagram-0.png" in {s.display for s in attachments}
 
     edited = next(p for p in confluence.pages.values() if p.title == "OPS page 7")
     edited.body = edited.body.replace("restart the agent", "page the platform team")
@@ -231,13 +234,12 @@ def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_param
         '</ac:structured-macro><ac:link><ri:attachment ri:filename="runbook.pdf"/></ac:link>'
         "<h2>Deploy steps</h2><p>Again.</p>"
     )
-    html, attachments = storage_to_html(storage, "cloud", "Release <guide>")
+    html = storage_to_html(storage, "cloud", "Release <guide>")
     assert 'id="Deploy-steps"' in html
     assert 'id="Deploy-steps.1"' in html
     assert "bash" not in html  # the language parameter is gone
     assert "make deploy" in html
     assert "<title>Release &lt;guide></title>" in html
-    assert attachments == ["runbook.pdf"]
     anchor = heading_anchor("datacenter", "Release guide", "Deploy steps")
     assert anchor == "Releaseguide-Deploysteps"
 
@@ -245,7 +247,7 @@ def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_param
 def test_storage_format_with_markup_that_never_closes_is_read_in_linear_time() -> None:
     storage = "<h2>Intro</h2><p>Kept.</p>" + "<ac:structured-macro " * 10_000
     started = time.monotonic()
-    html, _ = storage_to_html(storage, "cloud", "Broken page")
+    html = storage_to_html(storage, "cloud", "Broken page")
     assert time.monotonic() - started < LINEAR_S
     assert '<h2 id="Intro">Intro</h2><p>Kept.</p>&lt;ac:structured-macro' in html
 
@@ -368,3 +370,172 @@ async def test_a_space_taken_out_of_the_source_is_pruned(
     report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
     assert report.counts[Outcome.DELETED] == 2
     assert all("/ENG/" in doc_id for doc_id in await index.documents())
+
+
+def attached_files(fake: FakeConfluence) -> tuple[str, str]:
+    """A two-page PDF runbook and a Markdown note on the first ENG page; the pages are cut to
+    that space's first three. Returns the page's id and title."""
+    fake.pages = {k: v for k, v in list(fake.pages.items())[:3]}
+    page = next(iter(fake.pages.values()))
+    runbook = make_pdf(
+        [["Release runbook", "Freeze the branch first."], ["Rollback", "Run make rollback-42."]]
+    )
+    fake.attach(page.page_id, "Release runbook.pdf", "application/pdf", runbook)
+    # Confluence often serves Markdown as a generic binary: its name says what it is.
+    note = b"# On-call notes\n\n## Paging\n\nThe pager rotates every Tuesday at noon.\n"
+    fake.attach(page.page_id, "oncall.md", "application/octet-stream", note)
+    return page.page_id, page.title
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_attached_files_are_documents_downloaded_again_only_when_their_version_moves(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    page_id, title = attached_files(confluence)
+    first = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert first.counts[Outcome.ADDED] == 3 + 2  # the pages and the two files
+    assert confluence.requests["attachments"] == 1  # one listing for the space
+    hit = (await index.search("make rollback-42", k=1))[0]
+    assert "Run make rollback-42" in hit.chunk.text
+    download = f"{confluence.base}{'/wiki' if confluence.flavour == 'cloud' else ''}"
+    download += f"/download/attachments/{page_id}/Release%20runbook.pdf"
+    assert hit.chunk.url == download + "#page=2"  # the passage's own page of the PDF
+    note = (await index.search("pager rotates every Tuesday", k=1))[0]
+    assert note.chunk.url.endswith(f"/{page_id}/oncall.md#paging")  # read as Markdown
+    skipped = {s.display: s.reason for s in first.skipped}
+    assert skipped[f"ENG: {title} / diagram-0.png"] == "an attachment of a type not read (.png)"
+    if confluence.flavour == "cloud":  # the site redirected to its media host
+        assert confluence.requests["media"] == 2
+        assert confluence.media_authorizations == [None, None]  # the token stayed on the site
+
+    confluence.requests.clear()
+    unchanged = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert confluence.requests["download"] == 0
+    assert unchanged.counts[Outcome.UNCHANGED] == 5
+    assert not unchanged.skipped  # no page was read: their images are not reported again
+
+    runbook = next(a for a in confluence.attachments.values() if a.filename.endswith(".pdf"))
+    runbook.data = make_pdf([["Release runbook"], ["Rollback", "Run make rollback-43."]])
+    runbook.version += 1
+    oncall = next(a for a in confluence.attachments.values() if a.filename == "oncall.md")
+    del confluence.attachments[oncall.attachment_id]
+    third = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert confluence.requests["download"] == 1  # the new version, nothing else
+    assert third.counts[Outcome.UPDATED] == 1
+    assert third.counts[Outcome.DELETED] == 1  # the file taken off the page
+    assert "rollback-43" in (await index.search("make rollback-43", k=1))[0].chunk.text
+    assert not any(d.endswith("/" + oncall.attachment_id) for d in await index.documents())
+
+    del confluence.pages[page_id]  # a page deleted with its files
+    fourth = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert fourth.counts[Outcome.DELETED] == 2
+    assert len(await index.documents()) == 2
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_an_attached_file_over_the_size_limit_is_skipped_without_downloading_it(
+    confluence: FakeConfluence, syncer: SourceSyncer
+) -> None:
+    """Listed over the limit: not asked for. Listed small but sent large: cut off one byte past
+    the limit, however much the server sends."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:1]}
+    page = next(iter(confluence.pages.values()))
+    big = confluence.attach(page.page_id, "big.txt", "text/plain", b"x" * 5_000)
+    liar = confluence.attach(page.page_id, "liar.txt", "text/plain", b"y" * 500_000)
+    liar.listed_size = 10
+    small = syncer.settings.model_copy(update={"max_file_bytes": 1_000})
+    report = await dataclasses.replace(syncer, settings=small).sync(
+        "wiki", source(confluence, spaces=["ENG"])
+    )
+    skipped = {s.display: s.reason for s in report.skipped}
+    limit = "over the limit of 1,000 bytes (ingest.max_file_bytes)"
+    assert skipped[f"ENG: {page.title} / big.txt"] == limit
+    assert skipped[f"ENG: {page.title} / liar.txt"] == limit
+    assert confluence.requests["download"] == 1  # the liar's; the big one was never asked for
+    assert big.filename not in "".join(confluence.downloaded)
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_file_that_fails_to_download_keeps_its_copy_and_is_read_again_next_time(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    attached_files(confluence)
+    await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    runbook = next(a for a in confluence.attachments.values() if a.filename.endswith(".pdf"))
+    runbook.data = make_pdf([["Release runbook"], ["Rollback", "Run make rollback-44."]])
+    runbook.version += 1
+    confluence.broken = {runbook.attachment_id: 503}
+    down = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert down.counts[Outcome.DELETED] == 0
+    reasons = [s.reason for s in down.skipped if s.display.endswith("/ Release runbook.pdf")]
+    assert reasons == [f"HTTP 503 from {runbook_url(confluence, runbook)}"]
+    assert "rollback-42" in (await index.search("make rollback-42", k=1))[0].chunk.text
+
+    confluence.broken = {}
+    confluence.requests.clear()
+    back = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert confluence.requests["download"] == 1
+    assert back.counts[Outcome.UPDATED] == 1
+    assert "rollback-44" in (await index.search("make rollback-44", k=1))[0].chunk.text
+
+
+def runbook_url(fake: FakeConfluence, attachment: FakeAttachment) -> str:
+    wiki = "/wiki" if fake.flavour == "cloud" else ""
+    name = attachment.filename.replace(" ", "%20")
+    return f"{fake.base}{wiki}/download/attachments/{attachment.page_id}/{name}"
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_hostile_attachment_listings_cannot_send_the_bot_or_its_readers_elsewhere(
+    confluence: FakeConfluence, syncer: SourceSyncer, index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file name with path and query characters is one path segment of the site's own
+    download path; a file listed on something other than a synced page (a blog post) is left
+    out; a listed download link is never followed."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:1]}
+    page = next(iter(confluence.pages.values()))
+    confluence.attach(page.page_id, "../../x?y=1#z.md", "text/markdown", b"# Odd\n\nodd words\n")
+    stray = confluence.attach(page.page_id, "stray.md", "text/markdown", b"# Stray\n\nstray\n")
+    original = confluence._attachment_result
+
+    def hostile(attachment: FakeAttachment) -> dict[str, Any]:
+        result: dict[str, Any] = original(attachment)
+        result["_links"]["download"] = "https://evil.example/steal"
+        if attachment is stray:
+            result["container"] = {"id": "77777", "type": "blogpost", "title": "News"}
+        return result
+
+    monkeypatch.setattr(confluence, "_attachment_result", hostile)
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.ADDED] == 2  # the page and the odd file
+    assert confluence.downloaded == [
+        f"{'/wiki' if confluence.flavour == 'cloud' else ''}/download/attachments/"
+        f"{page.page_id}/..%2F..%2Fx%3Fy%3D1%23z.md"
+    ]
+    hit = (await index.search("odd words", k=1))[0]
+    assert hit.chunk.url.startswith(confluence.base + "/")
+    assert not any(d.endswith("/" + stray.attachment_id) for d in await index.documents())
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_attachments_turned_off_are_neither_listed_nor_indexed(
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    index,
+    backend,
+    settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
+    attached_files(confluence)
+    off = settings.ingest.model_copy(
+        update={"confluence": settings.ingest.confluence.model_copy(update={"attachments": False})}
+    )
+    async with httpx.AsyncClient() as http:
+        syncer = SourceSyncer(ingestor, index, backend.locks, http, off, tmp_path / "data")
+        report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.ADDED] == 3
+    assert confluence.requests["attachments"] == 0
+    assert confluence.requests["download"] == 0
+    assert not report.skipped

@@ -51,6 +51,8 @@ _UNAUTHORISED = frozenset({401, 403})
 _NOT_FOUND = 404
 _WHITESPACE = re.compile(r"\s+")
 _UNREAD_ATTACHMENT = "an attachment of a type not read ({suffix})"
+_ATTACHMENTS = "attachment/"  # within a space's scope, what its files' doc ids start with
+_KEPT = " (the files indexed before are kept)"
 _CLIENT_ERRORS = 400  # from here on, an HTTP status is a failure
 _SERVER_ERRORS = 500  # ... and from here on, the server's, for now
 _RATE_LIMITED = 429
@@ -152,7 +154,11 @@ class ConfluenceConnector:
                 self._listed[doc_id] = pages[page.page_id] = page
                 found.items.append(SourceItem(doc_id, page.link, _display(page), page.title))
             if self._settings.confluence.attachments:
-                found.items += await self._attachment_items(key, scope, pages)
+                try:
+                    found.items += await self._attachment_items(key, scope, pages)
+                except SourceUnavailable as exc:  # the pages are synced all the same
+                    found.skipped.append(Skipped(f"{key}: attachments", f"{exc}{_KEPT}"))
+                    found.unseen.append(scope + _ATTACHMENTS)
         found.items.sort(key=lambda item: item.doc_id)
         return found
 
@@ -166,7 +172,7 @@ class ConfluenceConnector:
             attachment = listed_attachment(result, self._base)
             if attachment is None or (page := pages.get(attachment.page_id)) is None:
                 continue
-            doc_id = scope + attachment.attachment_id
+            doc_id = scope + _ATTACHMENTS + attachment.attachment_id
             if doc_id in self._listed:
                 continue
             if attachment.fmt is None:

@@ -68,6 +68,7 @@ class FakeConfluence:
     # The Authorization header each request to the media host carried (None: none).
     media_authorizations: list[str | None] = field(default_factory=list)
     downloaded: list[str] = field(default_factory=list)  # the raw paths of download requests
+    search_status: int | None = None  # CQL search answers with this status instead
 
     @classmethod
     def seeded(
@@ -189,6 +190,8 @@ class FakeConfluence:
     async def _search(self, request: web.Request) -> web.Response:
         """CQL search, as far as a sync uses it: one space's attachments."""
         self.requests["attachments"] += 1
+        if self.search_status is not None:
+            return _broken(self.search_status)
         cql = re.fullmatch(
             r'space = "((?:[^"\\]|\\.)*)" AND type = attachment', request.query["cql"]
         )

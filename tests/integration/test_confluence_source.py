@@ -426,6 +426,18 @@ async def test_attached_files_are_documents_downloaded_again_only_when_their_ver
     assert "rollback-43" in (await index.search("make rollback-43", k=1))[0].chunk.text
     assert not any(d.endswith("/" + oncall.attachment_id) for d in await index.documents())
 
+    confluence.search_status = 500  # the files can't be listed: the pages sync, the files stay
+    edited = next(p for p in confluence.pages.values() if p.page_id != page_id)
+    edited.body, edited.version = "<p>Edited while the search was down.</p>", edited.version + 1
+    down = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert down.counts[Outcome.UPDATED] == 1
+    assert down.counts[Outcome.DELETED] == 0
+    reason = {s.display: s.reason for s in down.skipped}["ENG: attachments"]
+    assert reason.startswith("Confluence answered HTTP 500")
+    assert reason.endswith("(the files indexed before are kept)")
+    assert "rollback-43" in (await index.search("make rollback-43", k=1))[0].chunk.text
+    confluence.search_status = None
+
     del confluence.pages[page_id]  # a page deleted with its files
     fourth = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
     assert fourth.counts[Outcome.DELETED] == 2

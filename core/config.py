@@ -271,7 +271,7 @@ class ConfluenceSettings(_Section):
     # indexed copy), so a sync throttled throughout still ends.
     max_total_wait_s: float = Field(900.0, ge=0)
     max_listing_pages: int = Field(10_000, ge=1)  # listing requests per space, a runaway's bound
-    # The files attached to pages become documents (those a parser reads: PDF, Markdown, ...),
+    # The files attached to pages become documents (those a parser reads: PDF, Word, Markdown, ...),
     # at the cost of one more listing per space and sync.
     attachments: bool = True
 
@@ -418,6 +418,7 @@ class IngestSettings(_Section):
     parse_threads: int = Field(2, ge=1, le=64)
     max_nesting_depth: int = Field(256, ge=8, le=10_000)
     max_html_attributes: int = Field(1_000, ge=10, le=1_000_000)
+    max_unpacked_bytes: int = Field(200_000_000, ge=1)  # a .docx's zip unpacked, all members
     lock_ttl_s: float = Field(6 * 3_600, gt=0)
     crawl: CrawlSettings = CrawlSettings()
     git: GitSettings = GitSettings()

@@ -1,5 +1,5 @@
-"""Parsing Markdown, HTML, reStructuredText, AsciiDoc, PDF and plain text into titled
-sections that each carry an anchor.
+"""Parsing Markdown, HTML, reStructuredText, AsciiDoc, PDF, Word (.docx) and plain text into
+titled sections that each carry an anchor.
 
 A section is the text under one heading; its anchor is what the published page uses for that
 heading, so `URL#anchor` lands the reader on the passage a citation quotes:
@@ -7,7 +7,8 @@ heading, so `URL#anchor` lands the reader on the passage a citation quotes:
   (which MkDocs, Docusaurus and most renderers share);
 - HTML: the heading's own `id`, an anchor inside it, or the id of its enclosing `<section>`;
   never an invented slug, since the page would not have it;
-- PDF: one section per page, anchored `page=N` (the PDF open parameter browsers honour).
+- PDF: one section per page, anchored `page=N` (the PDF open parameter browsers honour);
+- Word: a section per heading, with no anchor (a browser opens a .docx at no heading).
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ from core.ingest.asciidoc import parse_asciidoc
 from core.ingest.daemon_work import NoFreeThread, run_abandonable
 from core.ingest.html import parse_html
 from core.ingest.rst import parse_rst
-from core.ingest.sections import AnchorSlugger, ParsedDocument, ParseLimits, Section, tidy_text
+from core.ingest.sections import (
+    AnchorSlugger,
+    ParsedDocument,
+    ParseLimits,
+    Section,
+    tidy_text,
+    too_slow,
+)
+from core.ingest.word import parse_word
 
 
 class DocumentFormat(StrEnum):
@@ -35,6 +44,11 @@ class DocumentFormat(StrEnum):
     TEXT = "text"
     RST = "rst"
     ASCIIDOC = "asciidoc"
+    WORD = "docx"
+
+
+# Formats read as bytes; every other one is text, in UTF-8.
+BINARY_FORMATS = frozenset({DocumentFormat.PDF, DocumentFormat.WORD})
 
 
 # A parser's own error message is quoted in the skip reason up to this length.
@@ -157,10 +171,6 @@ def parse_text(text: str, fallback_title: str) -> ParsedDocument:
     )
 
 
-def too_slow(timeout_s: float) -> UnreadableDocument:
-    return UnreadableDocument(f"parsing took longer than {timeout_s:g} s (ingest.parse_timeout_s)")
-
-
 def not_parsed(late: TimeoutError, timeout_s: float) -> UnreadableDocument:
     """Why a parse that did not end in time skips its file: too slow, or never started because
     earlier parses past their own deadline still held every thread."""
@@ -213,6 +223,8 @@ def _parse(
 ) -> ParsedDocument:
     if fmt is DocumentFormat.PDF:
         return parse_pdf(data, fallback_title, limits.timeout_s)
+    if fmt is DocumentFormat.WORD:
+        return parse_word(data, fallback_title, limits)
     if (nul := data.find(b"\x00")) >= 0:
         raise UnreadableDocument(f"binary content (NUL byte at offset {nul:,}) in a text file")
     try:

@@ -8,6 +8,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from core.config import IngestSettings
+from core.errors import UnreadableDocument
 
 
 @dataclass(slots=True)
@@ -50,6 +51,7 @@ class ParseLimits:
     max_attributes: int
     timeout_s: float
     threads: int  # parses running at once, abandoned ones included (`daemon_work`)
+    max_unpacked_bytes: int  # what an archive format (.docx) may unpack to
 
     @classmethod
     def from_settings(cls, settings: IngestSettings) -> ParseLimits:
@@ -58,7 +60,12 @@ class ParseLimits:
             max_attributes=settings.max_html_attributes,
             timeout_s=settings.parse_timeout_s,
             threads=settings.parse_threads,
+            max_unpacked_bytes=settings.max_unpacked_bytes,
         )
+
+
+def too_slow(timeout_s: float) -> UnreadableDocument:
+    return UnreadableDocument(f"parsing took longer than {timeout_s:g} s (ingest.parse_timeout_s)")
 
 
 def tidy_text(raw: str) -> str:

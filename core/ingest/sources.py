@@ -26,7 +26,7 @@ from core.domain.urls import redact_url, redact_urls_in
 from core.errors import UnreachableDocument, UnreadableDocument
 from core.http_body import ACCEPT_ENCODING, BodyTooLarge, UndecodableBody, read_body
 from core.ingest.address_guard import AddressRefused, FetchStart, as_judged, fetching_from
-from core.ingest.formats import DocumentFormat
+from core.ingest.formats import BINARY_FORMATS, DocumentFormat
 
 EXTENSIONS: dict[str, DocumentFormat] = {
     ".md": DocumentFormat.MARKDOWN,
@@ -41,6 +41,7 @@ EXTENSIONS: dict[str, DocumentFormat] = {
     ".asciidoc": DocumentFormat.ASCIIDOC,
     ".asc": DocumentFormat.ASCIIDOC,
     ".pdf": DocumentFormat.PDF,
+    ".docx": DocumentFormat.WORD,
 }
 CONTENT_TYPES: dict[str, DocumentFormat] = {
     "text/html": DocumentFormat.HTML,
@@ -50,6 +51,7 @@ CONTENT_TYPES: dict[str, DocumentFormat] = {
     "text/plain": DocumentFormat.TEXT,
     "text/x-rst": DocumentFormat.RST,
     "application/pdf": DocumentFormat.PDF,
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocumentFormat.WORD,
 }
 
 
@@ -568,7 +570,7 @@ async def _body(
     )
     if fmt is None and not any_type:
         raise UnreadableDocument(f"unsupported content type '{content_type or 'none'}'")
-    if fmt is not None and fmt is not DocumentFormat.PDF:
+    if fmt is not None and fmt not in BINARY_FORMATS:
         body = _as_utf8(body, fmt, response.charset_encoding)
         if len(body) > max_bytes:  # a character of one byte may take three in UTF-8
             raise too_big(max_bytes)

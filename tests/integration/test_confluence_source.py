@@ -24,6 +24,7 @@ from core.ingest.sync import SourceSyncer
 from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeAttachment, FakeConfluence
 from tests.fakes.faults import RefusingEmbedder
 from tests.pdf_maker import make_pdf
+from tests.word_maker import make_docx
 
 SPACES = {"ENG": 200, "OPS": 150, "HR": 150}
 TOKEN = "conf-token-123"
@@ -373,8 +374,8 @@ async def test_a_space_taken_out_of_the_source_is_pruned(
 
 
 def attached_files(fake: FakeConfluence) -> tuple[str, str]:
-    """A two-page PDF runbook and a Markdown note on the first ENG page; the pages are cut to
-    that space's first three. Returns the page's id and title."""
+    """A two-page PDF runbook, a Markdown note and a Word file on the first ENG page; the pages
+    are cut to that space's first three. Returns the page's id and title."""
     fake.pages = {k: v for k, v in list(fake.pages.items())[:3]}
     page = next(iter(fake.pages.values()))
     runbook = make_pdf(
@@ -384,6 +385,11 @@ def attached_files(fake: FakeConfluence) -> tuple[str, str]:
     # Confluence often serves Markdown as a generic binary: its name says what it is.
     note = b"# On-call notes\n\n## Paging\n\nThe pager rotates every Tuesday at noon.\n"
     fake.attach(page.page_id, "oncall.md", "application/octet-stream", note)
+    escalation = make_docx(
+        [("Heading 1", "Escalation"), ("Normal", "Call the duty manager after 30 minutes.")]
+    )
+    word = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    fake.attach(page.page_id, "Escalation.docx", word, escalation)
     return page.page_id, page.title
 
 
@@ -393,7 +399,7 @@ async def test_attached_files_are_documents_downloaded_again_only_when_their_ver
 ) -> None:
     page_id, title = attached_files(confluence)
     first = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
-    assert first.counts[Outcome.ADDED] == 3 + 2  # the pages and the two files
+    assert first.counts[Outcome.ADDED] == 3 + 3  # the pages and the three files
     assert confluence.requests["attachments"] == 1  # one listing for the space
     hit = (await index.search("make rollback-42", k=1))[0]
     assert "Run make rollback-42" in hit.chunk.text
@@ -402,16 +408,18 @@ async def test_attached_files_are_documents_downloaded_again_only_when_their_ver
     assert hit.chunk.url == download + "#page=2"  # the passage's own page of the PDF
     note = (await index.search("pager rotates every Tuesday", k=1))[0]
     assert note.chunk.url.endswith(f"/{page_id}/oncall.md#paging")  # read as Markdown
+    word = (await index.search("call the duty manager", k=1))[0]
+    assert word.chunk.url.endswith(f"/{page_id}/Escalation.docx")  # no anchor opens a .docx
     skipped = {s.display: s.reason for s in first.skipped}
     assert skipped[f"ENG: {title} / diagram-0.png"] == "an attachment of a type not read (.png)"
     if confluence.flavour == "cloud":  # the site redirected to its media host
-        assert confluence.requests["media"] == 2
-        assert confluence.media_authorizations == [None, None]  # the token stayed on the site
+        assert confluence.requests["media"] == 3
+        assert confluence.media_authorizations == [None] * 3  # the token stayed on the site
 
     confluence.requests.clear()
     unchanged = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
     assert confluence.requests["download"] == 0
-    assert unchanged.counts[Outcome.UNCHANGED] == 5
+    assert unchanged.counts[Outcome.UNCHANGED] == 6
     assert not unchanged.skipped  # no page was read: their images are not reported again
 
     runbook = next(a for a in confluence.attachments.values() if a.filename.endswith(".pdf"))
@@ -440,7 +448,7 @@ async def test_attached_files_are_documents_downloaded_again_only_when_their_ver
 
     del confluence.pages[page_id]  # a page deleted with its files
     fourth = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
-    assert fourth.counts[Outcome.DELETED] == 2
+    assert fourth.counts[Outcome.DELETED] == 3
     assert len(await index.documents()) == 2
 
 

@@ -19,6 +19,7 @@ from core.search.embedder import CachedEmbedder
 from tests.conftest import Index
 from tests.fakes.static_site import StaticSite
 from tests.pdf_maker import make_pdf
+from tests.word_maker import make_docx
 
 
 def _corpus(root: Path) -> Path:
@@ -52,6 +53,29 @@ async def test_folder_ingest_builds_deep_links(tmp_path: Path, ingestor: Ingesto
     hits = await index.search("quarterly revenue", k=1)
     assert hits[0].chunk.url == "https://kb.example/docs/report.pdf#page=1"
     assert not await index.search("never indexed", k=5, mode=SearchMode.BM25)
+
+
+async def test_a_word_file_in_a_folder_is_indexed_by_its_headings(
+    tmp_path: Path, ingestor: Ingestor, index
+) -> None:
+    docs = tmp_path / "policies"
+    docs.mkdir()
+    (docs / "Travel policy.docx").write_bytes(
+        make_docx(
+            [
+                ("Title", "Travel policy"),
+                ("Heading 1", "Booking"),
+                ("Normal", "Book flights through the travel desk."),
+                ("Heading 1", "Per diem"),
+                ("Normal", "The daily allowance abroad is 60 euros."),
+            ]
+        )
+    )
+    report = await ingestor.ingest([str(docs)], source="kb", base_url="https://kb.example/pol")
+    assert report.counts[Outcome.ADDED] == 1
+    hit = (await index.search("daily allowance abroad", k=1))[0]
+    assert (hit.chunk.title, hit.chunk.heading) == ("Travel policy", "Per diem")
+    assert hit.chunk.url == "https://kb.example/pol/Travel%20policy.docx"
 
 
 async def test_without_base_url_links_are_file_uris(tmp_path: Path, ingestor: Ingestor, index):

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import random
 import time
 import tracemalloc
+import zipfile
 
 import pytest
 
@@ -15,6 +17,7 @@ from core.ingest.html import parse_html
 from core.ingest.sections import ParsedDocument, ParseLimits
 from core.ingest.site import _EnoughLinks, _LinkReader, _links
 from tests.pdf_maker import make_pdf
+from tests.word_maker import make_docx
 
 LIMITS = ParseLimits.from_settings(IngestSettings())
 # Far above what these linear parses take (1-2 s of CPU), far below the quadratic originals.
@@ -106,6 +109,57 @@ def test_pdf_pages_become_sections() -> None:
     assert "Revenue grew." in doc.sections[0].text
 
 
+def test_word_headings_become_sections_with_tables_in_their_place() -> None:
+    data = make_docx(
+        [
+            ("Title", "Ops handbook"),
+            ("Normal", "Read this first."),
+            ("Heading 1", "Deploying"),
+            ("Normal", "Freeze the branch."),
+            ("Heading 2", "Rollback"),
+            ("Normal", "Run make rollback."),
+        ],
+        rows=[["Service", "Owner"], ["billing", "team-pay"]],
+    )
+    doc = parse_document(data, DocumentFormat.WORD, "fallback.docx", LIMITS)
+    assert doc.title == "Ops handbook"  # the Title paragraph, with no title in the properties
+    assert [(s.heading, s.anchor) for s in doc.sections] == [
+        ("", None),
+        ("Deploying", None),
+        ("Rollback", None),
+    ]
+    assert doc.sections[0].text == "Read this first."
+    assert doc.sections[2].text == "Run make rollback.\nService | Owner\nbilling | team-pay"
+    titled = make_docx([("Normal", "Body.")], title="From the properties")
+    assert parse_document(titled, DocumentFormat.WORD, "x", LIMITS).title == "From the properties"
+    untitled = make_docx([("Normal", "Body.")])
+    assert parse_document(untitled, DocumentFormat.WORD, "notes.docx", LIMITS).title == "notes.docx"
+
+
+def test_a_word_file_that_unpacks_past_the_limit_is_refused_before_it_is_unpacked() -> None:
+    """10 MB of XML compresses to about 10 KB: what the zip declares is judged, not its size."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "a") as out, zipfile.ZipFile(io.BytesIO(make_docx([]))) as src:
+        for member in src.infolist():
+            out.writestr(member, src.read(member))
+        out.writestr("word/padding.xml", b" " * 10_000_000, zipfile.ZIP_DEFLATED)
+        declared = sum(member.file_size for member in out.infolist())
+    data = archive.getvalue()
+    assert len(data) < 100_000
+    limits = dataclasses.replace(LIMITS, max_unpacked_bytes=5_000_000)
+    with pytest.raises(UnreadableDocument) as refused:
+        parse_document(data, DocumentFormat.WORD, "x", limits)
+    assert str(refused.value) == (
+        f"unpacks to {declared:,} bytes, over the limit of 5,000,000 (ingest.max_unpacked_bytes)"
+    )
+
+
+def test_a_slow_word_file_is_stopped_between_paragraphs() -> None:
+    data = make_docx([("Normal", f"Paragraph {n}.") for n in range(50)])
+    _, doc = _timed_parse(data, DocumentFormat.WORD, timeout_s=1e-6)
+    assert str(doc) == "parsing took longer than 1e-06 s (ingest.parse_timeout_s)"
+
+
 @pytest.mark.parametrize(
     ("data", "fmt", "reason"),
     [
@@ -116,6 +170,8 @@ def test_pdf_pages_become_sections() -> None:
         (b"<html><script>x</script></html>", DocumentFormat.HTML, "no text"),
         (b"%PDF-1.4 garbage", DocumentFormat.PDF, "not a readable PDF|no extractable text"),
         (make_pdf([[]]), DocumentFormat.PDF, "no extractable text"),
+        (b"PK\x03\x04 not a zip", DocumentFormat.WORD, "can't parse as docx: BadZipFile"),
+        (make_docx([("Heading 1", "Only a heading")]), DocumentFormat.WORD, "no text"),
     ],
 )
 def test_bad_content_is_refused_with_a_reason(

@@ -1,0 +1,76 @@
+"""Word documents (.docx) as sections, read with python-docx.
+
+A section is the text under one heading, a heading being a paragraph in one of Word's built-in
+heading styles ("Heading 1" to "Heading 9", which python-docx names the same in any language of
+Word); tables are read row by row in their place among the paragraphs. A .docx has no anchor a
+browser can open at, so its passages link to the file itself.
+
+A .docx is a zip archive: what it unpacks to is bounded before anything is unpacked (a small
+file can declare gigabytes of XML), by the sizes its directory declares, which Python's zipfile
+then holds every member to. python-docx's XML parser resolves no entities.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+import zipfile
+
+from core.errors import UnreadableDocument
+from core.ingest.sections import ParsedDocument, ParseLimits, Section, tidy_text, too_slow
+
+_HEADING_STYLE = re.compile(r"Heading [1-9]")
+_TITLE_STYLE = "Title"
+_CELL_SEPARATOR = " | "
+
+
+def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedDocument:
+    """Sections in document order; the title from the document's properties, else its first
+    paragraph in the Title style, else `fallback_title`. Past `limits.timeout_s` it stops
+    between paragraphs with the file skipped."""
+    from docx import Document
+    from docx.text.paragraph import Paragraph
+
+    _check_unpacked(data, limits.max_unpacked_bytes)
+    deadline = time.monotonic() + limits.timeout_s
+    document = Document(io.BytesIO(data))
+    title = (document.core_properties.title or "").strip()
+    doc = ParsedDocument(title="")
+    heading, lines = "", []
+    for block in document.iter_inner_content():
+        if time.monotonic() > deadline:
+            raise too_slow(limits.timeout_s)
+        if not isinstance(block, Paragraph):  # a table: each row a line
+            for row in block.rows:
+                lines.append(_CELL_SEPARATOR.join(cell.text.strip() for cell in row.cells))
+            continue
+        text = block.text.strip()
+        style = block.style.name if block.style is not None else ""
+        if text and style and _HEADING_STYLE.fullmatch(style):
+            _close(doc, heading, lines)
+            heading, lines = text, []
+        elif text and style == _TITLE_STYLE and not title:
+            title = text
+        elif text:
+            lines.append(text)
+    _close(doc, heading, lines)
+    if not doc.sections:
+        raise UnreadableDocument("no text")
+    doc.title = title or fallback_title
+    return doc
+
+
+def _close(doc: ParsedDocument, heading: str, lines: list[str]) -> None:
+    if text := tidy_text("\n".join(lines)):
+        doc.sections.append(Section(heading=heading, anchor=None, text=text))
+
+
+def _check_unpacked(data: bytes, max_bytes: int) -> None:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        unpacked = sum(member.file_size for member in archive.infolist())
+    if unpacked > max_bytes:
+        raise UnreadableDocument(
+            f"unpacks to {unpacked:,} bytes, over the limit of {max_bytes:,} "
+            "(ingest.max_unpacked_bytes)"
+        )

@@ -16,9 +16,14 @@ import io
 import re
 import time
 import zipfile
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from core.errors import UnreadableDocument
 from core.ingest.sections import ParsedDocument, ParseLimits, Section, tidy_text, too_slow
+
+if TYPE_CHECKING:
+    from docx.table import _Cell
 
 _HEADING_STYLE = re.compile(r"Heading [1-9]")
 _TITLE_STYLE = "Title"
@@ -42,8 +47,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
         if time.monotonic() > deadline:
             raise too_slow(limits.timeout_s)
         if not isinstance(block, Paragraph):  # a table: each row a line
-            for row in block.rows:
-                lines.append(_CELL_SEPARATOR.join(cell.text.strip() for cell in row.cells))
+            lines += [_CELL_SEPARATOR.join(_row_texts(row.cells)) for row in block.rows]
             continue
         text = block.text.strip()
         style = block.style.name if block.style is not None else ""
@@ -59,6 +63,17 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
         raise UnreadableDocument("no text")
     doc.title = title or fallback_title
     return doc
+
+
+def _row_texts(cells: Sequence[_Cell]) -> list[str]:
+    """The row's cells once each: python-docx gives a cell merged across columns once per
+    column, as the same object."""
+    texts, previous = [], None
+    for cell in cells:
+        if cell is not previous:
+            texts.append(cell.text.strip())
+        previous = cell
+    return texts
 
 
 def _close(doc: ParsedDocument, heading: str, lines: list[str]) -> None:

@@ -119,7 +119,11 @@ def test_word_headings_become_sections_with_tables_in_their_place() -> None:
             ("Heading 2", "Rollback"),
             ("Normal", "Run make rollback."),
         ],
-        rows=[["Service", "Owner"], ["billing", "team-pay"]],
+        rows=[
+            ["Service", "Owner", "Hours"],
+            ["billing", "team-pay", "24/7"],
+            ["All day", None, "x"],
+        ],
     )
     doc = parse_document(data, DocumentFormat.WORD, "fallback.docx", LIMITS)
     assert doc.title == "Ops handbook"  # the Title paragraph, with no title in the properties
@@ -129,7 +133,9 @@ def test_word_headings_become_sections_with_tables_in_their_place() -> None:
         ("Rollback", None),
     ]
     assert doc.sections[0].text == "Read this first."
-    assert doc.sections[2].text == "Run make rollback.\nService | Owner\nbilling | team-pay"
+    assert doc.sections[2].text == (
+        "Run make rollback.\nService | Owner | Hours\nbilling | team-pay | 24/7\nAll day | x"
+    )  # a cell merged across two columns is read once
     titled = make_docx([("Normal", "Body.")], title="From the properties")
     assert parse_document(titled, DocumentFormat.WORD, "x", LIMITS).title == "From the properties"
     untitled = make_docx([("Normal", "Body.")])

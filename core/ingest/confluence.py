@@ -167,14 +167,15 @@ class ConfluenceConnector:
     ) -> list[SourceItem]:
         """The space's attachments that can become documents; those of a page not listed
         (a blog post's, a draft's, another space's) are left out."""
-        items = []
+        items, seen = [], set()
         async for result in self._results(attachments_url(self._base, key, self._page_size)):
             attachment = listed_attachment(result, self._base)
             if attachment is None or (page := pages.get(attachment.page_id)) is None:
                 continue
             doc_id = scope + _ATTACHMENTS + attachment.attachment_id
-            if doc_id in self._listed:
+            if doc_id in seen or doc_id in self._listed:  # listed twice, or a page's id
                 continue
+            seen.add(doc_id)
             if attachment.fmt is None:
                 self._unread.setdefault(scope + page.page_id, []).append(attachment)
                 continue

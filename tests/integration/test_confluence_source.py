@@ -511,7 +511,7 @@ async def test_hostile_attachment_listings_cannot_send_the_bot_or_its_readers_el
 ) -> None:
     """A file name with path and query characters is one path segment of the site's own
     download path; a file listed on something other than a synced page (a blog post) is left
-    out; a listed download link is never followed."""
+    out; a listed download link is never followed; a file listed twice is reported once."""
     confluence.pages = {k: v for k, v in list(confluence.pages.items())[:1]}
     page = next(iter(confluence.pages.values()))
     confluence.attach(page.page_id, "../../x?y=1#z.md", "text/markdown", b"# Odd\n\nodd words\n")
@@ -526,8 +526,11 @@ async def test_hostile_attachment_listings_cannot_send_the_bot_or_its_readers_el
         return result
 
     monkeypatch.setattr(confluence, "_attachment_result", hostile)
+    image = next(a for a in confluence.attachments.values() if a.filename.endswith(".png"))
+    confluence.attachments["again"] = image  # listed twice, as a listing that moved can
     report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
     assert report.counts[Outcome.ADDED] == 2  # the page and the odd file
+    assert [s.display for s in report.skipped] == [f"ENG: {page.title} / {image.filename}"]
     assert confluence.downloaded == [
         f"{'/wiki' if confluence.flavour == 'cloud' else ''}/download/attachments/"
         f"{page.page_id}/..%2F..%2Fx%3Fy%3D1%23z.md"

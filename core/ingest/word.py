@@ -40,6 +40,10 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
     _check_unpacked(data, limits.max_unpacked_bytes)
     deadline = time.monotonic() + limits.timeout_s
     document = Document(io.BytesIO(data))
+    # Style names by id, read once: `Paragraph.style` looks the style up among all of them for
+    # every paragraph (2 ms each here, so 20 s for 10,000 paragraphs); the paragraph's own
+    # element gives the id at once (none: the default paragraph style, never a heading).
+    names = {style.style_id: style.name for style in document.styles}
     title = (document.core_properties.title or "").strip()
     doc = ParsedDocument(title="")
     heading, lines = "", []
@@ -50,7 +54,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
             lines += [_CELL_SEPARATOR.join(_row_texts(row.cells)) for row in block.rows]
             continue
         text = block.text.strip()
-        style = block.style.name if block.style is not None else ""
+        style = names.get(block._p.style or "") or ""
         if text and style and _HEADING_STYLE.fullmatch(style):
             _close(doc, heading, lines)
             heading, lines = text, []

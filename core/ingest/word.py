@@ -33,7 +33,7 @@ _CELL_SEPARATOR = " | "
 def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedDocument:
     """Sections in document order; the title from the document's properties, else its first
     paragraph in the Title style, else `fallback_title`. Past `limits.timeout_s` it stops
-    between paragraphs with the file skipped."""
+    between paragraphs, or a table's rows, with the file skipped."""
     from docx import Document
     from docx.text.paragraph import Paragraph
 
@@ -51,7 +51,10 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
         if time.monotonic() > deadline:
             raise too_slow(limits.timeout_s)
         if not isinstance(block, Paragraph):  # a table: each row a line
-            lines += [_CELL_SEPARATOR.join(_row_texts(row.cells)) for row in block.rows]
+            for row in block.rows:
+                if time.monotonic() > deadline:  # a table can hold a whole document
+                    raise too_slow(limits.timeout_s)
+                lines.append(_CELL_SEPARATOR.join(_row_texts(row.cells)))
             continue
         text = block.text.strip()
         style = names.get(block._p.style or "") or ""

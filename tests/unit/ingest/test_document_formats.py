@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import random
 import time
 import tracemalloc
@@ -171,10 +172,21 @@ def test_a_long_word_file_is_read_in_linear_time() -> None:
     assert doc.sections[-1].text.endswith("Line 19999.\nEnd.")
 
 
-def test_a_slow_word_file_is_stopped_between_paragraphs() -> None:
-    data = make_docx([("Normal", f"Paragraph {n}.") for n in range(50)])
-    _, doc = _timed_parse(data, DocumentFormat.WORD, timeout_s=1e-6)
-    assert str(doc) == "parsing took longer than 1e-06 s (ingest.parse_timeout_s)"
+@pytest.mark.parametrize("table", [False, True])
+def test_a_slow_word_file_is_stopped_between_paragraphs_and_rows(table: bool) -> None:
+    """A document that is one long table is checked row by row."""
+    lines = [f"Line {n}." for n in range(50)]
+    data = (
+        make_docx([], rows=[[line] for line in lines])
+        if table
+        else make_docx([("Normal", line) for line in lines])
+    )
+    looks = itertools.count()  # each look at the clock is 10 ms later: the 7th is past 50 ms
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("core.ingest.word.time.monotonic", lambda: 0.01 * next(looks))
+        _, doc = _timed_parse(data, DocumentFormat.WORD, timeout_s=0.05)
+    assert str(doc) == "parsing took longer than 0.05 s (ingest.parse_timeout_s)"
+    assert next(looks) < 10  # stopped as soon as it was late, not after the table's 50 rows
 
 
 @pytest.mark.parametrize(

@@ -274,6 +274,9 @@ class ConfluenceSettings(_Section):
     # The files attached to pages become documents (those a parser reads: PDF, Word, Markdown, ...),
     # at the cost of one more listing per space and sync.
     attachments: bool = True
+    # The spaces' blog posts become documents too (announcements, release notes: they age, so
+    # off unless asked for), at the cost of one more listing per space and sync.
+    blogposts: bool = False
 
 
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

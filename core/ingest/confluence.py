@@ -5,8 +5,9 @@ A sync lists each space's pages with their version numbers only (no bodies), the
 body of a page only when its version moved since the last completed sync or the index lacks it:
 an unchanged space costs its listing and nothing more. Bodies come in the storage format
 (XHTML with `ac:`/`ri:` elements): headings get the ids Confluence gives them, so a citation
-lands on its heading; macro parameters are dropped. The files attached to the pages are
-documents too (`core.ingest.confluence_attachments`), downloaded when their version moved.
+lands on its heading; macro parameters are dropped. Blog posts are read as pages are, when
+`ingest.confluence.blogposts` is on. The files attached to the pages are documents too
+(`core.ingest.confluence_attachments`), downloaded when their version moved.
 429s and 5xx are retried after `Retry-After`.
 """
 
@@ -47,6 +48,8 @@ from core.ingest.sources import (
 )
 
 Flavour = Literal["cloud", "datacenter"]
+Kind = Literal["page", "blogpost"]
+_CLOUD_PATHS: dict[Kind, str] = {"page": "pages", "blogpost": "blogposts"}  # v2's collections
 _UNAUTHORISED = frozenset({401, 403})
 _NOT_FOUND = 404
 _WHITESPACE = re.compile(r"\s+")
@@ -65,6 +68,7 @@ class _Page:
     title: str
     version: int
     link: str
+    kind: Kind = "page"
 
 
 def flavour_of(base_url: str) -> Flavour:
@@ -143,11 +147,14 @@ class ConfluenceConnector:
         shown = redact_url(self._base)
         found = Discovery(items=[], skipped=[], scopes=[])
         listing = self._cloud_pages if self._flavour == "cloud" else self._datacenter_pages
+        kinds: list[Kind] = (
+            ["page", "blogpost"] if self._settings.confluence.blogposts else ["page"]
+        )
         for key, space_id in (await self._space_ids()).items():
             scope = f"confluence:{shown}/{key}/"
             found.scopes.append(scope)
-            pages: dict[str, _Page] = {}
-            for page in await listing(key, space_id):
+            pages: dict[str, _Page] = {}  # pages and blog posts: ids are unique across both
+            for page in [page for kind in kinds for page in await listing(key, space_id, kind)]:
                 doc_id = scope + page.page_id
                 if not page.page_id or doc_id in self._listed:  # no id to ask for; listed twice
                     continue
@@ -196,7 +203,7 @@ class ConfluenceConnector:
         # for another page, a control character would be a URL httpx refuses.
         page_id = quote(page.page_id, safe="")
         if self._flavour == "cloud":
-            url = f"{self._base}/api/v2/pages/{page_id}?body-format=storage"
+            url = f"{self._base}/api/v2/{_CLOUD_PATHS[page.kind]}/{page_id}?body-format=storage"
         else:
             url = f"{self._base}/rest/api/content/{page_id}?expand=body.storage,version"
         body = await self._page_body(url)
@@ -267,39 +274,40 @@ class ConfluenceConnector:
             raise SourceUnavailable(f"Confluence has no space {', '.join(missing)} (or no access)")
         return {key: ids[key] for key in self._spaces}
 
-    async def _cloud_pages(self, key: str, space_id: str) -> list[_Page]:
+    async def _cloud_pages(self, key: str, space_id: str, kind: Kind) -> list[_Page]:
         query = urlencode({"status": "current", "limit": self._page_size})
-        url = f"{self._base}/api/v2/spaces/{space_id}/pages?{query}"
-        return [self._page(key, result) async for result in self._results(url)]
+        url = f"{self._base}/api/v2/spaces/{space_id}/{_CLOUD_PATHS[kind]}?{query}"
+        return [self._page(key, result, kind) async for result in self._results(url)]
 
-    async def _datacenter_pages(self, key: str, _space_id: str) -> list[_Page]:
+    async def _datacenter_pages(self, key: str, _space_id: str, kind: Kind) -> list[_Page]:
         query = urlencode(
             {
                 "spaceKey": key,
-                "type": "page",
+                "type": kind,
                 "status": "current",
                 "expand": "version",
                 "limit": self._page_size,
             }
         )
         url = f"{self._base}/rest/api/content?{query}"
-        return [self._page(key, result) async for result in self._results(url)]
+        return [self._page(key, result, kind) async for result in self._results(url)]
 
-    def _page(self, key: str, result: dict[str, Any]) -> _Page:
+    def _page(self, key: str, result: dict[str, Any], kind: Kind) -> _Page:
         page_id = str(result.get("id", ""))
         title = str(result.get("title") or page_id)
         version = result.get("version")
         number = version.get("number") if isinstance(version, dict) else None
         webui = _text_at(result, "_links", "webui")
         # Only a path on this site is taken as the page's link; anything else (an absolute URL
-        # elsewhere, a javascript: link) is replaced by the page's id link.
+        # elsewhere, a javascript: link) is replaced by the page's id link (a blog post's too,
+        # on both flavours).
         if webui.startswith("/") and not webui.startswith("//"):
             link = self._base + webui
-        elif self._flavour == "cloud":
+        elif self._flavour == "cloud" and kind == "page":
             link = f"{self._base}/spaces/{key}/pages/{page_id}"
         else:
             link = f"{self._base}/pages/viewpage.action?pageId={page_id}"
-        return _Page(page_id, key, title, number if isinstance(number, int) else -1, link)
+        return _Page(page_id, key, title, number if isinstance(number, int) else -1, link, kind)
 
     async def _results(self, url: str) -> AsyncIterator[dict[str, Any]]:
         """Every result of a listing, following `_links.next` (a cursor on Cloud, an offset

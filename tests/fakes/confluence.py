@@ -26,6 +26,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 CLOUD_MAX_LIMIT = 250
+_KINDS = {"pages": "page", "blogposts": "blogpost"}  # Cloud's collections, by URL segment
 DATACENTER_MAX_LIMIT = 100
 # The emulator serves listings in pages this small, so that every sync follows several cursors.
 SERVED_PAGE_SIZE = 40
@@ -38,6 +39,7 @@ class FakePage:
     title: str
     body: str
     version: int = 1
+    kind: Literal["page", "blogpost"] = "page"
 
 
 @dataclass
@@ -100,6 +102,8 @@ class FakeConfluence:
         app.router.add_get("/wiki/api/v2/spaces", self._cloud_spaces)
         app.router.add_get("/wiki/api/v2/spaces/{space_id}/pages", self._cloud_pages)
         app.router.add_get("/wiki/api/v2/pages/{page_id}", self._cloud_page)
+        app.router.add_get("/wiki/api/v2/spaces/{space_id}/blogposts", self._cloud_pages)
+        app.router.add_get("/wiki/api/v2/blogposts/{page_id}", self._cloud_page)
         app.router.add_get("/rest/api/content", self._dc_content)
         app.router.add_get("/rest/api/content/search", self._search)
         app.router.add_get("/wiki/rest/api/content/search", self._search)
@@ -141,11 +145,12 @@ class FakeConfluence:
         space = next(k for k, v in self.space_ids.items() if v == request.match_info["space_id"])
         limit = min(int(request.query.get("limit", "25")), CLOUD_MAX_LIMIT, SERVED_PAGE_SIZE)
         start = _decode_cursor(request.query.get("cursor"))
-        chunk, more = self._slice(space, start, limit)
+        collection = request.path.rsplit("/", 1)[1]  # pages or blogposts
+        chunk, more = self._slice(space, start, limit, _KINDS[collection])
         links: dict[str, str] = {"base": self.base + "/wiki"}
         if more:
             query = urlencode({"limit": limit, "cursor": _encode_cursor(start + limit)})
-            links["next"] = f"/wiki/api/v2/spaces/{self.space_ids[space]}/pages?{query}"
+            links["next"] = f"/wiki/api/v2/spaces/{self.space_ids[space]}/{collection}?{query}"
         if self.next_link:
             links["next"] = self.next_link
         results = [self._cloud_result(page, body=False) for page in chunk]
@@ -156,7 +161,7 @@ class FakeConfluence:
         if (broken := self.broken.get(request.match_info["page_id"])) is not None:
             return _broken(broken)
         page = self.pages.get(request.match_info["page_id"])
-        if page is None:
+        if page is None or _KINDS[request.path.split("/")[-2]] != page.kind:
             return web.json_response({"errors": [{"status": 404}]}, status=404)
         return web.json_response(self._cloud_result(page, body=True))
 
@@ -165,7 +170,7 @@ class FakeConfluence:
         space = request.query["spaceKey"]
         limit = min(int(request.query.get("limit", "25")), DATACENTER_MAX_LIMIT, SERVED_PAGE_SIZE)
         start = int(request.query.get("start", "0"))
-        chunk, more = self._slice(space, start, limit)
+        chunk, more = self._slice(space, start, limit, request.query.get("type", "page"))
         links: dict[str, str] = {"base": self.base, "context": ""}
         if more:
             query = urlencode(
@@ -249,8 +254,8 @@ class FakeConfluence:
 
     # -- shapes ----------------------------------------------------------------------------
 
-    def _slice(self, space: str, start: int, limit: int) -> tuple[list[FakePage], bool]:
-        pages = [p for p in self.pages.values() if p.space == space]
+    def _slice(self, space: str, start: int, limit: int, kind: str) -> tuple[list[FakePage], bool]:
+        pages = [p for p in self.pages.values() if p.space == space and p.kind == kind]
         return pages[start : start + limit], start + limit < len(pages)
 
     def _cloud_result(self, page: FakePage, *, body: bool) -> dict[str, object]:
@@ -273,7 +278,9 @@ class FakeConfluence:
                 {"storage": {"representation": "storage", "value": page.body}} if body else {}
             ),
             "_links": {
-                "webui": f"/spaces/{page.space}/pages/{page.page_id}/{_pretty(page.title)}",
+                "webui": f"/spaces/{page.space}/"
+                + ("pages/" if page.kind == "page" else "blog/2026/11/01/")
+                + f"{page.page_id}/{_pretty(page.title)}",
                 "editui": f"/pages/resumedraft.action?draftId={page.page_id}",
                 "tinyui": f"/x/{page.page_id}",
             },
@@ -282,12 +289,14 @@ class FakeConfluence:
     def _dc_result(self, page: FakePage, *, body: bool) -> dict[str, object]:
         result: dict[str, object] = {
             "id": page.page_id,
-            "type": "page",
+            "type": page.kind,
             "status": "current",
             "title": page.title,
             "version": {"number": page.version, "when": "2026-11-01T00:00:00.000Z"},
             "_links": {
-                "webui": f"/display/{page.space}/{_pretty(page.title)}",
+                "webui": f"/display/{page.space}/"
+                + ("" if page.kind == "page" else "2026/11/01/")
+                + _pretty(page.title),
                 "tinyui": f"/x/{page.page_id}",
                 "self": f"{self.base}/rest/api/content/{page.page_id}",
             },

@@ -21,7 +21,7 @@ from core.errors import SourceUnavailable
 from core.ingest.confluence import heading_anchor, storage_to_html
 from core.ingest.pipeline import Ingestor
 from core.ingest.sync import SourceSyncer
-from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeAttachment, FakeConfluence
+from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeAttachment, FakeConfluence, FakePage
 from tests.fakes.faults import RefusingEmbedder
 from tests.pdf_maker import make_pdf
 from tests.word_maker import make_docx
@@ -562,3 +562,53 @@ async def test_attachments_turned_off_are_neither_listed_nor_indexed(
     assert confluence.requests["attachments"] == 0
     assert confluence.requests["download"] == 0
     assert not report.skipped
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_blog_posts_are_read_when_asked_for_with_their_files(
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    index,
+    backend,
+    settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Off by default: not even listed. On: listed, read, edited and deleted as pages are,
+    linked at their own page, their attached files with them."""
+    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:2]}
+    body = "<h2>What changed</h2><p>The build cache now lives in the ops bucket.</p>"
+    post = FakePage("7001", "ENG", "November release notes", body, kind="blogpost")
+    confluence.pages[post.page_id] = post
+    confluence.attach(
+        post.page_id, "changelog.md", "text/markdown", b"# Changelog\n\nv2.4 ships.\n"
+    )
+    blogs = settings.ingest.confluence.model_copy(update={"blogposts": True})
+    async with httpx.AsyncClient() as http:
+        off = SourceSyncer(ingestor, index, backend.locks, http, settings.ingest, tmp_path / "d")
+        first = await off.sync("wiki", source(confluence, spaces=["ENG"]))
+        assert first.counts[Outcome.ADDED] == 2  # the pages alone
+        assert confluence.requests["listing"] == 1  # no blog listing was asked for
+        on = dataclasses.replace(
+            off, settings=settings.ingest.model_copy(update={"confluence": blogs})
+        )
+        second = await on.sync("wiki", source(confluence, spaces=["ENG"]))
+        assert second.counts[Outcome.ADDED] == 2  # the post and its file
+        hit = (await index.search("build cache ops bucket", k=1))[0]
+        assert hit.chunk.title == "November release notes"
+        blog = (
+            "/spaces/ENG/blog/2026/11/01/7001/"
+            if confluence.flavour == "cloud"
+            else ("/display/ENG/2026/11/01/")
+        )
+        assert blog in hit.chunk.url
+        assert "v2.4 ships" in (await index.search("changelog v2.4 ships", k=1))[0].chunk.text
+
+        post.body, post.version = body.replace("ops bucket", "shared bucket"), 2
+        edited = await on.sync("wiki", source(confluence, spaces=["ENG"]))
+        assert edited.counts[Outcome.UPDATED] == 1
+        assert "shared bucket" in (await index.search("build cache bucket", k=1))[0].chunk.text
+        del confluence.pages[post.page_id]
+        gone = await on.sync("wiki", source(confluence, spaces=["ENG"]))
+        assert gone.counts[Outcome.DELETED] == 2  # the post and its file

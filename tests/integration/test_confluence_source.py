@@ -75,6 +75,13 @@ async def syncer(  # type: ignore[no-untyped-def]
         yield SourceSyncer(ingestor, index, backend.locks, http, fast, tmp_path / "data")
 
 
+def tuned(syncer: SourceSyncer, **confluence: object) -> SourceSyncer:
+    """The syncer with other `ingest.confluence` settings."""
+    settings = syncer.settings
+    changed = settings.confluence.model_copy(update=confluence)
+    return dataclasses.replace(syncer, settings=settings.model_copy(update={"confluence": changed}))
+
+
 def listings(fake: FakeConfluence) -> int:
     """Listing requests a full walk of the spaces takes, at the emulator's page size."""
     return sum(-(-count // SERVED_PAGE_SIZE) for count in SPACES.values())
@@ -130,34 +137,23 @@ async def test_a_rate_limited_sync_waits_and_finishes(
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
-async def test_a_sync_throttled_throughout_ends_once_its_waiting_is_spent(  # type: ignore[no-untyped-def]
-    confluence: FakeConfluence,
-    ingestor: Ingestor,
-    index,
-    backend,
-    settings,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+async def test_a_sync_throttled_throughout_ends_once_its_waiting_is_spent(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
 ) -> None:
     """Each page's five retries, up to a minute apart, had no total: a space of 500 throttled
     pages would have taken days. Past the sync's budget a throttled page fails at once and
     keeps its indexed copy."""
-    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
     confluence.pages = {k: v for k, v in list(confluence.pages.items())[:30]}
-    waits = {"max_wait_s": 0.05, "max_total_wait_s": 0.3}  # 0.05 s a retry: 6 retries in all
-    tuned = settings.ingest.model_copy(
-        update={"confluence": settings.ingest.confluence.model_copy(update=waits)}
-    )
-    async with httpx.AsyncClient() as http:
-        syncer = SourceSyncer(ingestor, index, backend.locks, http, tuned, tmp_path / "data")
-        assert (await syncer.sync("wiki", source(confluence, spaces=["ENG"]))).counts[
-            Outcome.ADDED
-        ] == 30
-        for page in confluence.pages.values():
-            page.version += 1
-        confluence.broken = dict.fromkeys(list(confluence.pages)[1:], 429)  # all but one
-        confluence.requests.clear()
-        throttled = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    # 0.05 s a retry: 6 retries in all
+    syncer = tuned(syncer, max_wait_s=0.05, max_total_wait_s=0.3)
+    assert (await syncer.sync("wiki", source(confluence, spaces=["ENG"]))).counts[
+        Outcome.ADDED
+    ] == 30
+    for page in confluence.pages.values():
+        page.version += 1
+    confluence.broken = dict.fromkeys(list(confluence.pages)[1:], 429)  # all but one
+    confluence.requests.clear()
+    throttled = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
     # The first throttled page's 5 retries, the second's 1, then one try each: not 29 x 6.
     assert confluence.requests["page"] == 6 + 2 + 27 + 1
     assert throttled.counts[Outcome.UNCHANGED] == 1  # the page not throttled: read, same text
@@ -542,22 +538,10 @@ async def test_hostile_attachment_listings_cannot_send_the_bot_or_its_readers_el
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_attachments_turned_off_are_neither_listed_nor_indexed(
-    confluence: FakeConfluence,
-    ingestor: Ingestor,
-    index,
-    backend,
-    settings,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    confluence: FakeConfluence, syncer: SourceSyncer
 ) -> None:
-    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
     attached_files(confluence)
-    off = settings.ingest.model_copy(
-        update={"confluence": settings.ingest.confluence.model_copy(update={"attachments": False})}
-    )
-    async with httpx.AsyncClient() as http:
-        syncer = SourceSyncer(ingestor, index, backend.locks, http, off, tmp_path / "data")
-        report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    report = await tuned(syncer, attachments=False).sync("wiki", source(confluence, spaces=["ENG"]))
     assert report.counts[Outcome.ADDED] == 3
     assert confluence.requests["attachments"] == 0
     assert confluence.requests["download"] == 0
@@ -566,17 +550,10 @@ async def test_attachments_turned_off_are_neither_listed_nor_indexed(
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_blog_posts_are_read_when_asked_for_with_their_files(
-    confluence: FakeConfluence,
-    ingestor: Ingestor,
-    index,
-    backend,
-    settings,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    confluence: FakeConfluence, syncer: SourceSyncer, index
 ) -> None:
     """Off by default: not even listed. On: listed, read, edited and deleted as pages are,
     linked at their own page, their attached files with them."""
-    monkeypatch.setenv("CONFLUENCE_TOKEN", TOKEN)
     confluence.pages = {k: v for k, v in list(confluence.pages.items())[:2]}
     body = "<h2>What changed</h2><p>The build cache now lives in the ops bucket.</p>"
     post = FakePage("7001", "ENG", "November release notes", body, kind="blogpost")
@@ -584,31 +561,24 @@ async def test_blog_posts_are_read_when_asked_for_with_their_files(
     confluence.attach(
         post.page_id, "changelog.md", "text/markdown", b"# Changelog\n\nv2.4 ships.\n"
     )
-    blogs = settings.ingest.confluence.model_copy(update={"blogposts": True})
-    async with httpx.AsyncClient() as http:
-        off = SourceSyncer(ingestor, index, backend.locks, http, settings.ingest, tmp_path / "d")
-        first = await off.sync("wiki", source(confluence, spaces=["ENG"]))
-        assert first.counts[Outcome.ADDED] == 2  # the pages alone
-        assert confluence.requests["listing"] == 1  # no blog listing was asked for
-        on = dataclasses.replace(
-            off, settings=settings.ingest.model_copy(update={"confluence": blogs})
-        )
-        second = await on.sync("wiki", source(confluence, spaces=["ENG"]))
-        assert second.counts[Outcome.ADDED] == 2  # the post and its file
-        hit = (await index.search("build cache ops bucket", k=1))[0]
-        assert hit.chunk.title == "November release notes"
-        blog = (
-            "/spaces/ENG/blog/2026/11/01/7001/"
-            if confluence.flavour == "cloud"
-            else ("/display/ENG/2026/11/01/")
-        )
-        assert blog in hit.chunk.url
-        assert "v2.4 ships" in (await index.search("changelog v2.4 ships", k=1))[0].chunk.text
+    first = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert first.counts[Outcome.ADDED] == 2  # the pages alone
+    assert confluence.requests["listing"] == 1  # no blog listing was asked for
+    on = tuned(syncer, blogposts=True)
+    second = await on.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert second.counts[Outcome.ADDED] == 2  # the post and its file
+    hit = (await index.search("build cache ops bucket", k=1))[0]
+    assert hit.chunk.title == "November release notes"
+    cloud = confluence.flavour == "cloud"
+    assert ("/spaces/ENG/blog/2026/11/01/7001/" if cloud else "/display/ENG/2026/11/01/") in (
+        hit.chunk.url
+    )
+    assert "v2.4 ships" in (await index.search("changelog v2.4 ships", k=1))[0].chunk.text
 
-        post.body, post.version = body.replace("ops bucket", "shared bucket"), 2
-        edited = await on.sync("wiki", source(confluence, spaces=["ENG"]))
-        assert edited.counts[Outcome.UPDATED] == 1
-        assert "shared bucket" in (await index.search("build cache bucket", k=1))[0].chunk.text
-        del confluence.pages[post.page_id]
-        gone = await on.sync("wiki", source(confluence, spaces=["ENG"]))
-        assert gone.counts[Outcome.DELETED] == 2  # the post and its file
+    post.body, post.version = body.replace("ops bucket", "shared bucket"), 2
+    edited = await on.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert edited.counts[Outcome.UPDATED] == 1
+    assert "shared bucket" in (await index.search("build cache bucket", k=1))[0].chunk.text
+    del confluence.pages[post.page_id]
+    gone = await on.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert gone.counts[Outcome.DELETED] == 2  # the post and its file

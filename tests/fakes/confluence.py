@@ -71,6 +71,7 @@ class FakeConfluence:
     media_authorizations: list[str | None] = field(default_factory=list)
     downloaded: list[str] = field(default_factory=list)  # the raw paths of download requests
     search_status: int | None = None  # CQL search answers with this status instead
+    media_host: str | None = None  # where Cloud's downloads redirect (None: this server)
 
     @classmethod
     def seeded(
@@ -242,7 +243,7 @@ class FakeConfluence:
         if (broken := self.broken.get(attachment.attachment_id)) is not None:
             return _broken(broken)
         if self.flavour == "cloud":
-            media = self.base.replace("127.0.0.1", "localhost")
+            media = self.media_host or self.base.replace("127.0.0.1", "localhost")
             raise web.HTTPFound(f"{media}/media/{attachment.attachment_id}/binary?token=t0k")
         return web.Response(body=attachment.data, content_type=attachment.media_type)
 

@@ -537,6 +537,23 @@ async def test_hostile_attachment_listings_cannot_send_the_bot_or_its_readers_el
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_a_download_redirected_to_a_metadata_address_is_refused(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    """Cloud's downloads redirect to its media host: a site that sends one to the cloud
+    metadata address has that file skipped, with why, and nothing asked of that address."""
+    if confluence.flavour != "cloud":
+        pytest.skip("Data Center serves its files itself: no redirect to judge")
+    attached_files(confluence)
+    confluence.media_host = "http://169.254.169.254"
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    reasons = {s.reason for s in report.skipped if "attachment of a type" not in s.reason}
+    assert reasons == {"redirect to a link-local address (169.254.169.254) refused"}
+    assert report.counts[Outcome.ADDED] == 3  # the pages; none of the three files
+    assert confluence.requests["media"] == 0
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
 async def test_attachments_turned_off_are_neither_listed_nor_indexed(
     confluence: FakeConfluence, syncer: SourceSyncer
 ) -> None:

@@ -436,10 +436,10 @@ async def fetch_url(
             for _ in range(MAX_REDIRECTS + 1):
                 if (problem := url_problem(str(url))) is not None:
                     raise UnreadableDocument(f"{problem} ({redact_url(str(url))})")
-                first_origin = _origin(url) == _origin(httpx.URL(item.url))
-                auth = item.auth if first_origin else None
+                same_origin = _origin(url) == _origin(httpx.URL(item.url))
+                auth = item.auth if same_origin else None
                 headers = {"Accept-Encoding": ACCEPT_ENCODING, **(conditional or {})}
-                if first_origin and credentials:
+                if same_origin and credentials:
                     headers.update(credentials)
                 async with client.stream(
                     "GET", url, auth=auth, follow_redirects=False, headers=headers

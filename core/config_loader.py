@@ -5,6 +5,7 @@ key in the file is refused, so a token is never committed by mistake)."""
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
 from collections.abc import Hashable, Mapping
@@ -319,6 +320,16 @@ def _is_text(declared: Any) -> bool:
     return isinstance(inner, type) and issubclass(inner, (str, PurePath))
 
 
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """The setting of that section an unknown key is closest to, if one is close: a newcomer's
+    typo (`blogpost`, `rfk_k`) says what was meant."""
+    section = _without_none(_declared_type([str(part) for part in loc[:-1]]))
+    if not (isinstance(section, type) and issubclass(section, BaseModel)):
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(section.model_fields), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _describe(exc: ValidationError, origins: _Origins) -> str:
     problems = []
     for err in exc.errors():
@@ -326,7 +337,7 @@ def _describe(exc: ValidationError, origins: _Origins) -> str:
         sources = origins.of(err["loc"])
         where = f", from {' and '.join(sources)}" if sources else ""
         if err["type"] == "extra_forbidden":
-            problems.append(f"{key}: unknown key{where}")
+            problems.append(f"{key}: unknown key{_did_you_mean(err['loc'])}{where}")
             continue
         value = err.get("input")
         if isinstance(value, dict) or err["type"] == UNSHOWN_ERROR:

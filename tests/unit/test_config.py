@@ -96,6 +96,33 @@ def test_unknown_key_is_an_error(tmp_path: Path) -> None:
         load_settings(file, environ={})
 
 
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ("search:\n  rfk_k: 10\n", "search.rfk_k: unknown key (did you mean rrf_k?)"),
+        ("serch:\n  rrf_k: 10\n", "serch: unknown key (did you mean search?)"),
+        (
+            "ingest:\n  confluence:\n    blogpost: true\n",
+            "ingest.confluence.blogpost: unknown key (did you mean blogposts?)",
+        ),
+        (
+            "sources:\n  wiki:\n    type: confluence\n    location: [https://w.example]\n"
+            "    spacs: [ENG]\n",
+            "sources.wiki.spacs: unknown key (did you mean spaces?)",
+        ),
+        ("search:\n  zzz: 1\n", "search.zzz: unknown key,"),  # nothing close: no guess
+    ],
+)
+def test_an_unknown_key_names_the_setting_it_is_closest_to(
+    tmp_path: Path, written: str, said: str
+) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text(written)
+    with pytest.raises(ConfigError) as refused:
+        load_settings(file, environ={})
+    assert said in str(refused.value)
+
+
 def test_cross_field_rule_is_reported(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     file.write_text("ingest:\n  chunk_chars: 200\n  chunk_overlap_chars: 300\n")

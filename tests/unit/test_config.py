@@ -116,11 +116,15 @@ def test_unknown_key_is_an_error(tmp_path: Path) -> None:
 def test_an_unknown_key_names_the_setting_it_is_closest_to(
     tmp_path: Path, written: str, said: str
 ) -> None:
-    file = tmp_path / "config.yaml"
-    file.write_text(written)
+    assert said in refusal(tmp_path / "config.yaml", written)
+
+
+def refusal(file: Path, text: str) -> str:
+    """What loading `text` as the settings file says."""
+    file.write_text(text)
     with pytest.raises(ConfigError) as refused:
         load_settings(file, environ={})
-    assert said in str(refused.value)
+    return str(refused.value)
 
 
 def test_cross_field_rule_is_reported(tmp_path: Path) -> None:
@@ -213,10 +217,7 @@ def test_a_yaml_mistake_is_one_line_naming_file_line_and_column(
     tmp_path: Path, text: str, said: str
 ) -> None:
     file = tmp_path / "config.yaml"
-    file.write_text(text)
-    with pytest.raises(ConfigError) as caught:
-        load_settings(file, environ={})
-    assert str(caught.value) == f"{file}{said}"
+    assert refusal(file, text) == f"{file}{said}"
 
 
 def test_yaml_merge_keys_still_share_settings(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable
 
 from docx import Document
 
@@ -46,11 +47,19 @@ def long_docx(paragraphs: int, heading_every: int) -> bytes:
         else f"<w:p><w:r><w:t>Line {n}.</w:t></w:r></w:p>"
         for n in range(paragraphs)
     )
+    return rewritten(seed, lambda xml: xml.replace(b"<w:body>", b"<w:body>" + body.encode(), 1))
+
+
+def rewritten(
+    docx: bytes, change: Callable[[bytes], bytes], added: dict[str, bytes] | None = None
+) -> bytes:
+    """The file with its word/document.xml changed by `change`, and `added` members
+    (compressed), as a hostile or unusual file would hold them."""
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(seed)) as src, zipfile.ZipFile(out, "w") as dst:
+    with zipfile.ZipFile(io.BytesIO(docx)) as src, zipfile.ZipFile(out, "w") as dst:
         for member in src.infolist():
             data = src.read(member)
-            if member.filename == "word/document.xml":
-                data = data.replace(b"<w:body>", b"<w:body>" + body.encode(), 1)
-            dst.writestr(member, data)
+            dst.writestr(member, change(data) if member.filename == "word/document.xml" else data)
+        for name, data in (added or {}).items():
+            dst.writestr(name, data, zipfile.ZIP_DEFLATED)
     return out.getvalue()

@@ -18,7 +18,7 @@ from core.ingest.html import parse_html
 from core.ingest.sections import ParsedDocument, ParseLimits
 from core.ingest.site import _EnoughLinks, _LinkReader, _links
 from tests.pdf_maker import make_pdf
-from tests.word_maker import long_docx, make_docx
+from tests.word_maker import long_docx, make_docx, rewritten
 
 LIMITS = ParseLimits.from_settings(IngestSettings())
 # Far above what these linear parses take (1-2 s of CPU), far below the quadratic originals.
@@ -145,13 +145,9 @@ def test_word_headings_become_sections_with_tables_in_their_place() -> None:
 
 def test_a_word_file_that_unpacks_past_the_limit_is_refused_before_it_is_unpacked() -> None:
     """10 MB of XML compresses to about 10 KB: what the zip declares is judged, not its size."""
-    archive = io.BytesIO()
-    with zipfile.ZipFile(archive, "a") as out, zipfile.ZipFile(io.BytesIO(make_docx([]))) as src:
-        for member in src.infolist():
-            out.writestr(member, src.read(member))
-        out.writestr("word/padding.xml", b" " * 10_000_000, zipfile.ZIP_DEFLATED)
-        declared = sum(member.file_size for member in out.infolist())
-    data = archive.getvalue()
+    data = rewritten(make_docx([]), lambda xml: xml, {"word/padding.xml": b" " * 10_000_000})
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        declared = sum(member.file_size for member in archive.infolist())
     assert len(data) < 100_000
     limits = dataclasses.replace(LIMITS, max_unpacked_bytes=5_000_000)
     with pytest.raises(UnreadableDocument) as refused:
@@ -167,16 +163,13 @@ def test_a_word_file_declaring_a_billion_laughs_is_refused_in_bounded_time() -> 
     laughs = ['<!ENTITY l0 "ha">'] + [
         f'<!ENTITY l{n} "{f"&l{n - 1};" * 10}">' for n in range(1, 10)
     ]
-    archive = io.BytesIO()
-    with zipfile.ZipFile(archive, "w") as out, zipfile.ZipFile(io.BytesIO(make_docx([]))) as src:
-        for member in src.infolist():
-            data = src.read(member)
-            if member.filename == "word/document.xml":
-                head, _, body = data.partition(b"?>")
-                doctype = f"<!DOCTYPE w:document [{''.join(laughs)}]>".encode()
-                data = head + b"?>" + doctype + body.replace(b"<w:body>", _LAUGH, 1)
-            out.writestr(member, data)
-    seconds, doc = _timed_parse(archive.getvalue(), DocumentFormat.WORD)
+    doctype = f"<!DOCTYPE w:document [{''.join(laughs)}]>".encode()
+
+    def declared(xml: bytes) -> bytes:
+        head, _, body = xml.partition(b"?>")
+        return head + b"?>" + doctype + body.replace(b"<w:body>", _LAUGH, 1)
+
+    seconds, doc = _timed_parse(rewritten(make_docx([]), declared), DocumentFormat.WORD)
     assert seconds < LINEAR_PARSE_CPU_S
     assert str(doc).startswith("can't parse as docx: XMLSyntaxError: ")  # libxml2's words
 

@@ -53,7 +53,6 @@ _CLOUD_PATHS: dict[Kind, str] = {"page": "pages", "blogpost": "blogposts"}  # v2
 _UNAUTHORISED = frozenset({401, 403})
 _NOT_FOUND = 404
 _WHITESPACE = re.compile(r"\s+")
-_UNREAD_ATTACHMENT = "an attachment of a type not read ({suffix})"
 _ATTACHMENTS = "attachment/"  # within a space's scope, what its files' doc ids start with
 _KEPT = " (the files indexed before are kept)"
 _CLIENT_ERRORS = 400  # from here on, an HTTP status is a failure
@@ -239,10 +238,7 @@ class ConfluenceConnector:
     def also_skipped(self) -> list[Skipped]:
         """The attachments of a type not read, of the pages read this sync."""
         return [
-            Skipped(
-                f"{_display(page)} / {attachment.filename}",
-                _UNREAD_ATTACHMENT.format(suffix=attachment.suffix),
-            )
+            Skipped(f"{_display(page)} / {attachment.filename}", attachment.why_not_read)
             for doc_id in sorted(self._read_pages)
             if isinstance(page := self._listed[doc_id], _Page)
             for attachment in self._unread.get(doc_id, [])

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from core.ingest.formats import DocumentFormat
-from core.ingest.sources import EXTENSIONS
+from core.ingest.sources import EXTENSIONS, conversion
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +35,13 @@ class Attachment:
     url: str
 
     @property
-    def suffix(self) -> str:
-        return PurePosixPath(self.filename).suffix.lower() or "no extension"
+    def why_not_read(self) -> str:
+        """Why a file of a type no parser reads is skipped, with what to do when there is
+        something (an old Word file: save it as .docx)."""
+        suffix = PurePosixPath(self.filename).suffix.lower()
+        hint = conversion(suffix)
+        said = f"{suffix}; {hint}" if hint else suffix or "no extension"
+        return f"an attachment of a type not read ({said})"
 
 
 def attachments_url(base: str, space_key: str, page_size: int) -> str:

@@ -55,6 +55,7 @@ from core.ingest.sources import (
     read_item,
     title_from_name,
     too_big,
+    unsupported_type,
     userinfo,
 )
 
@@ -366,7 +367,7 @@ class GitConnector:
         fmt = EXTENSIONS.get(suffix.lower())
         why = _not_read(entry)
         if why is None and fmt is None:
-            why = f"unsupported file type '{suffix or name}'"
+            why = unsupported_type(suffix, name)
         if why is not None:
             if self._explicit:  # named by the include patterns: say why it is not read
                 found.skipped.append(Skipped(name, why))

@@ -43,6 +43,12 @@ EXTENSIONS: dict[str, DocumentFormat] = {
     ".pdf": DocumentFormat.PDF,
     ".docx": DocumentFormat.WORD,
 }
+# Files a newcomer may expect to be read, and what to do with them instead.
+_CONVERSIONS = {
+    ".doc": "Word 97-2003: save it as .docx",
+    ".rtf": "save it as .docx",
+    ".odt": "save it as .docx",
+}
 CONTENT_TYPES: dict[str, DocumentFormat] = {
     "text/html": DocumentFormat.HTML,
     "application/xhtml+xml": DocumentFormat.HTML,
@@ -179,11 +185,24 @@ def _not_a_file(path: Path) -> str | None:
     return f"not a regular file ({_FILE_KINDS.get(stat.S_IFMT(mode), 'special file')})"
 
 
+def unsupported_type(suffix: str, name: str) -> str:
+    """Why a file of that suffix (its name when it has none) is not read, with what to do
+    when there is something (an old Word file: save it as .docx)."""
+    shown = f"unsupported file type '{suffix or name}'"
+    hint = conversion(suffix)
+    return f"{shown} ({hint})" if hint else shown
+
+
+def conversion(suffix: str) -> str | None:
+    """What makes a file of that suffix readable, for the formats people expect."""
+    return _CONVERSIONS.get(suffix.lower())
+
+
 def _file_item(path: Path, root: Path, base_url: str | None) -> SourceItem | Skipped:
     display = printable(str(path))
     fmt = EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
-        return Skipped(display, f"unsupported file type '{printable(path.suffix or path.name)}'")
+        return Skipped(display, unsupported_type(printable(path.suffix), printable(path.name)))
     if (reason := _not_a_file(path)) is not None:
         return Skipped(display, reason)
     return SourceItem(

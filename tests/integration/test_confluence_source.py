@@ -386,6 +386,7 @@ def attached_files(fake: FakeConfluence) -> tuple[str, str]:
     )
     word = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
     fake.attach(page.page_id, "Escalation.docx", word, escalation)
+    fake.attach(page.page_id, "Minutes.doc", "application/msword", b"\xd0\xcf\x11\xe0 Word 97")
     return page.page_id, page.title
 
 
@@ -408,6 +409,9 @@ async def test_attached_files_are_documents_downloaded_again_only_when_their_ver
     assert word.chunk.url.endswith(f"/{page_id}/Escalation.docx")  # no anchor opens a .docx
     skipped = {s.display: s.reason for s in first.skipped}
     assert skipped[f"ENG: {title} / diagram-0.png"] == "an attachment of a type not read (.png)"
+    assert skipped[f"ENG: {title} / Minutes.doc"] == (
+        "an attachment of a type not read (.doc; Word 97-2003: save it as .docx)"
+    )
     if confluence.flavour == "cloud":  # the site redirected to its media host
         assert confluence.requests["media"] == 3
         assert confluence.media_authorizations == [None] * 3  # the token stayed on the site

@@ -142,6 +142,7 @@ async def test_bad_inputs_are_skipped_with_reasons(
     (bad / "binary.txt").write_bytes(b"\x00\x01\x02garbage")
     (bad / "latin1.md").write_bytes(b"caf\xe9")
     (bad / "image.png").write_bytes(b"\x89PNG\r\n")
+    (bad / "minutes.DOC").write_bytes(b"\xd0\xcf\x11\xe0 Word 97")
     (bad / "big.txt").write_text("x" * 2_000)
     (bad / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
     locked = bad / "locked.md"
@@ -159,6 +160,7 @@ async def test_bad_inputs_are_skipped_with_reasons(
     assert reasons["binary.txt"].startswith("binary content")
     assert reasons["latin1.md"].startswith("not valid UTF-8")
     assert reasons["image.png"] == "unsupported file type '.png'"
+    assert reasons["minutes.DOC"] == "unsupported file type '.DOC' (Word 97-2003: save it as .docx)"
     assert "over the limit of 1,000" in reasons["big.txt"]
     assert "PDF" in reasons["broken.pdf"]
     assert [(Path(m.display).name, m.reason) for m in report.missing] == [

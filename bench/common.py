@@ -113,3 +113,12 @@ async def load_bench_main(
         f"{latency_key} {result[f'{latency_key}_median']} ms, wall {result['wall_s_median']} s, "
         f"all answered: {result['all_answered']} -> {path}"
     )
+
+
+def peak_rss_mb() -> float:
+    """This process's own high-water mark (VmHWM), in MiB. Not getrusage's ru_maxrss: Linux
+    carries into it the RSS of the parent this process was forked from, as it was at exec."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")

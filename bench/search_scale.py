@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import REPO, bench_settings, percentile, write_result
+from bench.common import REPO, bench_settings, peak_rss_mb, percentile, write_result
 from bench.query_threads import BUSY_PROCESSES, competing_load
 from bench.search_latency import build, queries, query_embedder
 from core.backends.sqlite.index import SqliteIndex
@@ -177,17 +177,8 @@ async def _child(chunks: int, runs: int, n_queries: int) -> dict[str, Any]:
             "p95_ms_median": round(statistics.median(f["p95"]), 2),
             "p95_ms_runs": [round(x, 2) for x in f["p95"]],
         }
-    result["peak_rss_mb"] = _peak_rss_mb()
+    result["peak_rss_mb"] = round(peak_rss_mb())
     return result
-
-
-def _peak_rss_mb() -> int:
-    """This process's own high-water mark (VmHWM). Not getrusage's ru_maxrss: Linux carries
-    into it the RSS of the parent this process was forked from, as it was at exec."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024)
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _searched(chunks: int, runs: int, n_queries: int) -> dict[str, Any]:

@@ -31,16 +31,23 @@ class Attachment:
     filename: str
     version: int
     size: int | None  # bytes, as listed (None: not said)
-    fmt: DocumentFormat | None  # None: a type no parser reads
     url: str
+
+    @property
+    def suffix(self) -> str:
+        return PurePosixPath(self.filename).suffix.lower()
+
+    @property
+    def fmt(self) -> DocumentFormat | None:
+        """The format its name says; None for a type no parser reads."""
+        return EXTENSIONS.get(self.suffix)
 
     @property
     def why_not_read(self) -> str:
         """Why a file of a type no parser reads is skipped, with what to do when there is
         something (an old Word file: save it as .docx)."""
-        suffix = PurePosixPath(self.filename).suffix.lower()
-        hint = conversion(suffix)
-        said = f"{suffix}; {hint}" if hint else suffix or "no extension"
+        hint = conversion(self.suffix)
+        said = f"{self.suffix}; {hint}" if hint else self.suffix or "no extension"
         return f"an attachment of a type not read ({said})"
 
 
@@ -77,7 +84,6 @@ def listed_attachment(result: dict[str, Any], base: str) -> Attachment | None:
         filename,
         number if isinstance(number, int) else -1,
         size if isinstance(size, int) and not isinstance(size, bool) else None,
-        EXTENSIONS.get(PurePosixPath(filename).suffix.lower()),
         f"{base}/download/attachments/{quote(page_id, safe='')}/{quote(filename, safe='')}",
     )
 

@@ -421,7 +421,7 @@ class IngestSettings(_Section):
     parse_threads: int = Field(2, ge=1, le=64)
     max_nesting_depth: int = Field(256, ge=8, le=10_000)
     max_html_attributes: int = Field(1_000, ge=10, le=1_000_000)
-    max_unpacked_bytes: int = Field(50_000_000, ge=1)  # a .docx's zip unpacked, all members
+    max_unpacked_bytes: int = Field(50_000_000, ge=1)  # an Office file's zip unpacked, all members
     lock_ttl_s: float = Field(6 * 3_600, gt=0)
     crawl: CrawlSettings = CrawlSettings()
     git: GitSettings = GitSettings()

@@ -51,15 +51,18 @@ def long_docx(paragraphs: int, heading_every: int) -> bytes:
 
 
 def rewritten(
-    docx: bytes, change: Callable[[bytes], bytes], added: dict[str, bytes] | None = None
+    package: bytes,
+    change: Callable[[bytes], bytes],
+    added: dict[str, bytes] | None = None,
+    member: str = "word/document.xml",
 ) -> bytes:
-    """The file with its word/document.xml changed by `change`, and `added` members
-    (compressed), as a hostile or unusual file would hold them."""
+    """An Office file (.docx, .pptx, .xlsx: a zip) with its `member` changed by `change`, and
+    `added` members (compressed), as a hostile or unusual file would hold them."""
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(docx)) as src, zipfile.ZipFile(out, "w") as dst:
-        for member in src.infolist():
-            data = src.read(member)
-            dst.writestr(member, change(data) if member.filename == "word/document.xml" else data)
+    with zipfile.ZipFile(io.BytesIO(package)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, change(data) if info.filename == member else data)
         for name, data in (added or {}).items():
             dst.writestr(name, data, zipfile.ZIP_DEFLATED)
     return out.getvalue()

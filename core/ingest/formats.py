@@ -1,5 +1,5 @@
-"""Parsing Markdown, HTML, reStructuredText, AsciiDoc, PDF, Word (.docx) and plain text into
-titled sections that each carry an anchor.
+"""Parsing Markdown, HTML, reStructuredText, AsciiDoc, PDF, Word (.docx), PowerPoint (.pptx),
+Excel (.xlsx) and plain text into titled sections that each carry an anchor.
 
 A section is the text under one heading; its anchor is what the published page uses for that
 heading, so `URL#anchor` lands the reader on the passage a citation quotes:
@@ -8,7 +8,8 @@ heading, so `URL#anchor` lands the reader on the passage a citation quotes:
 - HTML: the heading's own `id`, an anchor inside it, or the id of its enclosing `<section>`;
   never an invented slug, since the page would not have it;
 - PDF: one section per page, anchored `page=N` (the PDF open parameter browsers honour);
-- Word: a section per heading, with no anchor (a browser opens a .docx at no heading).
+- Word: a section per heading, PowerPoint per slide, Excel per sheet, with no anchor (a browser
+  opens none of them at a heading, slide or sheet).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import functools
 import io
 import re
-import time
 from enum import StrEnum
 
 from markdown_it import MarkdownIt
@@ -28,12 +28,15 @@ from core.ingest.html import parse_html
 from core.ingest.rst import parse_rst
 from core.ingest.sections import (
     AnchorSlugger,
+    Deadline,
     ParsedDocument,
     ParseLimits,
     Section,
     tidy_text,
     too_slow,
 )
+from core.ingest.sheets import parse_sheets
+from core.ingest.slides import parse_slides
 from core.ingest.word import parse_word
 
 
@@ -45,10 +48,14 @@ class DocumentFormat(StrEnum):
     RST = "rst"
     ASCIIDOC = "asciidoc"
     WORD = "docx"
+    SLIDES = "pptx"
+    SHEETS = "xlsx"
 
 
 # Formats read as bytes; every other one is text, in UTF-8.
-BINARY_FORMATS = frozenset({DocumentFormat.PDF, DocumentFormat.WORD})
+BINARY_FORMATS = frozenset(
+    {DocumentFormat.PDF, DocumentFormat.WORD, DocumentFormat.SLIDES, DocumentFormat.SHEETS}
+)
 
 
 # A parser's own error message is quoted in the skip reason up to this length.
@@ -148,15 +155,14 @@ def parse_pdf(data: bytes, fallback_title: str, timeout_s: float) -> ParsedDocum
     crafted to be slow), so the time limit is checked between them."""
     from pypdf import PdfReader
 
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
         raise UnreadableDocument("encrypted PDF")
     meta_title = (reader.metadata.title if reader.metadata else None) or ""
     doc = ParsedDocument(title=meta_title.strip() or fallback_title)
     for number, page in enumerate(reader.pages, start=1):
-        if time.monotonic() > deadline:
-            raise too_slow(timeout_s)
+        deadline.check()
         text = tidy_text((page.extract_text() or "").replace("\x00", ""))
         if text:
             doc.sections.append(Section(f"Page {number}", f"page={number}", text))
@@ -225,6 +231,10 @@ def _parse(
         return parse_pdf(data, fallback_title, limits.timeout_s)
     if fmt is DocumentFormat.WORD:
         return parse_word(data, fallback_title, limits)
+    if fmt is DocumentFormat.SLIDES:
+        return parse_slides(data, fallback_title, limits)
+    if fmt is DocumentFormat.SHEETS:
+        return parse_sheets(data, fallback_title, limits)
     if (nul := data.find(b"\x00")) >= 0:
         raise UnreadableDocument(f"binary content (NUL byte at offset {nul:,}) in a text file")
     try:

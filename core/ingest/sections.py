@@ -4,6 +4,7 @@ under, and the anchor slugs a heading gets (unique within its document, like a s
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -51,7 +52,7 @@ class ParseLimits:
     max_attributes: int
     timeout_s: float
     threads: int  # parses running at once, abandoned ones included (`daemon_work`)
-    max_unpacked_bytes: int  # what an archive format (.docx) may unpack to
+    max_unpacked_bytes: int  # what an Office file (.docx, .pptx, .xlsx: a zip) may unpack to
 
     @classmethod
     def from_settings(cls, settings: IngestSettings) -> ParseLimits:
@@ -66,6 +67,20 @@ class ParseLimits:
 
 def too_slow(timeout_s: float) -> UnreadableDocument:
     return UnreadableDocument(f"parsing took longer than {timeout_s:g} s (ingest.parse_timeout_s)")
+
+
+class Deadline:
+    """A parse's time limit, checked between the pieces a parser walks (pages, paragraphs,
+    rows, slides): a crafted file can make any one library slow, so past it the file is
+    skipped as too slow rather than holding a parse thread."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+        self._at = time.monotonic() + timeout_s
+
+    def check(self) -> None:
+        if time.monotonic() > self._at:
+            raise too_slow(self._timeout_s)
 
 
 def tidy_text(raw: str) -> str:

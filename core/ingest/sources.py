@@ -42,12 +42,18 @@ EXTENSIONS: dict[str, DocumentFormat] = {
     ".asc": DocumentFormat.ASCIIDOC,
     ".pdf": DocumentFormat.PDF,
     ".docx": DocumentFormat.WORD,
+    ".pptx": DocumentFormat.SLIDES,
+    ".xlsx": DocumentFormat.SHEETS,
 }
 # Files a newcomer may expect to be read, and what to do with them instead.
 _CONVERSIONS = {
     ".doc": "Word 97-2003: save it as .docx",
     ".rtf": "save it as .docx",
     ".odt": "save it as .docx",
+    ".ppt": "PowerPoint 97-2003: save it as .pptx",
+    ".odp": "save it as .pptx",
+    ".xls": "Excel 97-2003: save it as .xlsx",
+    ".ods": "save it as .xlsx",
 }
 CONTENT_TYPES: dict[str, DocumentFormat] = {
     "text/html": DocumentFormat.HTML,
@@ -58,6 +64,10 @@ CONTENT_TYPES: dict[str, DocumentFormat] = {
     "text/x-rst": DocumentFormat.RST,
     "application/pdf": DocumentFormat.PDF,
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocumentFormat.WORD,
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": (
+        DocumentFormat.SLIDES
+    ),
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": DocumentFormat.SHEETS,
 }
 
 

@@ -5,30 +5,27 @@ heading styles ("Heading 1" to "Heading 9", which python-docx names the same in 
 Word); tables are read row by row in their place among the paragraphs. A .docx has no anchor a
 browser can open at, so its passages link to the file itself.
 
-A .docx is a zip archive: what it unpacks to is bounded before anything is unpacked (a small
-file can declare gigabytes of XML), by the sizes its directory declares, which Python's zipfile
-then holds every member to. Entities a hostile document.xml declares are refused by the XML
-parser under python-docx (libxml2's amplification limit), the file skipped with that reason.
+A .docx is a zip archive, judged before it is unpacked (`ooxml`). Entities a hostile
+document.xml declares are refused by the XML parser under python-docx (libxml2's amplification
+limit), the file skipped with that reason.
 """
 
 from __future__ import annotations
 
 import io
 import re
-import time
-import zipfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from core.errors import UnreadableDocument
-from core.ingest.sections import ParsedDocument, ParseLimits, Section, tidy_text, too_slow
+from core.ingest.ooxml import check_unpacked, row_line
+from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
     from docx.table import _Cell
 
 _HEADING_STYLE = re.compile(r"Heading [1-9]")
 _TITLE_STYLE = "Title"
-_CELL_SEPARATOR = " | "
 
 
 def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedDocument:
@@ -38,8 +35,8 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
     from docx import Document
     from docx.text.paragraph import Paragraph
 
-    _check_unpacked(data, limits.max_unpacked_bytes)
-    deadline = time.monotonic() + limits.timeout_s
+    check_unpacked(data, limits.max_unpacked_bytes)
+    deadline = Deadline(limits.timeout_s)
     document = Document(io.BytesIO(data))
     # Style names by id, read once: `Paragraph.style` looks the style up among all of them for
     # every paragraph (2 ms each here, so 20 s for 10,000 paragraphs); the paragraph's own
@@ -49,13 +46,11 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
     doc = ParsedDocument(title="")
     heading, lines = "", []
     for block in document.iter_inner_content():
-        if time.monotonic() > deadline:
-            raise too_slow(limits.timeout_s)
+        deadline.check()
         if not isinstance(block, Paragraph):  # a table: each row a line
             for row in block.rows:
-                if time.monotonic() > deadline:  # a table can hold a whole document
-                    raise too_slow(limits.timeout_s)
-                lines.append(_CELL_SEPARATOR.join(_row_texts(row.cells)))
+                deadline.check()  # a table can hold a whole document
+                lines.append(row_line(_row_texts(row.cells)))
             continue
         text = block.text.strip()
         style = names.get(block._p.style or "") or ""
@@ -87,13 +82,3 @@ def _row_texts(cells: Sequence[_Cell]) -> list[str]:
 def _close(doc: ParsedDocument, heading: str, lines: list[str]) -> None:
     if text := tidy_text("\n".join(lines)):
         doc.sections.append(Section(heading=heading, anchor=None, text=text))
-
-
-def _check_unpacked(data: bytes, max_bytes: int) -> None:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        unpacked = sum(member.file_size for member in archive.infolist())
-    if unpacked > max_bytes:
-        raise UnreadableDocument(
-            f"unpacks to {unpacked:,} bytes, over the limit of {max_bytes:,} "
-            "(ingest.max_unpacked_bytes)"
-        )

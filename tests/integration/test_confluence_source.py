@@ -23,6 +23,7 @@ from core.ingest.pipeline import Ingestor
 from core.ingest.sync import SourceSyncer
 from tests.fakes.confluence import SERVED_PAGE_SIZE, FakeAttachment, FakeConfluence, FakePage
 from tests.fakes.faults import RefusingEmbedder
+from tests.office_maker import SlideSpec, make_pptx, make_xlsx
 from tests.pdf_maker import make_pdf
 from tests.word_maker import make_docx
 
@@ -450,6 +451,34 @@ async def test_attached_files_are_documents_downloaded_again_only_when_their_ver
     fourth = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
     assert fourth.counts[Outcome.DELETED] == 3
     assert len(await index.documents()) == 2
+
+
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_attached_decks_and_workbooks_are_read_by_slide_and_sheet(
+    confluence: FakeConfluence, syncer: SourceSyncer, index
+) -> None:
+    """Confluence serves both as a generic binary as often as by their own type: the name
+    says what each is."""
+    confluence.pages = {k: v for k, v in list(confluence.pages.items())[:1]}
+    page = next(iter(confluence.pages.values()))
+    deck = make_pptx([SlideSpec(title="Launch"), SlideSpec(title="Dates", texts=["GA is May 4."])])
+    confluence.attach(page.page_id, "Launch.pptx", "application/octet-stream", deck)
+    sheet = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    book = make_xlsx({"Owners": [["Area", "Owner"], ["Billing", "Team Pay"]]})
+    confluence.attach(page.page_id, "Owners.xlsx", sheet, book)
+    confluence.attach(page.page_id, "Old.ppt", "application/vnd.ms-powerpoint", b"\xd0\xcf")
+    report = await syncer.sync("wiki", source(confluence, spaces=["ENG"]))
+    assert report.counts[Outcome.ADDED] == 1 + 2
+    slide = (await index.search("GA is May 4", k=1))[0]
+    assert (slide.chunk.heading, slide.chunk.title) == ("Slide 2: Dates", "Launch")
+    assert slide.chunk.url.endswith(f"/download/attachments/{page.page_id}/Launch.pptx")
+    row = (await index.search("who owns billing", k=1))[0]
+    assert row.chunk.text == "Area: Billing | Owner: Team Pay"
+    assert row.chunk.url.endswith(f"/download/attachments/{page.page_id}/Owners.xlsx")
+    skipped = {s.display: s.reason for s in report.skipped}
+    assert skipped[f"ENG: {page.title} / Old.ppt"] == (
+        "an attachment of a type not read (.ppt; PowerPoint 97-2003: save it as .pptx)"
+    )
 
 
 @pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)

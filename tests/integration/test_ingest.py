@@ -18,6 +18,7 @@ from core.ingest.pipeline import Ingestor
 from core.search.embedder import CachedEmbedder
 from tests.conftest import Index
 from tests.fakes.static_site import StaticSite
+from tests.office_maker import SlideSpec, make_pptx, make_xlsx
 from tests.pdf_maker import make_pdf
 from tests.word_maker import make_docx
 
@@ -76,6 +77,32 @@ async def test_a_word_file_in_a_folder_is_indexed_by_its_headings(
     hit = (await index.search("daily allowance abroad", k=1))[0]
     assert (hit.chunk.title, hit.chunk.heading) == ("Travel policy", "Per diem")
     assert hit.chunk.url == "https://kb.example/pol/Travel%20policy.docx"
+
+
+async def test_a_deck_and_a_workbook_in_a_folder_are_indexed_by_slide_and_sheet(
+    tmp_path: Path, ingestor: Ingestor, index
+) -> None:
+    docs = tmp_path / "ops"
+    docs.mkdir()
+    (docs / "Onboarding.pptx").write_bytes(
+        make_pptx(
+            [
+                SlideSpec(title="Welcome", texts=["Your first week."]),
+                SlideSpec(title="Access", texts=["Request VPN access from the IT portal."]),
+            ]
+        )
+    )
+    (docs / "On-call.xlsx").write_bytes(
+        make_xlsx({"Rota": [["Week", "Engineer"], ["48", "Grace Hopper"]]})
+    )
+    report = await ingestor.ingest([str(docs)], source="kb", base_url="https://kb.example/ops")
+    assert report.counts[Outcome.ADDED] == 2
+    hit = (await index.search("VPN access portal", k=1))[0]
+    assert (hit.chunk.title, hit.chunk.heading) == ("Welcome", "Slide 2: Access")
+    assert hit.chunk.url == "https://kb.example/ops/Onboarding.pptx"
+    hit = (await index.search("Grace Hopper engineer week", k=1))[0]
+    assert (hit.chunk.heading, hit.chunk.url) == ("Rota", "https://kb.example/ops/On-call.xlsx")
+    assert "Engineer: Grace Hopper" in hit.chunk.text
 
 
 async def test_without_base_url_links_are_file_uris(tmp_path: Path, ingestor: Ingestor, index):
@@ -143,6 +170,7 @@ async def test_bad_inputs_are_skipped_with_reasons(
     (bad / "latin1.md").write_bytes(b"caf\xe9")
     (bad / "image.png").write_bytes(b"\x89PNG\r\n")
     (bad / "minutes.DOC").write_bytes(b"\xd0\xcf\x11\xe0 Word 97")
+    (bad / "budget.xls").write_bytes(b"\xd0\xcf\x11\xe0 Excel 97")
     (bad / "big.txt").write_text("x" * 2_000)
     (bad / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
     locked = bad / "locked.md"
@@ -161,6 +189,9 @@ async def test_bad_inputs_are_skipped_with_reasons(
     assert reasons["latin1.md"].startswith("not valid UTF-8")
     assert reasons["image.png"] == "unsupported file type '.png'"
     assert reasons["minutes.DOC"] == "unsupported file type '.DOC' (Word 97-2003: save it as .docx)"
+    assert reasons["budget.xls"] == (
+        "unsupported file type '.xls' (Excel 97-2003: save it as .xlsx)"
+    )
     assert "over the limit of 1,000" in reasons["big.txt"]
     assert "PDF" in reasons["broken.pdf"]
     assert [(Path(m.display).name, m.reason) for m in report.missing] == [

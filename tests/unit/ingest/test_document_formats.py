@@ -1,28 +1,21 @@
 from __future__ import annotations
 
-import dataclasses
-import io
-import itertools
 import random
 import time
 import tracemalloc
-import zipfile
 
 import pytest
 
 from bench.link_reader import tree_links
-from core.config import IngestSettings
 from core.errors import UnreadableDocument
 from core.ingest.formats import DocumentFormat, parse_document, parse_markdown
 from core.ingest.html import parse_html
-from core.ingest.sections import ParsedDocument, ParseLimits
+from core.ingest.sections import ParsedDocument
 from core.ingest.site import _EnoughLinks, _LinkReader, _links
+from tests.office_maker import SlideSpec, make_pptx, make_xlsx
+from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
 from tests.pdf_maker import make_pdf
-from tests.word_maker import long_docx, make_docx, rewritten
-
-LIMITS = ParseLimits.from_settings(IngestSettings())
-# Far above what these linear parses take (1-2 s of CPU), far below the quadratic originals.
-LINEAR_PARSE_CPU_S = 10
+from tests.word_maker import make_docx
 
 MARKDOWN = """---
 title: "The Handbook"
@@ -110,101 +103,6 @@ def test_pdf_pages_become_sections() -> None:
     assert "Revenue grew." in doc.sections[0].text
 
 
-def test_word_headings_become_sections_with_tables_in_their_place() -> None:
-    data = make_docx(
-        [
-            ("Title", "Ops handbook"),
-            ("Normal", "Read this first."),
-            ("Heading 1", "Deploying"),
-            ("Normal", "Freeze the branch."),
-            ("Heading 2", "Rollback"),
-            ("Normal", "Run make rollback."),
-        ],
-        rows=[
-            ["Service", "Owner", "Hours"],
-            ["billing", "team-pay", "24/7"],
-            ["All day", None, "x"],
-        ],
-    )
-    doc = parse_document(data, DocumentFormat.WORD, "fallback.docx", LIMITS)
-    assert doc.title == "Ops handbook"  # the Title paragraph, with no title in the properties
-    assert [(s.heading, s.anchor) for s in doc.sections] == [
-        ("", None),
-        ("Deploying", None),
-        ("Rollback", None),
-    ]
-    assert doc.sections[0].text == "Read this first."
-    assert doc.sections[2].text == (
-        "Run make rollback.\nService | Owner | Hours\nbilling | team-pay | 24/7\nAll day | x"
-    )  # a cell merged across two columns is read once
-    titled = make_docx([("Normal", "Body.")], title="From the properties")
-    assert parse_document(titled, DocumentFormat.WORD, "x", LIMITS).title == "From the properties"
-    untitled = make_docx([("Normal", "Body.")])
-    assert parse_document(untitled, DocumentFormat.WORD, "notes.docx", LIMITS).title == "notes.docx"
-
-
-def test_a_word_file_that_unpacks_past_the_limit_is_refused_before_it_is_unpacked() -> None:
-    """10 MB of XML compresses to about 10 KB: what the zip declares is judged, not its size."""
-    data = rewritten(make_docx([]), lambda xml: xml, {"word/padding.xml": b" " * 10_000_000})
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        declared = sum(member.file_size for member in archive.infolist())
-    assert len(data) < 100_000
-    limits = dataclasses.replace(LIMITS, max_unpacked_bytes=5_000_000)
-    with pytest.raises(UnreadableDocument) as refused:
-        parse_document(data, DocumentFormat.WORD, "x", limits)
-    assert str(refused.value) == (
-        f"unpacks to {declared:,} bytes, over the limit of 5,000,000 (ingest.max_unpacked_bytes)"
-    )
-
-
-def test_a_word_file_declaring_a_billion_laughs_is_refused_in_bounded_time() -> None:
-    """Entities in document.xml's DTD, 3 GB once expanded: the XML parser under python-docx
-    refuses the amplification, and the file is skipped with its reason."""
-    laughs = ['<!ENTITY l0 "ha">'] + [
-        f'<!ENTITY l{n} "{f"&l{n - 1};" * 10}">' for n in range(1, 10)
-    ]
-    doctype = f"<!DOCTYPE w:document [{''.join(laughs)}]>".encode()
-
-    def declared(xml: bytes) -> bytes:
-        head, _, body = xml.partition(b"?>")
-        return head + b"?>" + doctype + body.replace(b"<w:body>", _LAUGH, 1)
-
-    seconds, doc = _timed_parse(rewritten(make_docx([]), declared), DocumentFormat.WORD)
-    assert seconds < LINEAR_PARSE_CPU_S
-    assert str(doc).startswith("can't parse as docx: XMLSyntaxError: ")  # libxml2's words
-
-
-_LAUGH = b"<w:body><w:p><w:r><w:t>Laugh: &l9;</w:t></w:r></w:p>"
-
-
-def test_a_long_word_file_is_read_in_linear_time() -> None:
-    """python-docx looked each paragraph's style up among all the document's: 2 ms a
-    paragraph, 20 s for 10,000 (a long handbook), the limit of 30 s for 15,000."""
-    seconds, doc = _timed_parse(long_docx(20_000, heading_every=50), DocumentFormat.WORD)
-    assert seconds < LINEAR_PARSE_CPU_S  # 30 s before (the limit), 1 s after
-    assert isinstance(doc, ParsedDocument)
-    assert len(doc.sections) == 400
-    assert doc.sections[-1].heading == "Part 19950"
-    assert doc.sections[-1].text.endswith("Line 19999.\nEnd.")
-
-
-@pytest.mark.parametrize("table", [False, True])
-def test_a_slow_word_file_is_stopped_between_paragraphs_and_rows(table: bool) -> None:
-    """A document that is one long table is checked row by row."""
-    lines = [f"Line {n}." for n in range(50)]
-    data = (
-        make_docx([], rows=[[line] for line in lines])
-        if table
-        else make_docx([("Normal", line) for line in lines])
-    )
-    looks = itertools.count()  # each look at the clock is 10 ms later: the 7th is past 50 ms
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("core.ingest.word.time.monotonic", lambda: 0.01 * next(looks))
-        _, doc = _timed_parse(data, DocumentFormat.WORD, timeout_s=0.05)
-    assert str(doc) == "parsing took longer than 0.05 s (ingest.parse_timeout_s)"
-    assert next(looks) < 10  # stopped as soon as it was late, not after the table's 50 rows
-
-
 @pytest.mark.parametrize(
     ("data", "fmt", "reason"),
     [
@@ -216,7 +114,11 @@ def test_a_slow_word_file_is_stopped_between_paragraphs_and_rows(table: bool) ->
         (b"%PDF-1.4 garbage", DocumentFormat.PDF, "not a readable PDF|no extractable text"),
         (make_pdf([[]]), DocumentFormat.PDF, "no extractable text"),
         (b"PK\x03\x04 not a zip", DocumentFormat.WORD, "can't parse as docx: BadZipFile"),
+        (b"PK\x03\x04 not a zip", DocumentFormat.SLIDES, "can't parse as pptx: BadZipFile"),
+        (b"PK\x03\x04 not a zip", DocumentFormat.SHEETS, "can't parse as xlsx: BadZipFile"),
         (make_docx([("Heading 1", "Only a heading")]), DocumentFormat.WORD, "no text"),
+        (make_pptx([SlideSpec(title="Only a title")]), DocumentFormat.SLIDES, "no text"),
+        (make_xlsx({"Empty": [[None, ""]]}), DocumentFormat.SHEETS, "no text"),
     ],
 )
 def test_bad_content_is_refused_with_a_reason(
@@ -236,20 +138,6 @@ def test_utf8_bom_is_accepted() -> None:
     assert doc.title == "Título"
 
 
-def _timed_parse(data: bytes, fmt: DocumentFormat, **limits: float) -> tuple[float, object]:
-    # This thread's CPU (the parse runs in it): neither a busy neighbour nor another test's
-    # threads still running in this process make it fail.
-    started = time.thread_time()
-    try:
-        timeout_s = limits.get("timeout_s", LIMITS.timeout_s)
-        doc: object = parse_document(
-            data, fmt, "x", dataclasses.replace(LIMITS, timeout_s=timeout_s)
-        )
-    except UnreadableDocument as exc:
-        doc = exc
-    return time.thread_time() - started, doc
-
-
 @pytest.mark.parametrize(
     "heading",
     [
@@ -259,14 +147,14 @@ def _timed_parse(data: bytes, fmt: DocumentFormat, **limits: float) -> tuple[flo
     ],
 )
 def test_heading_parsing_is_linear(heading: str) -> None:
-    seconds, doc = _timed_parse(f"# {heading}\n\nBody.\n".encode(), DocumentFormat.MARKDOWN)
+    seconds, doc = timed_parse(f"# {heading}\n\nBody.\n".encode(), DocumentFormat.MARKDOWN)
     assert seconds < LINEAR_PARSE_CPU_S  # the first hung for minutes; linear takes ~1.5 s
     assert isinstance(doc, ParsedDocument)
 
 
 def test_deeply_nested_html_parses_in_linear_time_and_keeps_its_text() -> None:
     page = "<html><body><h1>Deep</h1>" + "<div>level " * 20_000 + "</body></html>"
-    seconds, doc = _timed_parse(page.encode(), DocumentFormat.HTML)
+    seconds, doc = timed_parse(page.encode(), DocumentFormat.HTML)
     assert seconds < LINEAR_PARSE_CPU_S  # 126 s before
     assert isinstance(doc, ParsedDocument)
     assert doc.sections[0].text.count("level") == 20_000
@@ -274,19 +162,19 @@ def test_deeply_nested_html_parses_in_linear_time_and_keeps_its_text() -> None:
 
 def test_an_html_element_with_a_million_attributes_is_refused() -> None:
     attributes = " ".join(f"a{i}=1" for i in range(1_000_000))
-    seconds, doc = _timed_parse(f"<p {attributes}>x</p>".encode(), DocumentFormat.HTML)
+    seconds, doc = timed_parse(f"<p {attributes}>x</p>".encode(), DocumentFormat.HTML)
     assert seconds < LINEAR_PARSE_CPU_S  # 7 s and 800 MB before
     assert str(doc) == "an element with 1,000,000 attributes (more than 1,000)"
 
 
 def test_a_nul_byte_anywhere_marks_a_text_file_binary() -> None:
-    _, doc = _timed_parse(b"a" * 10_000 + b"\x00tail", DocumentFormat.TEXT)
+    _, doc = timed_parse(b"a" * 10_000 + b"\x00tail", DocumentFormat.TEXT)
     assert str(doc) == "binary content (NUL byte at offset 10,000) in a text file"
 
 
 def test_a_slow_pdf_is_stopped_between_pages() -> None:
     data = make_pdf([[f"Page {n} text."] for n in range(50)])
-    _, doc = _timed_parse(data, DocumentFormat.PDF, timeout_s=1e-6)
+    _, doc = timed_parse(data, DocumentFormat.PDF, timeout_s=1e-6)
     assert str(doc) == "parsing took longer than 1e-06 s (ingest.parse_timeout_s)"
 
 
@@ -313,7 +201,7 @@ UNCLOSED_HTML = {
 @pytest.mark.parametrize("unit", UNCLOSED_HTML.values(), ids=UNCLOSED_HTML.keys())
 def test_unclosed_html_markup_parses_in_linear_time(unit: str) -> None:
     page = "<title>T</title><p>Intro.</p>" + unit * 200_000
-    seconds, doc = _timed_parse(page.encode(), DocumentFormat.HTML)
+    seconds, doc = timed_parse(page.encode(), DocumentFormat.HTML)
     assert seconds < LINEAR_PARSE_CPU_S  # hours before; about 1 s now
     assert isinstance(doc, ParsedDocument)
     assert doc.sections[0].text.startswith("T\nIntro.")
@@ -337,10 +225,10 @@ def test_text_formats_parse_in_linear_time_and_bounded_memory(
 ) -> None:
     # Timed and traced in separate parses: tracing every allocation slows a parse ten-fold
     # (40,000 headings: 0.8 s of CPU plain, 7.7 s traced), which a busy CI box took past the bound.
-    seconds, doc = _timed_parse(text.encode(), fmt)
+    seconds, doc = timed_parse(text.encode(), fmt)
     tracemalloc.start()
     try:
-        _timed_parse(text.encode(), fmt)
+        timed_parse(text.encode(), fmt)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -586,5 +474,5 @@ def test_asciidoc_default_ids_follow_asciidoctor() -> None:
     ],
 )
 def test_asciidoc_lines_parse_in_linear_time(line: str) -> None:
-    seconds, _ = _timed_parse(line.encode(), DocumentFormat.ASCIIDOC)
+    seconds, _ = timed_parse(line.encode(), DocumentFormat.ASCIIDOC)
     assert seconds < LINEAR_PARSE_CPU_S  # a regex search per `https:` took minutes

@@ -1,0 +1,100 @@
+"""Excel workbooks (.xlsx) as sections, read with openpyxl: one section per visible sheet.
+
+A sheet is read row by row, streamed (openpyxl's read-only mode), each row one line. Where the
+sheet's first row is a header (two or more cells, all text), every row after it names its
+columns, `Question: How do I ... | Answer: Run ...`: a passage cut from the middle of a long
+sheet still says what each value is, which is what lets a search find it and a reader check it.
+Formulas give the value Excel last computed (a file never opened in Excel has none: the cell
+reads empty). Hidden sheets are left out, as Excel shows them to no reader.
+
+An .xlsx is a zip archive, judged before it is unpacked (`ooxml`); its XML is parsed through
+defusedxml, which refuses entity declarations. The size a sheet declares is not trusted: rows
+are padded only to their own last cell, not to a declared 16,384 columns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from collections.abc import Iterator, Sequence
+
+from core.errors import UnreadableDocument
+from core.ingest.ooxml import CELL_SEPARATOR, check_unpacked, row_line
+from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
+
+_VISIBLE = "visible"
+_MIN_HEADER_CELLS = 2  # a single text cell on top is more often a caption than a header
+
+
+def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedDocument:
+    """Sections in sheet order, each headed by the sheet's name; the title from the
+    workbook's properties, else `fallback_title`. Past `limits.timeout_s` it stops between
+    rows, with the file skipped."""
+    from openpyxl import load_workbook
+
+    check_unpacked(data, limits.max_unpacked_bytes)
+    deadline = Deadline(limits.timeout_s)
+    try:
+        book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except ValueError as exc:
+        # openpyxl hides the XML parser's error (defusedxml's refusal among them) behind a
+        # paragraph of its own, the same for every cause: the skip reason is the cause.
+        if isinstance(exc.__context__, Exception):
+            raise exc.__context__ from None
+        raise
+    try:
+        doc = ParsedDocument(title=(book.properties.title or "").strip() or fallback_title)
+        for sheet in book.worksheets:
+            if sheet.sheet_state != _VISIBLE:
+                continue
+            sheet.reset_dimensions()  # see the module's docstring
+            rows = sheet.iter_rows(values_only=True)
+            if text := tidy_text("\n".join(_lines(rows, deadline))):
+                doc.sections.append(Section(heading=sheet.title, anchor=None, text=text))
+    finally:
+        book.close()  # read-only mode keeps the archive open until closed
+    if not doc.sections:
+        raise UnreadableDocument("no text")
+    return doc
+
+
+def _lines(rows: Iterator[Sequence[object]], deadline: Deadline) -> Iterator[str]:
+    header: list[str] | None = None
+    for values in rows:
+        deadline.check()
+        cells = [_text(value) for value in values]
+        if not any(cells):
+            continue
+        if header is None:
+            header = cells if _is_header(values) else []
+            if header:
+                continue
+        yield _named(header, cells) if header else row_line(cells)
+
+
+def _is_header(values: Sequence[object]) -> bool:
+    """Two or more cells, all text: a number or a date is data, not a column's name."""
+    filled = [value for value in values if value is not None and value != ""]
+    return len(filled) >= _MIN_HEADER_CELLS and all(isinstance(v, str) for v in filled)
+
+
+def _named(header: Sequence[str], cells: Sequence[str]) -> str:
+    parts = []
+    for n, cell in enumerate(cells):
+        if cell:
+            name = header[n] if n < len(header) else ""
+            parts.append(f"{name}: {cell}" if name else cell)
+    return CELL_SEPARATOR.join(parts)
+
+
+def _text(value: object) -> str:
+    """A cell as a reader sees it: whole numbers without `.0`, dates without a midnight."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dt.datetime) and value.time() == dt.time():
+        return value.date().isoformat()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    return " ".join(str(value).split())

@@ -1,0 +1,87 @@
+"""PowerPoint decks and Excel workbooks for test data, written by python-pptx and openpyxl as
+the Office applications would save them."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+from openpyxl import Workbook
+from pptx import Presentation
+from pptx.util import Inches
+
+_BLANK_LAYOUT = 6  # the default template's layouts: 1 title and content, 5 title only, 6 blank
+_TITLE_AND_CONTENT = 1
+
+
+@dataclass
+class SlideSpec:
+    """One slide: its title (None: a blank slide, no title placeholder), text boxes in order,
+    a table (a None cell: merged into the cell on its left), a group of text boxes, notes."""
+
+    title: str | None = None
+    texts: list[str] = field(default_factory=list)
+    rows: list[list[str | None]] = field(default_factory=list)
+    grouped: list[str] = field(default_factory=list)
+    notes: str = ""
+    hidden: bool = False
+
+
+def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
+    deck = Presentation()
+    if title is not None:
+        deck.core_properties.title = title
+    for spec in slides:
+        layout = deck.slide_layouts[_BLANK_LAYOUT if spec.title is None else _TITLE_AND_CONTENT]
+        slide = deck.slides.add_slide(layout)
+        if spec.title is not None:
+            slide.shapes.title.text = spec.title
+            body = slide.placeholders[1]  # the content placeholder: the first text, if any
+            body.text_frame.text = spec.texts[0] if spec.texts else ""
+            texts = spec.texts[1:]
+        else:
+            texts = spec.texts
+        for n, text in enumerate(texts):
+            box = slide.shapes.add_textbox(Inches(1), Inches(1 + n), Inches(4), Inches(1))
+            box.text_frame.text = text
+        if spec.rows:
+            frame = slide.shapes.add_table(
+                len(spec.rows), len(spec.rows[0]), Inches(1), Inches(4), Inches(6), Inches(2)
+            )
+            for r, values in enumerate(spec.rows):
+                for c, value in enumerate(values):
+                    if value is None:
+                        frame.table.cell(r, c - 1).merge(frame.table.cell(r, c))
+                    else:
+                        frame.table.cell(r, c).text = value
+        if spec.grouped:
+            group = slide.shapes.add_group_shape()
+            for n, text in enumerate(spec.grouped):
+                box = group.shapes.add_textbox(Inches(5), Inches(1 + n), Inches(3), Inches(1))
+                box.text_frame.text = text
+        if spec.notes:
+            slide.notes_slide.notes_text_frame.text = spec.notes
+        if spec.hidden:
+            slide.element.set("show", "0")
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+def make_xlsx(
+    sheets: dict[str, list[list[object]]], hidden: frozenset[str] = frozenset(), title: str = ""
+) -> bytes:
+    """`sheets`: name -> rows of cell values (None: an empty cell), in order."""
+    book = Workbook()
+    book.remove(book.active)
+    if title:
+        book.properties.title = title
+    for name, rows in sheets.items():
+        sheet = book.create_sheet(name)
+        for row in rows:
+            sheet.append(row)
+        if name in hidden:
+            sheet.sheet_state = "hidden"
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()

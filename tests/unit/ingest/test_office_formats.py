@@ -1,0 +1,244 @@
+"""Office files as sections: Word (.docx), PowerPoint (.pptx), Excel (.xlsx), and what a
+hostile one of each may cost (their zip, their XML, their declared sizes, their length)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import io
+import itertools
+import re
+import zipfile
+from collections.abc import Callable
+
+import pytest
+
+from core.errors import UnreadableDocument
+from core.ingest.formats import DocumentFormat, parse_document
+from core.ingest.sections import ParsedDocument
+from tests.office_maker import SlideSpec, make_pptx, make_xlsx
+from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
+from tests.word_maker import long_docx, make_docx, rewritten
+
+# Each format's file with one piece of text, "LAUGH", and the zip member that holds it.
+_WITH_ONE_TEXT: dict[DocumentFormat, tuple[Callable[[], bytes], str]] = {
+    DocumentFormat.WORD: (lambda: make_docx([("Normal", "LAUGH")]), "word/document.xml"),
+    DocumentFormat.SLIDES: (
+        lambda: make_pptx([SlideSpec(title="T", texts=["LAUGH"])]),
+        "ppt/slides/slide1.xml",
+    ),
+    DocumentFormat.SHEETS: (
+        lambda: make_xlsx({"S": [["LAUGH", "b"], ["c", "d"]]}),
+        "xl/worksheets/sheet1.xml",
+    ),
+}
+_OFFICE = list(_WITH_ONE_TEXT)
+
+
+def test_word_headings_become_sections_with_tables_in_their_place() -> None:
+    data = make_docx(
+        [
+            ("Title", "Ops handbook"),
+            ("Normal", "Read this first."),
+            ("Heading 1", "Deploying"),
+            ("Normal", "Freeze the branch."),
+            ("Heading 2", "Rollback"),
+            ("Normal", "Run make rollback."),
+        ],
+        rows=[
+            ["Service", "Owner", "Hours"],
+            ["billing", "team-pay", "24/7"],
+            ["All day", None, "x"],
+        ],
+    )
+    doc = parse_document(data, DocumentFormat.WORD, "fallback.docx", LIMITS)
+    assert doc.title == "Ops handbook"  # the Title paragraph, with no title in the properties
+    assert [(s.heading, s.anchor) for s in doc.sections] == [
+        ("", None),
+        ("Deploying", None),
+        ("Rollback", None),
+    ]
+    assert doc.sections[0].text == "Read this first."
+    assert doc.sections[2].text == (
+        "Run make rollback.\nService | Owner | Hours\nbilling | team-pay | 24/7\nAll day | x"
+    )  # a cell merged across two columns is read once
+    titled = make_docx([("Normal", "Body.")], title="From the properties")
+    assert parse_document(titled, DocumentFormat.WORD, "x", LIMITS).title == "From the properties"
+    untitled = make_docx([("Normal", "Body.")])
+    assert parse_document(untitled, DocumentFormat.WORD, "notes.docx", LIMITS).title == "notes.docx"
+
+
+def test_slides_become_sections_with_their_tables_groups_and_notes() -> None:
+    deck = make_pptx(
+        [
+            SlideSpec(title="Release process", texts=["Who ships what, and when."]),
+            SlideSpec(
+                title="Deploying",
+                texts=["Deploy on Tuesdays.", "Freeze the branch first."],
+                rows=[
+                    ["Service", "Owner", "Hours"],
+                    ["billing", "team-pay", "24/7"],
+                    ["All day", None, "x"],
+                ],
+                grouped=["Rollback: make rollback"],
+                notes="Remind them\nof the freeze.",
+            ),
+            SlideSpec(title="Old process", texts=["Deploy on Fridays."], hidden=True),
+            SlideSpec(texts=["A slide with no title."]),
+        ]
+    )
+    doc = parse_document(deck, DocumentFormat.SLIDES, "fallback.pptx", LIMITS)
+    assert doc.title == "Release process"  # the first slide's, with none in the properties
+    assert [(s.heading, s.anchor) for s in doc.sections] == [
+        ("Slide 1: Release process", None),
+        ("Slide 2: Deploying", None),
+        ("Slide 4", None),  # the hidden slide is left out, and the numbers stay the deck's
+    ]
+    assert doc.sections[1].text == (
+        "Deploy on Tuesdays.\nFreeze the branch first.\n"
+        "Service | Owner | Hours\nbilling | team-pay | 24/7\nAll day | x\n"  # merged: once
+        "Rollback: make rollback\nNotes:\nRemind them\nof the freeze."
+    )
+    titled = make_pptx([SlideSpec(title="Intro", texts=["Body."])], title="From the properties")
+    assert parse_document(titled, DocumentFormat.SLIDES, "x", LIMITS).title == "From the properties"
+    untitled = make_pptx([SlideSpec(texts=["Body."])])
+    assert parse_document(untitled, DocumentFormat.SLIDES, "deck.pptx", LIMITS).title == "deck.pptx"
+
+
+def test_sheets_become_sections_whose_rows_name_their_columns() -> None:
+    book = make_xlsx(
+        {
+            "FAQ": [
+                ["Question", "Answer", "Since"],
+                ["How do I rotate a key?", "Run bot keys rotate.", dt.datetime(2024, 1, 5)],
+                [None, None, None],
+                ["What does it cost?", 3.0, None, "extra"],
+            ],
+            "Numbers": [[1, 2.5], [3, 4]],
+            "Budget": [["Q3 travel budget"], ["Flights", 1200]],
+            "Lookup": [["Key", "Value"], ["secret", "no"]],
+        },
+        hidden=frozenset({"Lookup"}),
+        title="Team FAQ",
+    )
+    doc = parse_document(book, DocumentFormat.SHEETS, "faq.xlsx", LIMITS)
+    assert doc.title == "Team FAQ"
+    assert [(s.heading, s.anchor) for s in doc.sections] == [
+        ("FAQ", None),
+        ("Numbers", None),  # the first row is numbers: data, no header
+        ("Budget", None),  # one text cell on top: a caption, no header
+    ]  # the hidden sheet is left out
+    assert doc.sections[0].text == (
+        "Question: How do I rotate a key? | Answer: Run bot keys rotate. | Since: 2024-01-05\n"
+        "Question: What does it cost? | Answer: 3 | extra"  # a cell past the header: unnamed
+    )
+    assert doc.sections[1].text == "1 | 2.5\n3 | 4"
+    assert doc.sections[2].text == "Q3 travel budget\nFlights | 1200"
+    untitled = make_xlsx({"S": [["a"]]})
+    assert parse_document(untitled, DocumentFormat.SHEETS, "faq.xlsx", LIMITS).title == "faq.xlsx"
+
+
+@pytest.mark.parametrize("fmt", _OFFICE)
+def test_an_office_file_that_unpacks_past_the_limit_is_refused_before_it_is_unpacked(
+    fmt: DocumentFormat,
+) -> None:
+    """10 MB of XML compresses to about 10 KB: what the zip declares is judged, not its size."""
+    make, member = _WITH_ONE_TEXT[fmt]
+    data = rewritten(make(), lambda xml: xml, {"padding.xml": b" " * 10_000_000}, member)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        declared = sum(info.file_size for info in archive.infolist())
+    assert len(data) < 100_000
+    limits = dataclasses.replace(LIMITS, max_unpacked_bytes=5_000_000)
+    with pytest.raises(UnreadableDocument) as refused:
+        parse_document(data, fmt, "x", limits)
+    assert str(refused.value) == (
+        f"unpacks to {declared:,} bytes, over the limit of 5,000,000 (ingest.max_unpacked_bytes)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "refusal"),
+    [
+        (DocumentFormat.WORD, "can't parse as docx: XMLSyntaxError: "),  # libxml2's limit
+        (DocumentFormat.SLIDES, "can't parse as pptx: XMLSyntaxError: "),
+        (DocumentFormat.SHEETS, "can't parse as xlsx: EntitiesForbidden: "),  # defusedxml
+    ],
+)
+def test_an_office_file_declaring_a_billion_laughs_is_refused_in_bounded_time(
+    fmt: DocumentFormat, refusal: str
+) -> None:
+    """Entities in the XML's DTD, 3 GB once expanded: the XML parser under each reader
+    refuses them, and the file is skipped with its reason (for a workbook, the parser's own
+    reason, not openpyxl's paragraph about invalid XML)."""
+    laughs = ['<!ENTITY l0 "ha">'] + [
+        f'<!ENTITY l{n} "{f"&l{n - 1};" * 10}">' for n in range(1, 10)
+    ]
+    doctype = f"<!DOCTYPE root [{''.join(laughs)}]>".encode()
+
+    def declared(xml: bytes) -> bytes:
+        declaration = xml.startswith(b"<?xml")
+        head, mark, body = xml.partition(b"?>") if declaration else (b"", b"", xml)
+        return head + mark + doctype + body.replace(b"LAUGH", b"&l9;", 1)
+
+    make, member = _WITH_ONE_TEXT[fmt]
+    seconds, doc = timed_parse(rewritten(make(), declared, member=member), fmt)
+    assert seconds < LINEAR_PARSE_CPU_S
+    assert str(doc).startswith(refusal)
+    assert "\n" not in str(doc)  # one line
+
+
+def test_a_long_word_file_is_read_in_linear_time() -> None:
+    """python-docx looked each paragraph's style up among all the document's: 2 ms a
+    paragraph, 20 s for 10,000 (a long handbook), the limit of 30 s for 15,000."""
+    seconds, doc = timed_parse(long_docx(20_000, heading_every=50), DocumentFormat.WORD)
+    assert seconds < LINEAR_PARSE_CPU_S  # 30 s before (the limit), 1 s after
+    assert isinstance(doc, ParsedDocument)
+    assert len(doc.sections) == 400
+    assert doc.sections[-1].heading == "Part 19950"
+    assert doc.sections[-1].text.endswith("Line 19999.\nEnd.")
+
+
+def test_a_sheet_declaring_the_largest_size_is_read_by_its_rows() -> None:
+    """A sheet's XML may declare 16,384 columns around two: openpyxl padded every row to the
+    declared width, 2 ms a row here, so 15,000 rows of a few hundred KB reached the parse
+    deadline (30 s)."""
+    rows: list[list[object]] = [["Name", "Role"], *([f"P{n}", "Lead"] for n in range(15_000))]
+    book = make_xlsx({"S": rows})
+    declared = rewritten(
+        book,
+        lambda xml: re.sub(rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD15001"/>', xml),
+        member="xl/worksheets/sheet1.xml",
+    )
+    assert declared != book
+    seconds, doc = timed_parse(declared, DocumentFormat.SHEETS)
+    assert seconds < LINEAR_PARSE_CPU_S  # the deadline before, 1 s after
+    assert isinstance(doc, ParsedDocument)
+    assert doc.sections[0].text.endswith("Name: P14999 | Role: Lead")
+
+
+_FIFTY = [f"Line {n}." for n in range(50)]
+_LONG: dict[str, tuple[DocumentFormat, Callable[[], bytes]]] = {
+    "docx paragraphs": (DocumentFormat.WORD, lambda: make_docx([("Normal", t) for t in _FIFTY])),
+    "docx table": (DocumentFormat.WORD, lambda: make_docx([], rows=[[t] for t in _FIFTY])),
+    "pptx shapes": (DocumentFormat.SLIDES, lambda: make_pptx([SlideSpec(texts=_FIFTY)])),
+    "pptx table": (
+        DocumentFormat.SLIDES,
+        lambda: make_pptx([SlideSpec(texts=["x"], rows=[[t] for t in _FIFTY])]),
+    ),
+    "xlsx rows": (DocumentFormat.SHEETS, lambda: make_xlsx({"S": [[t] for t in _FIFTY]})),
+}
+
+
+@pytest.mark.parametrize(("fmt", "make"), _LONG.values(), ids=_LONG.keys())
+def test_a_slow_office_file_is_stopped_between_its_pieces(
+    fmt: DocumentFormat, make: Callable[[], bytes]
+) -> None:
+    """Paragraphs, shapes, table rows and sheet rows: a file that is all one of them (a deck
+    with one huge table) is checked piece by piece."""
+    data = make()
+    looks = itertools.count()  # each look at the clock is 10 ms later: the 7th is past 50 ms
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("core.ingest.sections.time.monotonic", lambda: 0.01 * next(looks))
+        _, doc = timed_parse(data, fmt, timeout_s=0.05)
+    assert str(doc) == "parsing took longer than 0.05 s (ingest.parse_timeout_s)"
+    assert next(looks) < 10  # stopped as soon as it was late, not after the 50 pieces

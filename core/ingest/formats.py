@@ -220,7 +220,7 @@ def parse_document(
         raise
     except Exception as exc:  # noqa: BLE001 (see the docstring: the file is skipped, with why)
         what = "not a readable PDF" if fmt is DocumentFormat.PDF else f"can't parse as {fmt}"
-        detail = f"{type(exc).__name__}: {exc}"
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())  # a reason is one line
         raise UnreadableDocument(f"{what}: {detail[:_DETAIL_CHARS]}") from None
 
 

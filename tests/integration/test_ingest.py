@@ -56,7 +56,7 @@ async def test_folder_ingest_builds_deep_links(tmp_path: Path, ingestor: Ingesto
     assert not await index.search("never indexed", k=5, mode=SearchMode.BM25)
 
 
-async def test_a_word_file_in_a_folder_is_indexed_by_its_headings(
+async def test_office_files_in_a_folder_are_indexed_by_heading_slide_and_sheet(
     tmp_path: Path, ingestor: Ingestor, index
 ) -> None:
     docs = tmp_path / "policies"
@@ -72,37 +72,22 @@ async def test_a_word_file_in_a_folder_is_indexed_by_its_headings(
             ]
         )
     )
+    welcome = SlideSpec(title="Welcome", texts=["Your first week."])
+    access = SlideSpec(title="Access", texts=["Request VPN access from the IT portal."])
+    (docs / "Onboarding.pptx").write_bytes(make_pptx([welcome, access]))
+    rota = {"Rota": [["Week", "Engineer"], ["48", "Grace Hopper"]]}
+    (docs / "On-call.xlsx").write_bytes(make_xlsx(rota))
     report = await ingestor.ingest([str(docs)], source="kb", base_url="https://kb.example/pol")
-    assert report.counts[Outcome.ADDED] == 1
+    assert report.counts[Outcome.ADDED] == 3
     hit = (await index.search("daily allowance abroad", k=1))[0]
     assert (hit.chunk.title, hit.chunk.heading) == ("Travel policy", "Per diem")
     assert hit.chunk.url == "https://kb.example/pol/Travel%20policy.docx"
-
-
-async def test_a_deck_and_a_workbook_in_a_folder_are_indexed_by_slide_and_sheet(
-    tmp_path: Path, ingestor: Ingestor, index
-) -> None:
-    docs = tmp_path / "ops"
-    docs.mkdir()
-    (docs / "Onboarding.pptx").write_bytes(
-        make_pptx(
-            [
-                SlideSpec(title="Welcome", texts=["Your first week."]),
-                SlideSpec(title="Access", texts=["Request VPN access from the IT portal."]),
-            ]
-        )
-    )
-    (docs / "On-call.xlsx").write_bytes(
-        make_xlsx({"Rota": [["Week", "Engineer"], ["48", "Grace Hopper"]]})
-    )
-    report = await ingestor.ingest([str(docs)], source="kb", base_url="https://kb.example/ops")
-    assert report.counts[Outcome.ADDED] == 2
     hit = (await index.search("VPN access portal", k=1))[0]
     assert (hit.chunk.title, hit.chunk.heading) == ("Welcome", "Slide 2: Access")
-    assert hit.chunk.url == "https://kb.example/ops/Onboarding.pptx"
+    assert hit.chunk.url == "https://kb.example/pol/Onboarding.pptx"
     hit = (await index.search("Grace Hopper engineer week", k=1))[0]
-    assert (hit.chunk.heading, hit.chunk.url) == ("Rota", "https://kb.example/ops/On-call.xlsx")
-    assert "Engineer: Grace Hopper" in hit.chunk.text
+    assert (hit.chunk.heading, hit.chunk.url) == ("Rota", "https://kb.example/pol/On-call.xlsx")
+    assert hit.chunk.text == "Week: 48 | Engineer: Grace Hopper"
 
 
 async def test_without_base_url_links_are_file_uris(tmp_path: Path, ingestor: Ingestor, index):

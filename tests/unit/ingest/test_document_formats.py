@@ -128,6 +128,24 @@ def test_bad_content_is_refused_with_a_reason(
         parse_document(data, fmt, "x", LIMITS)
 
 
+def test_a_parsers_own_error_is_one_line_of_the_skip_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """openpyxl, for one, explains a bad workbook in a paragraph: a skip reason is one line in
+    the report, the log and `bot sources list`."""
+
+    def explains(*_: object) -> ParsedDocument:
+        raise ValueError("Unable to read workbook.\nThis is most probably because\n  ...")
+
+    monkeypatch.setattr("core.ingest.formats.parse_sheets", explains)
+    with pytest.raises(UnreadableDocument) as refused:
+        parse_document(b"PK", DocumentFormat.SHEETS, "x", LIMITS)
+    assert str(refused.value) == (
+        "can't parse as xlsx: ValueError: Unable to read workbook. This is most probably "
+        "because ..."
+    )
+
+
 def test_utf8_bom_is_accepted() -> None:
     doc = parse_document(
         "\ufeff# Título\n\nTexto.".encode(),

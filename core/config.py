@@ -177,6 +177,9 @@ class SearchSettings(_Section):
     vector_weight: float = Field(1.0, ge=0)
     bm25_columns: Bm25Weights = Bm25Weights()
     bm25_max_postings: int = Field(10_000, ge=0)
+    # The terms the budget left out, scored back on BM25's first `proximity_candidates`
+    # (core/backends/sqlite/left_out.py; BENCHMARKS.md, "The postings budget at 50,000 passages").
+    rescore_left_out_terms: bool = True
     # BM25's candidates re-scored by how closely the query's neighbouring words stand in them
     # (BENCHMARKS.md, "Term proximity, shipped"); 0: not at all.
     proximity_weight: float = Field(0.08, ge=0, le=10)

@@ -27,9 +27,11 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
+from core.backends.sqlite.candidates import average_length, lengths, positions, query_tokens
 from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
 from core.backends.sqlite.in_flight import InFlight
-from core.backends.sqlite.proximity import FTS5_IDF_FLOOR, proximity_scores
+from core.backends.sqlite.left_out import left_out_scores
+from core.backends.sqlite.proximity import FTS5_IDF_FLOOR, pair_tokens, proximity_scores
 from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, schema_names, statements
 from core.backends.sqlite.vectors import IDS_PER_QUERY, SqliteVectors, filter_clauses
 from core.config import SearchSettings
@@ -315,7 +317,7 @@ class SqliteIndex(HybridIndex):
 
     def _bm25_side(self, query: str, filters: SearchFilters, limit: int) -> list[Ranked]:
         db = self._reader()
-        terms = query_terms(query)
+        asked = terms = query_terms(query)
         budget = self._settings.bm25_max_postings
         if terms and budget:
             terms = within_postings_budget(terms, self._document_frequencies(db, terms), budget)
@@ -331,21 +333,47 @@ class SqliteIndex(HybridIndex):
         ).fetchall()
         # FTS5's bm25() is negative, lower is better; flip it so larger means better everywhere.
         ranked = [(int(r[0]), -float(r[1])) for r in rows]
-        weight = self._settings.proximity_weight
-        if weight and len(terms) > 1 and ranked:
-            near = proximity_scores(
-                db,
-                terms,
-                self._idfs(db, terms),
-                [row for row, _ in ranked[: self._settings.proximity_candidates]],
-                w,
-                self._settings.proximity_window,
+        return [Ranked(str(row), score) for row, score in self._rescored(db, asked, terms, ranked)]
+
+    def _rescored(
+        self,
+        db: sqlite3.Connection,
+        asked: list[str],
+        kept: list[str],
+        ranked: list[tuple[int, float]],
+    ) -> list[tuple[int, float]]:
+        """BM25's first `proximity_candidates` re-scored, in one reading of their tokens: by
+        how closely the query's neighbouring words stand in them (`proximity`), and by the
+        terms the postings budget left out of the query (`left_out`)."""
+        s = self._settings
+        proximity = bool(s.proximity_weight) and len(kept) > 1
+        left_out = [t for t in asked if t not in kept] if s.rescore_left_out_terms else []
+        if not ranked or not (proximity or left_out):
+            return ranked
+        idf = self._idfs(db, asked)
+        tokens = dict(zip(asked, query_tokens(db, asked), strict=True))
+        pairs = pair_tokens([(tokens[t], idf[t]) for t in kept]) if proximity else {}
+        phrases = [(tokens[t], idf[t]) for t in dict.fromkeys(left_out)]
+        wanted = {t for pair in pairs for t in pair} | {t for p, _ in phrases for t in p}
+        if not wanted:
+            return ranked
+        rows = [row for row, _ in ranked[: s.proximity_candidates]]
+        at = positions(db, rows, wanted)
+        extra = {
+            row: s.proximity_weight * score
+            for row, score in proximity_scores(
+                pairs, at, s.bm25_columns, s.proximity_window
+            ).items()
+        }
+        if phrases:
+            again = left_out_scores(
+                phrases, at, lengths(db, rows), average_length(db), s.bm25_columns
             )
-            ranked = sorted(
-                ((row, score + weight * near.get(row, 0.0)) for row, score in ranked),
-                key=lambda hit: -hit[1],
-            )
-        return [Ranked(str(row), score) for row, score in ranked]
+            for row, score in again.items():
+                extra[row] = extra.get(row, 0.0) + score
+        return sorted(
+            ((row, score + extra.get(row, 0.0)) for row, score in ranked), key=lambda hit: -hit[1]
+        )
 
     async def passages(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         return await self._in_thread(self._passages, list(dict.fromkeys(chunk_ids)))

@@ -176,7 +176,7 @@ class SearchSettings(_Section):
     bm25_weight: float = Field(1.0, ge=0)
     vector_weight: float = Field(1.0, ge=0)
     bm25_columns: Bm25Weights = Bm25Weights()
-    bm25_max_postings: int = Field(10_000, ge=0)
+    bm25_max_postings: int = Field(7_500, ge=0)
     # The terms the budget left out, scored back on BM25's first `proximity_candidates`
     # (core/backends/sqlite/left_out.py; BENCHMARKS.md, "The postings budget at 50,000 passages").
     rescore_left_out_terms: bool = True

@@ -117,6 +117,7 @@ def _ranking_settings(s: Settings, embedder: Embedder) -> dict[str, Any]:
         "vector_weight": s.search.vector_weight,
         "bm25_columns": s.search.bm25_columns.model_dump(),
         "bm25_max_postings": s.search.bm25_max_postings,
+        "rescore_left_out_terms": s.search.rescore_left_out_terms,
         "proximity_weight": s.search.proximity_weight,
         "proximity_window": s.search.proximity_window,
         "proximity_candidates": s.search.proximity_candidates,

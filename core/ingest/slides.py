@@ -22,6 +22,7 @@ from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section,
 
 if TYPE_CHECKING:
     from pptx.shapes.base import BaseShape
+    from pptx.shapes.placeholder import SlidePlaceholder
     from pptx.slide import Slide
 
 _HIDDEN = "0"  # a slide's `show` attribute when the deck hides it
@@ -42,9 +43,10 @@ def parse_slides(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
     for number, slide in enumerate(deck.slides, start=1):
         if slide.element.get("show") == _HIDDEN:
             continue
-        title = _title(slide)
+        title_shape = slide.shapes.title  # searched for among the slide's shapes
+        title = _plain_line(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title
-        lines = list(_slide_lines(slide, deadline))
+        lines = list(_slide_lines(slide, title_shape, deadline))
         if notes := _notes(slide):
             lines += [_NOTES, notes]
         if text := tidy_text("\n".join(lines)):
@@ -56,11 +58,6 @@ def parse_slides(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
     return doc
 
 
-def _title(slide: Slide) -> str:
-    shape = slide.shapes.title
-    return " ".join(_plain(shape.text_frame.text).split()) if shape is not None else ""
-
-
 def _notes(slide: Slide) -> str:
     """The speaker notes' text (asking a slide without notes for them would make some)."""
     if not slide.has_notes_slide:
@@ -69,11 +66,10 @@ def _notes(slide: Slide) -> str:
     return _plain(frame.text) if frame is not None else ""
 
 
-def _slide_lines(slide: Slide, deadline: Deadline) -> Iterator[str]:
+def _slide_lines(slide: Slide, title: SlidePlaceholder | None, deadline: Deadline) -> Iterator[str]:
     from pptx.shapes.autoshape import Shape
     from pptx.shapes.graphfrm import GraphicFrame
 
-    title = slide.shapes.title
     title_id = title.shape_id if title is not None else None
     for shape in _flattened(slide.shapes):
         deadline.check()
@@ -96,6 +92,10 @@ def _flattened(shapes: Iterable[BaseShape]) -> Iterator[BaseShape]:
             yield from _flattened(shape.shapes)
         else:
             yield shape
+
+
+def _plain_line(text: str) -> str:
+    return " ".join(_plain(text).split())
 
 
 def _plain(text: str) -> str:

@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from core.backends.sqlite.schema import TOKENIZER
+from core.config import Bm25Weights
 
 COLUMNS = ("title", "heading", "text", "keywords")  # the index's FTS5 columns, in order
 _AVERAGES_ROWID = 1  # FTS5_AVERAGES_ROWID: the row count, then each column's token total
@@ -35,6 +36,11 @@ _TABLES = (
 
 # token -> (row, column index) -> the token's offsets there
 Positions = dict[str, dict[tuple[int, int], set[int]]]
+
+
+def column_weights(columns: Bm25Weights) -> tuple[float, ...]:
+    """The columns' BM25 weights in the index's column order (a position's column index)."""
+    return tuple(float(getattr(columns, name)) for name in COLUMNS)
 
 
 def query_tokens(db: sqlite3.Connection, terms: Sequence[str]) -> list[list[str]]:

@@ -30,8 +30,8 @@ import numpy as np
 from core.backends.sqlite.candidates import average_length, lengths, positions, query_tokens
 from core.backends.sqlite.fts_query import fts_or_expression, within_postings_budget
 from core.backends.sqlite.in_flight import InFlight
-from core.backends.sqlite.left_out import left_out_scores
-from core.backends.sqlite.proximity import FTS5_IDF_FLOOR, pair_tokens, proximity_scores
+from core.backends.sqlite.left_out import FTS5_IDF_FLOOR, left_out_scores
+from core.backends.sqlite.proximity import pair_tokens, proximity_scores
 from core.backends.sqlite.schema import CHUNK_COLUMNS, SCHEMA_VERSION, schema_names, statements
 from core.backends.sqlite.vectors import IDS_PER_QUERY, SqliteVectors, filter_clauses
 from core.config import SearchSettings

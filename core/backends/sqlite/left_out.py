@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from core.backends.sqlite.candidates import Positions
+from core.backends.sqlite.candidates import Positions, column_weights
 from core.config import Bm25Weights
 
 FTS5_K1 = 1.2  # FTS5's bm25() constants (fts5_aux.c)
 FTS5_B = 0.75
+FTS5_IDF_FLOOR = 1e-6  # the floor under a term's idf (a term in over half the rows)
 
 
 def left_out_scores(
@@ -31,7 +32,7 @@ def left_out_scores(
 ) -> dict[int, float]:
     """Each row's BM25 for the `phrases` (a term's tokens, with the term's idf), over the rows
     in `lengths`; rows where none occurs are absent."""
-    weights = (columns.title, columns.heading, columns.text, columns.keywords)
+    weights = column_weights(columns)
     scores: dict[int, float] = {}
     for tokens, idf in phrases:
         counts = _phrase_counts(tokens, at, weights)

@@ -20,11 +20,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
 
-from core.backends.sqlite.candidates import Positions
+from core.backends.sqlite.candidates import Positions, column_weights
 from core.backends.sqlite.left_out import FTS5_K1
 from core.config import Bm25Weights
-
-FTS5_IDF_FLOOR = 1e-6  # FTS5's floor under a term's idf (a term in over half the rows)
 
 
 def pair_tokens(terms: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, str], float]:
@@ -38,7 +36,7 @@ def proximity_scores(
     pairs: dict[tuple[str, str], float], at: Positions, columns: Bm25Weights, window: int
 ) -> dict[int, float]:
     """Each candidate row's pair score (rows without a pair: absent)."""
-    weights = (columns.title, columns.heading, columns.text, columns.keywords)
+    weights = column_weights(columns)
     scores: dict[int, float] = defaultdict(float)
     for (first, second), pair_idf in pairs.items():
         counts: dict[int, float] = defaultdict(float)

@@ -16,13 +16,14 @@ Ranking: the real search (`bot eval retrieval`'s figures; hybrid and BM25) on
 latency bench's 50,000-passage index, the budgets taking turns query by query
 (`bench.search_latency.interleaved`), p50 / p95 medians over the runs.
 
-    python -m bench.postings_budget [--budgets 10000 5000] [--runs 5] [--queries 300]
+    python -m bench.postings_budget [--budgets 10000 7500 5000] [--runs 5] [--queries 300]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from bench.common import REPO, SHARED_EVAL, bench_settings, write_result
@@ -32,6 +33,7 @@ from bench.search_latency import interleaved, opened, queries, query_embedder
 from core.backends.sqlite.index import SqliteIndex
 from core.domain.documents import SearchMode
 from core.evaluation.retrieval import Dataset, evaluate, load_dataset
+from core.ports import Embedder
 from core.search.threads import limit_blas_threads
 
 FLOOR_ROOT = REPO / ".bot" / "bench" / "floor"
@@ -44,34 +46,46 @@ def variant(budget: int, rescore: bool) -> str:
     return f"budget {budget}, left-out terms {'re-scored' if rescore else 'left out'}"
 
 
-def evaluation_sets() -> dict[str, tuple[str, Dataset]]:
+@dataclass
+class Sets:
+    """The evaluation sets, read once: each by label with its corpus, each corpus's passages,
+    and the query embedder every ranking shares."""
+
+    data: dict[str, tuple[str, Dataset]]
+    passages: dict[str, int]
+    embedder: Embedder
+
+
+async def evaluation_sets() -> Sets:
     scifact, docs = SHARED_EVAL / "scifact", SHARED_EVAL / "anthropic_docs_qa"
-    return {
+    data = {
         "scifact train": ("scifact", train_split(scifact)),
         "scifact test": ("scifact", load_dataset(scifact)),
         "docs QA": ("anthropic_docs_qa", load_dataset(docs)),
     }
+    settings = bench_settings(FLOOR_ROOT, BOT_EMBEDDINGS__CACHE_PATH=str(CACHE))
+    embedder = query_embedder(settings, settings.embeddings.query_threads)
+    passages = {}
+    for corpus in dict.fromkeys(corpus for corpus, _ in data.values()):
+        index = await open_index(corpus, FLOOR_ROOT, embedder)
+        passages[corpus] = (await index.stats()).chunks
+        await index.close()
+    return Sets(data, passages, embedder)
 
 
 async def ranking(
-    budget: int, rescore: bool, shown: int, grown_to: int | None
+    sets: Sets, budget: int, rescore: bool, shown: int, grown_to: int | None
 ) -> dict[str, dict[str, float]]:
     """Each evaluation set's figures with the lexical side held to `budget` (0: none), or,
     with `grown_to`, to what `budget` leaves out once the set's corpus has that many passages;
     `rescore`: the left-out terms scored back on the first candidates."""
-    settings = bench_settings(FLOOR_ROOT, BOT_EMBEDDINGS__CACHE_PATH=str(CACHE))
-    embedder = query_embedder(settings, settings.embeddings.query_threads)
     figures: dict[str, dict[str, float]] = {}
-    for label, (corpus, data) in evaluation_sets().items():
-        index = await open_index(corpus, FLOOR_ROOT, embedder)
-        held = budget
-        if grown_to:
-            held = max(1, round(budget * (await index.stats()).chunks / grown_to))
-        await index.close()
+    for label, (corpus, data) in sets.data.items():
+        held = max(1, round(budget * sets.passages[corpus] / grown_to)) if grown_to else budget
         index = await open_index(
             corpus,
             FLOOR_ROOT,
-            embedder,
+            sets.embedder,
             BOT_SEARCH__BM25_MAX_POSTINGS=str(held),
             BOT_SEARCH__RESCORE_LEFT_OUT_TERMS=str(rescore).lower(),
         )
@@ -117,19 +131,21 @@ async def latency(budgets: list[int], runs: int, texts: int) -> tuple[int, dict[
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--budgets", type=int, nargs="+", default=[10_000, 5_000])
+    parser.add_argument("--budgets", type=int, nargs="+", default=[10_000, 7_500, 5_000])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
     settings = bench_settings(REPO / ".bot")
     shown = settings.search.top_k
     chunks, timings = await latency(args.budgets, args.runs, args.queries)
-    rows: dict[str, Any] = {"no budget": await ranking(0, False, shown, None)}
+    sets = await evaluation_sets()
+    rows: dict[str, Any] = {"no budget": await ranking(sets, 0, False, shown, None)}
     for budget in args.budgets:
         for rescore in RESCORE:
             name = variant(budget, rescore)
-            rows[f"{name}, as set"] = await ranking(budget, rescore, shown, None)
-            rows[f"{name}, at {chunks:,} passages"] = await ranking(budget, rescore, shown, chunks)
+            rows[f"{name}, as set"] = await ranking(sets, budget, rescore, shown, None)
+            grown = await ranking(sets, budget, rescore, shown, chunks)
+            rows[f"{name}, at {chunks:,} passages"] = grown
     report: dict[str, object] = {
         "latency": {"chunks": chunks, "queries": args.queries, "runs": args.runs, **timings},
         "ranking": rows,

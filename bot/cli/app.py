@@ -18,11 +18,13 @@ from core.config_loader import load_settings
 from core.domain.text import printable
 
 # No pretty exceptions: they print every frame's local variables (tokens, message texts), and
-# `main()` turns every failure into one line anyway.
+# `main()` turns every failure into one line anyway. Markdown help: a docstring's paragraphs
+# reflow to the terminal (typer's default "rich" mode keeps every line break of the source).
 app = typer.Typer(
     help="A docs bot: answers questions from your documentation, with sources.",
     pretty_exceptions_enable=False,
     no_args_is_help=True,
+    rich_markup_mode="markdown",
 )
 out = Console()
 err = Console(stderr=True)

@@ -202,7 +202,7 @@ def build_engine(settings: Settings, backend: Backend, *, chat: bool = False) ->
         web=web,
         policies=settings.policy,
         ground_tool_answers=grounds_tool_answers(settings),
-        limits=BurstLimits(settings.answers.limits) if chat else None,
+        limits=BurstLimits(settings.answers.limits, backend.askers) if chat else None,
     )
 
 

@@ -458,7 +458,6 @@ class LimitSettings(_Section):
 
     per_asker: int = Field(10, ge=0, le=10_000)  # 0: no cap
     window_s: float = Field(60.0, gt=0, le=86_400)
-    tracked_askers: int = Field(10_000, ge=1, le=10_000_000)
     model_concurrency: int = Field(8, ge=1, le=1_000)
     model_wait_s: float = Field(30.0, ge=0, le=3_600)
 

@@ -266,6 +266,18 @@ class RunLocks(Protocol):
     async def close(self) -> None: ...
 
 
+class AskerWindows(Protocol):
+    """Each asker's recent questions, counted in the store: every process serving the same
+    backend (Slack behind a load balancer, Slack beside Discord) draws on one count."""
+
+    async def admit(self, asker: str, cap: int, window_s: float) -> float:
+        """0 when `asker` asked fewer than `cap` questions in the last `window_s` (this one
+        now counts); otherwise the seconds until they may ask (a refused one does not count,
+        so asking again sooner adds no wait)."""
+
+    async def close(self) -> None: ...
+
+
 class Keywords(Protocol):
     """Learned keywords: one keyword, many associations, use counts."""
 
@@ -374,6 +386,9 @@ class Backend(Protocol):
 
     @property
     def facts(self) -> ModelFacts: ...
+
+    @property
+    def askers(self) -> AskerWindows: ...
 
     def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:
         """The adapters' state; each platform keeps deliveries for its own time."""

@@ -218,7 +218,8 @@ class AnswerEngine:
         cleaned = clean_question(question.text, self._settings.max_question_chars)
         if isinstance(cleaned, InvalidQuestion):
             return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
-        if self._limits is not None and (wait := self._limits.askers.admit(question.user)):
+        asker = f"{question.platform}:{question.user}"
+        if self._limits is not None and (wait := await self._limits.asker_wait(asker)):
             log.info("asker_limited", platform=question.platform, unasked=question.unasked)
             metrics.LIMITED.labels(question.platform, "asker").inc()
             return _slowed_down(question, wait, trace)

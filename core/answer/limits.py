@@ -1,4 +1,4 @@
-"""How often one person may ask, and how many answers the model writes at once (per process).
+"""How often one person may ask, and how many answers the model writes at once.
 
 Without them a burst (a script hammering `/ask`, someone pasting thirty questions, a busy
 `auto` channel) starts one model answer per question at the same moment: the model bill and
@@ -6,52 +6,29 @@ the provider's rate limits take the hit, and every answer in flight slows down t
 
 - **One asker's questions** in a sliding window (`answers.limits.per_asker` in `window_s`):
   beyond it, a question asked is told when it may ask again; one nobody asked is left alone.
+  Counted in the backend's store, so every process serving it (Slack behind a load balancer,
+  Slack beside Discord) draws on one count.
 - **Answers written by the model at once** (`model_concurrency`): a question beyond it waits
   its turn first come, first served, for up to `model_wait_s`, and is then answered from the
   passages as with no model. Never silence.
 
-Only the chat adapters' engine is bounded; the terminal, evaluations and benches are not. In
-one process only: several processes serving one platform each keep their own counts.
+Only the chat adapters' engine is bounded; the terminal, evaluations and benches are not. The
+model's slots are each process's own: they bound the answers that process writes at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import structlog
+
 from core.config import LimitSettings
+from core.errors import SearchIndexError
+from core.ports import AskerWindows
 
-
-class AskerWindow:
-    """Each asker's questions in the last `window_s`, for the least recently seen
-    `tracked_askers` askers at most: a flood of new ids cannot grow it without bound (one
-    forgotten starts afresh, which only matters to an id that floods by itself)."""
-
-    def __init__(self, settings: LimitSettings, clock: Callable[[], float] = time.monotonic):
-        self._settings = settings
-        self._clock = clock
-        self._asked: OrderedDict[str, deque[float]] = OrderedDict()
-
-    def admit(self, asker: str) -> float:
-        """0 when `asker` may ask now (and this question counts); otherwise the seconds until
-        they may (a refused question does not count, so asking again sooner adds no wait)."""
-        cap = self._settings.per_asker
-        if not cap:
-            return 0.0
-        now = self._clock()
-        asked = self._asked.pop(asker, None) or deque()
-        while asked and asked[0] <= now - self._settings.window_s:
-            asked.popleft()
-        self._asked[asker] = asked
-        while len(self._asked) > self._settings.tracked_askers:
-            self._asked.popitem(last=False)
-        if len(asked) >= cap:
-            return asked[0] + self._settings.window_s - now
-        asked.append(now)
-        return 0.0
+log = structlog.get_logger(__name__)
 
 
 class ModelSlots:
@@ -77,6 +54,21 @@ class ModelSlots:
 
 
 class BurstLimits:
-    def __init__(self, settings: LimitSettings, clock: Callable[[], float] = time.monotonic):
-        self.askers = AskerWindow(settings, clock)
+    def __init__(self, settings: LimitSettings, askers: AskerWindows) -> None:
+        """`askers`: the backend's count of each asker's questions, shared by its processes."""
+        self._settings = settings
+        self._askers = askers
         self.model = ModelSlots(settings)
+
+    async def asker_wait(self, asker: str) -> float:
+        """0 when `asker` may ask now (and this question counts); otherwise the seconds until
+        they may. A store that fails admits the question: the limit guards the bill, and must
+        never be why a question goes unanswered."""
+        cap = self._settings.per_asker
+        if not cap:
+            return 0.0
+        try:
+            return await self._askers.admit(asker, cap, self._settings.window_s)
+        except SearchIndexError as exc:
+            log.warning("asker_count_failed", error=str(exc))
+            return 0.0

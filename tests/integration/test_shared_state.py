@@ -1,17 +1,21 @@
 """Shared state behaves the same on every backend: conversation turns, delivery de-duplication,
-bot threads, answers and feedback, run locks. On Elasticsearch, two "processes" (two clients of
-their own) racing for the same claim get exactly one winner."""
+bot threads, answers and feedback, run locks, each asker's questions. On Elasticsearch, two
+"processes" (two clients of their own) racing for the same claim get exactly one winner."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import pytest
 import time_machine
+from time_machine import Traveller
 
 from bot.wiring import open_backend
+from core.backends.elasticsearch.backend import ElasticsearchBackend
 from core.config import Settings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Citation, Turn
 from core.ports import Backend, ConversationStore, PlatformState, RunLocks
@@ -36,6 +40,14 @@ class Process:
 async def _process(settings: Settings, embedder: CachedEmbedder) -> Process:
     backend = await open_backend(settings, embedder)
     return Process(backend, backend.conversations, backend.platform_state(TTL_S), backend.locks)
+
+
+@pytest.fixture
+def clock() -> Iterator[Traveller]:
+    """Time stood still at a fixed moment, moved on by `shift`: every process's clock (time.time
+    itself is replaced, so what the stores read moves too)."""
+    with time_machine.travel(1_800_000_000, tick=False) as moment:
+        yield moment
 
 
 @pytest.fixture
@@ -91,14 +103,13 @@ async def test_a_delivery_is_handled_once_across_processes(two: tuple[Process, P
     assert await a.state.first_delivery("event:Ev3", "msg:C1/2.0")
 
 
-async def test_delivery_keys_expire(two: tuple[Process, Process]) -> None:
+async def test_delivery_keys_expire(two: tuple[Process, Process], clock: Traveller) -> None:
     a, b = two
-    with time_machine.travel(1_800_000_000, tick=False) as clock:
-        assert await a.state.first_delivery("event:old")
-        assert not await b.state.first_delivery("event:old")
-        clock.shift(TTL_S + 1)
-        assert await b.state.first_delivery("event:old")
-        assert not await a.state.first_delivery("event:old")
+    assert await a.state.first_delivery("event:old")
+    assert not await b.state.first_delivery("event:old")
+    clock.shift(TTL_S + 1)
+    assert await b.state.first_delivery("event:old")
+    assert not await a.state.first_delivery("event:old")
 
 
 async def test_threads_answers_and_feedback(two: tuple[Process, Process]) -> None:
@@ -118,39 +129,53 @@ async def test_threads_answers_and_feedback(two: tuple[Process, Process]) -> Non
 
 
 async def test_run_locks_exclude_a_second_holder_until_expiry(
-    two: tuple[Process, Process],
+    two: tuple[Process, Process], clock: Traveller
 ) -> None:
     a, b = two
-    with time_machine.travel(1_800_000_000, tick=False) as clock:
-        won = await asyncio.gather(
-            a.locks.claim("prune", "clock-a", 30), b.locks.claim("prune", "clock-b", 30)
-        )
-        assert sorted(won) == [False, True]
-        holder, other = ("clock-a", b) if won[0] else ("clock-b", a)
-        assert not await other.locks.claim("prune", "clock-x", 30)
-        await other.locks.release("prune", "clock-x")  # not the holder: nothing happens
-        assert not await other.locks.claim("prune", "clock-x", 30)
-        clock.shift(31)  # the holder died without releasing; its claim expires
-        assert await other.locks.claim("prune", "clock-x", 30)
-        await other.locks.release("prune", "clock-x")
-        assert await a.locks.claim("prune", holder, 30)
-        assert await a.locks.claim("prune", holder, 30)  # re-entrant for its holder
+    won = await asyncio.gather(
+        a.locks.claim("prune", "clock-a", 30), b.locks.claim("prune", "clock-b", 30)
+    )
+    assert sorted(won) == [False, True]
+    holder, other = ("clock-a", b) if won[0] else ("clock-b", a)
+    assert not await other.locks.claim("prune", "clock-x", 30)
+    await other.locks.release("prune", "clock-x")  # not the holder: nothing happens
+    assert not await other.locks.claim("prune", "clock-x", 30)
+    clock.shift(31)  # the holder died without releasing; its claim expires
+    assert await other.locks.claim("prune", "clock-x", 30)
+    await other.locks.release("prune", "clock-x")
+    assert await a.locks.claim("prune", holder, 30)
+    assert await a.locks.claim("prune", holder, 30)  # re-entrant for its holder
+
+
+async def test_an_askers_questions_are_counted_once_across_processes(
+    two: tuple[Process, Process], clock: Traveller
+) -> None:
+    a, b = two
+    waits = await asyncio.gather(
+        *((a if i % 2 else b).backend.askers.admit("slack:U1", 3, 60) for i in range(8))
+    )
+    assert sorted(waits) == [0.0] * 3 + [60.0] * 5  # the cap, whichever process was asked
+    assert await a.backend.askers.admit("discord:U1", 3, 60) == 0  # another asker
+    clock.shift(20)
+    assert await b.backend.askers.admit("slack:U1", 3, 60) == pytest.approx(40)
+    clock.shift(40)  # the three questions leave the window together
+    assert await a.backend.askers.admit("slack:U1", 3, 60) == 0
+    assert await b.backend.askers.admit("slack:U1", 1, 60) == pytest.approx(60)
 
 
 async def test_model_facts_are_shared_newest_first_and_age_out(
-    two: tuple[Process, Process],
+    two: tuple[Process, Process], clock: Traveller
 ) -> None:
     a, b = two
     key = "tool_choice http://127.0.0.1:8080/v1 qwen"
-    with time_machine.travel(1_800_000_000, tick=False) as clock:
-        assert await a.backend.facts.get(key, 60) is None
-        await a.backend.facts.put(key, "named")
-        await b.backend.facts.put(key, "none")
-        assert await a.backend.facts.get(key, 60) == "none"
-        assert await b.backend.facts.get("tool_choice other", 60) is None
-        clock.shift(61)
-        assert await b.backend.facts.get(key, 60) is None  # re-learned after the TTL
-        assert await b.backend.facts.get(key, 120) == "none"
+    assert await a.backend.facts.get(key, 60) is None
+    await a.backend.facts.put(key, "named")
+    await b.backend.facts.put(key, "none")
+    assert await a.backend.facts.get(key, 60) == "none"
+    assert await b.backend.facts.get("tool_choice other", 60) is None
+    clock.shift(61)
+    assert await b.backend.facts.get(key, 60) is None  # re-learned after the TTL
+    assert await b.backend.facts.get(key, 120) == "none"
 
 
 async def test_a_recorded_answer_can_be_shown_again(two: tuple[Process, Process]) -> None:
@@ -177,3 +202,40 @@ async def test_a_down_votes_reason_is_kept_newest_first(two: tuple[Process, Proc
     reasons = await a.state.feedback_reasons(answer_id)
     assert [(u, r) for u, r, _ in reasons] == [("U1", "wrong"), ("U2", "unclear")]
     assert len(reasons[0][2]) == 1_000  # a note is bounded
+
+
+async def test_an_asker_with_nothing_in_the_window_is_not_kept(
+    backend_settings: Settings, embedder: CachedEmbedder, clock: Traveller
+) -> None:
+    """Both backends keep about one window's askers: a state file or index that grew with
+    every person who ever asked would be a leak."""
+    first = await _process(backend_settings, embedder)
+    try:
+        for n in range(5):
+            assert await first.backend.askers.admit(f"slack:U{n}", 2, 60) == 0
+        if isinstance(first.backend, ElasticsearchBackend):  # as a cluster does each second
+            await first.backend.index.client.indices.refresh(index=first.backend.index.names.askers)
+    finally:
+        await first.close()
+    clock.shift(61)
+    later = await _process(backend_settings, embedder)  # a new process purges at once
+    try:
+        assert await later.backend.askers.admit("slack:U9", 2, 60) == 0
+        assert await _askers_kept(later.backend, backend_settings) == 1
+        await later.backend.drop()
+    finally:
+        await later.close()
+
+
+async def _askers_kept(backend: Backend, settings: Settings) -> int:
+    if isinstance(backend, ElasticsearchBackend):
+        client, names = backend.index.client, backend.index.names
+        async with asyncio.timeout(10):
+            while True:  # the purge runs in the background (wait_for_completion=false)
+                await client.indices.refresh(index=names.askers)
+                kept = (await client.count(index=names.askers))["count"]
+                if kept == 1:
+                    return 1
+                await asyncio.sleep(0.05)
+    with contextlib.closing(sqlite3.connect(settings.state_path)) as db:
+        return len({asker for (asker,) in db.execute("SELECT asker FROM asked")})

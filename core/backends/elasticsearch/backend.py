@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from core.backends.elasticsearch.asker_windows import ElasticsearchAskerWindows
 from core.backends.elasticsearch.connection import (
     build_client,
     checking,
@@ -29,6 +30,7 @@ from core.config import Settings
 from core.domain.health import HealthCheck, ReindexReport
 from core.errors import SearchIndexError
 from core.ports import (
+    AskerWindows,
     ConversationStore,
     Embedder,
     KeywordStore,
@@ -90,6 +92,12 @@ class ElasticsearchBackend:
     def keywords(self) -> KeywordStore:
         return self._stores.shared(
             "keywords", lambda: ElasticsearchKeywordStore(self.index.client, self._settings)
+        )
+
+    @property
+    def askers(self) -> AskerWindows:
+        return self._stores.shared(
+            "askers", lambda: ElasticsearchAskerWindows(self.index.client, self._settings)
         )
 
     def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:

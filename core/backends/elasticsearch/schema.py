@@ -63,6 +63,7 @@ class IndexNames:
         self.rechecks = f"{prefix}-rechecks"
         self.pending_replies = f"{prefix}-pending-replies"
         self.reply_owners = f"{prefix}-reply-owners"
+        self.askers = f"{prefix}-askers"
 
     def version(self, number: int) -> str:
         return f"{self.chunks}-v{number}"
@@ -146,6 +147,7 @@ class IndexNames:
                 "created_at": _MILLIS,
             },
             self.reply_owners: {"owner": _KEYWORD, "beat_at": _MILLIS},
+            self.askers: {"asker": _KEYWORD, "asked": _KEPT_OBJECT, "updated_at": _MILLIS},
         }
 
 

@@ -19,11 +19,18 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import structlog
-from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError, helpers
+from elasticsearch import (
+    ApiError,
+    AsyncElasticsearch,
+    ConflictError,
+    NotFoundError,
+    TransportError,
+    helpers,
+)
 from tenacity import (
     AsyncRetrying,
     RetryError,
@@ -55,6 +62,9 @@ CAS_ATTEMPTS = 30
 CAS_WAIT = wait_random_exponential(multiplier=0.01, max=0.5)
 
 
+T = TypeVar("T")
+
+
 class Conflict(Exception):
     """Another writer changed the document between our read and our write."""
 
@@ -81,11 +91,11 @@ _ANSWER_ID = re.compile(r"[0-9a-f]{32}")
 log = structlog.get_logger(__name__)
 
 
-_MS_PER_S = 1000
+MS_PER_S = 1000
 
 
 def now_ms() -> int:
-    return int(time.time() * _MS_PER_S)
+    return int(time.time() * MS_PER_S)
 
 
 async def ensure_state_indices(
@@ -119,6 +129,7 @@ class Store:
         self._settings = settings
         self._names = IndexNames(settings.index_prefix)
         self._once = client.options(max_retries=0)
+        self._next_purges: dict[str, float] = {}
 
     async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         try:
@@ -152,6 +163,50 @@ class Store:
             return False
         return True
 
+    async def _write_unless_changed(
+        self, index: str, doc_id: str, current: dict[str, Any] | None, document: dict[str, Any]
+    ) -> None:
+        """Create the document, or replace `current` as read; `Conflict` when another writer
+        came between the read and this write."""
+        written = (
+            await self._create(index, doc_id, document)
+            if current is None
+            else await self._take_over(index, current, document)
+        )
+        if not written:
+            raise Conflict
+
+    async def _until_written(self, attempt: Callable[[], Awaitable[T]], what: str) -> T:
+        """`attempt`, a read-modify-write, run again after each `Conflict`, a random, growing
+        moment later; `what` names the document when it never lands."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(Conflict),
+            wait=CAS_WAIT,
+            stop=stop_after_attempt(CAS_ATTEMPTS),
+        )
+        try:
+            with explained(self._settings):
+                return await retrying(attempt)
+        except RetryError as exc:
+            raise SearchIndexError(f"{what}: {CAS_ATTEMPTS} concurrent writes in a row") from exc
+
+    async def _purge_now_and_then(self, index: str, field: str, before_ms: int) -> None:
+        """Delete `index`'s documents whose `field` is before `before_ms`, at most once per
+        `state_purge_interval_s` each, so a state index does not grow without end. Housekeeping:
+        a failure is logged, never the reason a message goes unanswered."""
+        if time.monotonic() < self._next_purges.get(index, 0.0):
+            return
+        self._next_purges[index] = time.monotonic() + self._settings.state_purge_interval_s
+        try:
+            await self._client.delete_by_query(
+                index=index,
+                query={"range": {field: {"lt": before_ms}}},
+                conflicts="proceed",
+                wait_for_completion=False,
+            )
+        except (ApiError, TransportError) as exc:
+            log.warning("state_purge_failed", index=index, error=str(exc))
+
     async def close(self) -> None:
         """The client belongs to the index, which closes it."""
 
@@ -172,29 +227,11 @@ class ElasticsearchConversationStore(Store):
 
         async def attempt() -> None:
             current = await self._get(index, doc_id)
-            if current is None:
-                fresh = {"key": key, "turns": [entry], "updated_at": entry["at"]}
-                if not await self._create(index, doc_id, fresh):
-                    raise Conflict
-                return
-            turns = [*current["_source"].get("turns", []), entry][-keep:]
+            turns = [*(current or {}).get("_source", {}).get("turns", []), entry][-keep:]
             updated = {"key": key, "turns": turns, "updated_at": entry["at"]}
-            if not await self._take_over(index, current, updated):
-                raise Conflict
+            await self._write_unless_changed(index, doc_id, current, updated)
 
-        try:
-            with explained(self._settings):
-                async for trying in AsyncRetrying(
-                    retry=retry_if_exception_type(Conflict),
-                    wait=CAS_WAIT,
-                    stop=stop_after_attempt(CAS_ATTEMPTS),
-                ):
-                    with trying:
-                        await attempt()
-        except RetryError as exc:
-            raise SearchIndexError(
-                f"conversation {key!r}: {CAS_ATTEMPTS} concurrent writes in a row"
-            ) from exc
+        await self._until_written(attempt, f"conversation {key!r}")
 
     async def expire(self, before: float) -> int:
         """Whole conversations (one document each): one still going keeps its turns."""
@@ -202,7 +239,7 @@ class ElasticsearchConversationStore(Store):
             await self._client.indices.refresh(index=self._names.conversations)
             done = await self._client.delete_by_query(
                 index=self._names.conversations,
-                query={"range": {"updated_at": {"lt": int(before * _MS_PER_S)}}},
+                query={"range": {"updated_at": {"lt": int(before * MS_PER_S)}}},
                 refresh=True,
                 conflicts="proceed",
             )
@@ -228,8 +265,6 @@ class ElasticsearchPlatformState(Store):
         self._store_questions = store_questions
         self._embedder = embedder
         self._max_question_chars = max_question_chars
-        self._next_purge = 0.0
-        self._next_owner_purge = 0.0
 
     async def first_delivery(self, *keys: str) -> bool:
         """Claims the keys in order and stops at the first one already held: a process that
@@ -238,7 +273,7 @@ class ElasticsearchPlatformState(Store):
         index = self._names.deliveries
         now = now_ms()
         with explained(self._settings):
-            await self._purge_expired(now)
+            await self._purge_now_and_then(self._names.deliveries, "seen_at", now - self._ttl_ms)
             for key in keys:
                 if not await self._claim_key(index, key, now):
                     return False
@@ -253,21 +288,6 @@ class ElasticsearchPlatformState(Store):
             return await self._create(index, hashed_id(key), doc)
         expired = current["_source"]["seen_at"] < now - self._ttl_ms
         return expired and await self._take_over(index, current, doc)
-
-    async def _purge_expired(self, now: int) -> None:
-        """Delete expired keys now and then, so the index does not grow without end."""
-        if time.monotonic() < self._next_purge:
-            return
-        self._next_purge = time.monotonic() + self._settings.state_purge_interval_s
-        try:
-            await self._client.delete_by_query(
-                index=self._names.deliveries,
-                query={"range": {"seen_at": {"lt": now - self._ttl_ms}}},
-                conflicts="proceed",
-                wait_for_completion=False,
-            )
-        except ApiError as exc:  # housekeeping: never the reason a message goes unanswered
-            log.warning("delivery_purge_failed", error=str(exc.message))
 
     async def remember_thread(self, key: str) -> None:
         with explained(self._settings):
@@ -326,7 +346,7 @@ class ElasticsearchPlatformState(Store):
     ) -> AsyncIterator[list[LoggedAnswer]]:
         """Scrolled `page_size` answers at a time; each page's votes and reasons are looked up
         by its answers' ids, not read whole."""
-        recent = {"range": {"created_at": {"gte": int(since * _MS_PER_S)}}}
+        recent = {"range": {"created_at": {"gte": int(since * MS_PER_S)}}}
         with explained(self._settings):
             await self._client.indices.refresh(index=self._log_indices)
             hits: list[dict[str, Any]] = []
@@ -351,7 +371,7 @@ class ElasticsearchPlatformState(Store):
         return [
             logged_answer(
                 h["_id"],
-                int(h["_source"]["created_at"]) / _MS_PER_S,
+                int(h["_source"]["created_at"]) / MS_PER_S,
                 _log_fields(h["_source"]),
                 votes.get(h["_id"], []),
                 reasons.get(h["_id"], []),
@@ -370,7 +390,7 @@ class ElasticsearchPlatformState(Store):
             await self._client.delete(index=self._names.rechecks, id=answer_id)
 
     async def expire_answers(self, before: float) -> int:
-        cutoff = int(before * _MS_PER_S)
+        cutoff = int(before * MS_PER_S)
         with explained(self._settings):
             # A query sees only what a refresh made searchable: the newest answers too.
             await self._client.indices.refresh(index=self._log_indices)
@@ -514,7 +534,7 @@ class ElasticsearchPlatformState(Store):
             "thread": reply.thread,
             "streamed": reply.streamed,
             "owner": reply.owner,
-            "created_at": int(reply.created_at * _MS_PER_S),
+            "created_at": int(reply.created_at * MS_PER_S),
         }
         with explained(self._settings):
             await self._client.index(
@@ -533,22 +553,9 @@ class ElasticsearchPlatformState(Store):
                 id=hashed_id(owner),
                 document={"owner": owner, "beat_at": now},
             )
-            await self._purge_owners(now - int(forget_after_s * _MS_PER_S))
-
-    async def _purge_owners(self, before: int) -> None:
-        """Owners silent since `before`, deleted now and then (as expired deliveries are)."""
-        if time.monotonic() < self._next_owner_purge:
-            return
-        self._next_owner_purge = time.monotonic() + self._settings.state_purge_interval_s
-        try:
-            await self._client.delete_by_query(
-                index=self._names.reply_owners,
-                query={"range": {"beat_at": {"lt": before}}},
-                conflicts="proceed",
-                wait_for_completion=False,
+            await self._purge_now_and_then(
+                self._names.reply_owners, "beat_at", now - int(forget_after_s * MS_PER_S)
             )
-        except ApiError as exc:  # housekeeping: never the reason a heartbeat fails
-            log.warning("reply_owner_purge_failed", error=str(exc.message))
 
     async def abandoned_replies(
         self, platform: str, *, silent_s: float, older_than_s: float, limit: int
@@ -556,7 +563,7 @@ class ElasticsearchPlatformState(Store):
         """The live owners first (a few: one per running process), then the replies that
         none of them owns, or that are too old to be waited for."""
         now = now_ms()
-        quiet_since = now - int(silent_s * _MS_PER_S)
+        quiet_since = now - int(silent_s * MS_PER_S)
         names = self._names
         with explained(self._settings):
             await self._client.indices.refresh(index=[names.pending_replies, names.reply_owners])
@@ -567,7 +574,7 @@ class ElasticsearchPlatformState(Store):
                 )
             ]
             too_old: dict[str, Any] = {
-                "range": {"created_at": {"lt": now - int(older_than_s * _MS_PER_S)}}
+                "range": {"created_at": {"lt": now - int(older_than_s * MS_PER_S)}}
             }
             unowned: dict[str, Any] = {"bool": {"must_not": [{"terms": {"owner": live}}]}}
             response = await self._client.search(
@@ -594,7 +601,7 @@ class ElasticsearchPlatformState(Store):
                 owner=kept["owner"],
                 thread=kept["thread"],
                 streamed=bool(kept["streamed"]),
-                created_at=int(kept["created_at"]) / _MS_PER_S,
+                created_at=int(kept["created_at"]) / MS_PER_S,
             )
             for hit in response["hits"]["hits"]
             for kept in [hit["_source"]]
@@ -633,7 +640,7 @@ class ElasticsearchRunLocks(Store):
         if current is None or current["_source"]["expires_at"] <= now_ms():
             return None
         held = current["_source"]
-        return str(held["holder"]), held["expires_at"] / _MS_PER_S
+        return str(held["holder"]), held["expires_at"] / MS_PER_S
 
     async def release(self, name: str, holder: str) -> None:
         index, doc_id = self._names.locks, hashed_id(name)
@@ -656,7 +663,7 @@ class ElasticsearchModelFacts(Store):
         if found is None:
             return None
         fact = found["_source"]
-        fresh = fact["updated_at"] >= now_ms() - int(max_age_s * _MS_PER_S)
+        fresh = fact["updated_at"] >= now_ms() - int(max_age_s * MS_PER_S)
         return str(fact["value"]) if fresh else None
 
     async def put(self, key: str, value: str) -> None:

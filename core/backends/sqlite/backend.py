@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+from core.backends.sqlite.asker_windows import SqliteAskerWindows
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import IF_DAMAGED as INDEX_IF_DAMAGED
 from core.backends.sqlite.index import SqliteIndex
@@ -20,6 +21,7 @@ from core.config import Settings
 from core.domain.health import HealthCheck, ReindexReport
 from core.errors import SearchIndexError
 from core.ports import (
+    AskerWindows,
     ConversationStore,
     Embedder,
     KeywordStore,
@@ -62,6 +64,12 @@ class SqliteBackend:
     def facts(self) -> ModelFacts:
         return self._stores.shared(
             "facts", lambda: SqliteModelFacts(self._state_path, self._busy_ms)
+        )
+
+    @property
+    def askers(self) -> AskerWindows:
+        return self._stores.shared(
+            "askers", lambda: SqliteAskerWindows(self._state_path, self._busy_ms)
         )
 
     def platform_state(self, dedup_ttl_s: float, store_questions: bool = True) -> PlatformState:

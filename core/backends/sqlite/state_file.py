@@ -2,11 +2,11 @@
 when it is damaged.
 
 It holds deliveries, bot threads, the answer log and its feedback, replies in progress,
-conversation turns, run locks, learned keywords and model facts, each store with its own
-connection. Every table is made the first time any store opens the file, and only then is
-anything written: a process that only reads (a search, a report) works on a file it can't
-write, as long as some earlier process made it; if an older release made it, what it lacks is
-stood in for in that process's temporary schema (`_stand_in`).
+conversation turns, run locks, learned keywords, model facts and each asker's recent questions,
+each store with its own connection. Every table is made the first time any store opens the
+file, and only then is anything written: a process that only reads (a search, a report) works
+on a file it can't write, as long as some earlier process made it; if an older release made
+it, what it lacks is stood in for in that process's temporary schema (`_stand_in`).
 
 Unlike the index, it can't be made again from the sources: a damaged one is the user's to
 restore or give up, never set aside by the bot.
@@ -73,6 +73,10 @@ _SCHEMA = (
     " streamed INTEGER NOT NULL, owner TEXT NOT NULL, created_at REAL NOT NULL)",
     "CREATE INDEX IF NOT EXISTS pending_replies_by_time ON pending_replies (platform, created_at)",
     "CREATE TABLE IF NOT EXISTS reply_owners (owner TEXT PRIMARY KEY, beat_at REAL NOT NULL)",
+    # each asker's questions in the burst limit's window (`answers.limits.per_asker`)
+    "CREATE TABLE IF NOT EXISTS asked (asker TEXT NOT NULL, at REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS asked_by_asker ON asked (asker, at)",
+    "CREATE INDEX IF NOT EXISTS asked_by_time ON asked (at)",
 )
 _NAMES = frozenset(re.findall(r"IF NOT EXISTS (\w+)", " ".join(_SCHEMA)))
 _TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")

@@ -15,6 +15,7 @@ from core.answer.engine import AnswerEngine
 from core.answer.limits import BurstLimits
 from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.search_then_answer import SearchThenAnswer
+from core.backends.sqlite.asker_windows import SqliteAskerWindows
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import SqliteIndex
 from core.config import OpenAICompatibleSettings, RepetitionSettings, Settings
@@ -94,11 +95,13 @@ def local_model(
 
 def kb_engine(
     kb: Settings, minilm: MiniLMEmbedder, settings: Settings, claude: ClaudeModel | None
-) -> tuple[SqliteIndex, SqliteConversationStore, AnswerEngine]:
-    """The shared knowledge base's index, a conversation store of `settings`, and an engine
-    bounded as `bot slack` and `bot discord` build theirs (`answers.limits`)."""
+) -> tuple[SqliteIndex, SqliteConversationStore, SqliteAskerWindows, AnswerEngine]:
+    """The shared knowledge base's index, a conversation store and an asker count of
+    `settings`, and an engine bounded as `bot slack` and `bot discord` build theirs
+    (`answers.limits`)."""
     index = SqliteIndex(kb.index_path, cached(kb, minilm), settings.search)
     store = SqliteConversationStore(settings.state_path, 5_000)
+    askers = SqliteAskerWindows(settings.state_path, 5_000)
     answers = AnswerEngine(
         index=index,
         store=store,
@@ -106,9 +109,9 @@ def kb_engine(
         top_k=settings.search.top_k,
         model=claude,
         policies=settings.policy,
-        limits=BurstLimits(settings.answers.limits),
+        limits=BurstLimits(settings.answers.limits, askers),
     )
-    return index, store, answers
+    return index, store, askers, answers
 
 
 async def poll_until(check: Callable[[], bool], timeout: float, calls: object) -> None:

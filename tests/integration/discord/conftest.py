@@ -247,7 +247,7 @@ def make_discord_factory(
                 "channels": ChannelSettings(policies=policies or {}),
             }
         )
-        index, store, engine = kb_engine(kb, minilm, settings, claude)
+        index, store, askers, engine = kb_engine(kb, minilm, settings, claude)
         state = SqlitePlatformState(
             settings.state_path, settings.search.busy_timeout_ms, settings.discord.dedup_ttl_s
         )
@@ -259,6 +259,7 @@ def make_discord_factory(
             await server.close()
             await engine.close()
             await store.close()
+            await askers.close()
             await index.close()
             await state.close()
 

@@ -139,7 +139,7 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
                 **env,
             },
         )
-        index, store, engine = kb_engine(kb, minilm, settings, claude)
+        index, store, askers, engine = kb_engine(kb, minilm, settings, claude)
         own_state = state is None
         if state is None:
             state = SqlitePlatformState(
@@ -164,6 +164,7 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
             await api.close()
             await engine.close()
             await store.close()
+            await askers.close()
             await index.close()
             if own_state:
                 await state.close()

@@ -1,17 +1,23 @@
 """A burst of chat questions (`answers.limits`, `core.answer.limits`): one asker over the cap
 is told when to ask again (or, unasked, left alone) while others are answered; answers beyond
 the model's concurrency wait their turn, then get the quoted passages, never silence; the
-terminal's and the evaluations' engine has no limits. In-memory fakes, no network."""
+terminal's and the evaluations' engine has no limits. In-memory fakes for the index and the
+model, the real SQLite count of each asker's questions; no network."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+import structlog
+import time_machine
 from prometheus_client import generate_latest
 
 from core.answer.engine import BUSY, AnswerEngine
-from core.answer.limits import AskerWindow, BurstLimits, ModelSlots
+from core.answer.limits import BurstLimits, ModelSlots
+from core.backends.sqlite.asker_windows import SqliteAskerWindows
 from core.config import LimitSettings, Settings
 from core.config_loader import load_settings
 from core.domain.agent import AnswerProgress, ModelTurn, TurnRequest
@@ -24,42 +30,44 @@ from tests.fakes.memory import InMemoryConversationStore, InMemoryIndex, passage
 PRUNE = "Prune removes learned keywords that nobody used for ninety days."
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_an_asker_over_the_cap_waits_until_the_oldest_question_leaves_the_window() -> None:
-    clock = Clock()
-    window = AskerWindow(LimitSettings(per_asker=3, window_s=60), clock)
-    for _ in range(3):
-        assert window.admit("alice") == 0
-        clock.now += 10
-    assert window.admit("alice") == pytest.approx(30)  # the first was at 1000, now is 1030
-    assert window.admit("bob") == 0  # one asker's burst is not another's
-    clock.now += 20
-    assert window.admit("alice") == pytest.approx(10)  # refused questions add no wait
-    clock.now += 10
-    assert window.admit("alice") == 0
+@pytest.fixture
+async def askers(tmp_path: Path) -> AsyncIterator[SqliteAskerWindows]:
+    store = SqliteAskerWindows(tmp_path / "state.sqlite", 1_000)
+    yield store
+    await store.close()
 
 
-def test_no_cap_admits_everything() -> None:
-    window = AskerWindow(LimitSettings(per_asker=0), Clock())
-    assert all(window.admit("alice") == 0 for _ in range(1_000))
+async def test_an_asker_over_the_cap_waits_until_the_oldest_question_leaves_the_window(
+    askers: SqliteAskerWindows,
+) -> None:
+    limits = BurstLimits(LimitSettings(per_asker=3, window_s=60), askers)
+    with time_machine.travel(1_800_000_000, tick=False) as clock:
+        for _ in range(3):
+            assert await limits.asker_wait("slack:alice") == 0
+            clock.shift(10)
+        assert await limits.asker_wait("slack:alice") == pytest.approx(30)  # first at +0, now +30
+        assert await limits.asker_wait("slack:bob") == 0  # one asker's burst is not another's
+        clock.shift(20)
+        assert await limits.asker_wait("slack:alice") == pytest.approx(10)  # refusals add no wait
+        clock.shift(10)
+        assert await limits.asker_wait("slack:alice") == 0
 
 
-def test_a_flood_of_new_askers_is_remembered_only_up_to_the_bound() -> None:
-    clock = Clock()
-    window = AskerWindow(LimitSettings(per_asker=1, tracked_askers=2), clock)
-    assert window.admit("alice") == 0
-    assert window.admit("bob") == 0
-    assert window.admit("alice") > 0  # still remembered: alice was seen after bob
-    assert window.admit("carol") == 0  # bob, the least recently seen, is forgotten
-    assert len(window._asked) == 2
-    assert window.admit("bob") == 0
+async def test_no_cap_admits_everything_without_counting(tmp_path: Path) -> None:
+    closed = SqliteAskerWindows(tmp_path / "state.sqlite", 1_000)
+    await closed.close()  # any count would fail: none is asked for
+    limits = BurstLimits(LimitSettings(per_asker=0), closed)
+    assert all([await limits.asker_wait("slack:alice") == 0 for _ in range(1_000)])
+
+
+async def test_a_count_that_fails_admits_the_question_and_says_so(tmp_path: Path) -> None:
+    closed = SqliteAskerWindows(tmp_path / "state.sqlite", 1_000)
+    await closed.close()
+    limits = BurstLimits(LimitSettings(per_asker=1), closed)
+    with structlog.testing.capture_logs() as logs:
+        assert [await limits.asker_wait("slack:alice") for _ in range(3)] == [0, 0, 0]
+    assert [e["event"] for e in logs] == ["asker_count_failed"] * 3
+    assert "can't count questions in" in logs[0]["error"]
 
 
 async def test_model_slots_are_taken_in_order_and_a_long_wait_gives_up() -> None:
@@ -86,6 +94,16 @@ async def test_model_slots_are_taken_in_order_and_a_long_wait_gives_up() -> None
         assert again  # the refused wait took no slot, and the first gave its back
 
 
+HELD_S = 0.2  # how long the first answer holds the model: over the engine's noted wait (0.1 s)
+
+
+async def _writing(model: GatedModel) -> None:
+    """Until the model is writing an answer (the asker's count, in a worker thread, came first)."""
+    async with asyncio.timeout(10):
+        while not model.waiting:
+            await asyncio.sleep(0.01)
+
+
 class GatedModel(ScriptedChatModel):
     """A scripted model whose turns wait for `gate`: answers in progress, held open."""
 
@@ -108,7 +126,12 @@ def settings() -> Settings:
 
 
 def engine(
-    settings: Settings, model: ScriptedChatModel | None, *, limited: bool = True, **limits: object
+    settings: Settings,
+    model: ScriptedChatModel | None,
+    askers: SqliteAskerWindows,
+    *,
+    limited: bool = True,
+    **limits: object,
 ) -> AnswerEngine:
     bounds = settings.answers.limits.model_copy(update=limits)
     return AnswerEngine(
@@ -117,7 +140,7 @@ def engine(
         settings=settings.answers,
         top_k=5,
         model=model,
-        limits=BurstLimits(bounds) if limited else None,
+        limits=BurstLimits(bounds, askers) if limited else None,
     )
 
 
@@ -143,9 +166,9 @@ def limited_count(platform: str, limit: str) -> float:
 
 
 async def test_one_asker_over_the_cap_is_told_when_to_ask_again_others_are_answered(
-    settings,
+    settings, askers
 ) -> None:
-    bot = engine(settings, None, per_asker=2)  # no model: quoted passages, quickly
+    bot = engine(settings, None, askers, per_asker=2)  # no model: quoted passages, quickly
     before = limited_count("slack", "asker")
     answers = [await bot.answer(question("alice", n)) for n in range(3)]
     assert [a.status for a in answers[:2]] == [AnswerStatus.PARTIAL] * 2  # quoted passages
@@ -159,31 +182,37 @@ async def test_one_asker_over_the_cap_is_told_when_to_ask_again_others_are_answe
     assert limited_count("slack", "asker") == before + 2
 
 
-async def test_without_limits_one_asker_is_never_capped(settings) -> None:
-    bot = engine(settings, None, limited=False, per_asker=1)
+async def test_without_limits_one_asker_is_never_capped(settings, askers) -> None:
+    bot = engine(settings, None, askers, limited=False, per_asker=1)
     answers = [await bot.answer(question("alice", n)) for n in range(5)]
     assert all(a.status is AnswerStatus.PARTIAL for a in answers)
 
 
-async def test_answers_beyond_the_models_concurrency_wait_their_turn(settings) -> None:
+async def test_answers_beyond_the_models_concurrency_wait_their_turn(settings, askers) -> None:
     model = GatedModel(answered_turns(3))
-    bot = engine(settings, model, model_concurrency=1, model_wait_s=10)
+    bot = engine(settings, model, askers, model_concurrency=1, model_wait_s=10)
     asked = [asyncio.create_task(bot.answer(question(u, 0))) for u in ("a", "b", "c")]
-    await asyncio.sleep(0.1)
+    await _writing(model)
+    await asyncio.sleep(HELD_S)
     assert model.waiting == 1  # one answer is being written; two wait for the model
     model.gate.set()
     answers: list[Answer] = await asyncio.gather(*asked)
     assert all(a.mode is AnswerMode.AGENT for a in answers)
     assert all(a.status is AnswerStatus.ANSWERED for a in answers)
-    assert any(n.startswith("waited") and "model slot" in n for n in answers[2].trace.notes)
+    # Which of them queued first is the worker threads' (the asker counts) to say; the two
+    # that queued waited at least HELD_S, and their traces say so.
+    waited = [a for a in answers if any("for a model slot" in n for n in a.trace.notes)]
+    assert len(waited) == 2
 
 
-async def test_an_answer_that_waits_too_long_for_the_model_gets_the_passages(settings) -> None:
+async def test_an_answer_that_waits_too_long_for_the_model_gets_the_passages(
+    settings, askers
+) -> None:
     model = GatedModel(answered_turns(1))
-    bot = engine(settings, model, model_concurrency=1, model_wait_s=0.1)
+    bot = engine(settings, model, askers, model_concurrency=1, model_wait_s=0.1)
     before = limited_count("slack", "model")
     first = asyncio.create_task(bot.answer(question("a", 0)))
-    await asyncio.sleep(0.05)
+    await _writing(model)
     busy = await bot.answer(question("b", 0))
     assert busy.mode is AnswerMode.EXTRACTIVE
     assert BUSY in busy.text

@@ -320,6 +320,14 @@ def _is_text(declared: Any) -> bool:
     return isinstance(inner, type) and issubclass(inner, (str, PurePath))
 
 
+# Settings a release took away, with what to do: an upgrade's config.yaml still names them,
+# and "unknown key (did you mean ...)" would send its reader looking for a typo.
+RETIRED_KEYS = {
+    "answers.limits.tracked_askers": "no longer used (each asker's questions are counted in "
+    "the backend's store, which keeps one window of them): delete it",
+}
+
+
 def _did_you_mean(loc: tuple[int | str, ...]) -> str:
     """The setting of that section an unknown key is closest to, if one is close: a newcomer's
     typo (`blogpost`, `rfk_k`) says what was meant."""
@@ -337,7 +345,8 @@ def _describe(exc: ValidationError, origins: _Origins) -> str:
         sources = origins.of(err["loc"])
         where = f", from {' and '.join(sources)}" if sources else ""
         if err["type"] == "extra_forbidden":
-            problems.append(f"{key}: unknown key{_did_you_mean(err['loc'])}{where}")
+            unknown = RETIRED_KEYS.get(key) or f"unknown key{_did_you_mean(err['loc'])}"
+            problems.append(f"{key}: {unknown}{where}")
             continue
         value = err.get("input")
         if isinstance(value, dict) or err["type"] == UNSHOWN_ERROR:

@@ -268,7 +268,7 @@ class RunLocks(Protocol):
 
 class AskerWindows(Protocol):
     """Each asker's recent questions, counted in the store: every process serving the same
-    backend (Slack behind a load balancer, Slack beside Discord) draws on one count."""
+    backend (Slack's behind a load balancer) draws on one count."""
 
     async def admit(self, asker: str, cap: int, window_s: float) -> float:
         """0 when `asker` asked fewer than `cap` questions in the last `window_s` (this one

@@ -6,8 +6,8 @@ the provider's rate limits take the hit, and every answer in flight slows down t
 
 - **One asker's questions** in a sliding window (`answers.limits.per_asker` in `window_s`):
   beyond it, a question asked is told when it may ask again; one nobody asked is left alone.
-  Counted in the backend's store, so every process serving it (Slack behind a load balancer,
-  Slack beside Discord) draws on one count.
+  Counted in the backend's store, so every process serving it (Slack's behind a load
+  balancer) draws on one count; an asker is a platform's user.
 - **Answers written by the model at once** (`model_concurrency`): a question beyond it waits
   its turn first come, first served, for up to `model_wait_s`, and is then answered from the
   passages as with no model. Never silence.

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from core.config import Settings
-from core.config_loader import load_settings
+from core.config_loader import RETIRED_KEYS, load_settings
 from core.errors import ConfigError
 from tests.conftest import REPO
 
@@ -117,6 +117,15 @@ def test_an_unknown_key_names_the_setting_it_is_closest_to(
     tmp_path: Path, written: str, said: str
 ) -> None:
     assert said in refusal(tmp_path / "config.yaml", written)
+
+
+@pytest.mark.parametrize("key", sorted(RETIRED_KEYS))
+def test_a_retired_key_says_it_is_retired_not_a_typo(tmp_path: Path, key: str) -> None:
+    *sections, name = key.split(".")
+    written = "".join(f"{'  ' * depth}{part}:\n" for depth, part in enumerate(sections))
+    said = refusal(tmp_path / "config.yaml", f"{written}{'  ' * len(sections)}{name}: 1\n")
+    assert f"{key}: no longer used" in said
+    assert "unknown key" not in said
 
 
 def refusal(file: Path, text: str) -> str:

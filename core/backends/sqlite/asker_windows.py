@@ -1,6 +1,6 @@
 """Each asker's recent questions in the embedded SQLite state file: one row per question,
-counted and added in one immediate transaction, so the Slack and Discord processes of one
-machine draw on one count and two questions at once can't both take the last place."""
+counted and added in one immediate transaction, so every bot process on this machine draws on
+one count and two questions at once can't both take the last place."""
 
 from __future__ import annotations
 

@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 
 from openpyxl import Workbook
 from pptx import Presentation
+from pptx.chart.data import CategoryChartData
+from pptx.enum.chart import XL_CHART_TYPE
 from pptx.util import Inches
+
+from tests.word_maker import tiny_png
 
 _BLANK_LAYOUT = 6  # the default template's layouts: 1 title and content, 5 title only, 6 blank
 _TITLE_AND_CONTENT = 1
@@ -25,6 +29,8 @@ class SlideSpec:
     grouped: list[str] = field(default_factory=list)
     notes: str = ""
     hidden: bool = False
+    pictures: list[str] = field(default_factory=list)  # each picture's description (alt text)
+    chart: str | None = None  # a column chart with this title
 
 
 def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
@@ -59,6 +65,18 @@ def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
             for n, text in enumerate(spec.grouped):
                 box = group.shapes.add_textbox(Inches(5), Inches(1 + n), Inches(3), Inches(1))
                 box.text_frame.text = text
+        for described in spec.pictures:
+            picture = slide.shapes.add_picture(io.BytesIO(tiny_png()), Inches(7), Inches(1))
+            picture._element._nvXxPr.cNvPr.set("descr", described)
+        if spec.chart is not None:
+            data = CategoryChartData()
+            data.categories = ["Q1", "Q2"]
+            data.add_series("Tickets", (3, 5))
+            frame = slide.shapes.add_chart(
+                XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(5), Inches(4), Inches(2), data
+            )
+            frame.chart.has_title = True
+            frame.chart.chart_title.text_frame.text = spec.chart
         if spec.notes:
             slide.notes_slide.notes_text_frame.text = spec.notes
         if spec.hidden:

@@ -7,6 +7,17 @@ import zipfile
 from collections.abc import Callable
 
 from docx import Document
+from PIL import Image
+
+PICTURE = "picture"  # a block of this style: a paragraph holding one picture, its text the
+# picture's description (Word's alt text)
+
+
+def tiny_png() -> bytes:
+    """A 1x1 image, as a picture's file."""
+    out = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(out, format="PNG")
+    return out.getvalue()
 
 
 def make_docx(
@@ -15,13 +26,17 @@ def make_docx(
     rows: list[list[str | None]] | None = None,
 ) -> bytes:
     """`blocks`: (style, text) paragraphs in order, a style such as "Heading 1", "Title" or
-    "Normal" (None: no style of its own, as most paragraphs Word writes); `rows`: a table after
-    them."""
+    "Normal" (None: no style of its own, as most paragraphs Word writes), or PICTURE; `rows`: a
+    table after them."""
     document = Document()
     if title is not None:
         document.core_properties.title = title
     for style, text in blocks:
-        document.add_paragraph(text, style=style)
+        if style == PICTURE:
+            picture = document.add_paragraph().add_run().add_picture(io.BytesIO(tiny_png()))
+            picture._inline.docPr.set("descr", text)
+        else:
+            document.add_paragraph(text, style=style)
     if rows:  # a value of None: the cell before it spans this column too
         table = document.add_table(rows=len(rows), cols=len(rows[0]))
         for row, values in zip(table.rows, rows, strict=True):

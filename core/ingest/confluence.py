@@ -86,7 +86,7 @@ def heading_anchor(flavour: Flavour, page_title: str, heading: str) -> str:
 
 def storage_to_html(storage: str, flavour: Flavour, title: str) -> str:
     """A page's storage format as HTML the HTML reader takes (headings with Confluence's ids,
-    macro parameters gone).
+    macro parameters gone, images as `<img>` with their alt text).
 
     Markup that never closes is made text first, as for any HTML page: html.parser rescans
     from each unclosed `<` to the end, and 420 KB of `<ac:structured-macro ` took 115 s, on a
@@ -97,6 +97,8 @@ def storage_to_html(storage: str, flavour: Flavour, title: str) -> str:
     soup = BeautifulSoup(neutralise_unclosed_markup(storage), "html.parser")
     for parameter in soup.find_all("ac:parameter"):
         parameter.decompose()
+    for image in soup.find_all("ac:image"):  # its alt text, as an HTML image's (`image_text`)
+        image.replace_with(soup.new_tag("img", attrs={"alt": str(image.get("ac:alt") or "")}))
     seen: dict[str, int] = {}
     for heading in soup.find_all(["h1", "h2", "h3", "h4", "h5", "h6"]):
         anchor = heading_anchor(flavour, title, heading.get_text(" ", strip=True))

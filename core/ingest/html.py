@@ -1,6 +1,6 @@
 """HTML to sections, safely: attribute and nesting bombs refused, unclosed markup neutralised
-before the parser sees it, boilerplate (navigation, scripts, footers) dropped, and each
-section anchored at its heading's own id."""
+before the parser sees it, boilerplate (navigation, scripts, footers) dropped, an image's alt
+text read in its place (`image_text`), and each section anchored at its heading's own id."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from bs4 import BeautifulSoup, Comment, Tag
 from bs4.element import NavigableString, PageElement
 
 from core.errors import UnreadableDocument
+from core.ingest.image_text import image_words
 from core.ingest.sections import ParsedDocument, ParseLimits, Section, tidy_text
 
 _HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 
 
+_DECORATIVE_ROLES = ("presentation", "none")
 _DROP = ["script", "style", "noscript", "template", "svg", "nav", "footer", "head"]
 
 
@@ -63,6 +65,14 @@ def _html_anchor(heading: Tag) -> str | None:
 
 
 _START_TAG = re.compile(r"<[A-Za-z][^<>]*>")
+
+
+def _alt_text(image: Tag) -> str:
+    """An image's alt text, unless its author marked it decorative (role or aria-hidden)."""
+    if image.get("role") in _DECORATIVE_ROLES or image.get("aria-hidden") == "true":
+        return ""
+    alt = image.get("alt")
+    return image_words(alt if isinstance(alt, str) else None)
 
 
 def _check_attributes(text: str, max_attributes: int) -> None:
@@ -221,6 +231,9 @@ def parse_html(text: str, fallback_title: str, limits: ParseLimits) -> ParsedDoc
                 path = [h for lvl, h in trail if not (lvl == 1 and h == title)]
                 current = Section(" › ".join(path), _html_anchor(node) or current.anchor, "")
                 continue  # the heading's text is its title, not body text
+            if node.name == "img":
+                parts.append(f" {_alt_text(node)} ")
+                continue
             if structured and node.name in _BLOCKS:
                 parts.append("\n")
             stack.extend((child, depth + 1) for child in reversed(node.contents))

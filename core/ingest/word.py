@@ -2,7 +2,8 @@
 
 A section is the text under one heading, a heading being a paragraph in one of Word's built-in
 heading styles ("Heading 1" to "Heading 9", which python-docx names the same in any language of
-Word); tables are read row by row in their place among the paragraphs. A .docx has no anchor a
+Word); tables are read row by row in their place among the paragraphs, and a picture's
+description after its paragraph (`image_text`). A .docx has no anchor a
 browser can open at, so its passages link to the file itself.
 
 A .docx is a zip archive, judged before it is unpacked (`ooxml`). Entities a hostile
@@ -18,11 +19,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from core.errors import UnreadableDocument
+from core.ingest.image_text import image_words
 from core.ingest.ooxml import check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
     from docx.table import _Cell
+    from docx.text.paragraph import Paragraph
 
 _HEADING_STYLE = re.compile(r"Heading [1-9]")
 _TITLE_STYLE = "Title"
@@ -61,11 +64,18 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
             title = text
         elif text:
             lines.append(text)
+        lines.extend(_pictures(block))
     _close(doc, heading, lines)
     if not doc.sections:
         raise UnreadableDocument("no text")
     doc.title = title or fallback_title
     return doc
+
+
+def _pictures(paragraph: Paragraph) -> list[str]:
+    """The descriptions of the pictures in the paragraph (`image_text`), in their order."""
+    found = paragraph._p.xpath(".//wp:docPr/@descr")
+    return [words for described in found if (words := image_words(str(described)))]
 
 
 def _row_texts(cells: Sequence[_Cell]) -> list[str]:

@@ -224,13 +224,15 @@ async def test_refused_credentials_and_unknown_spaces_fail_in_one_line(
         await syncer.sync("wiki", source(confluence))
 
 
-def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_parameters() -> None:
+def test_storage_format_gets_confluences_heading_ids_and_images_alt_text_no_parameters() -> None:
     storage = (
         "<h1>Deploy steps</h1><p>Intro.</p>"
         '<ac:structured-macro ac:name="code"><ac:parameter ac:name="language">bash'
         "</ac:parameter><ac:plain-text-body><![CDATA[make deploy]]></ac:plain-text-body>"
         '</ac:structured-macro><ac:link><ri:attachment ri:filename="runbook.pdf"/></ac:link>'
         "<h2>Deploy steps</h2><p>Again.</p>"
+        '<ac:image ac:alt="Deploy pipeline: build, test, canary, all hosts">'
+        '<ri:attachment ri:filename="pipeline.png"/></ac:image>'
     )
     html = storage_to_html(storage, "cloud", "Release <guide>")
     assert 'id="Deploy-steps"' in html
@@ -238,6 +240,7 @@ def test_storage_format_headings_get_confluences_ids_and_macros_lose_their_param
     assert "bash" not in html  # the language parameter is gone
     assert "make deploy" in html
     assert "<title>Release &lt;guide></title>" in html
+    assert '<img alt="Deploy pipeline: build, test, canary, all hosts"/>' in html
     anchor = heading_anchor("datacenter", "Release guide", "Deploy steps")
     assert anchor == "Releaseguide-Deploysteps"
 

@@ -92,6 +92,23 @@ def test_html_sections_use_the_pages_own_anchors() -> None:
     assert by_heading["Rate limits › No id here"].anchor == "limits"
 
 
+def test_an_html_images_alt_text_is_read_in_its_place_unless_it_says_nothing() -> None:
+    page = (
+        "<h1>Guide</h1><h2>Flow</h2>"
+        '<p>Requests go <img src="arrow.svg" alt="through the gateway"> to the API.</p>'
+        '<figure><img src="f.png" alt="Request flow: gateway, API, billing worker">'
+        "<figcaption>Figure 1</figcaption></figure>"
+        '<p><img src="logo.png" alt="logo.png"><img src="x.png" alt="">'
+        '<img src="y.png" alt="Decorative swirl" role="presentation">'
+        '<img src="z.png" alt="Hidden badge" aria-hidden="true"><img src="w.png">Done.</p>'
+    )
+    (section,) = parse_html(page, "fallback", LIMITS).sections
+    assert section.text == (
+        "Requests go through the gateway to the API.\n"
+        "Request flow: gateway, API, billing worker\nFigure 1\nDone."
+    )
+
+
 def test_pdf_pages_become_sections() -> None:
     data = make_pdf([["Quarterly report", "Revenue grew."], ["Outlook is stable."]], title="Q3")
     doc = parse_document(data, DocumentFormat.PDF, "fallback", LIMITS)

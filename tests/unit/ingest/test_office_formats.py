@@ -18,7 +18,7 @@ from core.ingest.formats import DocumentFormat, parse_document
 from core.ingest.sections import ParsedDocument
 from tests.office_maker import SlideSpec, make_pptx, make_xlsx
 from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
-from tests.word_maker import long_docx, make_docx, rewritten
+from tests.word_maker import PICTURE, long_docx, make_docx, rewritten
 
 # Each format's file with one piece of text, "LAUGH", and the zip member that holds it.
 _WITH_ONE_TEXT: dict[DocumentFormat, tuple[Callable[[], bytes], str]] = {
@@ -103,6 +103,41 @@ def test_slides_become_sections_with_their_tables_groups_and_notes() -> None:
     assert parse_document(titled, DocumentFormat.SLIDES, "x", LIMITS).title == "From the properties"
     untitled = make_pptx([SlideSpec(texts=["Body."])])
     assert parse_document(untitled, DocumentFormat.SLIDES, "deck.pptx", LIMITS).title == "deck.pptx"
+
+
+def test_pictures_and_charts_say_what_their_descriptions_and_titles_say() -> None:
+    """A diagram's description is often the only place its point is written down; a file
+    name or Office's generated caption says nothing, and is left out."""
+    word = make_docx(
+        [
+            ("Heading 1", "Architecture"),
+            ("Normal", "Requests pass three services."),
+            (PICTURE, "Request flow: load balancer, then API, then the billing worker"),
+            (PICTURE, "diagram-final.png"),
+            (PICTURE, "A screenshot of a computer\n\nDescription automatically generated"),
+            (PICTURE, ""),
+            ("Normal", "Each service scales alone."),
+        ]
+    )
+    assert parse_document(word, DocumentFormat.WORD, "x.docx", LIMITS).sections[0].text == (
+        "Requests pass three services.\n"
+        "Request flow: load balancer, then API, then the billing worker\n"
+        "Each service scales alone."
+    )
+    deck = make_pptx(
+        [
+            SlideSpec(
+                title="Support",
+                texts=["Tickets grew this year."],
+                pictures=["Escalation path: tier 1, tier 2, on-call", "image3.png"],
+                chart="Tickets per quarter",
+            )
+        ]
+    )
+    slide = parse_document(deck, DocumentFormat.SLIDES, "x.pptx", LIMITS).sections[0]
+    assert slide.text == (
+        "Tickets grew this year.\nEscalation path: tier 1, tier 2, on-call\nTickets per quarter"
+    )
 
 
 def test_sheets_become_sections_whose_rows_name_their_columns() -> None:

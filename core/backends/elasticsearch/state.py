@@ -273,7 +273,7 @@ class ElasticsearchPlatformState(Store):
         index = self._names.deliveries
         now = now_ms()
         with explained(self._settings):
-            await self._purge_now_and_then(self._names.deliveries, "seen_at", now - self._ttl_ms)
+            await self._purge_now_and_then(index, "seen_at", now - self._ttl_ms)
             for key in keys:
                 if not await self._claim_key(index, key, now):
                     return False

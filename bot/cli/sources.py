@@ -12,6 +12,11 @@ from bot.cli.app import app, err, out, refuse, shown, state, when
 sources_app = typer.Typer(
     help="The named sources of config.yaml's `sources:`.", no_args_is_help=True
 )
+# `bot sources list` with nothing to list: where a source is named, and the way without one.
+NONE = (
+    "no sources: config.yaml's `sources:` names none (README: Sources); "
+    "`bot ingest` takes files, folders and URLs directly"
+)
 # A source synced here that config.yaml no longer names: no sync prunes its documents now.
 GONE = "not in config.yaml any more; its documents stay indexed until `bot remove {name}`"
 app.add_typer(sources_app, name="sources")
@@ -107,4 +112,4 @@ def sources_list() -> None:
     for gone in unconfigured(s.storage.data_dir, s.sources):
         last = when(statuses[gone].finished_at)
         table.add_row(shown(gone), "-", "-", "-", last, shown(GONE.format(name=gone)))
-    out.print(table)
+    out.print(table if table.row_count else NONE)

@@ -13,6 +13,7 @@ import structlog
 from typer.testing import CliRunner
 
 from bot.cli import app
+from bot.cli.sources import NONE
 from bot.clock import SyncJob
 from core.errors import RunLockHeld, SourceUnavailable
 from tests.fakes.docs_site import DocsSite
@@ -68,6 +69,9 @@ def test_unknown_or_missing_sources_are_one_clear_line(
     none = runner.invoke(app, ["sync"])
     assert none.exit_code == 1
     assert "no sources in config.yaml" in none.output
+    listed = runner.invoke(app, ["sources", "list"], env={"COLUMNS": "300"})
+    assert listed.exit_code == 0  # nothing to list is no failure, but it says where to look
+    assert listed.output.strip() == NONE
 
 
 def test_a_password_in_a_sources_url_is_sent_and_never_stored_or_shown(

@@ -85,8 +85,11 @@ def _slide_lines(slide: Slide, title: SlidePlaceholder | None, deadline: Deadlin
                 yield row_line(cell.text for cell in row.cells if not cell.is_spanned)
         elif isinstance(shape, GraphicFrame) and shape.has_chart and shape.chart.has_title:
             yield _plain_line(shape.chart.chart_title.text_frame.text)
-        if described := image_words(shape._element._nvXxPr.cNvPr.get("descr")):
-            yield described
+        # The shape's non-visual properties come first, whatever its kind (a file whose shapes
+        # lack them has no description, not an error).
+        for described in shape.element.xpath("./*[1]/p:cNvPr/@descr"):
+            if words := image_words(str(described)):
+                yield words
 
 
 def _flattened(shapes: Iterable[BaseShape]) -> Iterator[BaseShape]:

@@ -10,9 +10,20 @@ from openpyxl import Workbook
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
+from pptx.opc.constants import RELATIONSHIP_TYPE as RT
+from pptx.opc.package import Part
+from pptx.opc.packuri import PackURI
+from pptx.oxml import parse_xml
+from pptx.oxml.ns import nsdecls
 from pptx.util import Inches
 
-from tests.word_maker import tiny_png
+from tests.word_maker import (
+    DIAGRAM_DATA_TYPE,
+    DIAGRAM_NS,
+    DIAGRAM_URI,
+    smartart_data,
+    tiny_png,
+)
 
 _BLANK_LAYOUT = 6  # the default template's layouts: 1 title and content, 5 title only, 6 blank
 _TITLE_AND_CONTENT = 1
@@ -31,6 +42,7 @@ class SlideSpec:
     hidden: bool = False
     pictures: list[str] = field(default_factory=list)  # each picture's description (alt text)
     chart: str | None = None  # a column chart with this title
+    smartart: list[str] = field(default_factory=list)  # a SmartArt graphic's nodes
 
 
 def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
@@ -77,6 +89,20 @@ def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
             )
             frame.chart.has_title = True
             frame.chart.chart_title.text_frame.text = spec.chart
+        if spec.smartart:
+            name = PackURI(f"/ppt/diagrams/data{len(deck.slides)}.xml")
+            data = Part(name, DIAGRAM_DATA_TYPE, deck.part.package, smartart_data(spec.smartart))
+            rid = slide.part.relate_to(data, RT.DIAGRAM_DATA)
+            slide.shapes._spTree.append(
+                parse_xml(
+                    f"<p:graphicFrame {nsdecls('p')} {DIAGRAM_NS}><p:nvGraphicFramePr>"
+                    '<p:cNvPr id="900" name="Diagram"/><p:cNvGraphicFramePr/><p:nvPr/>'
+                    '</p:nvGraphicFramePr><p:xfrm><a:off x="0" y="0"/><a:ext cx="9" cy="9"/>'
+                    f'</p:xfrm><a:graphic><a:graphicData uri="{DIAGRAM_URI}">'
+                    f'<dgm:relIds r:dm="{rid}" r:lo="" r:qs="" r:cs=""/>'
+                    "</a:graphicData></a:graphic></p:graphicFrame>"
+                )
+            )
         if spec.notes:
             slide.notes_slide.notes_text_frame.text = spec.notes
         if spec.hidden:

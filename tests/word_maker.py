@@ -7,10 +7,43 @@ import zipfile
 from collections.abc import Callable
 
 from docx import Document
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.packuri import PackURI
+from docx.opc.part import Part
+from docx.oxml import parse_xml
+from docx.oxml.ns import nsdecls
 from PIL import Image
 
 PICTURE = "picture"  # a block of this style: a paragraph holding one picture, its text the
 # picture's description (Word's alt text)
+SMARTART = "smartart"  # a block of this style: a paragraph holding a SmartArt graphic, a node
+# per line of its text
+DIAGRAM_NS = (
+    'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+    'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+)
+DIAGRAM_DATA_TYPE = "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml"
+DIAGRAM_URI = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+
+
+def smartart_data(nodes: list[str]) -> bytes:
+    """A SmartArt graphic's data part as Office writes it: the document's point, a point per
+    node, and between nodes a connector's point whose text no reader sees."""
+
+    def point(n: int, text: str, kind: str = "") -> str:
+        typed = f' type="{kind}"' if kind else ""
+        run = f"<a:r><a:t>{text}</a:t></a:r>" if text else ""
+        return f'<dgm:pt modelId="{n}"{typed}><dgm:t><a:bodyPr/><a:p>{run}</a:p></dgm:t></dgm:pt>'
+
+    points = [point(0, "", "doc")]
+    for n, node in enumerate(nodes, start=1):
+        points.append(point(n, node))
+        points.append(point(100 + n, "connector text", "sibTrans"))
+    return (
+        f"<dgm:dataModel {DIAGRAM_NS}><dgm:ptLst>{''.join(points)}</dgm:ptLst>"
+        "<dgm:cxnLst/><dgm:bg/><dgm:whole/></dgm:dataModel>"
+    ).encode()
 
 
 def tiny_png() -> bytes:
@@ -35,6 +68,21 @@ def make_docx(
         if style == PICTURE:
             picture = document.add_paragraph().add_run().add_picture(io.BytesIO(tiny_png()))
             picture._inline.docPr.set("descr", text)
+        elif style == SMARTART:
+            name = PackURI(f"/word/diagrams/data{len(document.part.rels)}.xml")
+            data = Part(
+                name, DIAGRAM_DATA_TYPE, smartart_data(text.split("\n")), document.part.package
+            )
+            rid = document.part.relate_to(data, RT.DIAGRAM_DATA)
+            document.add_paragraph()._p.append(
+                parse_xml(
+                    f"<w:r {nsdecls('w', 'wp')} {DIAGRAM_NS}><w:drawing><wp:inline>"
+                    '<wp:extent cx="100" cy="100"/><wp:docPr id="900" name="Diagram"/>'
+                    f'<a:graphic><a:graphicData uri="{DIAGRAM_URI}">'
+                    f'<dgm:relIds r:dm="{rid}" r:lo="" r:qs="" r:cs=""/>'
+                    "</a:graphicData></a:graphic></wp:inline></w:drawing></w:r>"
+                )
+            )
         else:
             document.add_paragraph(text, style=style)
     if rows:  # a value of None: the cell before it spans this column too

@@ -2,8 +2,8 @@
 
 A slide's section is headed "Slide N: its title" (the number is how a reader finds it in the
 deck, which no browser opens at a slide), and holds its text boxes, tables row by row, charts'
-titles, the descriptions given to pictures and shapes (`image_text`) and grouped shapes in the
-order the slide lists them, then its speaker notes, where decks often
+titles, SmartArt's text, the descriptions given to pictures and shapes (`image_text`) and
+grouped shapes in the order the slide lists them, then its speaker notes, where decks often
 keep what the presenter says and the slide leaves out. Hidden slides are left out, as the
 deck's own slide show leaves them out: they are most often spares and outdated versions.
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import check_unpacked, row_line
+from core.ingest.ooxml import check_unpacked, row_line, smartart_lines
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -83,8 +83,11 @@ def _slide_lines(slide: Slide, title: SlidePlaceholder | None, deadline: Deadlin
             for row in shape.table.rows:
                 deadline.check()  # a table can hold a whole document
                 yield row_line(cell.text for cell in row.cells if not cell.is_spanned)
-        elif isinstance(shape, GraphicFrame) and shape.has_chart and shape.chart.has_title:
-            yield _plain_line(shape.chart.chart_title.text_frame.text)
+        elif isinstance(shape, GraphicFrame) and shape.has_chart:
+            if shape.chart.has_title:
+                yield _plain_line(shape.chart.chart_title.text_frame.text)
+        elif isinstance(shape, GraphicFrame):
+            yield from smartart_lines(shape.element, slide.part)
         # The shape's non-visual properties come first, whatever its kind (a file whose shapes
         # lack them has no description, not an error).
         for described in shape.element.xpath("./*[1]/p:cNvPr/@descr"):

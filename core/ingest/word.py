@@ -3,8 +3,8 @@
 A section is the text under one heading, a heading being a paragraph in one of Word's built-in
 heading styles ("Heading 1" to "Heading 9", which python-docx names the same in any language of
 Word); tables are read row by row in their place among the paragraphs, and a picture's
-description after its paragraph (`image_text`). A .docx has no anchor a
-browser can open at, so its passages link to the file itself.
+description (`image_text`) and a SmartArt graphic's text after their paragraph. A .docx has no
+anchor a browser can open at, so its passages link to the file itself.
 
 A .docx is a zip archive, judged before it is unpacked (`ooxml`). Entities a hostile
 document.xml declares are refused by the XML parser under python-docx (libxml2's amplification
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import check_unpacked, row_line
+from core.ingest.ooxml import check_unpacked, row_line, smartart_lines
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
         elif text:
             lines.append(text)
         lines.extend(_pictures(block))
+        lines.extend(smartart_lines(block._p, document.part))
     _close(doc, heading, lines)
     if not doc.sections:
         raise UnreadableDocument("no text")

@@ -18,7 +18,7 @@ from core.ingest.formats import DocumentFormat, parse_document
 from core.ingest.sections import ParsedDocument
 from tests.office_maker import SlideSpec, make_pptx, make_xlsx
 from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
-from tests.word_maker import PICTURE, long_docx, make_docx, rewritten
+from tests.word_maker import PICTURE, SMARTART, long_docx, make_docx, rewritten
 
 # Each format's file with one piece of text, "LAUGH", and the zip member that holds it.
 _WITH_ONE_TEXT: dict[DocumentFormat, tuple[Callable[[], bytes], str]] = {
@@ -105,7 +105,7 @@ def test_slides_become_sections_with_their_tables_groups_and_notes() -> None:
     assert parse_document(untitled, DocumentFormat.SLIDES, "deck.pptx", LIMITS).title == "deck.pptx"
 
 
-def test_pictures_and_charts_say_what_their_descriptions_and_titles_say() -> None:
+def test_pictures_charts_and_smartart_say_what_their_descriptions_titles_and_nodes_say() -> None:
     """A diagram's description is often the only place its point is written down; a file
     name or Office's generated caption says nothing, and is left out."""
     word = make_docx(
@@ -117,12 +117,14 @@ def test_pictures_and_charts_say_what_their_descriptions_and_titles_say() -> Non
             (PICTURE, "A screenshot of a computer\n\nDescription automatically generated"),
             (PICTURE, ""),
             ("Normal", "Each service scales alone."),
+            (SMARTART, "Build\nCanary at 5%\nAll hosts"),
         ]
     )
     assert parse_document(word, DocumentFormat.WORD, "x.docx", LIMITS).sections[0].text == (
         "Requests pass three services.\n"
         "Request flow: load balancer, then API, then the billing worker\n"
-        "Each service scales alone."
+        "Each service scales alone.\n"
+        "Build\nCanary at 5%\nAll hosts"  # SmartArt's nodes, not its connectors' text
     )
     deck = make_pptx(
         [
@@ -131,12 +133,14 @@ def test_pictures_and_charts_say_what_their_descriptions_and_titles_say() -> Non
                 texts=["Tickets grew this year."],
                 pictures=["Escalation path: tier 1, tier 2, on-call", "image3.png"],
                 chart="Tickets per quarter",
+                smartart=["Triage", "Fix", "Follow up"],
             )
         ]
     )
     slide = parse_document(deck, DocumentFormat.SLIDES, "x.pptx", LIMITS).sections[0]
     assert slide.text == (
-        "Tickets grew this year.\nEscalation path: tier 1, tier 2, on-call\nTickets per quarter"
+        "Tickets grew this year.\nEscalation path: tier 1, tier 2, on-call\nTickets per quarter\n"
+        "Triage\nFix\nFollow up"
     )
 
 
@@ -220,6 +224,36 @@ def test_an_office_file_declaring_a_billion_laughs_is_refused_in_bounded_time(
     assert seconds < LINEAR_PARSE_CPU_S
     assert str(doc).startswith(refusal)
     assert "\n" not in str(doc)  # one line
+
+
+_WITH_SMARTART: dict[DocumentFormat, Callable[[], bytes]] = {
+    DocumentFormat.WORD: lambda: make_docx([("Normal", "Intro."), (SMARTART, "LAUGH")]),
+    DocumentFormat.SLIDES: lambda: make_pptx([SlideSpec(title="T", smartart=["LAUGH"])]),
+}
+
+
+@pytest.mark.parametrize("fmt", list(_WITH_SMARTART))
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not XML at all",
+        b'<!DOCTYPE d [<!ENTITY l0 "ha">'
+        + b"".join(f'<!ENTITY l{n} "{f"&l{n - 1};" * 10}">'.encode() for n in range(1, 10))
+        + b"]><d>&l9;</d>",
+    ],
+    ids=["not XML", "billion laughs"],
+)
+def test_a_smartart_graphic_whose_data_is_not_xml_skips_its_file_with_the_reason(
+    fmt: DocumentFormat, data: bytes
+) -> None:
+    """SmartArt's data is read from a part of its own (python-docx and python-pptx leave it
+    alone), by a parser of ours: held to the same refusals as theirs, in bounded time."""
+    package = _WITH_SMARTART[fmt]()
+    with zipfile.ZipFile(io.BytesIO(package)) as archive:
+        (member,) = [n for n in archive.namelist() if "/diagrams/data" in n]
+    seconds, doc = timed_parse(rewritten(package, lambda _: data, member=member), fmt)
+    assert seconds < LINEAR_PARSE_CPU_S
+    assert str(doc).startswith("a SmartArt graphic's data is not XML: ")
 
 
 def test_a_long_word_file_is_read_in_linear_time() -> None:

@@ -16,6 +16,9 @@ from PIL import Image
 
 PICTURE = "picture"  # a block of this style: a paragraph holding one picture, its text the
 # picture's description (Word's alt text)
+TEXT_BOX = "text box"  # a block of this style: a paragraph drawing a text box that holds a
+# paragraph per line of its text, written twice as Word does (the second a fallback for old
+# readers)
 SMARTART = "smartart"  # a block of this style: a paragraph holding a SmartArt graphic, a node
 # per line of its text
 DIAGRAM_NS = (
@@ -23,6 +26,8 @@ DIAGRAM_NS = (
     'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
     'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
 )
+_MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+_WPS = "http://schemas.microsoft.com/office/word/2010/wordprocessingShape"
 DIAGRAM_DATA_TYPE = "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml"
 DIAGRAM_URI = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
 
@@ -68,6 +73,21 @@ def make_docx(
         if style == PICTURE:
             picture = document.add_paragraph().add_run().add_picture(io.BytesIO(tiny_png()))
             picture._inline.docPr.set("descr", text)
+        elif style == TEXT_BOX:
+            box = "".join(f"<w:p><w:r><w:t>{line}</w:t></w:r></w:p>" for line in text.split("\n"))
+            document.add_paragraph("Beside the box.")._p.append(
+                parse_xml(
+                    f'<w:r {nsdecls("w", "wp")} {DIAGRAM_NS} xmlns:mc="{_MC}" xmlns:wps="{_WPS}" '
+                    'xmlns:v="urn:schemas-microsoft-com:vml"><mc:AlternateContent>'
+                    '<mc:Choice Requires="wps"><w:drawing><wp:anchor><wp:docPr id="800" '
+                    f'name="Text Box"/><a:graphic><a:graphicData uri="{_WPS}"><wps:wsp>'
+                    f"<wps:txbx><w:txbxContent>{box}</w:txbxContent></wps:txbx></wps:wsp>"
+                    "</a:graphicData></a:graphic></wp:anchor></w:drawing></mc:Choice>"
+                    "<mc:Fallback><w:pict><v:shape><v:textbox><w:txbxContent>"
+                    f"{box}</w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback>"
+                    "</mc:AlternateContent></w:r>"
+                )
+            )
         elif style == SMARTART:
             name = PackURI(f"/word/diagrams/data{len(document.part.rels)}.xml")
             data = Part(

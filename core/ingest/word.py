@@ -2,9 +2,10 @@
 
 A section is the text under one heading, a heading being a paragraph in one of Word's built-in
 heading styles ("Heading 1" to "Heading 9", which python-docx names the same in any language of
-Word); tables are read row by row in their place among the paragraphs, and a picture's
-description (`image_text`) and a SmartArt graphic's text after their paragraph. A .docx has no
-anchor a browser can open at, so its passages link to the file itself.
+Word); tables are read row by row in their place among the paragraphs, and what a paragraph
+draws after its text: its text boxes' text, its pictures' descriptions (`image_text`) and its
+SmartArt's text. A .docx has no anchor a browser can open at, so its passages link to the file
+itself.
 
 A .docx is a zip archive, judged before it is unpacked (`ooxml`). Entities a hostile
 document.xml declares are refused by the XML parser under python-docx (libxml2's amplification
@@ -18,6 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from lxml import etree
+
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
 from core.ingest.ooxml import check_unpacked, row_line, smartart_lines
@@ -28,6 +31,15 @@ if TYPE_CHECKING:
     from docx.text.paragraph import Paragraph
 
 _HEADING_STYLE = re.compile(r"Heading [1-9]")
+# A text box's own paragraphs; Word writes each box twice, the second as a fallback for old
+# readers (VML), which is left out.
+_TEXT_BOX_PARAGRAPHS = etree.XPath(
+    ".//w:txbxContent[not(ancestor::mc:Fallback)]/w:p",
+    namespaces={
+        "w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+        "mc": "http://schemas.openxmlformats.org/markup-compatibility/2006",
+    },
+)
 _TITLE_STYLE = "Title"
 
 
@@ -64,6 +76,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
             title = text
         elif text:
             lines.append(text)
+        lines.extend(_text_boxes(block))
         lines.extend(_pictures(block))
         lines.extend(smartart_lines(block._p, document.part))
     _close(doc, heading, lines)
@@ -71,6 +84,17 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
         raise UnreadableDocument("no text")
     doc.title = title or fallback_title
     return doc
+
+
+def _text_boxes(paragraph: Paragraph) -> list[str]:
+    """The paragraphs of the text boxes (callouts, sidebars) drawn in the paragraph: a drawing
+    inside a run, out of python-docx's paragraph text."""
+    from docx.text.paragraph import Paragraph
+
+    found = (
+        Paragraph(p, paragraph._parent).text.strip() for p in _TEXT_BOX_PARAGRAPHS(paragraph._p)
+    )
+    return [text for text in found if text]
 
 
 def _pictures(paragraph: Paragraph) -> list[str]:

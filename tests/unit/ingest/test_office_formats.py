@@ -18,7 +18,7 @@ from core.ingest.formats import DocumentFormat, parse_document
 from core.ingest.sections import ParsedDocument
 from tests.office_maker import SlideSpec, make_pptx, make_xlsx
 from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
-from tests.word_maker import PICTURE, SMARTART, long_docx, make_docx, rewritten
+from tests.word_maker import PICTURE, SMARTART, TEXT_BOX, long_docx, make_docx, rewritten
 
 # Each format's file with one piece of text, "LAUGH", and the zip member that holds it.
 _WITH_ONE_TEXT: dict[DocumentFormat, tuple[Callable[[], bytes], str]] = {
@@ -105,7 +105,7 @@ def test_slides_become_sections_with_their_tables_groups_and_notes() -> None:
     assert parse_document(untitled, DocumentFormat.SLIDES, "deck.pptx", LIMITS).title == "deck.pptx"
 
 
-def test_pictures_charts_and_smartart_say_what_their_descriptions_titles_and_nodes_say() -> None:
+def test_drawings_say_what_their_text_boxes_descriptions_titles_and_smartart_nodes_say() -> None:
     """A diagram's description is often the only place its point is written down; a file
     name or Office's generated caption says nothing, and is left out."""
     word = make_docx(
@@ -118,13 +118,15 @@ def test_pictures_charts_and_smartart_say_what_their_descriptions_titles_and_nod
             (PICTURE, ""),
             ("Normal", "Each service scales alone."),
             (SMARTART, "Build\nCanary at 5%\nAll hosts"),
+            (TEXT_BOX, "Callout: restart the worker first\nthen page on-call"),
         ]
     )
     assert parse_document(word, DocumentFormat.WORD, "x.docx", LIMITS).sections[0].text == (
         "Requests pass three services.\n"
         "Request flow: load balancer, then API, then the billing worker\n"
         "Each service scales alone.\n"
-        "Build\nCanary at 5%\nAll hosts"  # SmartArt's nodes, not its connectors' text
+        "Build\nCanary at 5%\nAll hosts\n"  # SmartArt's nodes, not its connectors' text
+        "Beside the box.\nCallout: restart the worker first\nthen page on-call"  # once, not twice
     )
     deck = make_pptx(
         [

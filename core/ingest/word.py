@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
@@ -31,15 +31,19 @@ if TYPE_CHECKING:
     from docx.text.paragraph import Paragraph
 
 _HEADING_STYLE = re.compile(r"Heading [1-9]")
+_NAMESPACES = {
+    "w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    "wp": "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing",
+    "mc": "http://schemas.openxmlformats.org/markup-compatibility/2006",
+}
+# Compiled once: python-docx's own `xpath` compiles its expression at every call.
+_DRAWS = etree.XPath("boolean(.//w:drawing | .//w:pict)", namespaces=_NAMESPACES)
 # A text box's own paragraphs; Word writes each box twice, the second as a fallback for old
 # readers (VML), which is left out.
 _TEXT_BOX_PARAGRAPHS = etree.XPath(
-    ".//w:txbxContent[not(ancestor::mc:Fallback)]/w:p",
-    namespaces={
-        "w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
-        "mc": "http://schemas.openxmlformats.org/markup-compatibility/2006",
-    },
+    ".//w:txbxContent[not(ancestor::mc:Fallback)]/w:p", namespaces=_NAMESPACES
 )
+_DESCRIPTIONS = etree.XPath(".//wp:docPr/@descr", namespaces=_NAMESPACES)
 _TITLE_STYLE = "Title"
 
 
@@ -76,9 +80,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
             title = text
         elif text:
             lines.append(text)
-        lines.extend(_text_boxes(block))
-        lines.extend(_pictures(block))
-        lines.extend(smartart_lines(block._p, document.part))
+        lines.extend(_drawn(block, document.part))
     _close(doc, heading, lines)
     if not doc.sections:
         raise UnreadableDocument("no text")
@@ -86,21 +88,19 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
     return doc
 
 
-def _text_boxes(paragraph: Paragraph) -> list[str]:
-    """The paragraphs of the text boxes (callouts, sidebars) drawn in the paragraph: a drawing
-    inside a run, out of python-docx's paragraph text."""
+def _drawn(paragraph: Paragraph, part: Any) -> list[str]:
+    """What the paragraph draws, out of python-docx's paragraph text: its text boxes'
+    paragraphs (callouts, sidebars), its pictures' descriptions (`image_text`) and its
+    SmartArt's text. Most paragraphs draw nothing, and one look says so."""
     from docx.text.paragraph import Paragraph
 
-    found = (
+    if not _DRAWS(paragraph._p):
+        return []
+    boxed = (
         Paragraph(p, paragraph._parent).text.strip() for p in _TEXT_BOX_PARAGRAPHS(paragraph._p)
     )
-    return [text for text in found if text]
-
-
-def _pictures(paragraph: Paragraph) -> list[str]:
-    """The descriptions of the pictures in the paragraph (`image_text`), in their order."""
-    found = paragraph._p.xpath(".//wp:docPr/@descr")
-    return [words for described in found if (words := image_words(str(described)))]
+    described = (image_words(str(text)) for text in _DESCRIPTIONS(paragraph._p))
+    return [*filter(None, boxed), *filter(None, described), *smartart_lines(paragraph._p, part)]
 
 
 def _row_texts(cells: Sequence[_Cell]) -> list[str]:

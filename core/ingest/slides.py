@@ -17,6 +17,8 @@ import io
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from lxml import etree
+
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
 from core.ingest.ooxml import check_unpacked, row_line, smartart_lines
@@ -27,6 +29,11 @@ if TYPE_CHECKING:
     from pptx.shapes.placeholder import SlidePlaceholder
     from pptx.slide import Slide
 
+# A shape's description: in its non-visual properties, its first child whatever its kind.
+_DESCRIPTION = etree.XPath(
+    "./*[1]/p:cNvPr/@descr",
+    namespaces={"p": "http://schemas.openxmlformats.org/presentationml/2006/main"},
+)
 _HIDDEN = "0"  # a slide's `show` attribute when the deck hides it
 _NOTES = "Notes:"
 
@@ -88,9 +95,8 @@ def _slide_lines(slide: Slide, title: SlidePlaceholder | None, deadline: Deadlin
                 yield _plain_line(shape.chart.chart_title.text_frame.text)
         elif isinstance(shape, GraphicFrame):
             yield from smartart_lines(shape.element, slide.part)
-        # The shape's non-visual properties come first, whatever its kind (a file whose shapes
-        # lack them has no description, not an error).
-        for described in shape.element.xpath("./*[1]/p:cNvPr/@descr"):
+        # A file whose shapes lack non-visual properties has no description, not an error.
+        for described in _DESCRIPTION(shape.element):
             if words := image_words(str(described)):
                 yield words
 

@@ -34,16 +34,18 @@ DIAGRAM_URI = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
 
 def smartart_data(nodes: list[str]) -> bytes:
     """A SmartArt graphic's data part as Office writes it: the document's point, a point per
-    node, and between nodes a connector's point whose text no reader sees."""
+    node, and between nodes a connector's point whose text no reader sees. A node written
+    "asst:..." is an assistant's (an org chart's); a "|" in one is a line break in its text."""
 
     def point(n: int, text: str, kind: str = "") -> str:
         typed = f' type="{kind}"' if kind else ""
-        run = f"<a:r><a:t>{text}</a:t></a:r>" if text else ""
-        return f'<dgm:pt modelId="{n}"{typed}><dgm:t><a:bodyPr/><a:p>{run}</a:p></dgm:t></dgm:pt>'
+        runs = "<a:br/>".join(f"<a:r><a:t>{line}</a:t></a:r>" for line in text.split("|") if line)
+        return f'<dgm:pt modelId="{n}"{typed}><dgm:t><a:bodyPr/><a:p>{runs}</a:p></dgm:t></dgm:pt>'
 
     points = [point(0, "", "doc")]
     for n, node in enumerate(nodes, start=1):
-        points.append(point(n, node))
+        assistant = node.startswith("asst:")
+        points.append(point(n, node.removeprefix("asst:"), "asst" if assistant else ""))
         points.append(point(100 + n, "connector text", "sibTrans"))
     return (
         f"<dgm:dataModel {DIAGRAM_NS}><dgm:ptLst>{''.join(points)}</dgm:ptLst>"

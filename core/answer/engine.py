@@ -225,8 +225,9 @@ class AnswerEngine:
             return _slowed_down(question, wait, trace)
         # A follow-up waits for the answer before it, and then has it in its history. The
         # wait is not the answer's time (its metrics and log line): it is noted apart.
+        queued = time.perf_counter()
         async with self._in_order.held(question.conversation_key):
-            waited = time.perf_counter() - started
+            waited = time.perf_counter() - queued
             if waited >= _NOTED_WAIT_S:
                 trace.notes.append(f"waited {waited:.1f} s for the conversation's previous answer")
             started += waited

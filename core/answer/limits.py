@@ -67,8 +67,12 @@ class BurstLimits:
         cap = self._settings.per_asker
         if not cap:
             return 0.0
+        window_s = self._settings.window_s
         try:
-            return await self._askers.admit(asker, cap, self._settings.window_s)
+            wait = await self._askers.admit(asker, cap, window_s)
         except SearchIndexError as exc:
             log.warning("asker_count_failed", error=str(exc))
             return 0.0
+        # Never longer than the window: a question stamped ahead of this clock (another host's,
+        # or this one before it was set back) must not hold anyone back for longer.
+        return min(wait, window_s)

@@ -4,14 +4,18 @@ A diagram's description is often the only place its point is written down; Markd
 `![alt](...)` already stays in the text, and the other formats now match it.
 
 Left out, as saying nothing anyone asks the docs about: no text or empty text (WCAG's mark of
-a decorative image), a bare file name, and the captions Office generates by itself ("A
+a decorative image), a file's name or path, and the captions Office generates by itself ("A
 screenshot of a computer. Description automatically generated")."""
 
 from __future__ import annotations
 
 import re
 
-_FILE_NAME = re.compile(r"[^\s/\\]+\.(?:png|jpe?g|gif|svg|webp|bmp|tiff?|emf|wmf)", re.IGNORECASE)
+# A file's name, or its path without spaces (`/img/flow.svg`, `C:\Users\me\diagram.png`); a
+# sentence that names one ("see /img/flow.svg") is a description.
+_FILE_NAME = re.compile(
+    r"(?:\S*[/\\])?[^\s/\\]+\.(?:png|jpe?g|gif|svg|webp|bmp|tiff?|emf|wmf)", re.IGNORECASE
+)
 _GENERATED = re.compile(
     r"description automatically generated|ai-generated content may be incorrect", re.IGNORECASE
 )

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import check_unpacked, row_line, smartart_lines
+from core.ingest.ooxml import SmartArt, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ _DESCRIPTION = etree.XPath(
     "./*[1]/p:cNvPr/@descr",
     namespaces={"p": "http://schemas.openxmlformats.org/presentationml/2006/main"},
 )
+_CHART = "http://schemas.openxmlformats.org/drawingml/2006/chart"
+_DRAWING = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_PARAGRAPH, _RUN_TEXT = f"{{{_DRAWING}}}p", f"{{{_DRAWING}}}t"
 _HIDDEN = "0"  # a slide's `show` attribute when the deck hides it
 _NOTES = "Notes:"
 
@@ -46,6 +49,7 @@ def parse_slides(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
 
     check_unpacked(data, limits.max_unpacked_bytes)
     deadline = Deadline(limits.timeout_s)
+    smartart = SmartArt(deadline)
     deck = Presentation(io.BytesIO(data))
     doc = ParsedDocument(title="")
     first_title = ""
@@ -55,7 +59,7 @@ def parse_slides(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
         title_shape = slide.shapes.title  # searched for among the slide's shapes
         title = _plain_line(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title
-        lines = list(_slide_lines(slide, title_shape, deadline))
+        lines = list(_slide_lines(slide, title_shape, deadline, smartart))
         if notes := _notes(slide):
             lines += [_NOTES, notes]
         if text := tidy_text("\n".join(lines)):
@@ -75,7 +79,9 @@ def _notes(slide: Slide) -> str:
     return _plain(frame.text) if frame is not None else ""
 
 
-def _slide_lines(slide: Slide, title: SlidePlaceholder | None, deadline: Deadline) -> Iterator[str]:
+def _slide_lines(
+    slide: Slide, title: SlidePlaceholder | None, deadline: Deadline, smartart: SmartArt
+) -> Iterator[str]:
     from pptx.shapes.autoshape import Shape
     from pptx.shapes.graphfrm import GraphicFrame
 
@@ -91,14 +97,23 @@ def _slide_lines(slide: Slide, title: SlidePlaceholder | None, deadline: Deadlin
                 deadline.check()  # a table can hold a whole document
                 yield row_line(cell.text for cell in row.cells if not cell.is_spanned)
         elif isinstance(shape, GraphicFrame) and shape.has_chart:
-            if shape.chart.has_title:
-                yield _plain_line(shape.chart.chart_title.text_frame.text)
+            yield from _chart_title(shape.chart.element)
         elif isinstance(shape, GraphicFrame):
-            yield from smartart_lines(shape.element, slide.part)
+            yield from smartart.lines(shape.element, slide.part)
         # A file whose shapes lack non-visual properties has no description, not an error.
         for described in _DESCRIPTION(shape.element):
             if words := image_words(str(described)):
                 yield words
+
+
+def _chart_title(chart: Any) -> Iterator[str]:
+    """A chart's title as written, or as its worksheet cell held it when saved. Not python-pptx's
+    `chart_title.text_frame`: for a title taken from a cell, that makes an empty one."""
+    for title in chart.iterfind(f"{{{_CHART}}}chart/{{{_CHART}}}title/{{{_CHART}}}tx"):
+        written = ("".join(t.text or "" for t in p.iter(_RUN_TEXT)) for p in title.iter(_PARAGRAPH))
+        cached = (value.text or "" for value in title.iter(f"{{{_CHART}}}v"))
+        if text := " ".join(" ".join([*written, *cached]).split()):
+            yield text
 
 
 def _flattened(shapes: Iterable[BaseShape]) -> Iterator[BaseShape]:

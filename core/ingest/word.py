@@ -23,7 +23,7 @@ from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import check_unpacked, row_line, smartart_lines
+from core.ingest.ooxml import MARKUP_COMPATIBILITY, SmartArt, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -34,16 +34,18 @@ _HEADING_STYLE = re.compile(r"Heading [1-9]")
 _NAMESPACES = {
     "w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
     "wp": "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing",
-    "mc": "http://schemas.openxmlformats.org/markup-compatibility/2006",
+    "mc": MARKUP_COMPATIBILITY,
 }
 # Compiled once: python-docx's own `xpath` compiles its expression at every call.
 _DRAWS = etree.XPath("boolean(.//w:drawing | .//w:pict)", namespaces=_NAMESPACES)
-# A text box's own paragraphs; Word writes each box twice, the second as a fallback for old
-# readers (VML), which is left out.
+# A text box's own paragraphs. Word writes each box twice, the second as a fallback for old
+# readers (VML), left out here as in the pictures' descriptions.
 _TEXT_BOX_PARAGRAPHS = etree.XPath(
     ".//w:txbxContent[not(ancestor::mc:Fallback)]/w:p", namespaces=_NAMESPACES
 )
-_DESCRIPTIONS = etree.XPath(".//wp:docPr/@descr", namespaces=_NAMESPACES)
+_DESCRIPTIONS = etree.XPath(
+    ".//wp:docPr[not(ancestor::mc:Fallback)]/@descr", namespaces=_NAMESPACES
+)
 _TITLE_STYLE = "Title"
 
 
@@ -56,6 +58,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
 
     check_unpacked(data, limits.max_unpacked_bytes)
     deadline = Deadline(limits.timeout_s)
+    smartart = SmartArt(deadline)
     document = Document(io.BytesIO(data))
     # Style names by id, read once: `Paragraph.style` looks the style up among all of them for
     # every paragraph (2 ms each here, so 20 s for 10,000 paragraphs); the paragraph's own
@@ -80,7 +83,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
             title = text
         elif text:
             lines.append(text)
-        lines.extend(_drawn(block, document.part))
+        lines.extend(_drawn(block, document.part, smartart))
     _close(doc, heading, lines)
     if not doc.sections:
         raise UnreadableDocument("no text")
@@ -88,7 +91,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
     return doc
 
 
-def _drawn(paragraph: Paragraph, part: Any) -> list[str]:
+def _drawn(paragraph: Paragraph, part: Any, smartart: SmartArt) -> list[str]:
     """What the paragraph draws, out of python-docx's paragraph text: its text boxes'
     paragraphs (callouts, sidebars), its pictures' descriptions (`image_text`) and its
     SmartArt's text. Most paragraphs draw nothing, and one look says so."""
@@ -100,7 +103,7 @@ def _drawn(paragraph: Paragraph, part: Any) -> list[str]:
         Paragraph(p, paragraph._parent).text.strip() for p in _TEXT_BOX_PARAGRAPHS(paragraph._p)
     )
     described = (image_words(str(text)) for text in _DESCRIPTIONS(paragraph._p))
-    return [*filter(None, boxed), *filter(None, described), *smartart_lines(paragraph._p, part)]
+    return [*filter(None, boxed), *filter(None, described), *smartart.lines(paragraph._p, part)]
 
 
 def _row_texts(cells: Sequence[_Cell]) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from aiohttp.test_utils import TestServer
 from elasticsearch import AsyncElasticsearch
 from pydantic import SecretStr
@@ -841,16 +842,19 @@ async def test_cluster_going_away_mid_ingest_then_resume(
         server.stop()
 
 
+@pytest.mark.parametrize("chat", [False, True], ids=["terminal", "chat"])
 async def test_cluster_going_away_mid_question_is_a_clear_answer(
-    tmp_path: Path, settings: Settings, embedder: CachedEmbedder
+    tmp_path: Path, settings: Settings, embedder: CachedEmbedder, chat: bool
 ) -> None:
+    """In a chat the asker's count, in the cluster too, fails first: it admits the question
+    (and says so in the log), and the search then says what is wrong."""
     server = NoidaServer(tmp_path / "cluster").start()
     s = elasticsearch_settings(settings, server.url)
     s = s.model_copy(
         update={"elasticsearch": s.elasticsearch.model_copy(update={"max_retries": 0})}
     )
     index = await open_index(s, embedder)
-    engine = build_engine(s, ElasticsearchBackend(index))
+    engine = build_engine(s, ElasticsearchBackend(index), chat=chat)
     try:
         await _write(index, embedder, [_doc("guide", ["Invite the bot to a channel."])])
         question = Question(
@@ -859,10 +863,12 @@ async def test_cluster_going_away_mid_question_is_a_clear_answer(
         ok = await engine.answer(question)
         assert ok.status is not AnswerStatus.ERROR
         server.stop()
-        down = await engine.answer(question)
+        with structlog.testing.capture_logs() as logs:
+            down = await engine.answer(question)
         assert down.status is AnswerStatus.ERROR
         assert down.text == INDEX_UNAVAILABLE
         assert any("can't reach Elasticsearch" in note for note in down.trace.notes)
+        assert ("asker_count_failed" in [e["event"] for e in logs]) is chat
     finally:
         await engine.close()
         await index.close()

@@ -163,6 +163,21 @@ async def test_an_askers_questions_are_counted_once_across_processes(
     assert await b.backend.askers.admit("slack:U1", 1, 60) == pytest.approx(60)
 
 
+async def test_an_asker_over_a_lowered_cap_waits_until_enough_questions_left(
+    two: tuple[Process, Process], clock: Traveller
+) -> None:
+    """Another process's cap, or this one's before it was lowered, let more questions in than
+    the cap now allows: the wait runs until all but cap - 1 of them have left the window."""
+    a, b = two
+    for _ in range(3):
+        assert await a.backend.askers.admit("slack:U2", 3, 60) == 0
+        clock.shift(10)
+    # Asked at +0, +10 and +20, now +30: with a cap of 1 the newest must leave (at +80), with
+    # 2 the one before it (at +70); the oldest's leaving (+60) would free neither.
+    assert await b.backend.askers.admit("slack:U2", 1, 60) == pytest.approx(50)
+    assert await b.backend.askers.admit("slack:U2", 2, 60) == pytest.approx(40)
+
+
 async def test_model_facts_are_shared_newest_first_and_age_out(
     two: tuple[Process, Process], clock: Traveller
 ) -> None:

@@ -18,14 +18,14 @@ class ElasticsearchAskerWindows(Store):
             now = now_ms()
             current = await self._get(index, doc_id)
             kept = (current or {}).get("_source", {}).get("asked", {}).get("items", [])
-            asked = [int(at) for at in kept if int(at) > now - window_ms]
-            if len(asked) >= cap:
-                return (min(asked) + window_ms - now) / MS_PER_S
+            asked = sorted(int(at) for at in kept if int(at) > now - window_ms)
+            if len(asked) >= cap:  # free again once all but cap - 1 have left the window
+                return (asked[len(asked) - cap] + window_ms - now) / MS_PER_S
             document = {"asker": asker, "asked": {"items": [*asked, now]}, "updated_at": now}
             await self._write_unless_changed(index, doc_id, current, document)
             return 0.0
 
-        wait = await self._until_written(attempt, f"asker {asker!r}")
+        wait = await self._until_written(attempt, "an asker's count")  # no user id in logs
         # Askers with nothing in the window go now and then: the index holds about a window's.
         await self._purge_now_and_then(index, "updated_at", now_ms() - window_ms)
         return wait

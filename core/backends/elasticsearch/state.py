@@ -1,13 +1,13 @@
 """Shared state on Elasticsearch: conversation turns, delivery de-duplication, bot threads,
-answers and feedback, replies in progress, run locks and learned keywords, so several bot
-processes behave as one.
+answers and feedback, replies in progress, run locks and learned keywords (and, beside this
+module, each asker's count), so several bot processes behave as one.
 
 Elasticsearch has no transactions, so every claim is a single-document operation:
 - a claim is a `create` (`op_type=create`): of two processes, exactly one gets 201, the other
   409; an expired claim is taken over by an update conditioned on the sequence number seen
   (`if_seq_no` / `if_primary_term`), which again only one process can win;
-- a conversation is one document updated by read-modify-write under the same condition, retried
-  on conflict, so two answers finishing at once both land;
+- a conversation (an asker's count) is one document updated by read-modify-write under the same
+  condition, retried on conflict (`_until_written`), so two answers finishing at once both land;
 - reads that must see the latest write use GET by id, which is real-time (no refresh needed).
 
 These stores share the index's client and do not close it: the index does.
@@ -39,7 +39,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from core.backends.elasticsearch.connection import explained
+from core.backends.elasticsearch.connection import explain, explained
 from core.backends.elasticsearch.schema import IndexNames, hashed_id
 from core.config import ElasticsearchSettings
 from core.domain.conversation import Answer, Turn
@@ -56,8 +56,9 @@ from core.errors import SearchIndexError
 from core.ports import Embedder
 from core.search.sketch import answer_row
 
-# Read-modify-write of a conversation: on a conflict (another process wrote in between) wait a
-# random, growing moment and retry, so writers racing on one thread spread out and all land.
+# Read-modify-write of one document (a conversation, an asker's count): on a conflict (another
+# process wrote in between) wait a random, growing moment and retry, so racing writers spread
+# out and all land.
 CAS_ATTEMPTS = 30
 CAS_WAIT = wait_random_exponential(multiplier=0.01, max=0.5)
 
@@ -205,7 +206,7 @@ class Store:
                 wait_for_completion=False,
             )
         except (ApiError, TransportError) as exc:
-            log.warning("state_purge_failed", index=index, error=str(exc))
+            log.warning("state_purge_failed", index=index, error=str(explain(exc, self._settings)))
 
     async def close(self) -> None:
         """The client belongs to the index, which closes it."""

@@ -32,11 +32,17 @@ class SqliteAskerWindows:
         with self._lock, transaction(self._db):
             # Everyone's questions older than the window go, so the table holds one window.
             self._db.execute("DELETE FROM asked WHERE at <= ?", (now - window_s,))
-            count, oldest = self._db.execute(
-                "SELECT count(*), min(at) FROM asked WHERE asker = ?", (asker,)
+            (count,) = self._db.execute(
+                "SELECT count(*) FROM asked WHERE asker = ?", (asker,)
             ).fetchone()
             if count >= cap:
-                return float(oldest) + window_s - now
+                # Free again once all but cap - 1 have left the window (more than the cap may
+                # be there: another process's cap, or this one's before it was lowered).
+                (freeing,) = self._db.execute(
+                    "SELECT at FROM asked WHERE asker = ? ORDER BY at LIMIT 1 OFFSET ?",
+                    (asker, count - cap),
+                ).fetchone()
+                return float(freeing) + window_s - now
             self._db.execute("INSERT INTO asked (asker, at) VALUES (?, ?)", (asker, now))
         return 0.0
 

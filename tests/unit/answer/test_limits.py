@@ -23,6 +23,7 @@ from core.config_loader import load_settings
 from core.domain.agent import AnswerProgress, ModelTurn, TurnRequest
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, ChannelKind, Question, Trace
 from core.metrics import REGISTRY
+from core.ports import AskerWindows
 from tests.conftest import REPO
 from tests.fakes.chat_model import ScriptedChatModel, respond_turn, search_turn
 from tests.fakes.memory import InMemoryConversationStore, InMemoryIndex, passage
@@ -51,6 +52,16 @@ async def test_an_asker_over_the_cap_waits_until_the_oldest_question_leaves_the_
         assert await limits.asker_wait("slack:alice") == pytest.approx(10)  # refusals add no wait
         clock.shift(10)
         assert await limits.asker_wait("slack:alice") == 0
+
+
+async def test_a_question_stamped_ahead_of_this_clock_holds_no_one_longer_than_the_window(
+    askers: SqliteAskerWindows,
+) -> None:
+    limits = BurstLimits(LimitSettings(per_asker=1, window_s=60), askers)
+    with time_machine.travel(1_800_000_300, tick=False):  # another host's clock, 5 min ahead
+        assert await limits.asker_wait("slack:alice") == 0
+    with time_machine.travel(1_800_000_000, tick=False):
+        assert await limits.asker_wait("slack:alice") == pytest.approx(60)  # not 360
 
 
 async def test_no_cap_admits_everything_without_counting(tmp_path: Path) -> None:
@@ -128,7 +139,7 @@ def settings() -> Settings:
 def engine(
     settings: Settings,
     model: ScriptedChatModel | None,
-    askers: SqliteAskerWindows,
+    askers: AskerWindows,
     *,
     limited: bool = True,
     **limits: object,
@@ -180,6 +191,24 @@ async def test_one_asker_over_the_cap_is_told_when_to_ask_again_others_are_answe
     unasked = await bot.answer(question("alice", 4, unasked=True))
     assert unasked.withheld  # nobody asked: nothing is posted, not even the wait
     assert limited_count("slack", "asker") == before + 2
+
+
+class SlowAskers:
+    """A count that takes its time (a cluster's round trips, a busy state file)."""
+
+    async def admit(self, asker: str, cap: int, window_s: float) -> float:
+        await asyncio.sleep(0.3)
+        return 0.0
+
+    async def close(self) -> None:
+        """Nothing held."""
+
+
+async def test_the_askers_count_is_not_noted_as_a_wait_for_the_previous_answer(settings) -> None:
+    bot = engine(settings, None, SlowAskers(), per_asker=2)
+    answer = await bot.answer(question("alice", 0))
+    assert answer.status is AnswerStatus.PARTIAL
+    assert not [n for n in answer.trace.notes if "previous answer" in n]
 
 
 async def test_without_limits_one_asker_is_never_capped(settings, askers) -> None:

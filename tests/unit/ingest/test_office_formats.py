@@ -117,7 +117,7 @@ def test_drawings_say_what_their_text_boxes_descriptions_titles_and_smartart_nod
             (PICTURE, "A screenshot of a computer\n\nDescription automatically generated"),
             (PICTURE, ""),
             ("Normal", "Each service scales alone."),
-            (SMARTART, "Build\nCanary at 5%\nAll hosts"),
+            (SMARTART, "Build\nCanary at 5%|then 50%\nasst:Release manager"),
             (TEXT_BOX, "Callout: restart the worker first\nthen page on-call"),
         ]
     )
@@ -125,7 +125,7 @@ def test_drawings_say_what_their_text_boxes_descriptions_titles_and_smartart_nod
         "Requests pass three services.\n"
         "Request flow: load balancer, then API, then the billing worker\n"
         "Each service scales alone.\n"
-        "Build\nCanary at 5%\nAll hosts\n"  # SmartArt's nodes, not its connectors' text
+        "Build\nCanary at 5% then 50%\nRelease manager\n"  # SmartArt's nodes and assistants
         "Beside the box.\nCallout: restart the worker first\nthen page on-call"  # once, not twice
     )
     deck = make_pptx(
@@ -228,9 +228,15 @@ def test_an_office_file_declaring_a_billion_laughs_is_refused_in_bounded_time(
     assert "\n" not in str(doc)  # one line
 
 
-_WITH_SMARTART: dict[DocumentFormat, Callable[[], bytes]] = {
-    DocumentFormat.WORD: lambda: make_docx([("Normal", "Intro."), (SMARTART, "LAUGH")]),
-    DocumentFormat.SLIDES: lambda: make_pptx([SlideSpec(title="T", smartart=["LAUGH"])]),
+_WITH_SMARTART: dict[DocumentFormat, tuple[Callable[[], bytes], str]] = {
+    DocumentFormat.WORD: (
+        lambda: make_docx([("Normal", "Intro."), (SMARTART, "LAUGH")]),
+        "word/document.xml",
+    ),
+    DocumentFormat.SLIDES: (
+        lambda: make_pptx([SlideSpec(title="T", texts=["Intro."], smartart=["LAUGH"])]),
+        "ppt/slides/slide1.xml",
+    ),
 }
 
 
@@ -245,17 +251,51 @@ _WITH_SMARTART: dict[DocumentFormat, Callable[[], bytes]] = {
     ],
     ids=["not XML", "billion laughs"],
 )
-def test_a_smartart_graphic_whose_data_is_not_xml_skips_its_file_with_the_reason(
+def test_a_smartart_graphic_whose_data_is_not_xml_loses_its_text_not_the_files(
     fmt: DocumentFormat, data: bytes
 ) -> None:
     """SmartArt's data is read from a part of its own (python-docx and python-pptx leave it
-    alone), by a parser of ours: held to the same refusals as theirs, in bounded time."""
-    package = _WITH_SMARTART[fmt]()
+    alone), by a parser of ours, as strict as theirs: refused in bounded time, and only that
+    graphic's text is lost."""
+    package = _WITH_SMARTART[fmt][0]()
     with zipfile.ZipFile(io.BytesIO(package)) as archive:
         (member,) = [n for n in archive.namelist() if "/diagrams/data" in n]
     seconds, doc = timed_parse(rewritten(package, lambda _: data, member=member), fmt)
     assert seconds < LINEAR_PARSE_CPU_S
-    assert str(doc).startswith("a SmartArt graphic's data is not XML: ")
+    assert isinstance(doc, ParsedDocument), doc
+    assert [s.text for s in doc.sections] == ["Intro."]
+
+
+@pytest.mark.parametrize("fmt", list(_WITH_SMARTART))
+def test_a_smartart_graphic_named_a_hundred_thousand_times_is_read_once(
+    fmt: DocumentFormat,
+) -> None:
+    make, member = _WITH_SMARTART[fmt]
+
+    def named_again(xml: bytes) -> bytes:
+        reference = re.search(rb"<dgm:relIds [^>]*/>", xml)
+        assert reference is not None
+        return xml.replace(reference[0], reference[0] * 100_000, 1)
+
+    seconds, doc = timed_parse(rewritten(make(), named_again, member=member), fmt)
+    assert seconds < LINEAR_PARSE_CPU_S
+    assert isinstance(doc, ParsedDocument), doc
+    assert [s.text for s in doc.sections] == ["Intro.\nLAUGH"]
+
+
+def test_a_charts_title_taken_from_a_cell_is_read_as_the_cell_held_it() -> None:
+    deck = make_pptx([SlideSpec(title="T", texts=["Intro."], chart="Typed title")])
+    with zipfile.ZipFile(io.BytesIO(deck)) as archive:
+        (member,) = [n for n in archive.namelist() if n.startswith("ppt/charts/chart")]
+    cell = (
+        b'<c:tx><c:strRef><c:f>Sheet1!$B$1</c:f><c:strCache><c:ptCount val="1"/>'
+        b'<c:pt idx="0"><c:v>Tickets per quarter</c:v></c:pt></c:strCache></c:strRef></c:tx>'
+    )
+    from_cell = rewritten(
+        deck, lambda xml: re.sub(rb"<c:tx>.*?</c:tx>", cell, xml, count=1), member=member
+    )
+    (slide,) = parse_document(from_cell, DocumentFormat.SLIDES, "x.pptx", LIMITS).sections
+    assert slide.text == "Intro.\nTickets per quarter"
 
 
 def test_a_long_word_file_is_read_in_linear_time() -> None:

@@ -19,6 +19,7 @@ PICTURE = "picture"  # a block of this style: a paragraph holding one picture, i
 TEXT_BOX = "text box"  # a block of this style: a paragraph drawing a text box that holds a
 # paragraph per line of its text, written twice as Word does (the second a fallback for old
 # readers)
+CHART = "chart"  # a block of this style: a paragraph holding a chart titled with its text
 SMARTART = "smartart"  # a block of this style: a paragraph holding a SmartArt graphic, a node
 # per line of its text
 DIAGRAM_NS = (
@@ -28,6 +29,8 @@ DIAGRAM_NS = (
 )
 _MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 _WPS = "http://schemas.microsoft.com/office/word/2010/wordprocessingShape"
+_CHART_NS = "http://schemas.openxmlformats.org/drawingml/2006/chart"
+_CHART_TYPE = "application/vnd.openxmlformats-officedocument.drawingml.chart+xml"
 DIAGRAM_DATA_TYPE = "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml"
 DIAGRAM_URI = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
 
@@ -88,6 +91,24 @@ def make_docx(
                     "<mc:Fallback><w:pict><v:shape><v:textbox><w:txbxContent>"
                     f"{box}</w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback>"
                     "</mc:AlternateContent></w:r>"
+                )
+            )
+        elif style == CHART:
+            name = PackURI(f"/word/charts/chart{len(document.part.rels)}.xml")
+            blob = (
+                f'<c:chartSpace xmlns:c="{_CHART_NS}" {DIAGRAM_NS}><c:chart><c:title><c:tx>'
+                f"<c:rich><a:bodyPr/><a:p><a:r><a:t>{text}</a:t></a:r></a:p></c:rich></c:tx>"
+                "</c:title><c:plotArea/></c:chart></c:chartSpace>"
+            ).encode()
+            rid = document.part.relate_to(
+                Part(name, _CHART_TYPE, blob, document.part.package), RT.CHART
+            )
+            document.add_paragraph()._p.append(
+                parse_xml(
+                    f'<w:r {nsdecls("w", "wp")} {DIAGRAM_NS} xmlns:c="{_CHART_NS}"><w:drawing>'
+                    '<wp:inline><wp:extent cx="100" cy="100"/><wp:docPr id="901" name="Chart"/>'
+                    f'<a:graphic><a:graphicData uri="{_CHART_NS}"><c:chart r:id="{rid}"/>'
+                    "</a:graphicData></a:graphic></wp:inline></w:drawing></w:r>"
                 )
             )
         elif style == SMARTART:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import SmartArt, check_unpacked, row_line
+from core.ingest.ooxml import Graphics, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -34,9 +34,6 @@ _DESCRIPTION = etree.XPath(
     "./*[1]/p:cNvPr/@descr",
     namespaces={"p": "http://schemas.openxmlformats.org/presentationml/2006/main"},
 )
-_CHART = "http://schemas.openxmlformats.org/drawingml/2006/chart"
-_DRAWING = "http://schemas.openxmlformats.org/drawingml/2006/main"
-_PARAGRAPH, _RUN_TEXT = f"{{{_DRAWING}}}p", f"{{{_DRAWING}}}t"
 _HIDDEN = "0"  # a slide's `show` attribute when the deck hides it
 _NOTES = "Notes:"
 
@@ -49,7 +46,7 @@ def parse_slides(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
 
     check_unpacked(data, limits.max_unpacked_bytes)
     deadline = Deadline(limits.timeout_s)
-    smartart = SmartArt(deadline)
+    graphics = Graphics(deadline)
     deck = Presentation(io.BytesIO(data))
     doc = ParsedDocument(title="")
     first_title = ""
@@ -59,7 +56,7 @@ def parse_slides(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
         title_shape = slide.shapes.title  # searched for among the slide's shapes
         title = _plain_line(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title
-        lines = list(_slide_lines(slide, title_shape, deadline, smartart))
+        lines = list(_slide_lines(slide, title_shape, deadline, graphics))
         if notes := _notes(slide):
             lines += [_NOTES, notes]
         if text := tidy_text("\n".join(lines)):
@@ -80,7 +77,7 @@ def _notes(slide: Slide) -> str:
 
 
 def _slide_lines(
-    slide: Slide, title: SlidePlaceholder | None, deadline: Deadline, smartart: SmartArt
+    slide: Slide, title: SlidePlaceholder | None, deadline: Deadline, graphics: Graphics
 ) -> Iterator[str]:
     from pptx.shapes.autoshape import Shape
     from pptx.shapes.graphfrm import GraphicFrame
@@ -96,24 +93,12 @@ def _slide_lines(
             for row in shape.table.rows:
                 deadline.check()  # a table can hold a whole document
                 yield row_line(cell.text for cell in row.cells if not cell.is_spanned)
-        elif isinstance(shape, GraphicFrame) and shape.has_chart:
-            yield from _chart_title(shape.chart.element)
-        elif isinstance(shape, GraphicFrame):
-            yield from smartart.lines(shape.element, slide.part)
+        elif isinstance(shape, GraphicFrame):  # a chart's title, SmartArt's text
+            yield from graphics.lines(shape.element, slide.part)
         # A file whose shapes lack non-visual properties has no description, not an error.
         for described in _DESCRIPTION(shape.element):
             if words := image_words(str(described)):
                 yield words
-
-
-def _chart_title(chart: Any) -> Iterator[str]:
-    """A chart's title as written, or as its worksheet cell held it when saved. Not python-pptx's
-    `chart_title.text_frame`: for a title taken from a cell, that makes an empty one."""
-    for title in chart.iterfind(f"{{{_CHART}}}chart/{{{_CHART}}}title/{{{_CHART}}}tx"):
-        written = ("".join(t.text or "" for t in p.iter(_RUN_TEXT)) for p in title.iter(_PARAGRAPH))
-        cached = (value.text or "" for value in title.iter(f"{{{_CHART}}}v"))
-        if text := " ".join(" ".join([*written, *cached]).split()):
-            yield text
 
 
 def _flattened(shapes: Iterable[BaseShape]) -> Iterator[BaseShape]:

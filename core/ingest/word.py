@@ -3,9 +3,9 @@
 A section is the text under one heading, a heading being a paragraph in one of Word's built-in
 heading styles ("Heading 1" to "Heading 9", which python-docx names the same in any language of
 Word); tables are read row by row in their place among the paragraphs, and what a paragraph
-draws after its text: its text boxes' text, its pictures' descriptions (`image_text`) and its
-SmartArt's text. A .docx has no anchor a browser can open at, so its passages link to the file
-itself.
+draws after its text: its text boxes' text, its pictures' descriptions (`image_text`), its
+charts' titles and its SmartArt's text. A .docx has no anchor a browser can open at, so its
+passages link to the file itself.
 
 A .docx is a zip archive, judged before it is unpacked (`ooxml`). Entities a hostile
 document.xml declares are refused by the XML parser under python-docx (libxml2's amplification
@@ -23,7 +23,7 @@ from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import MARKUP_COMPATIBILITY, SmartArt, check_unpacked, row_line
+from core.ingest.ooxml import MARKUP_COMPATIBILITY, Graphics, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
 
     check_unpacked(data, limits.max_unpacked_bytes)
     deadline = Deadline(limits.timeout_s)
-    smartart = SmartArt(deadline)
+    graphics = Graphics(deadline)
     document = Document(io.BytesIO(data))
     # Style names by id, read once: `Paragraph.style` looks the style up among all of them for
     # every paragraph (2 ms each here, so 20 s for 10,000 paragraphs); the paragraph's own
@@ -83,7 +83,7 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
             title = text
         elif text:
             lines.append(text)
-        lines.extend(_drawn(block, document.part, smartart))
+        lines.extend(_drawn(block, document.part, graphics))
     _close(doc, heading, lines)
     if not doc.sections:
         raise UnreadableDocument("no text")
@@ -91,10 +91,10 @@ def parse_word(data: bytes, fallback_title: str, limits: ParseLimits) -> ParsedD
     return doc
 
 
-def _drawn(paragraph: Paragraph, part: Any, smartart: SmartArt) -> list[str]:
+def _drawn(paragraph: Paragraph, part: Any, graphics: Graphics) -> list[str]:
     """What the paragraph draws, out of python-docx's paragraph text: its text boxes'
-    paragraphs (callouts, sidebars), its pictures' descriptions (`image_text`) and its
-    SmartArt's text. Most paragraphs draw nothing, and one look says so."""
+    paragraphs (callouts, sidebars), its pictures' descriptions (`image_text`), its charts'
+    titles and its SmartArt's text. Most paragraphs draw nothing, and one look says so."""
     from docx.text.paragraph import Paragraph
 
     if not _DRAWS(paragraph._p):
@@ -103,7 +103,7 @@ def _drawn(paragraph: Paragraph, part: Any, smartart: SmartArt) -> list[str]:
         Paragraph(p, paragraph._parent).text.strip() for p in _TEXT_BOX_PARAGRAPHS(paragraph._p)
     )
     described = (image_words(str(text)) for text in _DESCRIPTIONS(paragraph._p))
-    return [*filter(None, boxed), *filter(None, described), *smartart.lines(paragraph._p, part)]
+    return [*filter(None, boxed), *filter(None, described), *graphics.lines(paragraph._p, part)]
 
 
 def _row_texts(cells: Sequence[_Cell]) -> list[str]:

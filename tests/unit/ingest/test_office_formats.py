@@ -18,7 +18,15 @@ from core.ingest.formats import DocumentFormat, parse_document
 from core.ingest.sections import ParsedDocument
 from tests.office_maker import SlideSpec, make_pptx, make_xlsx
 from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
-from tests.word_maker import PICTURE, SMARTART, TEXT_BOX, long_docx, make_docx, rewritten
+from tests.word_maker import (
+    CHART,
+    PICTURE,
+    SMARTART,
+    TEXT_BOX,
+    long_docx,
+    make_docx,
+    rewritten,
+)
 
 # Each format's file with one piece of text, "LAUGH", and the zip member that holds it.
 _WITH_ONE_TEXT: dict[DocumentFormat, tuple[Callable[[], bytes], str]] = {
@@ -119,6 +127,7 @@ def test_drawings_say_what_their_text_boxes_descriptions_titles_and_smartart_nod
             ("Normal", "Each service scales alone."),
             (SMARTART, "Build\nCanary at 5%|then 50%\nasst:Release manager"),
             (TEXT_BOX, "Callout: restart the worker first\nthen page on-call"),
+            (CHART, "Deploys per week"),
         ]
     )
     assert parse_document(word, DocumentFormat.WORD, "x.docx", LIMITS).sections[0].text == (
@@ -126,7 +135,8 @@ def test_drawings_say_what_their_text_boxes_descriptions_titles_and_smartart_nod
         "Request flow: load balancer, then API, then the billing worker\n"
         "Each service scales alone.\n"
         "Build\nCanary at 5% then 50%\nRelease manager\n"  # SmartArt's nodes and assistants
-        "Beside the box.\nCallout: restart the worker first\nthen page on-call"  # once, not twice
+        "Beside the box.\nCallout: restart the worker first\nthen page on-call\n"  # once, not twice
+        "Deploys per week"
     )
     deck = make_pptx(
         [

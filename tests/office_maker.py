@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
+from xml.sax.saxutils import quoteattr
 
 from openpyxl import Workbook
+from openpyxl.chart import BarChart, Reference
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
@@ -21,6 +23,7 @@ from tests.word_maker import (
     DIAGRAM_DATA_TYPE,
     DIAGRAM_NS,
     DIAGRAM_URI,
+    rewritten,
     smartart_data,
     tiny_png,
 )
@@ -112,10 +115,35 @@ def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
     return out.getvalue()
 
 
+@dataclass
+class SheetDrawing:
+    """What one sheet draws over its cells, each at a row (0: the first): a bar chart, titled
+    or not, text boxes (a paragraph per line, `|` a line break inside one), and pictures with
+    their descriptions. Written in that order, so their rows alone give the reading order."""
+
+    chart_row: int = 0
+    chart: str | None = None
+    text_boxes: list[tuple[int, str]] = field(default_factory=list)
+    pictures: list[tuple[int, str]] = field(default_factory=list)
+
+
+_SHEET_DRAWING_NS = (
+    'xmlns:xdr="http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing" '
+    'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+)
+
+
 def make_xlsx(
-    sheets: dict[str, list[list[object]]], hidden: frozenset[str] = frozenset(), title: str = ""
+    sheets: dict[str, list[list[object]]],
+    hidden: frozenset[str] = frozenset(),
+    title: str = "",
+    drawings: dict[str, SheetDrawing] | None = None,
 ) -> bytes:
-    """`sheets`: name -> rows of cell values (None: an empty cell), in order."""
+    """`sheets`: name -> rows of cell values (None: an empty cell), in order. A sheet in
+    `drawings` gets its chart from openpyxl, its text boxes and pictures written in its drawing
+    part as Excel writes them (openpyxl writes neither), and its drawing named by a relative
+    path, as Excel names it (openpyxl's own are absolute)."""
+    drawings = drawings or {}
     book = Workbook()
     book.remove(book.active)
     if title:
@@ -126,6 +154,68 @@ def make_xlsx(
             sheet.append(row)
         if name in hidden:
             sheet.sheet_state = "hidden"
+        if name in drawings:
+            chart = BarChart()
+            chart.title = drawings[name].chart
+            chart.add_data(Reference(sheet, min_col=1, min_row=1, max_row=1))
+            sheet.add_chart(chart, f"D{drawings[name].chart_row + 1}")
     out = io.BytesIO()
     book.save(out)
-    return out.getvalue()
+    data = out.getvalue()
+    for number, (name, drawing) in enumerate(
+        ((name, drawings[name]) for name in sheets if name in drawings), start=1
+    ):
+        sheet_number = list(sheets).index(name) + 1
+        drawn = "".join(
+            [*(_text_box(row, text) for row, text in drawing.text_boxes)]
+            + [_picture(row, described) for row, described in drawing.pictures]
+        )
+        data = rewritten(
+            data,
+            lambda xml, drawn=drawn: xml.replace(
+                b"<oneCellAnchor>", drawn.encode() + b"<oneCellAnchor>", 1
+            ),
+            member=f"xl/drawings/drawing{number}.xml",
+        )
+        data = rewritten(
+            data,
+            lambda xml, number=number: xml.replace(
+                f'Target="/xl/drawings/drawing{number}.xml"'.encode(),
+                f'Target="../drawings/drawing{number}.xml"'.encode(),
+            ),
+            member=f"xl/worksheets/_rels/sheet{sheet_number}.xml.rels",
+        )
+    return data
+
+
+def _cell(row: int) -> str:
+    return (
+        "<xdr:from><xdr:col>0</xdr:col><xdr:colOff>0</xdr:colOff>"
+        f"<xdr:row>{row}</xdr:row><xdr:rowOff>0</xdr:rowOff></xdr:from>"
+    )
+
+
+def _text_box(row: int, text: str) -> str:
+    paragraphs = "".join(
+        "<a:p>"
+        + "<a:br/>".join(f"<a:r><a:t>{piece}</a:t></a:r>" for piece in line.split("|"))
+        + "</a:p>"
+        for line in text.split("\n")
+    )
+    return (
+        f"<xdr:oneCellAnchor {_SHEET_DRAWING_NS}>{_cell(row)}"
+        '<xdr:ext cx="9" cy="9"/><xdr:sp macro="" textlink=""><xdr:nvSpPr>'
+        '<xdr:cNvPr id="90" name="TextBox 1"/><xdr:cNvSpPr txBox="1"/></xdr:nvSpPr><xdr:spPr/>'
+        f"<xdr:txBody><a:bodyPr/><a:lstStyle/>{paragraphs}</xdr:txBody></xdr:sp>"
+        "<xdr:clientData/></xdr:oneCellAnchor>"
+    )
+
+
+def _picture(row: int, described: str) -> str:
+    return (
+        f"<xdr:oneCellAnchor {_SHEET_DRAWING_NS}>{_cell(row)}"
+        '<xdr:ext cx="9" cy="9"/><xdr:pic><xdr:nvPicPr>'
+        f'<xdr:cNvPr id="91" name="Picture 1" descr={quoteattr(described)}/><xdr:cNvPicPr/>'
+        "</xdr:nvPicPr><xdr:blipFill/><xdr:spPr/></xdr:pic>"
+        "<xdr:clientData/></xdr:oneCellAnchor>"
+    )

@@ -4,15 +4,18 @@ content.
 Each is a zip archive of XML: a small file can declare gigabytes of XML, so what it unpacks to is
 judged before anything is unpacked, by the sizes its directory declares, which Python's zipfile
 then holds every member to. A table's row is one line, its cells joined the same way in each.
-A chart's title and a SmartArt graphic's text (Word and PowerPoint) are kept in parts of their
-own: `Graphics` reads them.
+A chart's title and a SmartArt graphic's text are kept in parts of their own: `Graphics` reads
+them, from python-docx's and python-pptx's parts (`part_targets`) or straight from the archive
+(`ZipPackage`, for openpyxl, which reads no drawing in its streaming mode).
 """
 
 from __future__ import annotations
 
 import io
+import posixpath
 import zipfile
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from lxml import etree
@@ -43,6 +46,11 @@ _TEXT_POINTS = (_NODE, "asst")
 _PARAGRAPH, _TEXT, _BREAK = f"{{{_DRAWING}}}p", f"{{{_DRAWING}}}t", f"{{{_DRAWING}}}br"
 # As python-docx's and python-pptx's own: no entity is resolved, nothing fetched.
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=True)
+_RELATIONSHIP = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
+_EXTERNAL = "External"  # a relationship's TargetMode when it points outside the file
+
+# A relationship id -> the part it leads to inside the file (its name, its bytes), or None
+Targets = Callable[[str], tuple[str, bytes] | None]
 
 
 def check_unpacked(data: bytes, max_bytes: int) -> None:
@@ -73,28 +81,107 @@ class Graphics:
         self._deadline = deadline
         self._read: set[str] = set()
 
-    def lines(self, element: Any, part: Any) -> list[str]:
-        """The text of the graphics under `element` (a slide's shape, a Word paragraph), in
-        order: a chart's title; a line per paragraph of each SmartArt node, in the order its
-        data lists them (the order they were written, mostly the reading order). `part` is the
-        python-docx or python-pptx part holding `element`: its relationships lead to theirs."""
+    def lines(self, element: Any, targets: Targets) -> list[str]:
+        """The text of the graphics under `element` (a slide's shape, a Word paragraph, a
+        sheet's drawing), in order: a chart's title; a line per paragraph of each SmartArt
+        node, in the order its data lists them (the order they were written, mostly the
+        reading order). `targets` follows the relationships of the part holding `element`."""
         lines: list[str] = []
         for rid in _GRAPHIC_PARTS(element):
-            relationship = part.rels.get(str(rid))
-            if relationship is None or relationship.is_external:
+            target = targets(str(rid))
+            if target is None:
                 continue  # a broken or outside reference: nothing inside the file to read
-            target = relationship.target_part
-            if str(target.partname) in self._read:
+            name, blob = target
+            if name in self._read:
                 continue
-            self._read.add(str(target.partname))
+            self._read.add(name)
             self._deadline.check()
-            try:
-                data = etree.fromstring(target.blob, _PARSER)
-            except etree.XMLSyntaxError:
+            data = parsed(blob)
+            if data is None:
                 continue
             chart = rid.getparent().tag == _CHART_REFERENCE
             lines.extend(_chart_title(data) if chart else _node_lines(data))
         return lines
+
+
+def part_targets(part: Any) -> Targets:
+    """The targets of a python-docx or python-pptx part's relationships."""
+
+    def target(rid: str) -> tuple[str, bytes] | None:
+        relationship = part.rels.get(rid)
+        if relationship is None or relationship.is_external:
+            return None
+        return str(relationship.target_part.partname), relationship.target_part.blob
+
+    return target
+
+
+class ZipPackage:
+    """An Office file's parts and relationships read straight from its archive, whose
+    members' sizes `check_unpacked` has judged (zipfile holds each to its declared size)."""
+
+    def __init__(self, archive: zipfile.ZipFile) -> None:
+        self._archive = archive
+
+    def targets(self, source: str) -> Targets:
+        """The targets of the relationships of the part named `source` (`xl/worksheets/
+        sheet1.xml`)."""
+        found = {rid: name for rid, (_, name) in self._relationships(source).items()}
+
+        def target(rid: str) -> tuple[str, bytes] | None:
+            name = found.get(rid)
+            blob = self._member(name) if name is not None else None
+            return None if name is None or blob is None else (name, blob)
+
+        return target
+
+    def related(self, source: str, kind: str) -> list[str]:
+        """The parts the part named `source` relates to as `kind` (the end of a relationship
+        type, `/drawing`, as transitional and strict files both end it), in the order listed."""
+        return [name for how, name in self._relationships(source).values() if how.endswith(kind)]
+
+    def _relationships(self, source: str) -> dict[str, tuple[str, str]]:
+        """Id -> (type, target part's name) of the relationships inside the file; a
+        relationships part that is missing or not XML relates to nothing."""
+        folder, name = posixpath.split(source)
+        listed = self.parsed(posixpath.join(folder, "_rels", name + ".rels"))
+        found: dict[str, tuple[str, str]] = {}
+        for relationship in () if listed is None else listed.iter(_RELATIONSHIP):
+            rid, how, where = (relationship.get(key) for key in ("Id", "Type", "Target"))
+            if rid and how and where and relationship.get("TargetMode") != _EXTERNAL:
+                # A target is relative to the source's folder, or from the archive's root.
+                path = where[1:] if where.startswith("/") else posixpath.join(folder, where)
+                found[rid] = (how, posixpath.normpath(path))
+        return found
+
+    def parsed(self, name: str) -> Any:
+        """The part named `name` parsed, or None when it is missing or not XML."""
+        blob = self._member(name)
+        return None if blob is None else parsed(blob)
+
+    def _member(self, name: str) -> bytes | None:
+        """The member's bytes; None when there is none by that name, or it is damaged (its
+        checksum or its compressed stream), which loses that part, not the file."""
+        try:
+            return self._archive.read(name)
+        except (KeyError, zipfile.BadZipFile, zlib.error, EOFError):
+            return None
+
+
+def parsed(blob: bytes) -> Any:
+    """A part's XML, parsed as python-docx and python-pptx parse theirs; None when it is not
+    XML (a hostile part's entities are never expanded)."""
+    try:
+        return etree.fromstring(blob, _PARSER)
+    except etree.XMLSyntaxError:
+        return None
+
+
+def paragraph_text(paragraph: Any) -> str:
+    """A DrawingML paragraph (`a:p`) on one line, a line break as a space."""
+    pieces = paragraph.iter(_TEXT, _BREAK)
+    text = "".join((piece.text or "") if piece.tag == _TEXT else " " for piece in pieces)
+    return " ".join(text.split())
 
 
 def _chart_title(chart: Any) -> Iterator[str]:
@@ -111,7 +198,5 @@ def _node_lines(data: Any) -> Iterator[str]:
         if point.get("type", _NODE) not in _TEXT_POINTS:
             continue
         for paragraph in point.iterfind(f"{{{_DIAGRAM}}}t/{_PARAGRAPH}"):
-            pieces = paragraph.iter(_TEXT, _BREAK)
-            text = "".join((piece.text or "") if piece.tag == _TEXT else " " for piece in pieces)
-            if text := " ".join(text.split()):
+            if text := paragraph_text(paragraph):
                 yield text

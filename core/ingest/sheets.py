@@ -5,7 +5,10 @@ sheet's first row is a header (two or more cells, all text), every row after it 
 columns, `Question: How do I ... | Answer: Run ...`: a passage cut from the middle of a long
 sheet still says what each value is, which is what lets a search find it and a reader check it.
 Formulas give the value Excel last computed (a file never opened in Excel has none: the cell
-reads empty). Hidden sheets are left out, as Excel shows them to no reader.
+reads empty). What a sheet draws over its cells (text boxes, charts' titles, pictures'
+descriptions: `sheet_drawings`) comes first in its section, as what says what the rows are for.
+Hidden sheets are left out, as Excel shows them to no reader, and so are chart sheets: a chart
+alone on a sheet of its own is kept by openpyxl in a form with no place its title is read from.
 
 An .xlsx is a zip archive, judged before it is unpacked (`ooxml`); its XML is parsed through
 defusedxml, which refuses entity declarations. The size a sheet declares is not trusted: rows
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import zipfile
 from collections.abc import Iterator, Sequence
 
 from core.errors import UnreadableDocument
-from core.ingest.ooxml import CELL_SEPARATOR, check_unpacked, row_line
+from core.ingest.ooxml import CELL_SEPARATOR, ZipPackage, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
+from core.ingest.sheet_drawings import SheetDrawings
 
 _VISIBLE = "visible"
 _MIN_HEADER_CELLS = 2  # a single text cell on top is more often a caption than a header
@@ -44,18 +49,28 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
         raise
     try:
         doc = ParsedDocument(title=(book.properties.title or "").strip() or fallback_title)
-        for sheet in book.worksheets:
-            if sheet.sheet_state != _VISIBLE:
-                continue
-            sheet.reset_dimensions()  # see the module's docstring
-            rows = sheet.iter_rows(values_only=True)
-            if text := tidy_text("\n".join(_lines(rows, deadline))):
-                doc.sections.append(Section(heading=sheet.title, anchor=None, text=text))
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            drawings = SheetDrawings(ZipPackage(archive), deadline)
+            for sheet in book.worksheets:
+                if sheet.sheet_state != _VISIBLE:
+                    continue
+                drawn = drawings.lines(part) if (part := _part_of(sheet)) else []
+                sheet.reset_dimensions()  # see the module's docstring
+                rows = sheet.iter_rows(values_only=True)
+                if text := tidy_text("\n".join([*drawn, *_lines(rows, deadline)])):
+                    doc.sections.append(Section(heading=sheet.title, anchor=None, text=text))
     finally:
         book.close()  # read-only mode keeps the archive open until closed
     if not doc.sections:
         raise UnreadableDocument("no text")
     return doc
+
+
+def _part_of(sheet: object) -> str | None:
+    """The sheet's part in the archive, as openpyxl's streaming sheet names it (privately:
+    it has no public name; a version without it loses the drawings, never the rows)."""
+    path = getattr(sheet, "_worksheet_path", None)
+    return path if isinstance(path, str) else None
 
 
 def _lines(rows: Iterator[Sequence[object]], deadline: Deadline) -> Iterator[str]:

@@ -21,7 +21,7 @@ from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import Graphics, check_unpacked, row_line
+from core.ingest.ooxml import Graphics, check_unpacked, part_targets, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _slide_lines(
                 deadline.check()  # a table can hold a whole document
                 yield row_line(cell.text for cell in row.cells if not cell.is_spanned)
         elif isinstance(shape, GraphicFrame):  # a chart's title, SmartArt's text
-            yield from graphics.lines(shape.element, slide.part)
+            yield from graphics.lines(shape.element, part_targets(slide.part))
         # A file whose shapes lack non-visual properties has no description, not an error.
         for described in _DESCRIPTION(shape.element):
             if words := image_words(str(described)):

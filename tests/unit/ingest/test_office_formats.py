@@ -16,7 +16,7 @@ import pytest
 from core.errors import UnreadableDocument
 from core.ingest.formats import DocumentFormat, parse_document
 from core.ingest.sections import ParsedDocument
-from tests.office_maker import SlideSpec, make_pptx, make_xlsx
+from tests.office_maker import SheetDrawing, SlideSpec, make_pptx, make_xlsx
 from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
 from tests.word_maker import (
     CHART,
@@ -189,6 +189,39 @@ def test_sheets_become_sections_whose_rows_name_their_columns() -> None:
     assert parse_document(untitled, DocumentFormat.SHEETS, "faq.xlsx", LIMITS).title == "faq.xlsx"
 
 
+def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> None:
+    """Text boxes, charts' titles and pictures' descriptions, which openpyxl's streaming mode
+    never reads, sorted by the row each is anchored at: the part lists them as stacked."""
+    book = make_xlsx(
+        {
+            "Deploys": [["Service", "Owner"], ["billing", "team-pay"]],
+            "Hidden": [["x"]],
+            "Spare": [["y"]],
+        },
+        hidden=frozenset({"Hidden"}),
+        drawings={
+            "Deploys": SheetDrawing(
+                chart_row=1,
+                chart="Deploys per week",
+                text_boxes=[(6, "How to read|this sheet\nOwners page on-call")],
+                pictures=[(3, "Flow: API, then the billing worker"), (4, "image1.png")],
+            ),
+            "Hidden": SheetDrawing(chart="Never shown"),
+            "Spare": SheetDrawing(chart=None),  # an untitled chart says nothing
+        },
+    )
+    doc = parse_document(book, DocumentFormat.SHEETS, "x.xlsx", LIMITS)
+    assert [(s.heading, s.text) for s in doc.sections] == [
+        (
+            "Deploys",
+            "Deploys per week\nFlow: API, then the billing worker\n"  # rows 1 and 3
+            "How to read this sheet\nOwners page on-call\n"  # row 6: a paragraph a line
+            "Service: billing | Owner: team-pay",
+        ),
+        ("Spare", "y"),
+    ]
+
+
 @pytest.mark.parametrize("fmt", _OFFICE)
 def test_an_office_file_that_unpacks_past_the_limit_is_refused_before_it_is_unpacked(
     fmt: DocumentFormat,
@@ -264,7 +297,13 @@ _GRAPHIC_PARTS: dict[str, tuple[DocumentFormat, Callable[[], bytes], str]] = {
         lambda: make_docx([("Normal", "Intro."), (CHART, "LAUGH")]),
         "/charts/",
     ),
+    "xlsx chart": (DocumentFormat.SHEETS, lambda: _sheet_charted("LAUGH"), "/charts/"),
+    "xlsx drawing": (DocumentFormat.SHEETS, lambda: _sheet_charted("LAUGH"), "/drawings/"),
 }
+
+
+def _sheet_charted(title: str) -> bytes:
+    return make_xlsx({"S": [["Intro."]]}, drawings={"S": SheetDrawing(chart=title)})
 
 
 @pytest.mark.parametrize("graphic", list(_GRAPHIC_PARTS))
@@ -309,6 +348,38 @@ def test_a_smartart_graphic_named_a_hundred_thousand_times_is_read_once(
     assert seconds < LINEAR_PARSE_CPU_S
     assert isinstance(doc, ParsedDocument), doc
     assert [s.text for s in doc.sections] == ["Intro.\nLAUGH"]
+
+
+def test_a_sheets_damaged_drawing_loses_its_own_text_not_the_files() -> None:
+    """A member whose bytes fail its checksum: the rows, read by openpyxl, are still read."""
+    with zipfile.ZipFile(io.BytesIO(_sheet_charted("Deploys"))) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as stored:  # the XML legible in place
+        for name, data in members.items():
+            stored.writestr(name, data)
+    damaged = out.getvalue().replace(b"<wsDr ", b"<wsDX ", 1)
+    assert damaged != out.getvalue()
+    assert parse_document(out.getvalue(), DocumentFormat.SHEETS, "x", LIMITS).sections[0].text == (
+        "Deploys\nIntro."
+    )
+    (sheet,) = parse_document(damaged, DocumentFormat.SHEETS, "x", LIMITS).sections
+    assert sheet.text == "Intro."
+
+
+def test_a_sheets_chart_drawn_fifty_thousand_times_is_read_once() -> None:
+    """Each drawing is looked at, its deadline checked, and the chart they all name read once."""
+
+    def drawn_again(xml: bytes) -> bytes:
+        anchor = re.search(rb"<oneCellAnchor>.*</oneCellAnchor>", xml)
+        assert anchor is not None
+        return xml.replace(anchor[0], anchor[0] * 50_000, 1)  # 30 MB of XML
+
+    book = rewritten(_sheet_charted("LAUGH"), drawn_again, member="xl/drawings/drawing1.xml")
+    seconds, doc = timed_parse(book, DocumentFormat.SHEETS)
+    assert seconds < LINEAR_PARSE_CPU_S
+    assert isinstance(doc, ParsedDocument), doc
+    assert [s.text for s in doc.sections] == ["LAUGH\nIntro."]
 
 
 def test_a_charts_title_taken_from_a_cell_is_read_as_the_cell_held_it() -> None:
@@ -365,6 +436,12 @@ _LONG: dict[str, tuple[DocumentFormat, Callable[[], bytes]]] = {
         lambda: make_pptx([SlideSpec(texts=["x"], rows=[[t] for t in _FIFTY])]),
     ),
     "xlsx rows": (DocumentFormat.SHEETS, lambda: make_xlsx({"S": [[t] for t in _FIFTY]})),
+    "xlsx drawings": (
+        DocumentFormat.SHEETS,
+        lambda: make_xlsx(
+            {"S": [["x"]]}, drawings={"S": SheetDrawing(text_boxes=list(enumerate(_FIFTY)))}
+        ),
+    ),
 }
 
 

@@ -3,9 +3,9 @@
 One CQL search per space lists them (`type = attachment`, with each one's version and the page
 it belongs to), on Cloud and Data Center alike: Cloud's v2 API lists attachments only per page
 (a request per page, every sync) or for the whole site, and CQL search is the one listing both
-flavours share. A file whose name says a format the parsers read (PDF, Word, Markdown, HTML,
-text, reStructuredText, AsciiDoc) becomes a document; any other (images, spreadsheets, slides)
-is reported as skipped.
+flavours share. A file whose name says a format the parsers read (PDF, Word, PowerPoint, Excel,
+Markdown, HTML, text, reStructuredText, AsciiDoc) becomes a document; any other (images,
+archives, Office's older formats) is reported as skipped, for the pages read that sync.
 
 The link a citation follows is the file's download path on the site itself
 (`/download/attachments/{page id}/{file name}`), built from the ids rather than taken from the

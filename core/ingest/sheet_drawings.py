@@ -86,8 +86,9 @@ class SheetDrawings:
 def _cell_of(anchor: Any) -> tuple[float, float]:
     """The row and column an anchor starts at, to sort drawings as they are read."""
     start = anchor.find(f".//{_CELL}")  # the anchor's own, or inside `mc:AlternateContent`
-    row = (start.findtext(_ROW) or "").strip() if start is not None else ""
-    column = (start.findtext(_COLUMN) or "").strip() if start is not None else ""
-    if not (row.isdigit() and column.isdigit()):
+    if start is None:
         return _UNPLACED
-    return float(row), float(column)
+    try:  # a hostile file's row may be anything: no number, a superscript, 5,000 digits
+        return float(int(start.findtext(_ROW) or "")), float(int(start.findtext(_COLUMN) or ""))
+    except ValueError:
+        return _UNPLACED

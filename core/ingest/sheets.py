@@ -7,8 +7,9 @@ sheet still says what each value is, which is what lets a search find it and a r
 Formulas give the value Excel last computed (a file never opened in Excel has none: the cell
 reads empty). What a sheet draws over its cells (text boxes, charts' titles, pictures'
 descriptions: `sheet_drawings`) comes first in its section, as what says what the rows are for.
-Hidden sheets are left out, as Excel shows them to no reader, and so are chart sheets: a chart
-alone on a sheet of its own is kept by openpyxl in a form with no place its title is read from.
+Hidden sheets are left out, as Excel shows them to no reader. Chart sheets (a chart alone on a
+sheet of its own) are not read: openpyxl's streaming mode names no part for them, and what they
+hold to read is one chart's title.
 
 An .xlsx is a zip archive, judged before it is unpacked (`ooxml`); its XML is parsed through
 defusedxml, which refuses entity declarations. The size a sheet declares is not trusted: rows

@@ -350,6 +350,26 @@ def test_a_smartart_graphic_named_a_hundred_thousand_times_is_read_once(
     assert [s.text for s in doc.sections] == ["Intro.\nLAUGH"]
 
 
+@pytest.mark.parametrize(
+    "row", ["\u00b2", "x", "", "9" * 5_000], ids=["²", "x", "empty", "5,000 digits"]
+)
+def test_a_drawing_anchored_at_no_row_number_is_read_after_the_others(row: str) -> None:
+    book = make_xlsx(
+        {"S": [["Rows."]]}, drawings={"S": SheetDrawing(chart="Chart", text_boxes=[(5, "Box")])}
+    )
+    assert parse_document(book, DocumentFormat.SHEETS, "x", LIMITS).sections[0].text == (
+        "Chart\nBox\nRows."
+    )
+    unplaced = rewritten(
+        book,
+        lambda xml: xml.replace(b"<row>0</row>", f"<row>{row}</row>".encode(), 1),
+        member="xl/drawings/drawing1.xml",
+    )
+    assert unplaced != book
+    (sheet,) = parse_document(unplaced, DocumentFormat.SHEETS, "x", LIMITS).sections
+    assert sheet.text == "Box\nChart\nRows."
+
+
 def test_a_sheets_damaged_drawing_loses_its_own_text_not_the_files() -> None:
     """A member whose bytes fail its checksum: the rows, read by openpyxl, are still read."""
     with zipfile.ZipFile(io.BytesIO(_sheet_charted("Deploys"))) as archive:

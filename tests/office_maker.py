@@ -138,11 +138,13 @@ def make_xlsx(
     hidden: frozenset[str] = frozenset(),
     title: str = "",
     drawings: dict[str, SheetDrawing] | None = None,
+    chart_sheets: dict[str, str] | None = None,
 ) -> bytes:
     """`sheets`: name -> rows of cell values (None: an empty cell), in order. A sheet in
     `drawings` gets its chart from openpyxl, its text boxes and pictures written in its drawing
     part as Excel writes them (openpyxl writes neither), and its drawing named by a relative
-    path, as Excel names it (openpyxl's own are absolute)."""
+    path, as Excel names it (openpyxl's own are absolute). `chart_sheets`: name -> title of
+    the chart alone on a sheet of its own, after the other sheets (a hidden name hides it)."""
     drawings = drawings or {}
     book = Workbook()
     book.remove(book.active)
@@ -159,6 +161,14 @@ def make_xlsx(
             chart.title = drawings[name].chart
             chart.add_data(Reference(sheet, min_col=1, min_row=1, max_row=1))
             sheet.add_chart(chart, f"D{drawings[name].chart_row + 1}")
+    for name, chart_title in (chart_sheets or {}).items():
+        chart_sheet = book.create_chartsheet(name)
+        chart = BarChart()
+        chart.title = chart_title
+        chart.add_data(Reference(book.worksheets[0], min_col=1, min_row=1, max_row=1))
+        chart_sheet.add_chart(chart)
+        if name in hidden:
+            chart_sheet.sheet_state = "hidden"
     out = io.BytesIO()
     book.save(out)
     data = out.getvalue()

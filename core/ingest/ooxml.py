@@ -126,7 +126,7 @@ class ZipPackage:
     def targets(self, source: str) -> Targets:
         """The targets of the relationships of the part named `source` (`xl/worksheets/
         sheet1.xml`)."""
-        found = {rid: name for rid, (_, name) in self._relationships(source).items()}
+        found = {rid: name for rid, (_, name) in self.relationships(source).items()}
 
         def target(rid: str) -> tuple[str, bytes] | None:
             name = found.get(rid)
@@ -138,11 +138,12 @@ class ZipPackage:
     def related(self, source: str, kind: str) -> list[str]:
         """The parts the part named `source` relates to as `kind` (the end of a relationship
         type, `/drawing`, as transitional and strict files both end it), in the order listed."""
-        return [name for how, name in self._relationships(source).values() if how.endswith(kind)]
+        return [name for how, name in self.relationships(source).values() if how.endswith(kind)]
 
-    def _relationships(self, source: str) -> dict[str, tuple[str, str]]:
-        """Id -> (type, target part's name) of the relationships inside the file; a
-        relationships part that is missing or not XML relates to nothing."""
+    def relationships(self, source: str) -> dict[str, tuple[str, str]]:
+        """Id -> (type, target part's name) of the part's relationships inside the file (""
+        names the package itself); a relationships part that is missing or not XML relates
+        to nothing."""
         folder, name = posixpath.split(source)
         listed = self.parsed(posixpath.join(folder, "_rels", name + ".rels"))
         found: dict[str, tuple[str, str]] = {}

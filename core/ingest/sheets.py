@@ -7,13 +7,15 @@ sheet still says what each value is, which is what lets a search find it and a r
 Formulas give the value Excel last computed (a file never opened in Excel has none: the cell
 reads empty). What a sheet draws over its cells (text boxes, charts' titles, pictures'
 descriptions: `sheet_drawings`) comes first in its section, as what says what the rows are for.
-Hidden sheets are left out, as Excel shows them to no reader. Chart sheets (a chart alone on a
-sheet of its own) are not read: openpyxl's streaming mode names no part for them, and what they
-hold to read is one chart's title.
+A chart sheet (a chart alone on a sheet of its own) is a section too, of its chart's title.
+Hidden sheets are left out, as Excel shows them to no reader (a chart sheet's state is read
+from the workbook: openpyxl forgets it).
 
-An .xlsx is a zip archive, judged before it is unpacked (`ooxml`); its XML is parsed through
-defusedxml, which refuses entity declarations. The size a sheet declares is not trusted: rows
-are padded only to their own last cell, not to a declared 16,384 columns.
+An .xlsx is a zip archive, judged before it is unpacked (`ooxml`); openpyxl parses its XML
+through defusedxml, which refuses entity declarations, and the drawings and the workbook's
+listing are parsed as the other Office formats' parts are, no entity expanded. The size a
+sheet declares is not trusted: rows are padded only to their own last cell, not to a declared
+16,384 columns.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import datetime as dt
 import io
 import zipfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.ooxml import CELL_SEPARATOR, ZipPackage, check_unpacked, row_line
@@ -29,6 +34,12 @@ from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section,
 from core.ingest.sheet_drawings import SheetDrawings
 
 _VISIBLE = "visible"
+_WORKBOOK = "/officeDocument"  # how the package's relationship to its workbook part ends
+_LISTED_SHEETS = etree.XPath(
+    "/s:workbook/s:sheets/s:sheet",
+    namespaces={"s": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"},
+)
+_RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _MIN_HEADER_CELLS = 2  # a single text cell on top is more often a caption than a header
 
 
@@ -37,6 +48,7 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
     workbook's properties, else `fallback_title`. Past `limits.timeout_s` it stops between
     rows, with the file skipped."""
     from openpyxl import load_workbook
+    from openpyxl.chartsheet import Chartsheet
 
     check_unpacked(data, limits.max_unpacked_bytes)
     deadline = Deadline(limits.timeout_s)
@@ -51,15 +63,22 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
     try:
         doc = ParsedDocument(title=(book.properties.title or "").strip() or fallback_title)
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            drawings = SheetDrawings(ZipPackage(archive), deadline)
-            for sheet in book.worksheets:
-                if sheet.sheet_state != _VISIBLE:
+            package = ZipPackage(archive)
+            listing = _listing(package)
+            drawings = SheetDrawings(package, deadline)
+            for name in book.sheetnames:
+                sheet = book[name]
+                if sheet.sheet_state != _VISIBLE or name in listing.hidden:
                     continue
-                drawn = drawings.lines(part) if (part := _part_of(sheet)) else []
-                sheet.reset_dimensions()  # see the module's docstring
-                rows = sheet.iter_rows(values_only=True)
-                if text := tidy_text("\n".join([*drawn, *_lines(rows, deadline)])):
-                    doc.sections.append(Section(heading=sheet.title, anchor=None, text=text))
+                part = listing.parts.get(name)
+                drawn = drawings.lines(part) if part else []
+                if isinstance(sheet, Chartsheet):
+                    rows: list[str] = []
+                else:
+                    sheet.reset_dimensions()  # see the module's docstring
+                    rows = list(_lines(sheet.iter_rows(values_only=True), deadline))
+                if text := tidy_text("\n".join([*drawn, *rows])):
+                    doc.sections.append(Section(heading=name, anchor=None, text=text))
     finally:
         book.close()  # read-only mode keeps the archive open until closed
     if not doc.sections:
@@ -67,11 +86,29 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
     return doc
 
 
-def _part_of(sheet: object) -> str | None:
-    """The sheet's part in the archive, as openpyxl's streaming sheet names it (privately:
-    it has no public name; a version without it loses the drawings, never the rows)."""
-    path = getattr(sheet, "_worksheet_path", None)
-    return path if isinstance(path, str) else None
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """The sheets as the workbook lists them, where openpyxl's streaming mode says too little:
+    it keeps no public name for a sheet's part, and forgets that a chart sheet is hidden."""
+
+    parts: dict[str, str] = field(default_factory=dict)  # a sheet's name -> its part
+    hidden: set[str] = field(default_factory=set)
+
+
+def _listing(package: ZipPackage) -> _Listing:
+    """The listing of the package's workbook: the first it names (a package names one; a
+    hostile one may name a hundred thousand, each to be parsed)."""
+    listing = _Listing()
+    for workbook in package.related("", _WORKBOOK)[:1]:
+        listed = package.parsed(workbook)
+        related = package.relationships(workbook)
+        for sheet in _LISTED_SHEETS(listed) if listed is not None else ():
+            name, rid = sheet.get("name"), sheet.get(_RELATIONSHIP_ID)
+            if name and rid in related:
+                listing.parts[name] = related[rid][1]
+            if name and sheet.get("state", _VISIBLE) != _VISIBLE:
+                listing.hidden.add(name)
+    return listing
 
 
 def _lines(rows: Iterator[Sequence[object]], deadline: Deadline) -> Iterator[str]:

@@ -198,7 +198,6 @@ def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> Non
             "Hidden": [["x"]],
             "Spare": [["y"]],
         },
-        hidden=frozenset({"Hidden"}),
         drawings={
             "Deploys": SheetDrawing(
                 chart_row=1,
@@ -209,6 +208,8 @@ def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> Non
             "Hidden": SheetDrawing(chart="Never shown"),
             "Spare": SheetDrawing(chart=None),  # an untitled chart says nothing
         },
+        chart_sheets={"Trend": "Incidents per month", "Old trend": "Never shown either"},
+        hidden=frozenset({"Hidden", "Old trend"}),
     )
     doc = parse_document(book, DocumentFormat.SHEETS, "x.xlsx", LIMITS)
     assert [(s.heading, s.text) for s in doc.sections] == [
@@ -219,6 +220,7 @@ def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> Non
             "Service: billing | Owner: team-pay",
         ),
         ("Spare", "y"),
+        ("Trend", "Incidents per month"),  # a chart sheet: its chart alone
     ]
 
 
@@ -400,6 +402,20 @@ def test_a_sheets_chart_drawn_fifty_thousand_times_is_read_once() -> None:
     assert seconds < LINEAR_PARSE_CPU_S
     assert isinstance(doc, ParsedDocument), doc
     assert [s.text for s in doc.sections] == ["LAUGH\nIntro."]
+
+
+def test_a_workbook_named_a_quarter_of_a_million_times_is_listed_once() -> None:
+    def named_again(xml: bytes) -> bytes:
+        named = re.search(rb'<Relationship [^>]*officeDocument"[^>]*/>', xml)
+        assert named is not None
+        copies = (named[0].replace(b'Id="rId1"', f'Id="x{n}"'.encode()) for n in range(250_000))
+        return xml.replace(named[0], named[0] + b"".join(copies), 1)
+
+    book = rewritten(make_xlsx({"S": [["Intro."]]}), named_again, member="_rels/.rels")
+    seconds, doc = timed_parse(book, DocumentFormat.SHEETS)
+    assert seconds < LINEAR_PARSE_CPU_S
+    assert isinstance(doc, ParsedDocument), doc
+    assert [s.text for s in doc.sections] == ["Intro."]
 
 
 def test_a_charts_title_taken_from_a_cell_is_read_as_the_cell_held_it() -> None:

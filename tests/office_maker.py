@@ -44,6 +44,7 @@ class SlideSpec:
     notes: str = ""
     hidden: bool = False
     pictures: list[str] = field(default_factory=list)  # each picture's description (alt text)
+    hidden_texts: list[str] = field(default_factory=list)  # text boxes hidden from the show
     chart: str | None = None  # a column chart with this title
     smartart: list[str] = field(default_factory=list)  # a SmartArt graphic's nodes
 
@@ -65,6 +66,10 @@ def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
         for n, text in enumerate(texts):
             box = slide.shapes.add_textbox(Inches(1), Inches(1 + n), Inches(4), Inches(1))
             box.text_frame.text = text
+        for text in spec.hidden_texts:
+            box = slide.shapes.add_textbox(Inches(1), Inches(6), Inches(4), Inches(1))
+            box.text_frame.text = text
+            box._element.nvSpPr.cNvPr.set("hidden", "1")
         if spec.rows:
             frame = slide.shapes.add_table(
                 len(spec.rows), len(spec.rows[0]), Inches(1), Inches(4), Inches(6), Inches(2)
@@ -115,6 +120,14 @@ def make_pptx(slides: list[SlideSpec], title: str | None = None) -> bytes:
     return out.getvalue()
 
 
+@dataclass(frozen=True)
+class Formatted:
+    """A cell's value shown by Excel through a number format (`0.0%`)."""
+
+    value: object
+    number_format: str
+
+
 @dataclass
 class SheetDrawing:
     """What one sheet draws over its cells, each at a row (0: the first): a bar chart, titled
@@ -124,6 +137,7 @@ class SheetDrawing:
     chart_row: int = 0
     chart: str | None = None
     text_boxes: list[tuple[int, str]] = field(default_factory=list)
+    hidden_text_boxes: list[tuple[int, str]] = field(default_factory=list)  # the pane's eye shut
     pictures: list[tuple[int, str]] = field(default_factory=list)
 
 
@@ -140,7 +154,8 @@ def make_xlsx(
     drawings: dict[str, SheetDrawing] | None = None,
     chart_sheets: dict[str, str] | None = None,
 ) -> bytes:
-    """`sheets`: name -> rows of cell values (None: an empty cell), in order. A sheet in
+    """`sheets`: name -> rows of cell values (None: an empty cell; `Formatted`: a value with
+    its number format), in order. A sheet in
     `drawings` gets its chart from openpyxl, its text boxes and pictures written in its drawing
     part as Excel writes them (openpyxl writes neither), and its drawing named by a relative
     path, as Excel names it (openpyxl's own are absolute). `chart_sheets`: name -> title of
@@ -153,7 +168,10 @@ def make_xlsx(
     for name, rows in sheets.items():
         sheet = book.create_sheet(name)
         for row in rows:
-            sheet.append(row)
+            sheet.append([v.value if isinstance(v, Formatted) else v for v in row])
+            for column, value in enumerate(row, start=1):
+                if isinstance(value, Formatted):  # the row just appended is the last one
+                    sheet.cell(sheet.max_row, column).number_format = value.number_format
         if name in hidden:
             sheet.sheet_state = "hidden"
         if name in drawings:
@@ -178,6 +196,7 @@ def make_xlsx(
         sheet_number = list(sheets).index(name) + 1
         drawn = "".join(
             [*(_text_box(row, text) for row, text in drawing.text_boxes)]
+            + [_text_box(row, text, hidden=True) for row, text in drawing.hidden_text_boxes]
             + [_picture(row, described) for row, described in drawing.pictures]
         )
         data = rewritten(
@@ -205,7 +224,10 @@ def _cell(row: int) -> str:
     )
 
 
-def _text_box(row: int, text: str) -> str:
+_HIDDEN = ' hidden="1"'  # a drawing's attribute when the Selection Pane hides it
+
+
+def _text_box(row: int, text: str, *, hidden: bool = False) -> str:
     paragraphs = "".join(
         "<a:p>"
         + "<a:br/>".join(f"<a:r><a:t>{piece}</a:t></a:r>" for piece in line.split("|"))
@@ -215,7 +237,8 @@ def _text_box(row: int, text: str) -> str:
     return (
         f"<xdr:oneCellAnchor {_SHEET_DRAWING_NS}>{_cell(row)}"
         '<xdr:ext cx="9" cy="9"/><xdr:sp macro="" textlink=""><xdr:nvSpPr>'
-        '<xdr:cNvPr id="90" name="TextBox 1"/><xdr:cNvSpPr txBox="1"/></xdr:nvSpPr><xdr:spPr/>'
+        f'<xdr:cNvPr id="90" name="TextBox 1"{_HIDDEN if hidden else ""}/>'
+        '<xdr:cNvSpPr txBox="1"/></xdr:nvSpPr><xdr:spPr/>'
         f"<xdr:txBody><a:bodyPr/><a:lstStyle/>{paragraphs}</xdr:txBody></xdr:sp>"
         "<xdr:clientData/></xdr:oneCellAnchor>"
     )

@@ -5,8 +5,8 @@ Each is a zip archive of XML: a small file can declare gigabytes of XML, so what
 judged before anything is unpacked, by the sizes its directory declares, which Python's zipfile
 then holds every member to. A table's row is one line, its cells joined the same way in each.
 A chart's title and a SmartArt graphic's text are kept in parts of their own: `Graphics` reads
-them, from python-docx's and python-pptx's parts (`part_targets`) or straight from the archive
-(`ZipPackage`, for openpyxl, which reads no drawing in its streaming mode).
+them, through python-docx's and python-pptx's parts (`PartRelations`) or straight from the
+archive (`ZipPackage`, for openpyxl, which reads no drawing in its streaming mode).
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
-import zlib
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 from lxml import etree
 
@@ -49,8 +48,18 @@ _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_commen
 _RELATIONSHIP = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 _EXTERNAL = "External"  # a relationship's TargetMode when it points outside the file
 
-# A relationship id -> the part it leads to inside the file (its name, its bytes), or None
-Targets = Callable[[str], tuple[str, bytes] | None]
+
+class Relations(Protocol):
+    """Where one part's relationships lead inside the file: a target part's name first, its
+    bytes only when asked (a part named again is not read again)."""
+
+    def target(self, rid: str) -> str | None:
+        """The name of the part `rid` leads to; None for a broken or outside reference."""
+        ...
+
+    def blob(self, name: str) -> bytes | None:
+        """The bytes of a part `target` named; None when they cannot be read."""
+        ...
 
 
 def check_unpacked(data: bytes, max_bytes: int) -> None:
@@ -81,22 +90,20 @@ class Graphics:
         self._deadline = deadline
         self._read: set[str] = set()
 
-    def lines(self, element: Any, targets: Targets) -> list[str]:
+    def lines(self, element: Any, relations: Relations) -> list[str]:
         """The text of the graphics under `element` (a slide's shape, a Word paragraph, a
         sheet's drawing), in order: a chart's title; a line per paragraph of each SmartArt
         node, in the order its data lists them (the order they were written, mostly the
-        reading order). `targets` follows the relationships of the part holding `element`."""
+        reading order). `relations` are those of the part holding `element`."""
         lines: list[str] = []
         for rid in _GRAPHIC_PARTS(element):
-            target = targets(str(rid))
-            if target is None:
-                continue  # a broken or outside reference: nothing inside the file to read
-            name, blob = target
-            if name in self._read:
-                continue
+            name = relations.target(str(rid))
+            if name is None or name in self._read:
+                continue  # nothing inside the file to read, or read already
             self._read.add(name)
             self._deadline.check()
-            data = parsed(blob)
+            blob = relations.blob(name)
+            data = parsed(blob) if blob is not None else None
             if data is None:
                 continue
             chart = rid.getparent().tag == _CHART_REFERENCE
@@ -104,16 +111,36 @@ class Graphics:
         return lines
 
 
-def part_targets(part: Any) -> Targets:
-    """The targets of a python-docx or python-pptx part's relationships."""
+class PartRelations:
+    """The relationships of a python-docx or python-pptx part."""
 
-    def target(rid: str) -> tuple[str, bytes] | None:
-        relationship = part.rels.get(rid)
+    def __init__(self, part: Any) -> None:
+        self._part = part
+        self._targets: dict[str, Any] = {}  # a target part by its name, once named
+
+    def target(self, rid: str) -> str | None:
+        relationship = self._part.rels.get(rid)
         if relationship is None or relationship.is_external:
             return None
-        return str(relationship.target_part.partname), relationship.target_part.blob
+        name = str(relationship.target_part.partname)
+        self._targets[name] = relationship.target_part
+        return name
 
-    return target
+    def blob(self, name: str) -> bytes | None:
+        target = self._targets.get(name)
+        return None if target is None else bytes(target.blob)
+
+
+class _ZipRelations:
+    def __init__(self, package: ZipPackage, targets: dict[str, str]) -> None:
+        self._package = package
+        self._targets = targets
+
+    def target(self, rid: str) -> str | None:
+        return self._targets.get(rid)
+
+    def blob(self, name: str) -> bytes | None:
+        return self._package.blob(name)
 
 
 class ZipPackage:
@@ -123,17 +150,10 @@ class ZipPackage:
     def __init__(self, archive: zipfile.ZipFile) -> None:
         self._archive = archive
 
-    def targets(self, source: str) -> Targets:
-        """The targets of the relationships of the part named `source` (`xl/worksheets/
-        sheet1.xml`)."""
-        found = {rid: name for rid, (_, name) in self.relationships(source).items()}
-
-        def target(rid: str) -> tuple[str, bytes] | None:
-            name = found.get(rid)
-            blob = self._member(name) if name is not None else None
-            return None if name is None or blob is None else (name, blob)
-
-        return target
+    def relations(self, source: str) -> Relations:
+        """The relationships of the part named `source` (`xl/drawings/drawing1.xml`)."""
+        targets = {rid: name for rid, (_, name) in self.relationships(source).items()}
+        return _ZipRelations(self, targets)
 
     def related(self, source: str, kind: str) -> list[str]:
         """The parts the part named `source` relates to as `kind` (the end of a relationship
@@ -157,15 +177,20 @@ class ZipPackage:
 
     def parsed(self, name: str) -> Any:
         """The part named `name` parsed, or None when it is missing or not XML."""
-        blob = self._member(name)
+        blob = self.blob(name)
         return None if blob is None else parsed(blob)
 
-    def _member(self, name: str) -> bytes | None:
-        """The member's bytes; None when there is none by that name, or it is damaged (its
-        checksum or its compressed stream), which loses that part, not the file."""
+    def blob(self, name: str) -> bytes | None:
+        """The member's bytes; None when there is none by that name, or it cannot be read,
+        which loses that part, not the file."""
         try:
             return self._archive.read(name)
-        except (KeyError, zipfile.BadZipFile, zlib.error, EOFError):
+        except KeyError:
+            return None
+        except Exception:  # noqa: BLE001
+            # zipfile raises a different error for each kind of damage: BadZipFile (a
+            # checksum), zlib.error, LZMAError or OSError (a compressed stream), RuntimeError
+            # (encrypted), NotImplementedError (an unknown compression method), EOFError.
             return None
 
 

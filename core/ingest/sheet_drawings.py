@@ -5,9 +5,10 @@ chart title or callout often says what its numbers are for, which no cell does.
 openpyxl's streaming mode reads no drawing, so each sheet's drawing part is read straight from
 the archive (`ooxml.ZipPackage`), with the parser the other Office formats use. The drawings
 come in the order a reader meets them, top to bottom and left to right by the cell each is
-anchored at (the part lists them in the order they are stacked). Each drawing part is read
-once per file, however many sheets name it, with the file's parse deadline checked before it
-and before each drawing; one that is missing or not XML loses only its own text.
+anchored at (the part lists them in the order they are stacked); what Excel does not show (a
+hidden drawing, a form control) is left out. Each drawing part is read once per file, however
+many sheets name it, with the file's parse deadline checked before it and before each drawing;
+one that is missing, damaged or not XML loses only its own text.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ _NAMESPACES = {
     "r": "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
     "mc": MARKUP_COMPATIBILITY,
 }
-# The drawings an anchor holds, groups' members in place, a copy kept for older readers
-# (`mc:Fallback`) left out: shapes and text boxes, pictures, charts and SmartArt, groups.
+# The drawings an anchor holds, groups' members in place: shapes and text boxes, pictures,
+# charts and SmartArt, groups. Left out: a copy kept for older readers (`mc:Fallback`), and what
+# Excel does not show: a drawing hidden (the Selection Pane's eye; form controls are written as
+# hidden shapes too), or in a hidden group.
 _DRAWN = etree.XPath(
     ".//*[(self::xdr:sp or self::xdr:pic or self::xdr:graphicFrame or self::xdr:grpSp)"
-    " and not(ancestor::mc:Fallback)]",
+    " and not(ancestor::mc:Fallback)"
+    " and not(ancestor-or-self::*[./*[1]/xdr:cNvPr[@hidden='1' or @hidden='true']])]",
     namespaces=_NAMESPACES,
 )
 _DESCRIPTION = etree.XPath("./*[1]/xdr:cNvPr/@descr", namespaces=_NAMESPACES)
@@ -42,7 +46,7 @@ _SHAPE = f"{{{_SPREADSHEET_DRAWING}}}sp"
 _FRAME = f"{{{_SPREADSHEET_DRAWING}}}graphicFrame"
 _CELL = f"{{{_SPREADSHEET_DRAWING}}}from"  # where a one- or two-cell anchor starts
 _ROW, _COLUMN = f"{{{_SPREADSHEET_DRAWING}}}row", f"{{{_SPREADSHEET_DRAWING}}}col"
-_UNPLACED = (float("inf"), float("inf"))  # an anchor at no cell (absolute): after the others
+_PLACED, _UNPLACED = 0, 1  # an anchor at no cell (absolute) comes after the others
 
 
 class SheetDrawings:
@@ -70,25 +74,26 @@ class SheetDrawings:
         return lines
 
     def _drawing_lines(self, drawing: Any, name: str) -> Iterator[str]:
-        targets = self._package.targets(name)
-        for anchor in sorted(drawing, key=_cell_of):
+        relations = self._package.relations(name)
+        # Elements only: a processing instruction or an entity among them anchors nothing.
+        for anchor in sorted(drawing.iterchildren(etree.Element), key=_cell_of):
             for drawn in _DRAWN(anchor):
                 self._deadline.check()
                 if drawn.tag == _SHAPE:
                     yield from filter(None, map(paragraph_text, _SHAPE_PARAGRAPHS(drawn)))
                 elif drawn.tag == _FRAME:
-                    yield from self._graphics.lines(drawn, targets)
+                    yield from self._graphics.lines(drawn, relations)
                 for described in _DESCRIPTION(drawn):
                     if words := image_words(str(described)):
                         yield words
 
 
-def _cell_of(anchor: Any) -> tuple[float, float]:
+def _cell_of(anchor: Any) -> tuple[int, int, int]:
     """The row and column an anchor starts at, to sort drawings as they are read."""
     start = anchor.find(f".//{_CELL}")  # the anchor's own, or inside `mc:AlternateContent`
     if start is None:
-        return _UNPLACED
+        return _UNPLACED, 0, 0
     try:  # a hostile file's row may be anything: no number, a superscript, 5,000 digits
-        return float(int(start.findtext(_ROW) or "")), float(int(start.findtext(_COLUMN) or ""))
+        return _PLACED, int(start.findtext(_ROW) or ""), int(start.findtext(_COLUMN) or "")
     except ValueError:
-        return _UNPLACED
+        return _UNPLACED, 0, 0

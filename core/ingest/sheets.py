@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 import zipfile
+from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lxml import etree
 
@@ -40,6 +43,9 @@ _LISTED_SHEETS = etree.XPath(
     namespaces={"s": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"},
 )
 _RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+# A percentage format's digits (`0%`, `0.0%`, `#,##0.00%`): the decimals it shows
+_PERCENT = re.compile(r"0(?:\.(0+))?%")
+_MAX_DECIMALS = 15  # as many as Excel shows of a number (a hostile format may ask a million)
 _MIN_HEADER_CELLS = 2  # a single text cell on top is more often a caption than a header
 
 
@@ -66,9 +72,10 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
             package = ZipPackage(archive)
             listing = _listing(package)
             drawings = SheetDrawings(package, deadline)
-            for name in book.sheetnames:
-                sheet = book[name]
-                if sheet.sheet_state != _VISIBLE or name in listing.hidden:
+            for name, sheet in _in_order(book):
+                deadline.check()  # a workbook may list a hundred thousand empty sheets
+                hidden = isinstance(sheet, Chartsheet) and name in listing.hidden
+                if sheet.sheet_state != _VISIBLE or hidden:
                     continue
                 part = listing.parts.get(name)
                 drawn = drawings.lines(part) if part else []
@@ -76,7 +83,7 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
                     rows: list[str] = []
                 else:
                     sheet.reset_dimensions()  # see the module's docstring
-                    rows = list(_lines(sheet.iter_rows(values_only=True), deadline))
+                    rows = list(_lines(sheet.iter_rows(), deadline))
                 if text := tidy_text("\n".join([*drawn, *rows])):
                     doc.sections.append(Section(heading=name, anchor=None, text=text))
     finally:
@@ -86,13 +93,24 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
     return doc
 
 
+def _in_order(book: Any) -> Iterator[tuple[str, Any]]:
+    """The workbook's sheets and chart sheets in its order, each once: looking each name up
+    (`book[name]`) searches every sheet, and finds only the first of two that share a name."""
+    by_name: dict[str, deque[Any]] = defaultdict(deque)
+    for sheet in [*book.worksheets, *book.chartsheets]:
+        by_name[sheet.title].append(sheet)
+    for name in book.sheetnames:
+        if by_name[name]:
+            yield name, by_name[name].popleft()
+
+
 @dataclass(frozen=True, slots=True)
 class _Listing:
     """The sheets as the workbook lists them, where openpyxl's streaming mode says too little:
     it keeps no public name for a sheet's part, and forgets that a chart sheet is hidden."""
 
     parts: dict[str, str] = field(default_factory=dict)  # a sheet's name -> its part
-    hidden: set[str] = field(default_factory=set)
+    hidden: set[str] = field(default_factory=set)  # read for chart sheets only
 
 
 def _listing(package: ZipPackage) -> _Listing:
@@ -111,11 +129,13 @@ def _listing(package: ZipPackage) -> _Listing:
     return listing
 
 
-def _lines(rows: Iterator[Sequence[object]], deadline: Deadline) -> Iterator[str]:
+def _lines(rows: Iterator[Sequence[Any]], deadline: Deadline) -> Iterator[str]:
+    """Each row's line, from openpyxl's cells (its value and its number format)."""
     header: list[str] | None = None
-    for values in rows:
+    for row in rows:
         deadline.check()
-        cells = [_text(value) for value in values]
+        values = [cell.value for cell in row]
+        cells = [_text(cell.value, cell.number_format) for cell in row]
         if not any(cells):
             continue
         if header is None:
@@ -140,10 +160,16 @@ def _named(header: Sequence[str], cells: Sequence[str]) -> str:
     return CELL_SEPARATOR.join(parts)
 
 
-def _text(value: object) -> str:
-    """A cell as a reader sees it: whole numbers without `.0`, dates without a midnight."""
+def _text(value: object, number_format: str | None) -> str:
+    """A cell as a reader sees it: whole numbers without `.0`, dates without a midnight, and
+    a percentage as Excel shows it (`15%`, not the 0.15 stored: an answer quoting a sheet
+    must say what its reader sees there)."""
     if value is None:
         return ""
+    percent = _PERCENT.search(number_format or "")
+    if percent and isinstance(value, int | float) and not isinstance(value, bool):
+        decimals = min(len(percent[1] or ""), _MAX_DECIMALS)
+        return f"{value * 100:.{decimals}f}%"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, dt.datetime) and value.time() == dt.time():

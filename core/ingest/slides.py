@@ -4,8 +4,9 @@ A slide's section is headed "Slide N: its title" (the number is how a reader fin
 deck, which no browser opens at a slide), and holds its text boxes, tables row by row, charts'
 titles, SmartArt's text, the descriptions given to pictures and shapes (`image_text`) and
 grouped shapes in the order the slide lists them, then its speaker notes, where decks often
-keep what the presenter says and the slide leaves out. Hidden slides are left out, as the
-deck's own slide show leaves them out: they are most often spares and outdated versions.
+keep what the presenter says and the slide leaves out. Hidden slides and hidden shapes (the
+Selection Pane's eye) are left out, as the deck's own slide show leaves them out: they are most
+often spares, drafts and outdated versions.
 
 A .pptx is a zip archive, judged before it is unpacked (`ooxml`); python-pptx's XML parser
 resolves no entities.
@@ -21,7 +22,7 @@ from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import Graphics, check_unpacked, part_targets, row_line
+from core.ingest.ooxml import Graphics, PartRelations, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -29,10 +30,12 @@ if TYPE_CHECKING:
     from pptx.shapes.placeholder import SlidePlaceholder
     from pptx.slide import Slide
 
+_PRESENTATION = {"p": "http://schemas.openxmlformats.org/presentationml/2006/main"}
 # A shape's description: in its non-visual properties, its first child whatever its kind.
-_DESCRIPTION = etree.XPath(
-    "./*[1]/p:cNvPr/@descr",
-    namespaces={"p": "http://schemas.openxmlformats.org/presentationml/2006/main"},
+_DESCRIPTION = etree.XPath("./*[1]/p:cNvPr/@descr", namespaces=_PRESENTATION)
+# A shape the slide show does not show (the Selection Pane's eye), a group's members with it
+_HIDDEN_SHAPE = etree.XPath(
+    "boolean(./*[1]/p:cNvPr[@hidden='1' or @hidden='true'])", namespaces=_PRESENTATION
 )
 _HIDDEN = "0"  # a slide's `show` attribute when the deck hides it
 _NOTES = "Notes:"
@@ -94,7 +97,7 @@ def _slide_lines(
                 deadline.check()  # a table can hold a whole document
                 yield row_line(cell.text for cell in row.cells if not cell.is_spanned)
         elif isinstance(shape, GraphicFrame):  # a chart's title, SmartArt's text
-            yield from graphics.lines(shape.element, part_targets(slide.part))
+            yield from graphics.lines(shape.element, PartRelations(slide.part))
         # A file whose shapes lack non-visual properties has no description, not an error.
         for described in _DESCRIPTION(shape.element):
             if words := image_words(str(described)):
@@ -102,10 +105,12 @@ def _slide_lines(
 
 
 def _flattened(shapes: Iterable[BaseShape]) -> Iterator[BaseShape]:
-    """The shapes in the slide's order, a group's members in its place."""
+    """The shapes the slide shows, in its order, a group's members in its place."""
     from pptx.shapes.group import GroupShape
 
     for shape in shapes:
+        if _HIDDEN_SHAPE(shape.element):
+            continue
         if isinstance(shape, GroupShape):
             yield from _flattened(shape.shapes)
         else:

@@ -23,7 +23,13 @@ from lxml import etree
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
-from core.ingest.ooxml import MARKUP_COMPATIBILITY, Graphics, check_unpacked, part_targets, row_line
+from core.ingest.ooxml import (
+    MARKUP_COMPATIBILITY,
+    Graphics,
+    PartRelations,
+    check_unpacked,
+    row_line,
+)
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 
 if TYPE_CHECKING:
@@ -103,7 +109,7 @@ def _drawn(paragraph: Paragraph, part: Any, graphics: Graphics) -> list[str]:
         Paragraph(p, paragraph._parent).text.strip() for p in _TEXT_BOX_PARAGRAPHS(paragraph._p)
     )
     described = (image_words(str(text)) for text in _DESCRIPTIONS(paragraph._p))
-    charted = graphics.lines(paragraph._p, part_targets(part))
+    charted = graphics.lines(paragraph._p, PartRelations(part))
     return [*filter(None, boxed), *filter(None, described), *charted]
 
 

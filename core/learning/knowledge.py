@@ -39,9 +39,11 @@ from core.domain.web import WebResult, WebSource, page_chunk
 from core.errors import InvalidKeyword, SearchIndexError
 from core.ports import Embedder, KeywordStore, SearchIndex
 
-# A document's index copy is rewritten until it matches the store; each round can only be
-# overtaken by another save that then checks again itself, so a few rounds always suffice.
-_SYNC_ROUNDS = 5
+# A document's index copy is rewritten until it matches the store. A round is overtaken only
+# by another process's save of that document meanwhile (this process's saves and syncs of one
+# document take turns), which then syncs itself: the rounds bound what a burst of the same
+# pages learned at once by every process may need, with room.
+_SYNC_ROUNDS = 10
 _TITLE_PARTS = re.compile(r"\s+[-–—]\s+|\s*[|·»]\s*|:\s+")
 # Title parts that name a kind of page, not a topic: useless as keywords.
 _GENERIC = frozenset(
@@ -119,10 +121,11 @@ class LearnedKnowledge:
         self._embedder = embedder
         self.store = store
         self._max_keywords = max_keywords_per_document
-        # The limit is a read, then adds: two answers of this process learning the same pages
-        # at once would each see the room free. Another process still can (the overshoot is
-        # at most one save per process).
-        self._adding: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # Per document, this process's saves and syncs take turns. The limit is a read, then
+        # adds: two answers of this process learning the same pages at once would each see the
+        # room free (another process still can: the overshoot is at most one save per
+        # process). And a sync overtaken by a save must write again.
+        self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def learn(
         self, *, question: str, results: Sequence[WebResult], keywords: Sequence[str]
@@ -140,8 +143,7 @@ class LearnedKnowledge:
             created_at=time.time(),
         )
         await self.store.add_document(document)
-        lock = self._adding.setdefault(document.doc_id, asyncio.Lock())
-        async with lock:
+        async with self._turn(document.doc_id):
             known = await self.store.document(document.doc_id)
             held = set(known.keywords) if known is not None else set()
             fresh = [k for k in dict.fromkeys(keywords) if k not in held]
@@ -154,9 +156,17 @@ class LearnedKnowledge:
         log.info("knowledge_learned", pages=len(sources), keywords=min(len(fresh), room))
         return document.doc_id
 
+    def _turn(self, doc_id: str) -> asyncio.Lock:
+        """The document's lock in this process, held as long as someone holds or awaits it."""
+        return self._turns.setdefault(doc_id, asyncio.Lock())
+
     async def sync(self, doc_id: str) -> bool:
         """Make the index copy carry the store's keywords of the document (or drop it when it
         has none left); False when it was dropped."""
+        async with self._turn(doc_id):
+            return await self._sync(doc_id)
+
+    async def _sync(self, doc_id: str) -> bool:
         for _ in range(_SYNC_ROUNDS):
             document = await self.store.document(doc_id)
             if document is None or not document.keywords:

@@ -40,6 +40,29 @@ class StaleFirstRead:
         return found
 
 
+class SavesBetweenReads:
+    """A keyword store on which another process saves a new keyword of the document after
+    each of this process's reads of it, `times` times: a burst of answers elsewhere learning
+    the same pages while this process syncs them."""
+
+    def __init__(self, store: object, doc_id: str, times: int) -> None:
+        self._store = store
+        self._doc_id = doc_id
+        self._left = times
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def document(self, doc_id: str) -> object:
+        found = await self._store.document(doc_id)  # type: ignore[attr-defined]
+        if doc_id == self._doc_id and self._left > 0:
+            self._left -= 1
+            await self._store.add(  # type: ignore[attr-defined]
+                f"elsewhere {self._left}", doc_id=doc_id, question="q"
+            )
+        return found
+
+
 class SaveDuringPrune:
     """A keyword store on which another process saves, once, between a prune's read of the
     documents and its read of the keywords: the web process does not wait for the clock."""

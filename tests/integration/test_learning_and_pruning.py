@@ -29,7 +29,7 @@ from core.learning.pruning import KeywordPruner, StaleReason
 from core.ports import Backend, PlatformState
 from core.search.embedder import CachedEmbedder
 from tests.conftest import Index
-from tests.fakes.faults import SaveDuringPrune, StaleFirstRead
+from tests.fakes.faults import SaveDuringPrune, SavesBetweenReads, StaleFirstRead
 
 DAY = 86_400
 T0 = 1_800_000_000.0
@@ -199,6 +199,55 @@ async def test_a_writer_with_a_stale_view_of_the_keywords_rewrites_until_current
     )
     [hit] = await b.index.search("quotas", k=5, filters=SearchFilters(learned=True))
     assert sorted(hit.chunk.keywords) == ["first", "second"]
+
+
+async def test_a_sync_overtaken_by_a_dozen_saves_elsewhere_still_reaches_the_store(
+    processes: tuple[Process, Process], embedder: CachedEmbedder
+) -> None:
+    """Each round of a sync can be overtaken by another process's save; the rounds are
+    bounded, and a burst of the same pages learned elsewhere stays inside the bound."""
+    a, b = processes
+    doc_id = await a.knowledge.learn(question="q", results=[result("quotas")], keywords=["own"])
+    busy = LearnedKnowledge(
+        a.index,
+        embedder,
+        SavesBetweenReads(a.knowledge.store, doc_id, times=12),  # type: ignore[arg-type]
+        max_keywords_per_document=KeywordSettings().max_per_document,
+    )
+    assert await busy.sync(doc_id)
+    [hit] = await b.index.search("quotas", k=5, filters=SearchFilters(learned=True))
+    assert sorted(hit.chunk.keywords) == sorted(["own", *(f"elsewhere {n}" for n in range(12))])
+
+
+async def test_one_processs_syncs_of_a_document_take_turns(
+    processes: tuple[Process, Process],
+) -> None:
+    """Answers of one process learning the same pages at once: their index writes never
+    overlap, so none overtakes another's round."""
+    a, _ = processes
+    writing, most = 0, 0
+    write = a.knowledge.write
+
+    async def counted(document: object) -> None:
+        nonlocal writing, most
+        writing += 1
+        most = max(most, writing)
+        try:
+            await asyncio.sleep(0.01)  # a write that takes a moment, as a cluster's does
+            await write(document)  # type: ignore[arg-type]
+        finally:
+            writing -= 1
+
+    a.knowledge.write = counted  # type: ignore[method-assign]
+    await asyncio.gather(
+        *(
+            a.knowledge.learn(question=f"q{n}", results=[result("quotas")], keywords=[f"k{n}"])
+            for n in range(6)
+        )
+    )
+    assert most == 1
+    [document] = await a.knowledge.store.documents()
+    assert sorted(document.keywords) == [f"k{n}" for n in range(6)]
 
 
 async def _learn_at(process: Process, when: float, topic: str, keywords: list[str]) -> str:

@@ -138,6 +138,7 @@ class SheetDrawing:
     chart: str | None = None
     text_boxes: list[tuple[int, str]] = field(default_factory=list)
     hidden_text_boxes: list[tuple[int, str]] = field(default_factory=list)  # the pane's eye shut
+    waterfall: tuple[int, str] | None = None  # an Office 2016 chart (chartex) and its title
     pictures: list[tuple[int, str]] = field(default_factory=list)
 
 
@@ -198,7 +199,18 @@ def make_xlsx(
             [*(_text_box(row, text) for row, text in drawing.text_boxes)]
             + [_text_box(row, text, hidden=True) for row, text in drawing.hidden_text_boxes]
             + [_picture(row, described) for row, described in drawing.pictures]
+            + ([_waterfall(*drawing.waterfall)] if drawing.waterfall else [])
         )
+        if drawing.waterfall:
+            data = rewritten(
+                data,
+                lambda xml, number=number: xml.replace(
+                    b"</Relationships>",
+                    _CHARTEX_RELATIONSHIP.format(number=number).encode() + b"</Relationships>",
+                ),
+                added={f"xl/charts/chartEx{number}.xml": _chartex(drawing.waterfall[1])},
+                member=f"xl/drawings/_rels/drawing{number}.xml.rels",
+            )
         data = rewritten(
             data,
             lambda xml, drawn=drawn: xml.replace(
@@ -225,6 +237,41 @@ def _cell(row: int) -> str:
 
 
 _HIDDEN = ' hidden="1"'  # a drawing's attribute when the Selection Pane hides it
+_CHARTEX_NS = "http://schemas.microsoft.com/office/drawing/2014/chartex"
+_MC_NS = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+_R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_CHARTEX_RELATIONSHIP = (
+    '<Relationship Id="rIdCx" Target="../charts/chartEx{number}.xml"'
+    ' Type="http://schemas.microsoft.com/office/2014/relationships/chartEx"/>'
+)
+
+
+def _waterfall(row: int, title: str) -> str:
+    """An Office 2016 chart as Excel writes it: the chart for readers that know its schema,
+    and a shape saying it is unavailable for those that do not."""
+    return (
+        f'<mc:AlternateContent xmlns:mc="{_MC_NS}">'
+        f'<mc:Choice xmlns:cx1="http://schemas.microsoft.com/office/drawing/2015/9/8/chartex"'
+        ' Requires="cx1">'
+        f"<xdr:oneCellAnchor {_SHEET_DRAWING_NS}>{_cell(row)}"
+        '<xdr:ext cx="9" cy="9"/><xdr:graphicFrame macro=""><xdr:nvGraphicFramePr>'
+        '<xdr:cNvPr id="92" name="Chart 2"/><xdr:cNvGraphicFramePr/></xdr:nvGraphicFramePr>'
+        f'<xdr:xfrm/><a:graphic><a:graphicData uri="{_CHARTEX_NS}">'
+        f'<cx:chart xmlns:cx="{_CHARTEX_NS}" xmlns:r="{_R_NS}" r:id="rIdCx"/>'
+        "</a:graphicData></a:graphic></xdr:graphicFrame><xdr:clientData/></xdr:oneCellAnchor>"
+        "</mc:Choice><mc:Fallback>"
+        + _text_box(row, "This chart isn't available in your version of Excel.")
+        + "</mc:Fallback></mc:AlternateContent>"
+    )
+
+
+def _chartex(title: str) -> bytes:
+    """A chartex part whose title is taken from a cell, as its `txData` keeps it."""
+    return (
+        f'<cx:chartSpace xmlns:cx="{_CHARTEX_NS}"><cx:chartData/><cx:chart>'
+        f"<cx:title><cx:tx><cx:txData><cx:f>Sheet!$A$1</cx:f><cx:v>{title}</cx:v>"
+        "</cx:txData></cx:tx></cx:title><cx:plotArea/></cx:chart></cx:chartSpace>"
+    ).encode()
 
 
 def _text_box(row: int, text: str, *, hidden: bool = False) -> str:

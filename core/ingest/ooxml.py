@@ -28,14 +28,25 @@ _DIAGRAM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
 _RELATIONSHIPS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 MARKUP_COMPATIBILITY = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 _CHART = "http://schemas.openxmlformats.org/drawingml/2006/chart"
-_CHART_REFERENCE = f"{{{_CHART}}}chart"
+# Office 2016's chart kinds (waterfall, histogram, treemap, funnel, ...) are charts of another
+# schema, written beside a fallback for older readers (a shape saying the chart is unavailable).
+_CHARTEX = "http://schemas.microsoft.com/office/drawing/2014/chartex"
+_CHART_SCHEMAS = (_CHART, _CHARTEX)
+_CHART_REFERENCES = tuple(f"{{{schema}}}chart" for schema in _CHART_SCHEMAS)
 # Where a drawing names its chart's part or its SmartArt's data part, in document order:
 # compiled once, with namespaces of our own (the libraries' elements answer `xpath` with their
 # own prefix maps, which differ). A copy kept for older readers (`mc:Fallback`) is left out.
 _GRAPHIC_PARTS = etree.XPath(
     ".//dgm:relIds[not(ancestor::mc:Fallback)]/@r:dm"
-    " | .//c:chart[not(ancestor::mc:Fallback)]/@r:id",
-    namespaces={"dgm": _DIAGRAM, "c": _CHART, "r": _RELATIONSHIPS, "mc": MARKUP_COMPATIBILITY},
+    " | .//c:chart[not(ancestor::mc:Fallback)]/@r:id"
+    " | .//cx:chart[not(ancestor::mc:Fallback)]/@r:id",
+    namespaces={
+        "dgm": _DIAGRAM,
+        "c": _CHART,
+        "cx": _CHARTEX,
+        "r": _RELATIONSHIPS,
+        "mc": MARKUP_COMPATIBILITY,
+    },
 )
 # A diagram's points: its nodes and assistants (an org chart's) hold the text; the others (the
 # document, connectors, layout points) hold none a reader sees. A point with no type is a node.
@@ -106,7 +117,7 @@ class Graphics:
             data = parsed(blob) if blob is not None else None
             if data is None:
                 continue
-            chart = rid.getparent().tag == _CHART_REFERENCE
+            chart = rid.getparent().tag in _CHART_REFERENCES
             lines.extend(_chart_title(data) if chart else _node_lines(data))
         return lines
 
@@ -211,12 +222,15 @@ def paragraph_text(paragraph: Any) -> str:
 
 
 def _chart_title(chart: Any) -> Iterator[str]:
-    """A chart's title as written, or as its worksheet cell held it when saved."""
-    for title in chart.iterfind(f"{{{_CHART}}}chart/{{{_CHART}}}title/{{{_CHART}}}tx"):
-        written = ("".join(t.text or "" for t in p.iter(_TEXT)) for p in title.iter(_PARAGRAPH))
-        cached = (value.text or "" for value in title.iter(f"{{{_CHART}}}v"))
-        if text := " ".join(" ".join([*written, *cached]).split()):
-            yield text
+    """A chart's title as written, or as its worksheet cell held it when saved (either
+    schema: `c:` charts keep the cell's text in a cache, `cx:` ones in `txData`)."""
+    for schema in _CHART_SCHEMAS:  # a part is of one: the other finds nothing
+        for title in chart.iterfind(f"{{{schema}}}chart/{{{schema}}}title/{{{schema}}}tx"):
+            paragraphs = title.iter(_PARAGRAPH)
+            written = ("".join(t.text or "" for t in p.iter(_TEXT)) for p in paragraphs)
+            cached = (value.text or "" for value in title.iter(f"{{{schema}}}v"))
+            if text := " ".join(" ".join([*written, *cached]).split()):
+                yield text
 
 
 def _node_lines(data: Any) -> Iterator[str]:

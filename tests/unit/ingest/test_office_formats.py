@@ -222,6 +222,7 @@ def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> Non
             "Deploys": SheetDrawing(
                 chart_row=1,
                 chart="Deploys per week",
+                waterfall=(5, "Budget bridge"),  # an Office 2016 chart, not its fallback
                 text_boxes=[(6, "How to read|this sheet\nOwners page on-call")],
                 pictures=[(3, "Flow: API, then the billing worker"), (4, "image1.png")],
             ),
@@ -235,7 +236,7 @@ def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> Non
     assert [(s.heading, s.text) for s in doc.sections] == [
         (
             "Deploys",
-            "Deploys per week\nFlow: API, then the billing worker\n"  # rows 1 and 3
+            "Deploys per week\nFlow: API, then the billing worker\nBudget bridge\n"  # rows 1, 3, 5
             "How to read this sheet\nOwners page on-call\n"  # row 6: a paragraph a line
             "Service: billing | Owner: team-pay",
         ),

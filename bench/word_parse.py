@@ -20,9 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import peak_rss_mb, write_result
-from core.config import IngestSettings
-from core.ingest.sections import ParseLimits
+from bench.common import peak_rss_mb, unbounded_parse_limits, write_result
 from core.ingest.word import parse_word
 from tests.word_maker import make_docx, rewritten
 
@@ -53,12 +51,8 @@ def child(path: Path) -> dict[str, float]:
     it added to what the process held once the file was read."""
     data = path.read_bytes()
     before = peak_rss_mb()
-    limits = ParseLimits.from_settings(IngestSettings())
-    unbounded = ParseLimits(
-        limits.max_depth, limits.max_attributes, 3_600.0, limits.threads, 10 * 1_000 * MB
-    )
     started = time.perf_counter()
-    doc = parse_word(data, "bench.docx", unbounded)
+    doc = parse_word(data, "bench.docx", unbounded_parse_limits())
     seconds = time.perf_counter() - started
     peak = peak_rss_mb()
     return {

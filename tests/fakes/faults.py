@@ -20,17 +20,24 @@ from core.search.embedder import CachedEmbedder
 from tests.fakes.elasticsearch_emulator import NoidaServer
 
 
-class StaleFirstRead:
+class _StoreFault:
+    """A keyword store passed through but for what a subclass overrides."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+class StaleFirstRead(_StoreFault):
     """A keyword store whose first `document` read is slow: it returns what it read before
     another process saved more keywords, the window in which a writer's view goes stale."""
 
     def __init__(self, store: object, delay_s: float) -> None:
-        self._store = store
+        super().__init__(store)
         self._delay_s = delay_s
         self._slowed = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
 
     async def document(self, doc_id: str) -> object:
         found = await self._store.document(doc_id)  # type: ignore[attr-defined]
@@ -40,18 +47,15 @@ class StaleFirstRead:
         return found
 
 
-class SavesBetweenReads:
+class SavesBetweenReads(_StoreFault):
     """A keyword store on which another process saves a new keyword of the document after
     each of this process's reads of it, `times` times: a burst of answers elsewhere learning
     the same pages while this process syncs them."""
 
     def __init__(self, store: object, doc_id: str, times: int) -> None:
-        self._store = store
+        super().__init__(store)
         self._doc_id = doc_id
         self._left = times
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
 
     async def document(self, doc_id: str) -> object:
         found = await self._store.document(doc_id)  # type: ignore[attr-defined]
@@ -63,16 +67,13 @@ class SavesBetweenReads:
         return found
 
 
-class SaveDuringPrune:
+class SaveDuringPrune(_StoreFault):
     """A keyword store on which another process saves, once, between a prune's read of the
     documents and its read of the keywords: the web process does not wait for the clock."""
 
     def __init__(self, store: object, save: Callable[[], Awaitable[object]]) -> None:
-        self._store = store
+        super().__init__(store)
         self._save: Callable[[], Awaitable[object]] | None = save
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
 
     async def all(self) -> object:
         if self._save is not None:

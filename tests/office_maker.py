@@ -9,6 +9,7 @@ from xml.sax.saxutils import quoteattr
 
 from openpyxl import Workbook
 from openpyxl.chart import BarChart, Reference
+from openpyxl.comments import Comment
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
@@ -154,13 +155,15 @@ def make_xlsx(
     title: str = "",
     drawings: dict[str, SheetDrawing] | None = None,
     chart_sheets: dict[str, str] | None = None,
+    notes: dict[str, dict[str, str]] | None = None,
 ) -> bytes:
     """`sheets`: name -> rows of cell values (None: an empty cell; `Formatted`: a value with
     its number format), in order. A sheet in
     `drawings` gets its chart from openpyxl, its text boxes and pictures written in its drawing
     part as Excel writes them (openpyxl writes neither), and its drawing named by a relative
     path, as Excel names it (openpyxl's own are absolute). `chart_sheets`: name -> title of
-    the chart alone on a sheet of its own, after the other sheets (a hidden name hides it)."""
+    the chart alone on a sheet of its own, after the other sheets (a hidden name hides it).
+    `notes`: a sheet's name -> its notes by cell (`B7`), as openpyxl writes them."""
     drawings = drawings or {}
     book = Workbook()
     book.remove(book.active)
@@ -175,6 +178,8 @@ def make_xlsx(
                     sheet.cell(sheet.max_row, column).number_format = value.number_format
         if name in hidden:
             sheet.sheet_state = "hidden"
+        for cell, text in (notes or {}).get(name, {}).items():
+            sheet[cell].comment = Comment(text, "Jane Doe")
         if name in drawings:
             chart = BarChart()
             chart.title = drawings[name].chart

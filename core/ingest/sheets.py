@@ -7,6 +7,7 @@ sheet still says what each value is, which is what lets a search find it and a r
 Formulas give the value Excel last computed (a file never opened in Excel has none: the cell
 reads empty). What a sheet draws over its cells (text boxes, charts' titles, pictures'
 descriptions: `sheet_drawings`) comes first in its section, as what says what the rows are for.
+A cell's note follows its row, named by its column (`Note on Owner: ...`: `sheet_notes`).
 A chart sheet (a chart alone on a sheet of its own) is a section too, of its chart's title.
 Hidden sheets are left out, as Excel shows them to no reader (a chart sheet's state is read
 from the workbook: openpyxl forgets it).
@@ -35,6 +36,7 @@ from core.errors import UnreadableDocument
 from core.ingest.ooxml import CELL_SEPARATOR, ZipPackage, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 from core.ingest.sheet_drawings import SheetDrawings
+from core.ingest.sheet_notes import Notes, cell_name, sheet_notes
 
 _VISIBLE = "visible"
 _WORKBOOK = "/officeDocument"  # how the package's relationship to its workbook part ends
@@ -83,7 +85,8 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
                     rows: list[str] = []
                 else:
                     sheet.reset_dimensions()  # see the module's docstring
-                    rows = list(_lines(sheet.iter_rows(), deadline))
+                    notes = sheet_notes(package, part, deadline) if part else {}
+                    rows = list(_lines(sheet.iter_rows(), notes, deadline))
                 if text := tidy_text("\n".join([*drawn, *rows])):
                     doc.sections.append(Section(heading=name, anchor=None, text=text))
     finally:
@@ -129,20 +132,31 @@ def _listing(package: ZipPackage) -> _Listing:
     return listing
 
 
-def _lines(rows: Iterator[Sequence[Any]], deadline: Deadline) -> Iterator[str]:
-    """Each row's line, from openpyxl's cells (its value and its number format)."""
+def _lines(rows: Iterator[Sequence[Any]], notes: Notes, deadline: Deadline) -> Iterator[str]:
+    """Each row's line, from openpyxl's cells (its value and its number format), then its
+    cells' notes; the notes of rows past the last come last. openpyxl gives a row missing
+    from the file as an empty one, so a row's place is its number."""
     header: list[str] | None = None
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         deadline.check()
         values = [cell.value for cell in row]
         cells = [_text(cell.value, cell.number_format) for cell in row]
-        if not any(cells):
-            continue
-        if header is None:
-            header = cells if _is_header(values) else []
-            if header:
-                continue
-        yield _named(header, cells) if header else row_line(cells)
+        if any(cells):
+            heading = header is None and _is_header(values)
+            if header is None:
+                header = cells if heading else []
+            if not heading:
+                yield _named(header, cells) if header else row_line(cells)
+        yield from _noted(notes.pop(number, []), number, header)
+    for number in sorted(notes):
+        yield from _noted(notes[number], number, header)
+
+
+def _noted(notes: list[tuple[int, str]], row: int, header: list[str] | None) -> Iterator[str]:
+    """A row's notes, each named by its cell's column (as its values are), or by the cell."""
+    for column, text in notes:
+        named = header[column - 1] if header and column <= len(header) else ""
+        yield f"Note on {named or cell_name(row, column)}: {text}"
 
 
 def _is_header(values: Sequence[object]) -> bool:

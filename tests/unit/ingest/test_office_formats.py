@@ -209,6 +209,67 @@ def test_a_percentage_reads_as_excel_shows_it_not_as_stored() -> None:
     assert re.fullmatch(r"Service: hostile \| Uptime: 20\.0{13}\d\d%", lines[2])  # 15 decimals
 
 
+_THREADED = (
+    "[Threaded comment]\n\nYour version of Excel allows you to read this threaded comment; "
+    "however, any edits to it will get removed if the file is opened in a newer version of "
+    "Excel.\n\nComment:\n    @Sam is this still right?"
+)
+
+
+def test_a_cells_note_follows_its_row_named_by_its_column() -> None:
+    """What a sheet's author wrote on a cell for its readers; not the author's name Excel
+    writes before it, not a threaded comment (a discussion, as Word's comments are)."""
+    book = make_xlsx(
+        {
+            "Keys": [
+                ["Service", "Owner", "Rotation"],
+                ["billing", "team-pay", "monthly"],
+                ["search", "team-find", None],
+            ]
+        },
+        notes={
+            "Keys": {
+                "B1": "The team paged first",
+                "C2": "AUTHORED",
+                "A3": _THREADED,
+                "C3": "Not rotated yet",  # on an empty cell
+                "D9": "Past the last row",
+            }
+        },
+    )
+    excel = rewritten(  # a note as Excel writes it: the author's name in bold, then the note
+        book,
+        lambda xml: xml.replace(
+            b"<text><t>AUTHORED</t></text>",
+            b'<text><r><rPr><b/><sz val="9"/></rPr><t>Jane Doe:</t></r>'
+            b'<r><rPr><sz val="9"/></rPr><t xml:space="preserve">\nRotate | monthly</t></r></text>',
+        ),
+        member="xl/comments/comment1.xml",
+    )
+    assert excel != book
+    (sheet,) = parse_document(excel, DocumentFormat.SHEETS, "x", LIMITS).sections
+    assert sheet.text == (
+        "Note on Owner: The team paged first\n"
+        "Service: billing | Owner: team-pay | Rotation: monthly\n"
+        "Note on Rotation: Rotate | monthly\n"
+        "Service: search | Owner: team-find\n"
+        "Note on Rotation: Not rotated yet\n"
+        "Note on D9: Past the last row"
+    )
+
+
+@pytest.mark.parametrize(
+    "notes",
+    [b"not XML at all", b"<comments><commentList><comment ref='A0'/></commentList></comments>"],
+    ids=["not XML", "no cell"],
+)
+def test_notes_that_cannot_be_read_lose_only_themselves(notes: bytes) -> None:
+    book = make_xlsx({"S": [["Rows."]]}, notes={"S": {"A1": "A note."}})
+    odd = rewritten(book, lambda _: notes, member="xl/comments/comment1.xml")
+    (sheet,) = parse_document(odd, DocumentFormat.SHEETS, "x", LIMITS).sections
+    assert sheet.text == "Rows."
+
+
 def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> None:
     """Text boxes, charts' titles and pictures' descriptions, which openpyxl's streaming mode
     never reads, sorted by the row each is anchored at: the part lists them as stacked."""
@@ -589,6 +650,7 @@ _LONG: dict[str, tuple[DocumentFormat, Callable[[], bytes]]] = {
         lambda: make_pptx([SlideSpec(texts=["x"], rows=[[t] for t in _FIFTY])]),
     ),
     "xlsx rows": (DocumentFormat.SHEETS, lambda: make_xlsx({"S": [[t] for t in _FIFTY]})),
+    "xlsx notes": (DocumentFormat.SHEETS, lambda: _fifty_notes_on_one_row()),
     "xlsx drawings": (
         DocumentFormat.SHEETS,
         lambda: make_xlsx(
@@ -596,6 +658,21 @@ _LONG: dict[str, tuple[DocumentFormat, Callable[[], bytes]]] = {
         ),
     ),
 }
+
+
+def _fifty_notes_on_one_row() -> bytes:
+    """A sheet of one row whose notes part holds fifty notes on cells of no row."""
+    book = make_xlsx({"S": [["x"]]}, notes={"S": {"A1": "One."}})
+    notes = "".join(
+        f'<comment ref="B{n + 2}"><text><t>{t}</t></text></comment>' for n, t in enumerate(_FIFTY)
+    )
+    return rewritten(
+        book,
+        lambda xml: re.sub(
+            rb"<commentList>.*</commentList>", f"<commentList>{notes}</commentList>".encode(), xml
+        ),
+        member="xl/comments/comment1.xml",
+    )
 
 
 @pytest.mark.parametrize(("fmt", "make"), _LONG.values(), ids=_LONG.keys())

@@ -160,6 +160,7 @@ class ZipPackage:
 
     def __init__(self, archive: zipfile.ZipFile) -> None:
         self._archive = archive
+        self._listed: dict[str, dict[str, tuple[str, str]]] = {}  # by source, parsed once
 
     def relations(self, source: str) -> Relations:
         """The relationships of the part named `source` (`xl/drawings/drawing1.xml`)."""
@@ -174,7 +175,9 @@ class ZipPackage:
     def relationships(self, source: str) -> dict[str, tuple[str, str]]:
         """Id -> (type, target part's name) of the part's relationships inside the file (""
         names the package itself); a relationships part that is missing or not XML relates
-        to nothing."""
+        to nothing. Parsed once per source, however many sheets share it."""
+        if source in self._listed:
+            return self._listed[source]
         folder, name = posixpath.split(source)
         listed = self.parsed(posixpath.join(folder, "_rels", name + ".rels"))
         found: dict[str, tuple[str, str]] = {}
@@ -184,6 +187,7 @@ class ZipPackage:
                 # A target is relative to the source's folder, or from the archive's root.
                 path = where[1:] if where.startswith("/") else posixpath.join(folder, where)
                 found[rid] = (how, posixpath.normpath(path))
+        self._listed[source] = found
         return found
 
     def parsed(self, name: str) -> Any:

@@ -1,7 +1,8 @@
 """A worksheet's notes: what its author wrote on a cell for whoever reads it ("the team paged
 first", "retired in Q3"), shown when the pointer rests on the cell. openpyxl's streaming mode
 reads none, so they are read from the sheet's comments part (`ooxml.ZipPackage`), each to be
-placed after its cell's row.
+placed after its cell's row. Each notes part is read once per file, with the file's parse
+deadline checked before each note.
 
 Left out: the author's name Excel writes in bold at the start of a note, and threaded comments
 (Excel 365's discussions, "@Sam can you check?"), which the part keeps only as a copy marked
@@ -32,19 +33,31 @@ _AUTHOR_END = ":"
 Notes = dict[int, list[tuple[int, str]]]
 
 
-def sheet_notes(package: ZipPackage, sheet_part: str, deadline: Deadline) -> Notes:
-    """The notes of the sheet stored as `sheet_part`, by row. A comments part that is
-    missing, damaged or not XML has none; a note on no valid cell is left out."""
-    notes: Notes = defaultdict(list)
-    for name in package.related(sheet_part, _COMMENTS_RELATIONSHIP)[:1]:  # a sheet has one
-        listed = package.parsed(name)
-        for comment in () if listed is None else listed.iter(_COMMENT):
-            deadline.check()
-            cell = _cell(comment.get("ref") or "")
-            text = _note_text(comment)
-            if cell is not None and text and not text.startswith(_THREADED):
-                notes[cell[0]].append((cell[1], text))
-    return notes
+class SheetNotes:
+    """The notes of one workbook's sheets, read from its archive: each notes part once,
+    however many sheets name it."""
+
+    def __init__(self, package: ZipPackage, deadline: Deadline) -> None:
+        self._package = package
+        self._deadline = deadline
+        self._read: set[str] = set()
+
+    def of(self, sheet_part: str) -> Notes:
+        """The notes of the sheet stored as `sheet_part`, by row. A notes part that is
+        missing, damaged or not XML has none; a note on no valid cell is left out."""
+        notes: Notes = defaultdict(list)
+        for name in self._package.related(sheet_part, _COMMENTS_RELATIONSHIP)[:1]:  # one
+            if name in self._read:
+                continue
+            self._read.add(name)
+            listed = self._package.parsed(name)
+            for comment in () if listed is None else listed.iter(_COMMENT):
+                self._deadline.check()
+                cell = _cell(comment.get("ref") or "")
+                text = _note_text(comment)
+                if cell is not None and text and not text.startswith(_THREADED):
+                    notes[cell[0]].append((cell[1], text))
+        return notes
 
 
 def _cell(ref: str) -> tuple[int, int] | None:

@@ -36,7 +36,7 @@ from core.errors import UnreadableDocument
 from core.ingest.ooxml import CELL_SEPARATOR, ZipPackage, check_unpacked, row_line
 from core.ingest.sections import Deadline, ParsedDocument, ParseLimits, Section, tidy_text
 from core.ingest.sheet_drawings import SheetDrawings
-from core.ingest.sheet_notes import Notes, cell_name, sheet_notes
+from core.ingest.sheet_notes import Notes, SheetNotes, cell_name
 
 _VISIBLE = "visible"
 _WORKBOOK = "/officeDocument"  # how the package's relationship to its workbook part ends
@@ -74,6 +74,7 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
             package = ZipPackage(archive)
             listing = _listing(package)
             drawings = SheetDrawings(package, deadline)
+            notes = SheetNotes(package, deadline)
             for name, sheet in _in_order(book):
                 deadline.check()  # a workbook may list a hundred thousand empty sheets
                 hidden = isinstance(sheet, Chartsheet) and name in listing.hidden
@@ -85,8 +86,8 @@ def parse_sheets(data: bytes, fallback_title: str, limits: ParseLimits) -> Parse
                     rows: list[str] = []
                 else:
                     sheet.reset_dimensions()  # see the module's docstring
-                    notes = sheet_notes(package, part, deadline) if part else {}
-                    rows = list(_lines(sheet.iter_rows(), notes, deadline))
+                    noted = notes.of(part) if part else {}
+                    rows = list(_lines(sheet.iter_rows(), noted, deadline))
                 if text := tidy_text("\n".join([*drawn, *rows])):
                     doc.sections.append(Section(heading=name, anchor=None, text=text))
     finally:

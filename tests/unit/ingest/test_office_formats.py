@@ -7,7 +7,9 @@ import dataclasses
 import datetime as dt
 import io
 import itertools
+import random
 import re
+import time
 import zipfile
 from collections.abc import Callable
 
@@ -214,6 +216,72 @@ _THREADED = (
     "however, any edits to it will get removed if the file is opened in a newer version of "
     "Excel.\n\nComment:\n    @Sam is this still right?"
 )
+
+
+# The parts of a workbook read by this project's code (not openpyxl's), and what a broken or
+# hostile writer may put in them.
+_OWN_PARTS = (
+    "xl/drawings/drawing1.xml",
+    "xl/drawings/_rels/drawing1.xml.rels",
+    "xl/charts/chart1.xml",
+    "xl/charts/chartEx1.xml",
+    "xl/comments/comment1.xml",
+)
+_JUNK = (b"", b"-1", b"9" * 400, b"\xc2\xb2", b"rId999", b"../../../etc/passwd", b"/", b"1e308")
+_MANGLINGS = 600
+_INSERTED = (b"<?pi x?>", b"<!-- c -->", b'<x:y xmlns:x="urn:x"/>', b"&amp;", b"<![CDATA[x]]>")
+
+
+def _mangled(xml: bytes, rng: random.Random) -> bytes:
+    how = rng.choice(["truncate", "attribute", "text", "repeat", "insert"])
+    tags = [m.start() for m in re.finditer(rb"<[A-Za-z]", xml)] or [0]
+    if how == "truncate" and xml:
+        return xml[: rng.randrange(len(xml))]
+    if how == "attribute" and (values := [m.span(1) for m in re.finditer(rb'="([^"]*)"', xml)]):
+        start, end = rng.choice(values)
+        return xml[:start] + rng.choice(_JUNK) + xml[end:]
+    if how == "text" and (texts := [m.span(1) for m in re.finditer(rb">([^<]+)<", xml)]):
+        start, end = rng.choice(texts)
+        return xml[:start] + rng.choice(_JUNK) + xml[end:]
+    if how == "repeat" and (empty := list(re.finditer(rb"<[A-Za-z][^>]*/>", xml))):
+        element = rng.choice(empty)
+        return xml[: element.end()] + element[0] * 1_000 + xml[element.end() :]
+    # Inserted before an element, or as the root's first child
+    root = re.search(rb"<[A-Za-z][^>]*>", xml)
+    at = root.end() if how == "insert" and root and rng.random() < 0.5 else rng.choice(tags)
+    return xml[:at] + rng.choice(_INSERTED) + xml[at:]
+
+
+def test_a_mangled_drawing_chart_or_notes_part_never_costs_the_rows() -> None:
+    """Seeded manglings of the parts this project reads itself, three at a time: truncated,
+    attributes and text replaced by junk (huge numbers, superscripts, paths), elements
+    repeated, instructions and comments inserted. Each loses at most its own text. (It finds
+    both hostile-anchor crashes the review found, with either fix undone.)"""
+    book = make_xlsx(
+        {"S": [["Rows."]]},
+        drawings={
+            "S": SheetDrawing(
+                chart="Chart",
+                text_boxes=[(2, "Box")],
+                pictures=[(3, "Picture of the flow")],
+                waterfall=(4, "Fall"),
+            )
+        },
+        notes={"S": {"B1": "Note."}},
+    )
+    assert parse_document(book, DocumentFormat.SHEETS, "x", LIMITS).sections[0].text == (
+        "Chart\nBox\nPicture of the flow\nFall\nRows.\nNote on B1: Note."
+    )
+    rng = random.Random(18)
+    started = time.thread_time()
+    for _ in range(_MANGLINGS):
+        part = rng.choice(_OWN_PARTS)
+        mangled = rewritten(
+            book, lambda xml: _mangled(_mangled(_mangled(xml, rng), rng), rng), member=part
+        )
+        doc = parse_document(mangled, DocumentFormat.SHEETS, "x", LIMITS)
+        assert "Rows." in doc.sections[0].text.split("\n"), (part, doc)
+    assert time.thread_time() - started < LINEAR_PARSE_CPU_S
 
 
 def test_a_cells_note_follows_its_row_named_by_its_column() -> None:

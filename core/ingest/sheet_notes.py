@@ -26,7 +26,7 @@ _PIECE, _BOLD = f"{{{_MAIN}}}t", f"{{{_MAIN}}}b"
 _THREADED = "[Threaded comment]"
 # A cell reference, `B7` or `$B$7`: Excel's columns run to XFD (three letters)
 _REFERENCE = re.compile(r"\$?([A-Z]{1,3})\$?([1-9][0-9]{0,6})")
-_LETTERS = 26
+_LETTERS = 26  # a column's letters count in base 26 (A = 1, Z = 26, AA = 27)
 _AUTHOR_END = ":"
 
 # A row's number -> its notes, each with its cell's column number, in the part's order

@@ -22,6 +22,8 @@ TEXT_BOX = "text box"  # a block of this style: a paragraph drawing a text box t
 CHART = "chart"  # a block of this style: a paragraph holding a chart titled with its text
 SMARTART = "smartart"  # a block of this style: a paragraph holding a SmartArt graphic, a node
 # per line of its text
+HIDDEN = "hidden"  # a block of this style: a paragraph of three runs, its text's parts split
+# on "|": shown, formatted hidden, and formatted explicitly not hidden
 DIAGRAM_NS = (
     'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
     'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
@@ -126,6 +128,10 @@ def make_docx(
                     "</a:graphicData></a:graphic></wp:inline></w:drawing></w:r>"
                 )
             )
+        elif style == HIDDEN:
+            paragraph = document.add_paragraph()
+            for piece, hidden in zip(text.split("|"), (None, True, False), strict=True):
+                paragraph.add_run(piece).font.hidden = hidden
         else:
             document.add_paragraph(text, style=style)
     if rows:  # a value of None: the cell before it spans this column too

@@ -21,6 +21,7 @@ from tests.office_maker import Formatted, SheetDrawing, SlideSpec, make_pptx, ma
 from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
 from tests.word_maker import (
     CHART,
+    HIDDEN,
     PICTURE,
     SMARTART,
     TEXT_BOX,
@@ -402,14 +403,24 @@ def test_what_a_sheet_draws_comes_first_in_its_section_in_reading_order() -> Non
 
 
 def test_what_excel_does_not_show_is_not_read() -> None:
-    """A drawing hidden in the Selection Pane (form controls are written as such), a slide's
-    hidden shape: drafts and spares nobody sees in the file."""
+    """A drawing hidden in the Selection Pane (form controls are written as such), Word's
+    hidden text, a slide's hidden shape: drafts and spares nobody sees in the file."""
     book = make_xlsx(
         {"S": [["Rows."]]},
         drawings={"S": SheetDrawing(text_boxes=[(1, "Shown")], hidden_text_boxes=[(2, "Draft")])},
     )
     assert parse_document(book, DocumentFormat.SHEETS, "x", LIMITS).sections[0].text == (
         "Shown\nRows."
+    )
+    word = rewritten(  # a table cell's run formatted hidden too
+        make_docx(
+            [(HIDDEN, "Shown.| Draft: do not ship.| Also shown.")],
+            rows=[["Owner", "Note"], ["team-pay", "SECRET"]],
+        ),
+        lambda xml: xml.replace(b"<w:t>SECRET", b"<w:rPr><w:vanish/></w:rPr><w:t>SECRET"),
+    )
+    assert parse_document(word, DocumentFormat.WORD, "x", LIMITS).sections[0].text == (
+        "Shown. Also shown.\nOwner | Note\nteam-pay"
     )
     deck = make_pptx([SlideSpec(title="T", texts=["Shown."], hidden_texts=["Draft: do not ship"])])
     assert parse_document(deck, DocumentFormat.SLIDES, "x", LIMITS).sections[0].text == "Shown."

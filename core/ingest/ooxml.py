@@ -161,6 +161,7 @@ class ZipPackage:
     def __init__(self, archive: zipfile.ZipFile) -> None:
         self._archive = archive
         self._listed: dict[str, dict[str, tuple[str, str]]] = {}  # by source, parsed once
+        self._given: set[str] = set()  # the parts `unread` has named
 
     def relations(self, source: str) -> Relations:
         """The relationships of the part named `source` (`xl/drawings/drawing1.xml`)."""
@@ -171,6 +172,13 @@ class ZipPackage:
         """The parts the part named `source` relates to as `kind` (the end of a relationship
         type, `/drawing`, as transitional and strict files both end it), in the order listed."""
         return [name for how, name in self.relationships(source).values() if how.endswith(kind)]
+
+    def unread(self, source: str, kind: str) -> list[str]:
+        """The parts `related` names that no earlier call named: a part many sheets share (a
+        hostile file's drawing or notes named ten thousand times) is read once per file."""
+        fresh = list(dict.fromkeys(n for n in self.related(source, kind) if n not in self._given))
+        self._given.update(fresh)
+        return fresh
 
     def relationships(self, source: str) -> dict[str, tuple[str, str]]:
         """Id -> (type, target part's name) of the part's relationships inside the file (""

@@ -56,17 +56,13 @@ class SheetDrawings:
         self._package = package
         self._deadline = deadline
         self._graphics = Graphics(deadline)
-        self._read: set[str] = set()
 
     def lines(self, sheet_part: str) -> list[str]:
         """The text drawn over the sheet stored as `sheet_part` (`xl/worksheets/sheet1.xml`),
         in reading order. The drawing is found by the sheet's relationships, not its XML,
         which openpyxl streams: parsing it whole would hold a long sheet in memory at once."""
         lines: list[str] = []
-        for name in self._package.related(sheet_part, _DRAWING_RELATIONSHIP):
-            if name in self._read:
-                continue
-            self._read.add(name)
+        for name in self._package.unread(sheet_part, _DRAWING_RELATIONSHIP):
             self._deadline.check()
             drawing = self._package.parsed(name)
             if drawing is not None:

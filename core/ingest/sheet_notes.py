@@ -40,16 +40,12 @@ class SheetNotes:
     def __init__(self, package: ZipPackage, deadline: Deadline) -> None:
         self._package = package
         self._deadline = deadline
-        self._read: set[str] = set()
 
     def of(self, sheet_part: str) -> Notes:
         """The notes of the sheet stored as `sheet_part`, by row. A notes part that is
         missing, damaged or not XML has none; a note on no valid cell is left out."""
         notes: Notes = defaultdict(list)
-        for name in self._package.related(sheet_part, _COMMENTS_RELATIONSHIP)[:1]:  # one
-            if name in self._read:
-                continue
-            self._read.add(name)
+        for name in self._package.unread(sheet_part, _COMMENTS_RELATIONSHIP)[:1]:  # one
             listed = self._package.parsed(name)
             for comment in () if listed is None else listed.iter(_COMMENT):
                 self._deadline.check()

@@ -742,6 +742,24 @@ def test_a_long_word_file_is_read_in_linear_time() -> None:
     assert doc.sections[-1].text.endswith("Line 19999.\nEnd.")
 
 
+def test_a_long_word_file_hiding_text_in_every_paragraph_is_read_in_linear_time() -> None:
+    """Each paragraph then read run by run: 20,000 of them, each with a hidden run."""
+    hiding = rewritten(
+        long_docx(20_000, heading_every=50),
+        lambda xml: xml.replace(
+            b"</w:t></w:r></w:p>",
+            b'</w:t></w:r><w:r><w:rPr><w:vanish/></w:rPr><w:t xml:space="preserve"> hidden</w:t>'
+            b"</w:r></w:p>",
+        ),
+    )
+    seconds, doc = timed_parse(hiding, DocumentFormat.WORD)
+    assert seconds < LINEAR_PARSE_CPU_S
+    assert isinstance(doc, ParsedDocument)
+    assert len(doc.sections) == 400
+    assert "hidden" not in doc.sections[-1].text
+    assert doc.sections[-1].text.endswith("Line 19999.\nEnd.")
+
+
 def test_a_sheet_declaring_the_largest_size_is_read_by_its_rows() -> None:
     """A sheet's XML may declare 16,384 columns around two: openpyxl padded every row to the
     declared width, 2 ms a row here, so 15,000 rows of a few hundred KB reached the parse

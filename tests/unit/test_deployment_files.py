@@ -15,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from bot.cli import app
+from core.backends.elasticsearch.schema import IndexNames
 from core.config_loader import ENV_ALIASES, SECRET_ENV_VARS, load_settings
 from tests.conftest import REPO
 
@@ -261,3 +262,16 @@ def test_each_long_running_service_probes_what_its_process_serves(name: str) -> 
     [probe] = _PROBED.findall(" ".join(SERVICES[name]["healthcheck"]["test"]))
     assert (int(probe[0]), probe[1] in paths) == (port, True)
     assert settings.metrics.host == "127.0.0.1"  # the probe runs in the container itself
+
+
+def test_the_readme_names_every_elasticsearch_state_index() -> None:
+    """Operators grant privileges and clean up by the README's list; three indices the backend
+    creates (`-pending-replies`, `-reply-owners`, `-askers`) had gone unnamed there."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    names = IndexNames("docbot")
+    unnamed = [
+        index
+        for index in names.state_indices()
+        if f"`{index.removeprefix('docbot')}`" not in readme and f"`{index}`" not in readme
+    ]
+    assert not unnamed, f"README.md's state indices lack {unnamed}"

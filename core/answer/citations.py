@@ -55,6 +55,11 @@ _DOT = "[.\uff0e\u3002\uff61]"
 # What a client's linkifier keeps reading as part of a URL; `(` and `[` too, so text glued to a
 # URL (`https://docs.example.com/guide(x`) is judged as the client would read it.
 _URL_CHARS = r"[^\s<>)\]\"'`|]"
+# A URL with a user part (`https://docs.example.com'@evil.example`): the host is what follows
+# the `@`, and clients link the whole run to it, quotes and brackets included, which
+# `_URL_CHARS` stops at (leaving `@evil.example` to read as an e-mail address). Judged whole,
+# and never allowed: a source's URL never carries credentials.
+_USERINFO_URL = rf"[a-z][a-z0-9+.-]{{0,31}}://[^\s<>/?#@]*@{_URL_CHARS}*"
 # Where scheme-less text starts a host: not inside a word or an e-mail address, nor at a later
 # part of a path (`node_modules/lodash.merge/index.js`) or of a host, whichever dot joins it
 # (each part of `a．a．a．...` read as a start would re-read the rest: quadratic).
@@ -77,7 +82,8 @@ _ANY_LINK = re.compile(
     r"|<a\b(?=[^<>]*+>)(?>[^<>]*?\bhref\s*+=\s*+[\"']?+(?P<href>[^\"'\s<>]*+)[^<>]*+>)"
     r"(?P<anchor_label>[^<\n]*+)</a\s*+>"
     r"|<(?P<angle>[a-z][a-z0-9+.-]*:[^<>|\s]*)(?:\|(?P<angle_label>[^<>]*))?>"
-    rf"|(?P<bare>[a-z][a-z0-9+.-]{{0,31}}://{_URL_CHARS}+"
+    rf"|(?P<bare>{_USERINFO_URL}"
+    rf"|[a-z][a-z0-9+.-]{{0,31}}://{_URL_CHARS}+"
     rf"|(?:javascript|vbscript|livescript|mailto):{_URL_CHARS}+"
     rf"|data:[\w.+-]+/[\w.+-]+[;,]{_URL_CHARS}*"
     rf"|(?<![:/])//{_HOST}{_URL_CHARS}*"

@@ -94,6 +94,14 @@ HOSTILE_LINKS = [
     "evil.example./login",
     "EVIL.EXAMPLE.:8443",
     "[x](evil.example./login)",
+    # A user part of characters a URL is usually cut at: clients link the whole run, to the host
+    # after the `@`, which alone reads as an e-mail address.
+    "https://'@evil.example",
+    'https://"@evil.example',
+    "https://)@evil.example",
+    "https://]@evil.example",
+    "https://|@evil.example",
+    "https://`@evil.example",
 ]
 PINGS = [
     "<!channel>",
@@ -124,7 +132,9 @@ PINGS = [
 
 _DOTS = "[.\uff0e\u3002\uff61]"
 _SCHEMED = re.compile(
-    r"[a-z][a-z0-9+.-]*\s*[:\uff1a]\s*//[^\s<>|)\]\"'`*]*"
+    # With a user part, a client links up to a space or `<`, whatever stands before the `@`.
+    r"[a-z][a-z0-9+.-]*\s*[:\uff1a]\s*//[^\s<>/?#@]*@[^\s<>|)\]\"'`*]*"
+    r"|[a-z][a-z0-9+.-]*\s*[:\uff1a]\s*//[^\s<>|)\]\"'`*]*"
     r"|(?:javascript|vbscript|data|mailto|file|tel)\s*:[^\s<>|)\]\"'`*]*",
     re.IGNORECASE,
 )
@@ -360,7 +370,18 @@ HOSTILE_TEXT_SIZE = 80_000
 LINEAR_CPU_BOUND_S = 3.0
 CRAFTED_TEXT = [
     ("", unit)
-    for unit in ("<a:", "a.", "[a](", "<a href=x>", "www.", "1.2.3.", "\n[1]: ", "//a.", "a@")
+    for unit in (
+        "<a:",
+        "a.",
+        "[a](",
+        "<a href=x>",
+        "www.",
+        "1.2.3.",
+        "\n[1]: ",
+        "//a.",
+        "a@",
+        "a://'",
+    )
 ] + [
     ("<a href", "="),
     ("<a ", "href=x "),

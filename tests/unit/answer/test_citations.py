@@ -195,6 +195,20 @@ def test_every_link_form_is_judged() -> None:
     assert kept == "<https://docs.example/1#part|the docs>"
 
 
+@pytest.mark.parametrize("glue", ["'", '"', ")", "]", "|", "`", ":x"])
+def test_a_source_origin_with_a_user_part_glued_on_is_not_its_link(glue: str) -> None:
+    """`https://docs.example.com'@evil.example` opens evil.example: what stands before the `@`
+    is a user name. With a bare origin as a source (a web result's, often), the allowed prefix
+    used to be kept and `@evil.example` left as an e-mail address, so clients linked the run."""
+    from core.answer.citations import check_links
+
+    origin = {"https://docs.example.com"}
+    checked = check_links(f"Portal: https://docs.example.com{glue}@evil.example.", origin)
+    assert "evil.example" not in checked
+    plain = "Mail help@docs.example.com or see https://docs.example.com."
+    assert check_links(plain, origin) == plain
+
+
 def test_nested_and_labelled_pings_are_defused() -> None:
     assert "<!channel>" not in defuse_pings("<<!here>!channel>")
     assert defuse_pings("hi <@U123|bob>") == "hi "

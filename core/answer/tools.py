@@ -72,6 +72,9 @@ _SAID = re.compile(
 # An environment variable's name and its value with only a space between (a shell's `export
 # NAME VALUE` typo, a pasted table): the value is looked at from every name, overlapping.
 _ENV_PAIR = re.compile(r"(?<![\w.-])(?P<key>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)[ \t]+(?=(?P<value>\S+))")
+# A credential word in any case, then its value with only a space between ("db password
+# Winter2024"): read from every word, overlapping, as `_ENV_PAIR` is.
+_WORD_PAIR = re.compile(r"(?<![\w.-])(?P<key>[A-Za-z][\w-]*)[ \t]+(?=(?P<value>\S+))")
 _KEY_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _ENV_VAR = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
 _CREDENTIAL_WORDS = frozenset(
@@ -87,6 +90,8 @@ _STRONG_CREDENTIAL_WORDS = frozenset(
     {"password", "passwd", "pwd", "passphrase", "secret", "token", "apikey"}
 )
 _CREDENTIAL_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey")
+_PASSWORD_SYMBOLS = frozenset("!@#$%^&*+=~?")
+_KEY_RUN_CHARS = 16  # letters and digits this long after "key": a key, not a version
 _MIN_SECRET_CHARS = 4  # "401" after "token:" is a status code, "hunter2" a password
 _TRAILING_PUNCTUATION = ".,;:!?)"
 
@@ -168,11 +173,33 @@ def _pastes_configuration(query: str) -> bool:
     ):
         return True
     # `ELASTICSEARCH_PASSWORD SECRETPW`: a shouted value after a shouted name is no sentence.
-    return any(
+    if any(
         _names_credential(m.group("key"))
         and (_looks_secret(m.group("value")) or _shouted(m.group("value")))
         for m in _ENV_PAIR.finditer(query)
+    ):
+        return True
+    return any(
+        _names_credential(m.group("key"), _STRONG_CREDENTIAL_WORDS)
+        and _password_shaped(m.group("value"))
+        for m in _WORD_PAIR.finditer(query)
     )
+
+
+def _password_shaped(value: str) -> bool:
+    """A value only a password or a key looks like, even after a lower-case "password" in a
+    sentence: small and capital letters with digits (`Winter2024`), letters and digits with a
+    symbol (`hunt3r!x`), or a long run of letters and digits (`3f9a8b7c6d5e4f3a2b1c`). Letters
+    and digits alone (`sha256`, `o200k`) are how algorithms and versions are named, so "password
+    sha256 hashing" still goes out."""
+    value = value.rstrip(_TRAILING_PUNCTUATION)
+    letters = any(c.isalpha() for c in value)
+    digits = any(c.isdigit() for c in value)
+    if not (letters and digits):
+        return False
+    cased = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    symbol = any(c in _PASSWORD_SYMBOLS for c in value)
+    return cased or symbol or (len(value) >= _KEY_RUN_CHARS and value.isalnum())
 
 
 def _shouted(value: str) -> bool:

@@ -5,8 +5,9 @@ closed here: any KEY=VALUE, KEY: VALUE, KEY := VALUE, KEY => VALUE, JSON `"key":
 `--key value`, "my DB_PASSWORD is VALUE" and `NAME VALUE` (a shouted environment variable
 name, a secret-looking or shouted value) whose key names a credential as a word part (after
 `_`, `-`, `.` or a camelCase hump) or at its end (PGPASSWORD); and environment-variable
-assignments in general; `Authorization` and Basic/Bearer credentials without a digit. Ordinary
-questions about passwords and tokens still go out.
+assignments in general; `Authorization` and Basic/Bearer credentials without a digit; and a
+credential word in any case followed by a value only a password or a key looks like ("db password
+Winter2024"). Ordinary questions about passwords and tokens still go out.
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ SECRET_REFUSAL = "looks like it contains a secret, token or key"
         "ELASTICSEARCH_PASSWORD SECRETPW",
         "export GITHUB_TOKEN abc12345",
         "PASSWORD hunter2!",
+        # a credential word in lower case, its value after a space
+        "db password Winter2024 postgres",
+        "password P@ssw0rd rejected",
+        "secret hunt3r!x",
+        "apikey 3f9a8b7c6d5e4f3a2b1c",
+        "login fails with token Ab12cd34",
         # HTTP credentials, with no digit in them
         "Authorization: Basic dXNlcjpwYXNz",
         "authorization: Bearer abcdefGHIJKLmn",
@@ -120,6 +127,13 @@ def test_pasted_credentials_never_go_out(query: str) -> None:
         "Authorization: required header missing",
         "the key is important",
         "SSL_ERROR_SYSCALL when connecting",
+        "password sha256 hashing",
+        "password bcrypt cost 12",
+        "token o200k_base tokenizer",
+        "secret v2 engine vault",
+        "token limit 4096",
+        "password hashing with PBKDF2 in Python3",
+        "API key for GPT-4o",
     ],
 )
 def test_questions_about_credentials_still_go_out(query: str) -> None:

@@ -37,6 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from core.cron import cron_trigger
 from core.domain.documents import LEARNED_SOURCE
+from core.domain.secrets import looks_like_key
 from core.domain.urls import is_local_url
 
 _DAY_S = 86_400
@@ -361,7 +362,7 @@ class SourceSettings(_Section):
     def _a_variable_name(cls, value: str | None) -> str | None:
         """The name of a variable, never the token: a pasted token would be shown by every
         message that names the variable, and saved in the sources' status file."""
-        if value is not None and not _VARIABLE_NAME.fullmatch(value):
+        if value is not None and (not _VARIABLE_NAME.fullmatch(value) or looks_like_key(value)):
             raise PydanticCustomError(
                 UNSHOWN_ERROR,
                 "token_env is the name of the environment variable that holds the token "

@@ -23,6 +23,7 @@ except ImportError:  # a PyYAML built without libyaml
 from pydantic import BaseModel, ValidationError
 
 from core.config import HTTP_URL_ERROR, UNSHOWN_ERROR, Settings
+from core.domain.secrets import looks_like_key
 from core.domain.urls import redact_url
 from core.errors import ConfigError
 
@@ -351,6 +352,8 @@ def _describe(exc: ValidationError, origins: _Origins) -> str:
         value = err.get("input")
         if isinstance(value, dict) or err["type"] == UNSHOWN_ERROR:
             got = ""
+        elif isinstance(value, str) and looks_like_key(value):
+            got = " (got what looks like a key or token: not shown)"
         elif err["type"] == HTTP_URL_ERROR and isinstance(value, str):
             got = f" (got {redact_url(value)!r})"
         else:

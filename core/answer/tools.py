@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.domain.learned import normalise_keyword
+from core.domain.secrets import KEY_PREFIXED
 from core.errors import InvalidKeyword, ToolInputError
 
 SEARCH_TOOL = "search_knowledge_base"
@@ -45,8 +46,7 @@ _URL = re.compile(
 _CREDENTIALS = re.compile(r"\S+:\S+@\S+|(?:^|\s)-p\S{4,}")  # user:password@host, -pSECRET
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
 _SECRET = re.compile(
-    r"\b(?:sk-|sk_live_|sk_test_|pk_live_|rk_live_|pplx-|xox[abposr]-|xapp-|ghp_|gho_|ghu_|ghs_"
-    r"|ghr_|github_pat_|glpat-|(?-i:AKIA|ASIA|AIza))[A-Za-z0-9_\-]{8,}"
+    rf"\b{KEY_PREFIXED}"
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY"
     # Basic/Bearer and a credential: no plain word (`basic authentication`), but anything with a

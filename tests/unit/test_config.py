@@ -440,9 +440,20 @@ def test_a_confluence_location_with_a_password_is_refused(tmp_path: Path) -> Non
     assert "hunter2" not in str(caught.value)
 
 
-def test_a_token_written_where_its_variables_name_goes_is_never_shown(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "token",
+    [
+        "ghp_R3alT0kenValue1234567890abc-def",
+        # shaped like a variable's name: only its prefix or its mix of letters and digits tells
+        "ghp_SECRETSECRETSECRET1234",
+        "github_pat_11ABCDEFG0123456789_abcdefghijkl",
+        "Xk9pQ2mT7vB4nL8rW3zYa",
+    ],
+)
+def test_a_token_written_where_its_variables_name_goes_is_never_shown(
+    tmp_path: Path, token: str
+) -> None:
     file = tmp_path / "config.yaml"
-    token = "ghp_R3alT0kenValue1234567890abc-def"
     file.write_text(
         "sources:\n  guides:\n    type: git\n    location: [https://github.com/acme/g.git]\n"
         f"    token_env: {token}\n"
@@ -454,8 +465,25 @@ def test_a_token_written_where_its_variables_name_goes_is_never_shown(tmp_path: 
         "environment variable that holds the token (such as GITHUB_TOKEN), not the token "
         f"itself, from {file}"
     )
-    file.write_text(file.read_text().replace(token, "GITHUB_TOKEN"))
-    assert load_settings(file, environ={}).sources["guides"].token_env == "GITHUB_TOKEN"
+    for name in ("GITHUB_TOKEN", "ConfluenceApiToken2024"):  # odd names, but names
+        file.write_text(file.read_text().replace(token, name))
+        assert load_settings(file, environ={}).sources["guides"].token_env == name
+        token = name
+
+
+def test_a_key_pasted_into_any_setting_is_not_echoed(tmp_path: Path) -> None:
+    """An error names the setting and says what is wrong, but a value shaped like an issued key
+    (a newcomer's `provider: sk-ant-...`) is not repeated into the terminal and the logs."""
+    file = tmp_path / "config.yaml"
+    file.write_text("answers:\n  provider: sk-ant-api03-AbCdEf0123456789\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value).startswith("invalid configuration: answers.provider: ")
+    assert "got what looks like a key or token: not shown" in str(caught.value)
+    assert "AbCdEf0123456789" not in str(caught.value)
+    file.write_text("answers:\n  provider: claud\n")
+    with pytest.raises(ConfigError, match="got 'claud'"):
+        load_settings(file, environ={})
 
 
 def test_an_option_of_another_type_of_source_is_an_error(tmp_path: Path) -> None:

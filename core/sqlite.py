@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -79,7 +80,7 @@ def connect_store(
     try:
         return _connect(path, str(path), busy_timeout_ms, if_damaged, rebuildable)
     except InaccessibleFile as exc:
-        if exc.code != sqlite3.SQLITE_READONLY_DIRECTORY or _has_log(path):
+        if not _in_read_only_folder(path, exc.code) or _has_log(path):
             raise
     _read_only_folder(path.parent.resolve())
     snapshot = f"{path.resolve().as_uri()}?immutable=1"
@@ -111,6 +112,17 @@ def _connect(
         db.close()
         raise
     return db
+
+
+def _in_read_only_folder(path: Path, code: int) -> bool:
+    """Whether opening failed only because nothing can be written beside the file: a folder
+    without write permission (SQLite says so), or a read-only mount (a Docker `:ro` volume),
+    where SQLite can't make its shared-memory file and says only that it can't open."""
+    if code == sqlite3.SQLITE_READONLY_DIRECTORY:
+        return True
+    return (
+        code == sqlite3.SQLITE_CANTOPEN and path.is_file() and not os.access(path.parent, os.W_OK)
+    )
 
 
 def _has_log(path: Path) -> bool:

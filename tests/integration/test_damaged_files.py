@@ -193,6 +193,36 @@ def test_a_read_only_data_folder_still_searches_and_answers(data: Path) -> None:
     ]
 
 
+def _read_only_mount(folder: Path) -> list[str]:
+    """The command prefix that runs its command with `folder` mounted read-only (as a Docker
+    `:ro` volume is), in a mount namespace of its own; skips where none can be made."""
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    prefix = ["unshare", "--map-root-user", "--mount", "sh", "-c", script, str(folder)]
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here to make a read-only mount with")
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"no read-only mount can be made here: {probe.stderr.strip()}")
+    return prefix
+
+
+def test_a_data_folder_on_a_read_only_mount_still_searches(data: Path) -> None:
+    """On a read-only mount SQLite can't make its shared-memory file and says only "unable to
+    open database file" (not, as for a folder without write permission, that the folder is
+    read-only): every read-only command failed, telling the user to make it writable."""
+    prefix = _read_only_mount(data)
+    search = _bot(data, "search", "re-ingest", wrapper=prefix)
+    assert search.returncode == 0, search.stderr
+    assert "Re-ingesting" in search.stdout
+    assert f"{data} is read-only: its SQLite files are read as they are now" in search.stderr
+    ask = _bot(data, "ask", "How do I re-ingest changed documents?", wrapper=prefix)
+    assert ask.returncode == 0, ask.stderr
+    assert "Re-ingesting" in ask.stdout
+    ingest = _bot(data, "ingest", str(REPO / "docs"), wrapper=prefix)
+    assert ingest.returncode == 2
+    assert "must be writable by this user" in one_error_line(ingest)
+
+
 def _as_an_older_version_left_it(state: Path) -> None:
     """The state file as a release before the answer log's columns and the re-check table
     left it, holding one logged answer."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -36,6 +36,7 @@ EXIT_USER_ERROR = 2
 # The long-running processes (the Procfile's), whose logs an operator reads; every other
 # command is one-shot and ends in its own one-line outcome.
 SERVICES = ("slack", "discord", "clock")
+_Text = TypeVar("_Text", str, str | None, list[str] | None)
 
 
 class _State:
@@ -68,6 +69,17 @@ def shown(text: str, style: str | Style = "") -> Text:
     would stop the command, a `[link=...]` would make a link), and without the characters a
     terminal acts on (`printable`)."""
     return Text(printable(text), style=style)
+
+
+def typed_text(value: _Text) -> _Text:
+    """A question, a query or a name as the user meant it: bytes the terminal sent that are not
+    UTF-8 (a Latin-1 terminal's `café`) reach Python as lone surrogates, which no tokenizer or
+    database accepts; each becomes U+FFFD, as `bot chat` reads such a line."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [typed_text(item) for item in value]
+    return value
 
 
 def when(timestamp: float) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from bot.cli.app import EXIT_USER_ERROR, app, err, out, state
+from bot.cli.app import EXIT_USER_ERROR, app, err, out, state, typed_text
 from bot.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -25,10 +25,15 @@ PROMPT = "[bold]> [/bold]"
 
 @app.command()
 def ask(
-    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    question: Annotated[
+        str, typer.Argument(help="The question, in plain words.", callback=typed_text)
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="The whole answer object.")] = False,
     conversation: Annotated[
-        str | None, typer.Option(help="Continue a conversation: earlier turns are context.")
+        str | None,
+        typer.Option(
+            help="Continue a conversation: earlier turns are context.", callback=typed_text
+        ),
     ] = None,
 ) -> None:
     """Ask a question; the answer cites its sources (the same path as Slack and Discord)."""
@@ -43,7 +48,9 @@ def ask(
 
 @app.command()
 def chat(
-    conversation: Annotated[str | None, typer.Option(help="Resume a conversation by name.")] = None,
+    conversation: Annotated[
+        str | None, typer.Option(help="Resume a conversation by name.", callback=typed_text)
+    ] = None,
 ) -> None:
     """A conversation in the terminal: ask follow-ups; an empty line or Ctrl-D ends it."""
     asyncio.run(_converse(None, False, conversation))

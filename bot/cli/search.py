@@ -15,18 +15,25 @@ from core.domain.text import clip, printable
 if TYPE_CHECKING:
     from core.domain.documents import IndexStats, SearchHit
 
-from bot.cli.app import EXIT_USER_ERROR, app, err, out, shown, state
+from bot.cli.app import EXIT_USER_ERROR, app, err, out, shown, state, typed_text
+
+_EMPTY = (
+    "the knowledge base is empty: nothing has been ingested into {location} yet. "
+    "Run `bot ingest PATH` (a folder, a file or a URL) to add documents."
+)
 
 
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="What to look for.")],
+    query: Annotated[str, typer.Argument(help="What to look for.", callback=typed_text)],
     k: Annotated[int, typer.Option("-k", min=1, max=100, help="How many hits.")] = 5,
     explain: Annotated[
         bool, typer.Option(help="Show BM25 rank, vector rank and fused score of each hit.")
     ] = False,
     mode: Annotated[SearchMode, typer.Option(help="Which side(s) to search.")] = SearchMode.HYBRID,
-    source: Annotated[list[str] | None, typer.Option(help="Only these sources.")] = None,
+    source: Annotated[
+        list[str] | None, typer.Option(help="Only these sources.", callback=typed_text)
+    ] = None,
     learned: Annotated[
         bool | None, typer.Option("--learned/--not-learned", help="Only (or no) learned entries.")
     ] = None,
@@ -37,34 +44,39 @@ def search(
         err.print("error: the query is empty", soft_wrap=True)
         raise typer.Exit(EXIT_USER_ERROR)
     filters = SearchFilters(sources=tuple(source or ()), learned=learned)
-    hits, why_none = asyncio.run(_search(query, k, mode, filters))
+    hits, why_none, empty_index = asyncio.run(_search(query, k, mode, filters))
     if as_json:
         out.print_json(json.dumps([_hit_json(h) for h in hits]))
+    elif empty_index:
+        err.print(shown(f"error: {why_none}"), soft_wrap=True)
     elif not hits:
         out.print(shown(why_none), soft_wrap=True)  # it names the sources asked for
     else:
         _print_hits(hits, explain)
+    if empty_index:  # a setup to finish, not an answer: a script must not read it as one
+        raise typer.Exit(EXIT_USER_ERROR)
 
 
 async def _search(
     query: str, k: int, mode: SearchMode, filters: SearchFilters
-) -> tuple[list[SearchHit], str]:
-    """The hits, and when there are none, why: an empty index and a filter that matches no
-    document call for different actions, and "no results" alone names neither."""
+) -> tuple[list[SearchHit], str, bool]:
+    """The hits, and when there are none, why, and whether it is because the index is empty:
+    an empty index and a filter that matches no document call for different actions, and "no
+    results" alone names neither."""
     from bot.runtime import opened
 
     async with opened(state.settings) as rt:
         index = rt.backend.index
         hits = await index.search(query, k=k, mode=mode, filters=filters)
-        return hits, "" if hits else _no_hits_reason(await index.stats(), filters, index.location)
+        if hits:
+            return hits, "", False
+        stats = await index.stats()
+        if not stats.chunks:
+            return hits, _EMPTY.format(location=index.location), True
+        return hits, _no_hits_reason(stats, filters), False
 
 
-def _no_hits_reason(stats: IndexStats, filters: SearchFilters, location: str) -> str:
-    if not stats.chunks:
-        return (
-            f"The knowledge base is empty: nothing has been ingested into {location} yet. "
-            "Run `bot ingest PATH` (a folder, a file or a URL) to add documents."
-        )
+def _no_hits_reason(stats: IndexStats, filters: SearchFilters) -> str:
     unknown = [name for name in filters.sources if name not in stats.sources]
     if unknown and len(unknown) == len(filters.sources):
         indexed = ", ".join(f"{name} ({n} passages)" for name, n in sorted(stats.sources.items()))

@@ -230,12 +230,38 @@ def test_search_names_the_filter_that_matched_nothing(tmp_path: Path) -> None:
     assert "Has anything been ingested" not in result.stdout
 
 
-def test_search_on_an_empty_index_says_where_it_is(tmp_path: Path) -> None:
+def test_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path: Path) -> None:
+    """A Latin-1 terminal sends `café` as the byte E9, which reaches Python as a lone surrogate:
+    the tokenizer refused it ("unexpected TypeError") and SQLite too ("surrogates not
+    allowed"). Each such byte is read as U+FFFD, as `bot chat` reads such a line."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Coffee\n\nThe coffee machine is on the third floor.\n")
+    assert run_bot(["ingest", str(docs)], tmp_path).returncode == 0
+    latin1 = "coffee caf\udce9"  # subprocess sends it as the byte E9, as such a terminal does
+    search = run_bot(["search", latin1, "--source", "caf\udce9"], tmp_path)
+    assert search.returncode == 0, search.stderr
+    assert "No document has the source 'caf\ufffd'" in search.stdout
+    found = run_bot(["search", latin1], tmp_path)
+    assert (found.returncode, found.stderr) == (0, ""), found.stderr
+    assert "third floor" in found.stdout
+    ask = run_bot(["ask", latin1, "--conversation", "caf\udce9"], tmp_path)
+    assert ask.returncode == 0, ask.stderr
+    assert "third floor" in ask.stdout
+
+
+def test_search_on_an_empty_index_says_where_it_is_and_fails(tmp_path: Path) -> None:
+    """A setup to finish, not a result: exit 2 with the one line saying what to do, so a
+    script (a deploy's smoke test) can tell an empty index from a query that matched nothing."""
     result = run_bot(["search", "widgets"], tmp_path)
-    assert result.returncode == 0
-    said = " ".join(result.stdout.split())
-    assert f"nothing has been ingested into {tmp_path / 'data' / 'index.sqlite'} yet" in said
-    assert "bot ingest" in result.stdout
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.startswith("error: the knowledge base is empty: nothing has been ingested into ")
+    assert f"{tmp_path / 'data' / 'index.sqlite'} yet" in line
+    assert "bot ingest" in line
+    assert result.stdout == ""
+    as_json = run_bot(["search", "widgets", "--json"], tmp_path)
+    assert (as_json.returncode, json.loads(as_json.stdout)) == (2, [])
 
 
 def _modules_after(

@@ -24,9 +24,11 @@ log = structlog.get_logger(__name__)
 
 
 def slack_error(exc: SlackApiError) -> str:
-    """Slack's error code, also when the response was not JSON (a proxy's HTML page, a 405)."""
+    """Slack's error code, also when the response was not JSON (a proxy's HTML page, a 405) or
+    said no code (the SDK reads an HTML page as an empty object)."""
     data = getattr(exc.response, "data", None)
-    return str(data.get("error")) if isinstance(data, dict) else f"HTTP {exc.response.status_code}"
+    code = data.get("error") if isinstance(data, dict) else None
+    return str(code) if code else f"HTTP {exc.response.status_code}"
 
 
 class AnswerProgressMessage:

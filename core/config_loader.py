@@ -82,6 +82,7 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         raise ConfigError(f"{file}: 'secrets' can't be set in the file; use environment variables")
     _reject_secret_keys(origins.file_data, str(file))
     data = copy.deepcopy(origins.file_data)
+    _blank_sections_as_empty(data)
     for key, raw in env.items():
         parts = _setting_of(key)
         if parts is not None:
@@ -284,6 +285,22 @@ def _env_value(raw: str, declared: Any) -> Any:
 _YAML_NULLS = frozenset({"null", "Null", "NULL", "~"})
 
 
+def _blank_sections_as_empty(data: dict[str, Any], parts: tuple[str, ...] = ()) -> None:
+    """A section left with every key commented out (`search:` and nothing under it) reads as
+    YAML's null; it means the defaults, as a section left out does, not "a section must be a
+    mapping". Only where a section, or a mapping of named ones (`sources:`), is declared."""
+    for key, value in data.items():
+        declared = _declared_type([*parts, str(key)])
+        if value is None and not _is_optional(declared):
+            section = _without_none(declared)
+            if get_origin(section) is dict or (
+                isinstance(section, type) and issubclass(section, BaseModel)
+            ):
+                data[key] = {}
+        elif isinstance(value, dict):
+            _blank_sections_as_empty(value, (*parts, str(key)))
+
+
 def _declared_type(parts: list[str]) -> Any:
     """The type `Settings` declares at a key path, or None when the path names no setting."""
     declared: Any = Settings
@@ -350,6 +367,11 @@ def _describe(exc: ValidationError, origins: _Origins) -> str:
             problems.append(f"{key}: {unknown}{where}")
             continue
         value = err.get("input")
+        if "input" in err and value is None:  # `data_dir:` with nothing after it
+            problems.append(
+                f"{key}: left empty; give it a value, or leave it out for the default{where}"
+            )
+            continue
         if isinstance(value, dict) or err["type"] == UNSHOWN_ERROR:
             got = ""
         elif isinstance(value, str) and looks_like_key(value):

@@ -486,6 +486,29 @@ def test_a_key_pasted_into_any_setting_is_not_echoed(tmp_path: Path) -> None:
         load_settings(file, environ={})
 
 
+def test_a_section_left_with_every_key_commented_out_means_its_defaults(tmp_path: Path) -> None:
+    """`search:` with nothing under it is YAML's null: it was refused as "Input should be a
+    valid dictionary or instance of SearchSettings"; a newcomer commenting keys out meant the
+    defaults. A setting left empty is refused in plain words, wherever it was left empty."""
+    file = tmp_path / "config.yaml"
+    file.write_text("search:\n  # top_k: 8\nsources:\nanswers:\n  limits:\n")
+    settings = load_settings(file, environ={"BOT_SEARCH__RRF_K": "40"})
+    assert settings.search.rrf_k == 40
+    assert settings.search.top_k == Settings().search.top_k
+    assert settings.sources == {}
+    assert settings.answers.limits == Settings().answers.limits
+    file.write_text("storage:\n  data_dir:\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(file, environ={})
+    assert str(caught.value) == (
+        "invalid configuration: storage.data_dir: left empty; give it a value, or leave it out "
+        f"for the default, from {file}"
+    )
+    file.write_text("")
+    with pytest.raises(ConfigError, match=r"search\.top_k: left empty; .*from BOT_SEARCH__TOP_K"):
+        load_settings(file, environ={"BOT_SEARCH__TOP_K": ""})
+
+
 def test_an_option_of_another_type_of_source_is_an_error(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     file.write_text(

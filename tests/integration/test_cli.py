@@ -63,7 +63,7 @@ def test_ingest_then_search_the_bundled_docs(env: dict[str, str]) -> None:
 
 def test_search_on_an_empty_index_says_what_to_do(env: dict[str, str]) -> None:
     result = runner.invoke(app, ["search", "anything"])
-    assert result.exit_code == 0
+    assert result.exit_code == 2
     assert "bot ingest" in result.output
 
 

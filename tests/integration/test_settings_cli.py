@@ -28,8 +28,11 @@ def test_someone_elses_bot_variables_leave_every_command_alone(
 ) -> None:
     monkeypatch.setenv("BOT_TOKEN", "xyz")
     monkeypatch.setenv("BOT_DEBUG", "1")
-    result = runner.invoke(app, ["search", "foo"])
+    ingested = runner.invoke(app, ["ingest", str(env)])
+    assert ingested.exit_code == 0, ingested.output
+    result = runner.invoke(app, ["search", "installer"])
     assert result.exit_code == 0, result.output
+    assert "Run the installer" in result.output
 
 
 @pytest.mark.parametrize("url", ["handbook.example.com", "not a url", "https://"])

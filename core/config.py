@@ -110,6 +110,18 @@ def named_path(value: object) -> object:
 
 
 UserPath = Annotated[Path, BeforeValidator(named_path), AfterValidator(home_expanded)]
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]+")
+
+
+def header_value(value: str) -> str:
+    """Text sent as an HTTP header (`ingest.user_agent`): one line of printable ASCII. A line
+    break or a non-ASCII letter was accepted here and then failed every fetch of every URL."""
+    if not _HEADER_VALUE.fullmatch(value):
+        raise ValueError("must be one line of printable ASCII: it is sent as an HTTP header")
+    return value
+
+
+HeaderText = Annotated[str, AfterValidator(header_value)]
 
 
 def _scalar_types(annotation: object) -> set[object]:
@@ -418,7 +430,7 @@ class IngestSettings(_Section):
     default_source: str = Field("docs", min_length=1, max_length=100)
     max_file_bytes: int = Field(20_000_000, ge=1)
     url_timeout_s: float = Field(20.0, gt=0)
-    user_agent: str = "docbot-ingest/0.1"
+    user_agent: HeaderText = "docbot-ingest/0.1"
     progress_min_items: int = Field(20, ge=0)
     url_deadline_s: float = Field(60.0, gt=0)
     parse_timeout_s: float = Field(30.0, gt=0)

@@ -509,6 +509,19 @@ def test_a_section_left_with_every_key_commented_out_means_its_defaults(tmp_path
         load_settings(file, environ={"BOT_SEARCH__TOP_K": ""})
 
 
+@pytest.mark.parametrize("agent", ["docbot\nX-Injected: 1", "docbot/1.0 (équipe)", "docbot\x7f"])
+def test_a_user_agent_no_http_header_can_carry_is_refused_at_load(
+    tmp_path: Path, agent: str
+) -> None:
+    """It was accepted, then every URL's fetch failed with httpx's LocalProtocolError."""
+    file = tmp_path / "config.yaml"
+    file.write_text("")
+    with pytest.raises(ConfigError, match=r"ingest\.user_agent: must be one line of printable"):
+        load_settings(file, environ={"BOT_INGEST__USER_AGENT": agent})
+    file.write_text("ingest:\n  user_agent: 'docbot/1.0 (+https://wiki.example.com/bot)'\n")
+    assert load_settings(file, environ={}).ingest.user_agent.startswith("docbot/1.0 (+https")
+
+
 def test_an_option_of_another_type_of_source_is_an_error(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     file.write_text(

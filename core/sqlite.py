@@ -77,6 +77,13 @@ def connect_store(
             path,
             sqlite3.SQLITE_CANTOPEN,
         ) from exc
+    if path.is_dir():  # `search.sqlite_path: /srv/docbot`: SQLite would say only "can't open"
+        raise InaccessibleFile(
+            f"{path} is a folder: it must name a file (the folder for them all is "
+            "storage.data_dir)",
+            path,
+            sqlite3.SQLITE_CANTOPEN,
+        )
     try:
         return _connect(path, str(path), busy_timeout_ms, if_damaged, rebuildable)
     except InaccessibleFile as exc:

@@ -162,6 +162,17 @@ def test_a_data_dir_that_cannot_be_used_is_one_line_naming_the_setting(
     assert ("it is a file" in line) == (make == "file")
 
 
+def test_an_index_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
+    """`search.sqlite_path: /srv/docbot` said "can't open ... must be readable and writable by
+    this user", sending its reader to the permissions of a folder that had none wrong."""
+    result = run_bot(["search", "anything"], tmp_path, BOT_SEARCH__SQLITE_PATH=str(tmp_path))
+    assert result.returncode == 2
+    assert one_error_line(result) == (
+        f"error: {tmp_path} is a folder: it must name a file (the folder for them all is "
+        "storage.data_dir)"
+    )
+
+
 def test_v_adds_the_traceback_to_the_same_line(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("x")

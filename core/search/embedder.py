@@ -193,11 +193,19 @@ class MiniLMEmbedder:
     def dimensions(self) -> int:
         return MINILM_DIMENSIONS
 
-    def embed_sync(self, texts: Sequence[str], progress: Progress | None = None) -> Vectors:
-        """Embed in batches of similar length, so little compute goes to padding."""
+    def embed_sync(
+        self,
+        texts: Sequence[str],
+        progress: Progress | None = None,
+        abandoned: threading.Event | None = None,
+    ) -> Vectors:
+        """Embed in batches of similar length, so little compute goes to padding. Stops
+        between batches once `abandoned` is set: nobody waits for the rest."""
         out = np.zeros((len(texts), MINILM_DIMENSIONS), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self._batch_size):
+            if abandoned is not None and abandoned.is_set():
+                raise asyncio.CancelledError("embedding abandoned by its caller")
             idx = order[start : start + self._batch_size]
             out[idx] = self._run([texts[i] for i in idx])
             if progress is not None:
@@ -222,7 +230,15 @@ class MiniLMEmbedder:
     async def embed_documents(
         self, texts: Sequence[str], progress: Progress | None = None
     ) -> Vectors:
-        return await asyncio.to_thread(self.embed_sync, list(texts), progress)
+        """In a worker thread, which a cancelled caller (Ctrl-C during an ingest) stops after
+        its current batch: a thread can't be interrupted, and the process waits for it before
+        it exits (an ingest's group of 256 passages kept Ctrl-C waiting 6 s)."""
+        abandoned = threading.Event()
+        try:
+            return await asyncio.to_thread(self.embed_sync, list(texts), progress, abandoned)
+        except asyncio.CancelledError:
+            abandoned.set()
+            raise
 
     async def embed_query(self, text: str) -> Vectors:
         vectors = await asyncio.to_thread(self._run, [text], query=True)

@@ -189,3 +189,31 @@ async def test_another_truncation_is_another_model(tmp_path: Path) -> None:
     assert cache.get_many([content_hash(long_text)])  # stored for the native length
     other = EmbeddingCache(cache_path, short.model_id, MINILM_DIMENSIONS)
     assert other.get_many([content_hash(long_text)]) == {}
+
+
+async def test_a_cancelled_embedding_stops_after_its_current_batch() -> None:
+    """Ctrl-C during an ingest cancels the task awaiting the embedding, but not the worker
+    thread running it, which the process waits for before it exits: it went on through every
+    batch of its group (Ctrl-C took 6 s), and now stops at the next batch boundary. The first
+    batch's progress report holds the thread until the task is cancelled."""
+    import asyncio
+    import threading
+
+    embedder = MiniLMEmbedder(batch_size=2, max_tokens=256, threads=1)
+    texts = [f"passage number {i} about deploying" for i in range(8)]  # 4 batches of 2
+    reached_first, cancelled = threading.Event(), threading.Event()
+    batches = []
+
+    def progress(done: int) -> None:
+        batches.append(done)
+        reached_first.set()
+        cancelled.wait(timeout=30)
+
+    task = asyncio.create_task(embedder.embed_documents(texts, progress))
+    assert await asyncio.to_thread(reached_first.wait, 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    cancelled.set()  # the thread goes on from the first batch's report
+    await asyncio.sleep(1.0)  # ample for the three tiny batches left, had it gone on
+    assert batches == [2]

@@ -67,6 +67,10 @@ _STRUCTURAL_TERMS = frozenset(
     {"follow", "step", "exampl", "option", "way", "summari", "note", "list"}
     | {"quot", "written", "passag", "sourc", "search", "result"}
 )
+# Lines that start a block of their own (a list item, a heading, a table row, a block quote, a
+# fence), and lines after which the next is a block of its own (a heading, a table row).
+_STARTS_BLOCK = re.compile(r"[ \t]*(?:[-*+•][ \t]|\d{1,9}[.)][ \t]|#|\||>|```)")
+_ENDS_BLOCK = re.compile(r"[ \t]*(?:#|\|)")
 # "unused" says "not used": read as a negation against a side that has the bare word.
 _NEGATING_PREFIX = "un"
 _NEGATED_CONTRACTION = re.compile(r"\w+n['’]t\b", re.IGNORECASE)
@@ -213,7 +217,8 @@ def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:
         return True
     if _lead_in(body) or sentence.lstrip().startswith("#"):
         return len(said - _STRUCTURAL_TERMS) > settings.max_framing_terms
-    return len(said) >= settings.min_terms
+    # A figure is a claim however few words carry it: "- Up to 500." was kept unchecked.
+    return len(said) >= settings.min_terms or bool(_numbers(body))
 
 
 def _answers_yes_or_no(body: str) -> bool:
@@ -257,9 +262,42 @@ class _Passage:
 def _passage(source: NumberedSource) -> _Passage:
     text = source.hit.chunk.text
     split = tuple(
-        (s, frozenset(terms(s))) for piece, _ in sentences(text) for s in piece.split("\n") if s
+        (s, frozenset(terms(s)))
+        for piece, _ in sentences(_unwrapped(text))
+        for s in piece.split("\n")
+        if s
     )
     return _Passage(source.number, text, split)
+
+
+def _unwrapped(text: str) -> str:
+    """`text` with the line breaks of hard-wrapped paragraphs (Markdown written at 100 columns)
+    joined, outside fenced code: read line by line, "the answer is" and "not accepted until"
+    on the next line were two sentences, and a claim leaving out the "not" was supported by
+    the first. A line that starts a block (a list item, a heading, a table row, a quote) or
+    follows a heading or a table row stays on its own."""
+    pieces: list[str] = []
+    position = 0
+    for fence in FENCED.finditer(text):
+        pieces += [_joined_lines(text[position : fence.start()]), fence.group(0)]
+        position = fence.end()
+    return "".join([*pieces, _joined_lines(text[position:])])
+
+
+def _joined_lines(prose: str) -> str:
+    lines: list[str] = []
+    for line in prose.split("\n"):
+        previous = lines[-1] if lines else ""
+        if (
+            previous.strip()
+            and line.strip()
+            and not _STARTS_BLOCK.match(line)
+            and not _ENDS_BLOCK.match(previous)
+        ):
+            lines[-1] = f"{previous.rstrip()} {line.strip()}"
+        else:
+            lines.append(line)
+    return "\n".join(lines)
 
 
 def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tuple[float, str]:
@@ -281,15 +319,25 @@ def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tupl
 
 
 def _code_support(block: str, passage: _Passage, settings: GroundingSettings) -> tuple[float, str]:
-    """A code block is supported when most of its lines are in the passage as written."""
+    """A code block is supported when most of its lines are in the passage as written, each
+    whole (not inside a longer word). Lines without a letter or digit (`-`, `}`) count for
+    nothing either way: padded with them, an invented `rm -rf .bot/` passed the share."""
     lines = [" ".join(line.split()) for line in block.split("\n")[1:] if line.strip()]
     lines = [line.removesuffix(FENCE).strip() for line in lines if not line.startswith(FENCE)]
+    lines = [line for line in lines if WORD.search(line)]
     if not lines:
         return 0.0, ""
     flat = " ".join(passage.text.split())
-    found = [line for line in lines if line in flat]
+    found = [line for line in lines if _whole_in(line, flat)]
     share = len(found) / len(lines)
     return (share, found[0]) if share >= settings.code_line_share else (0.0, "")
+
+
+def _whole_in(line: str, text: str) -> bool:
+    """Whether `line` stands in `text` not as part of a longer word (`a` is in any text)."""
+    start = r"(?<!\w)" if line[0].isalnum() or line[0] == "_" else ""
+    end = r"(?!\w)" if line[-1].isalnum() or line[-1] == "_" else ""
+    return re.search(start + re.escape(line) + end, text) is not None
 
 
 def _quote(sentence: str, passage: _Passage, limit: int) -> str:
@@ -298,7 +346,7 @@ def _quote(sentence: str, passage: _Passage, limit: int) -> str:
     bare = LINE_PREFIX.sub("", sentence, count=1).strip()
     return (
         clip(bare, limit, ellipsis="")
-        if bare in passage.text
+        if " ".join(bare.split()) in " ".join(passage.text.split())
         else clip(sentence, limit, ellipsis="")
     )
 

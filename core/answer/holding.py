@@ -58,6 +58,11 @@ class SourceHolding:
             trace.notes.append(
                 f"{grounded.unsupported} of the model's statements are not in the sources: left out"
             )
+        if claimed is AnswerStatus.NOT_FOUND:
+            # The model's own verdict stands: a sentence it wrote to say so ("Not covered.")
+            # can share its one content word with a passage that says something else.
+            answer = Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, mode)
+            return self.completed(answer, numbered, CLOSEST_QUOTED)
         if grounded.supported:
             complete = not grounded.unsupported and claimed in (None, AnswerStatus.ANSWERED)
             respond = RespondInput(
@@ -68,7 +73,7 @@ class SourceHolding:
             # The grounding decoded the model's entities already (`ground`): not twice.
             answer = checked_answer(respond, registry, mode, decoded=True)
             return self.completed(answer, numbered, ALSO_QUOTED)
-        if grounded.says_not_found or claimed is AnswerStatus.NOT_FOUND:
+        if grounded.says_not_found:
             answer = Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, mode)
             return self.completed(answer, numbered, CLOSEST_QUOTED)
         return self.quoted(numbered, UNSUPPORTED)
@@ -77,8 +82,12 @@ class SourceHolding:
         """`answer` followed by the top documents' passages it does not cite, quoted (what the
         answer with no model would show), and the rest of what the model read, listed."""
         passages = self._settings.extractive_passages
-        cited = {c.doc_id for c in answer.citations}
-        missing = [s for s in top_documents(numbered, passages) if s.hit.chunk.doc_id not in cited]
+        # By passage: an answer citing a document's second passage still quotes its first,
+        # which the answer with no model would have shown (by document, it did not).
+        cited = {c.chunk_id for c in answer.citations}
+        missing = [
+            s for s in top_documents(numbered, passages) if s.hit.chunk.chunk_id not in cited
+        ]
         if missing:
             lines, citations = quoted(
                 missing,

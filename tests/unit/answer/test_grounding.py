@@ -312,3 +312,95 @@ def test_a_lead_in_restating_the_question_is_left_out_without_a_mark_against_the
     grounded = ground(answer, numbered(INGEST), SETTINGS)
     assert grounded.text == "- Skip unchanged documents [1]."
     assert (grounded.supported, grounded.unsupported) == (1, 0)
+
+
+# Markdown as written, wrapped at a column: the "not" on the next line belongs to the sentence.
+WRAPPED = (
+    "Each web page comes back as a numbered source. After a web search Claude must save\n"
+    "keywords for what it found (`save_keywords`): the answer is\n"
+    "not accepted until it has.\n\n"
+    "- documents removed upstream are\n"
+    "  not deleted without `--prune`.\n"
+    "## Limits\n"
+    "Up to 8 passages are shown."
+)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "After a web search the answer is accepted before Claude saves keywords for what it found.",
+        "Documents removed upstream are deleted.",
+    ],
+)
+def test_a_wrapped_sentence_is_one_sentence_its_negation_included(claim: str) -> None:
+    """Read line by line, "the answer is" supported the claim without its "not", and the quote
+    shown for it stopped just before the "not"."""
+    assert ground(claim, numbered(WRAPPED), SETTINGS).supported == 0
+
+
+def test_a_wrapped_sentence_supports_what_it_says_with_a_quote_that_verifies() -> None:
+    claim = "After a web search the answer is not accepted until Claude saves keywords."
+    sources = numbered(WRAPPED)
+    grounded = ground(claim, sources, SETTINGS)
+    assert grounded.supported == 1
+    assert "not accepted until it has" in grounded.citations[0].quote
+    registry = SourceRegistry()
+    registry.add([s.hit for s in sources])
+    _, citations = check_answer(grounded.text, grounded.citations, registry, decoded=True)
+    assert [c.verified for c in citations] == [True]
+
+
+def test_a_heading_and_a_list_item_stay_apart_from_the_lines_around_them() -> None:
+    """Only a paragraph's own lines are joined: "## Limits" is not the end of the item above
+    it, nor the start of the sentence below it."""
+    grounded = ground("Up to 8 passages are shown.", numbered(WRAPPED), SETTINGS)
+    assert [c.quote for c in grounded.citations] == ["Up to 8 passages are shown."]
+
+
+def test_invented_code_padded_with_lines_of_punctuation_is_left_out() -> None:
+    """Four lines of `-` are "in" any passage: they made four of five lines found."""
+    source = "Install it:\n\n```\npip install docbot\nbot ingest docs/\n```\n- a list item"
+    padded = "Clean up:\n```\nrm -rf .bot/\n-\n-\n-\n-\n```"
+    assert ground(padded, numbered(source), SETTINGS).supported == 0
+    letter = "Then:\n```\nb\n```"  # one letter is inside a word of any passage, not a line of it
+    assert ground(letter, numbered(source), SETTINGS).supported == 0
+
+
+def test_a_figure_is_a_claim_however_few_words_carry_it() -> None:
+    """ "- Up to 500." has no content word: it was kept as framing, shown unchecked."""
+    answer = "Limits:\n- Up to 500.\n- Skip unchanged documents."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == "Limits:\n- Skip unchanged documents [1]."
+    assert grounded.unsupported == 1
+
+
+def test_a_documents_best_passage_is_quoted_when_the_answer_cites_another() -> None:
+    """The answer with no model quotes each top document's best passage; an answer citing the
+    same document's second passage left that best one out (compared by document), so a weak
+    model's answer showed less than none would."""
+    from core.answer.holding import SourceHolding
+    from core.config import AnswerSettings
+    from core.domain.conversation import AnswerMode, Trace
+
+    best = "Re-ingesting skips unchanged documents and replaces changed ones in one transaction."
+    second = "An interrupted ingest resumes: run the same command again."
+    hits = [
+        SearchHit(Chunk(chunk, doc, "kb", doc, "", url, text, 0), 1.0)
+        for chunk, doc, url, text in [
+            ("a1", "Ingesting", "https://x/a#1", best),
+            ("a2", "Ingesting", "https://x/a#2", second),
+            ("b1", "Searching", "https://x/b", LIMITS),
+        ]
+    ]
+    registry = SourceRegistry()
+    sources = registry.add(hits)
+    answer = SourceHolding(AnswerSettings()).held(
+        "An interrupted ingest resumes when you run the same command again [2].",
+        sources,
+        registry,
+        Trace(),
+        AnswerMode.SEARCH_THEN_ANSWER,
+    )
+    assert [c.url for c in answer.citations] == ["https://x/a#2", "https://x/a#1", "https://x/b"]
+    assert best in answer.text

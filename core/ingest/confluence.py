@@ -262,15 +262,22 @@ class ConfluenceConnector:
         """Each configured space key with its id (Cloud's v2 API lists pages by space id); a key
         the site does not have fails the sync, since pruning would empty that space."""
         if self._flavour == "datacenter":
-            return {key: key for key in self._spaces}
-        query = urlencode({"keys": ",".join(self._spaces), "limit": self._page_size})
-        ids = {
-            str(space.get("key")): str(space.get("id"))
-            async for space in self._results(f"{self._base}/api/v2/spaces?{query}")
-        }
+            # Data Center lists a key it does not have as a space without pages: asked apart.
+            ids = {key: key for key in self._spaces if await self._datacenter_space(key)}
+        else:
+            query = urlencode({"keys": ",".join(self._spaces), "limit": self._page_size})
+            ids = {
+                str(space.get("key")): str(space.get("id"))
+                async for space in self._results(f"{self._base}/api/v2/spaces?{query}")
+            }
         if missing := [key for key in self._spaces if key not in ids]:
             raise SourceUnavailable(f"Confluence has no space {', '.join(missing)} (or no access)")
         return {key: ids[key] for key in self._spaces}
+
+    async def _datacenter_space(self, key: str) -> bool:
+        """Whether the site has the space (404: no such key, or no permission to see it)."""
+        url = f"{self._base}/rest/api/space/{quote(key, safe='')}"
+        return (await self._response(url)).status_code != _NOT_FOUND
 
     async def _cloud_pages(self, key: str, space_id: str, kind: Kind) -> list[_Page]:
         query = urlencode({"status": "current", "limit": self._page_size})

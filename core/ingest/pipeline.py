@@ -59,6 +59,8 @@ class IngestReport:
     # Documents the index now holds as their source has them (added, updated or unchanged):
     # all a connector may remember as synced. One skipped or failed must be read again.
     settled: set[str] = field(default_factory=set)
+    # Documents a pruning run left in place because it skipped all it found (`ingest_from`).
+    spared: int = 0
 
     def missing_named(self) -> str:
         """The targets that named nothing, each with why: `./nope (no such file, folder or URL)`."""
@@ -178,7 +180,14 @@ class Ingestor:
         report.skipped.extend(parts := connector.also_skipped())
         report.counts[Outcome.SKIPPED] += len(parts)
         if prune:
-            for doc_id in _gone(found, existing, source if owned else None):
+            gone = _gone(found, existing, source if owned else None)
+            if not report.indexed and report.skipped:
+                # Everything found was skipped (robots.txt shutting the bot out, every file
+                # too big or unreadable): the documents are still there, the bot could not
+                # read them this time, and pruning would empty the source's part of the index.
+                report.spared = len(gone)
+                gone = []
+            for doc_id in gone:
                 await self._index.delete_document(doc_id)
                 report.counts[Outcome.DELETED] += 1
         await self._index.refresh()

@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 
 from core.config import IngestSettings, SourceSettings
-from core.domain.documents import indexed
+from core.domain.documents import Outcome, indexed
+from core.domain.urls import redact_url
 from core.errors import SourceUnavailable
 from core.ingest.confluence import ConfluenceConnector, flavour_of
 from core.ingest.connectors import Connector, PathsConnector
@@ -180,7 +181,12 @@ class SourceSyncer:
         problems = report.failed + report.skipped  # the failures first: the ones to act on
         skipped = [f"{s.display}: {s.reason}" for s in problems[:SKIPS_KEPT]]
         counts = {outcome.value: n for outcome, n in report.counts.items() if n}
-        problem = _missing(report) or _unwritten(report) or _all_skipped(report)
+        problem = (
+            _missing(report)
+            or _unwritten(report)
+            or _all_skipped(report, name)
+            or _nothing_found(report, name)
+        )
         status = SyncStatus(time.time(), _since(started), counts, skipped, problem, settings)
         record_status(self.data_dir, name, status)
         if problem is not None:
@@ -192,7 +198,11 @@ def fingerprint(source: SourceSettings, settings: IngestSettings) -> str:
     """The settings a source's documents were indexed under, beyond their bytes: the source's
     own (a Git `web_url`, a Confluence `flavour` shape links and anchors) and the chunking.
     Not its schedule, which changes nothing indexed."""
-    shape = [source.model_dump(mode="json", exclude={"schedule"}), document_shape(settings)]
+    own = source.model_dump(mode="json", exclude={"schedule"})
+    # Without a password a location may carry: the status file is no dictionary to attack it
+    # with, and a rotated password is no change of what is indexed.
+    own["location"] = [redact_url(place) for place in source.location]
+    shape = [own, document_shape(settings)]
     text = json.dumps(shape, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:FINGERPRINT_CHARS]
 
@@ -221,16 +231,40 @@ def _unwritten(report: IngestReport) -> str | None:
     )
 
 
-def _all_skipped(report: IngestReport) -> str | None:
+def _all_skipped(report: IngestReport, name: str) -> str | None:
     """Why a sync failed although it ran: everything it found was skipped (unsupported
-    types, too big, unreadable), so the source gives the bot nothing, as `bot ingest` fails
-    when nothing was indexed. Almost always a mistake in the source's settings."""
+    types, too big, unreadable, refused by robots.txt), so the source gives the bot nothing,
+    as `bot ingest` fails when nothing was indexed. Almost always a mistake in the source's
+    settings, and what was indexed from it before is kept (`_spared`)."""
     if report.indexed or not report.skipped:
         return None
     first = report.skipped[0]
     return (
         f"nothing was indexed: all {len(report.skipped)} item(s) were skipped "
-        f"(the first: {first.display}: {first.reason})"
+        f"(the first: {first.display}: {first.reason}){_spared(report, name)}"
+    )
+
+
+def _nothing_found(report: IngestReport, name: str) -> str | None:
+    """Why a sync failed although every location was read: it found no document at all and
+    had none indexed before (an include pattern, a prefix or a space key that matches
+    nothing), which the source's settings almost never mean. A source emptied since its last
+    sync is pruned, and that is no failure."""
+    if report.indexed or report.skipped or report.failed or report.counts[Outcome.DELETED]:
+        return None
+    where = ", ".join(redact_url(target) for target in report.targets) or name
+    return (
+        f"nothing found at {where}: check the source's include and exclude patterns, "
+        "prefixes or spaces"
+    )
+
+
+def _spared(report: IngestReport, name: str) -> str:
+    if not report.spared:
+        return ""
+    return (
+        f"; the {report.spared} document(s) indexed from it before are kept (if it is "
+        f"really empty now, `bot remove {name}`)"
     )
 
 

@@ -105,6 +105,7 @@ class FakeConfluence:
         app.router.add_get("/wiki/api/v2/pages/{page_id}", self._cloud_page)
         app.router.add_get("/wiki/api/v2/spaces/{space_id}/blogposts", self._cloud_pages)
         app.router.add_get("/wiki/api/v2/blogposts/{page_id}", self._cloud_page)
+        app.router.add_get("/rest/api/space/{key}", self._dc_space)
         app.router.add_get("/rest/api/content", self._dc_content)
         app.router.add_get("/rest/api/content/search", self._search)
         app.router.add_get("/wiki/rest/api/content/search", self._search)
@@ -140,6 +141,14 @@ class FakeConfluence:
             if k in self.space_ids
         ]
         return web.json_response({"results": results, "_links": {"base": self.base + "/wiki"}})
+
+    async def _dc_space(self, request: web.Request) -> web.Response:
+        """Data Center's one space by key; 404 for a key it does not have."""
+        self.requests["space"] += 1
+        key = request.match_info["key"]
+        if key not in self.space_ids:
+            return web.json_response({"statusCode": 404, "message": "No space"}, status=404)
+        return web.json_response({"id": self.space_ids[key], "key": key, "name": f"Space {key}"})
 
     async def _cloud_pages(self, request: web.Request) -> web.Response:
         self.requests["listing"] += 1

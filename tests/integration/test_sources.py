@@ -297,6 +297,65 @@ def test_a_source_whose_every_item_is_skipped_fails_as_ingest_does(
     assert "unsupported file type" in said
 
 
+def test_a_sources_fingerprint_holds_no_password_of_its_location() -> None:
+    """The status file keeps each source's settings fingerprint: an unsalted hash of the
+    settings with the password in them, which anyone reading the file could test guesses
+    against offline; and a rotated password re-read every page, as a change of settings."""
+    from core.config import IngestSettings, SourceSettings
+    from core.ingest.sync import fingerprint
+
+    def of(password: str) -> str:
+        url = f"https://alice:{password}@docs.example.com/handbook/"
+        return fingerprint(SourceSettings(type="site", location=[url]), IngestSettings())
+
+    assert of("Hunter2pw") == of("wrongpw")
+    plain = SourceSettings(type="site", location=["https://docs.example.com/handbook/"])
+    assert of("Hunter2pw") == fingerprint(plain, IngestSettings())
+
+
+def test_a_site_that_shuts_the_bot_out_keeps_what_it_had_indexed(
+    site_in_a_thread: DocsSite,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Skipped is not gone: robots.txt turned to `Disallow: /docs/` (a site's deploy mistake)
+    made the sync prune every page the source held, then fail."""
+    sources = {"handbook": {"type": "site", "location": [site_in_a_thread.base + "/docs/"]}}
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    monkeypatch.setenv("BOT_INGEST__CRAWL__DELAY_S", "0")
+    first = runner.invoke(app, ["sync"])
+    assert first.exit_code == 0, first.output
+    site_in_a_thread.robots_tail = "Disallow: /docs/\n"
+    synced = runner.invoke(app, ["sync"], env={"COLUMNS": "400"})
+    assert synced.exit_code == 1
+    said = " ".join(synced.output.split())
+    assert "handbook: nothing was indexed: all" in said
+    assert "disallowed by robots.txt" in said
+    assert "document(s) indexed from it before are kept" in said
+    assert "`bot remove handbook`" in said
+    listed = runner.invoke(app, ["search", "install", "--source", "handbook"])
+    assert listed.exit_code == 0
+    assert "No document has the source" not in listed.output
+
+
+def test_a_first_sync_that_finds_nothing_is_a_failure_naming_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An include pattern matching nothing (`doc/**` for `docs/**`) said "nothing found" and
+    exited 0. A source emptied since its last sync is still pruned, and that is no failure."""
+    folder = tmp_path / "guides"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "setup.md").write_text("# Setup\n\nRun the installer.\n")
+    sources = {"guides": {"type": "files", "location": [str(folder)], "include": ["doc/**"]}}
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(sources))
+    synced = runner.invoke(app, ["sync"])
+    assert synced.exit_code == 1
+    said = " ".join(synced.output.split())
+    assert f"guides: nothing found at {folder}: check the source's include and exclude" in said
+
+
 @pytest.mark.parametrize(
     ("label", "said"),
     [

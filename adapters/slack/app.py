@@ -152,7 +152,7 @@ class SlackBot:
     ) -> None:
         if event.get("bot_id") or event.get("user") == context.get("bot_user_id"):
             return
-        if event.get("edited") or event.get("subtype"):
+        if event.get("edited") or event.get("subtype") not in _ANSWERED_SUBTYPES:
             return  # Slack re-sends app_mention when a message is edited
         if not _has_fields(event, "app_mention", "channel", "ts"):
             return
@@ -196,7 +196,15 @@ class SlackBot:
         if policy.trigger == "off":
             return
         if bot_user and f"<@{bot_user}>" in event.get("text", ""):
-            return  # the app_mention listener owns mentions
+            if event.get("subtype") is None:
+                return  # the app_mention listener owns mentions
+            # A mention with a file or sent to the channel from a thread: Slack may send no
+            # app_mention for it, so it is answered here too (the claim keeps it to one answer).
+            if self._silenced(team, event["channel"]) or not await self._claim(body, event):
+                return
+            thread = thread_ts or event["ts"]
+            await self._answer(client, team, event, bot_user, thread_ts=thread)
+            return
         if thread_ts is None:
             if policy.trigger == "auto":
                 await self._answer_unasked(body, event, client, bot_user, policy)

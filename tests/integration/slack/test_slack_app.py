@@ -122,6 +122,31 @@ async def test_a_mention_in_a_thread_is_answered_once(slack) -> None:
     assert slack.emulator.called("chat.postMessage")[0]["thread_ts"] == root
 
 
+async def test_a_mention_sent_to_the_channel_from_a_thread_is_answered_once(slack) -> None:
+    """ "Also send to channel" makes both events carry `subtype: thread_broadcast`: the mention
+    listener dropped any subtype and the message listener left mentions to it, so no answer."""
+    ts, root = "1700000000.000610", "1700000000.000510"
+    broadcast = {**mention(ts, thread_ts=root), "subtype": "thread_broadcast"}
+    await slack.event(broadcast, "EvTB1")
+    text = f"<@{BOT_USER}> {QUESTION}"
+    await slack.event(message_event(ts, text, root, subtype="thread_broadcast"), "EvTB2")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    await slack.settle()
+    assert len(answers(slack)) == 1
+    assert slack.emulator.called("chat.postMessage")[0]["thread_ts"] == root
+
+
+async def test_a_mention_with_a_file_is_answered_without_an_app_mention(slack) -> None:
+    """Slack may send only the `message` event (subtype `file_share`) for a message with a
+    file; it was left to an app_mention that never came."""
+    ts = "1700000000.000620"
+    text = f"<@{BOT_USER}> {QUESTION}"
+    event = message_event(ts, text, subtype="file_share", files=[{"id": "F1"}])
+    await slack.event(event, "EvFS")
+    await slack.until(lambda: len(answers(slack)) == 1)
+    assert slack.emulator.called("chat.postMessage")[0]["thread_ts"] == ts
+
+
 async def test_slack_retries_never_produce_a_second_answer(slack) -> None:
     await slack.event(mention("1700000000.000700"), "EvR")
     await slack.event(

@@ -376,23 +376,21 @@ class DocsBot(discord.Client):
                 return
             policy = self.policies(key_of_channel(guild, message.channel.id))
             mentioned = bool(self.user and self.user in message.mentions)
-            if (
-                policy.trigger == "auto"
-                and not mentioned
-                and not _cannot_be_private(policy, "unasked question")
-            ):
-                await self._answer_unasked(message, guild, policy)
+            if policy.trigger == "auto" and not _cannot_be_private(policy, "unasked question"):
+                # Mentioning the bot there asks it: answered as /ask would be, not held back.
+                await self._answer_unasked(message, guild, policy, asked=mentioned)
         except Exception:
             log.exception("message_not_handled", platform="discord")
 
     async def _answer_unasked(
-        self, message: discord.Message, guild: int, policy: ResolvedPolicy
+        self, message: discord.Message, guild: int, policy: ResolvedPolicy, *, asked: bool
     ) -> None:
         """A message nobody asked the bot about, in an `auto` channel: answered in a thread
         opened from it when it reads as a question (`questions_only`) and, with
         `answer_only_when_grounded`, only when the answer stands on verified citations;
-        otherwise nothing is posted and the abstention is logged."""
-        if policy.questions_only and not await self.questions(message.content):
+        otherwise nothing is posted and the abstention is logged. One that mentions the bot
+        (`asked`) is answered whatever it reads as, as a forum post that mentions it is."""
+        if not asked and policy.questions_only and not await self.questions(message.content):
             return
         place = await self._answer_place(message.channel.id)
         if not isinstance(place, discord.TextChannel):
@@ -402,7 +400,7 @@ class DocsBot(discord.Client):
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
         await self._answer_about(
-            message, place, guild, policy, str(message.author.id), unasked=True
+            message, place, guild, policy, str(message.author.id), unasked=not asked
         )
 
     async def _answer_forum_post(self, message: discord.Message, guild: int) -> None:
@@ -658,12 +656,14 @@ class DocsBot(discord.Client):
         """A follow-up in one of the bot's threads, or a direct message: answered where it
         was written, with that conversation's memory."""
         say = functools.partial(_say, message.channel)
-        if self.draining:
-            await say(RESTARTING)
-            return
         try:
             async with _apology_if_cut_short(say):
+                # Claimed first: every connected process gets the message, and during a
+                # rolling deploy the new one answers while the old one would say "restarting".
                 if not await self.state.first_delivery(f"discord-message:{message.id}"):
+                    return
+                if self.draining:
+                    await say(RESTARTING)
                     return
                 kind = (
                     ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT

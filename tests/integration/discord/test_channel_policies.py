@@ -70,6 +70,22 @@ async def test_auto_answers_in_the_thread_someone_opened_meanwhile(discord_facto
         await stop()
 
 
+async def test_auto_answers_a_message_that_mentions_the_bot(discord_factory) -> None:
+    """The same question with `@docbot` in front got no answer at all: the unasked path left
+    mentioned messages alone and nothing else took them."""
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="auto")})
+    try:
+        asked = channel_message(f"<@{BOT_ID}> {QUESTION}")
+        asked["mentions"] = [user(BOT_ID, "docbot", bot=True)]
+        harness.gateway_message(asked)
+        thread_id = await harness.thread_ready()
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+        [posted] = thread_posts(harness, thread_id)
+        assert "ingesting.md" in json.dumps(posted["embeds"])
+    finally:
+        await stop()
+
+
 async def test_auto_leaves_chatter_alone(discord_factory) -> None:
     harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="auto")})
     try:

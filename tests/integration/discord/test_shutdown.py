@@ -246,3 +246,23 @@ async def test_readiness_says_whether_discord_is_connected_and_not_stopping(
         assert harness.bot.not_ready() == "not connected to Discord"
     finally:
         await stop()
+
+
+async def test_a_follow_up_during_a_rolling_deploy_gets_one_reply(discord_bot) -> None:
+    """Every connected process gets a follow-up: the draining one said "restarting" before it
+    claimed the message, and the new one answered it too, so the thread got both."""
+    discord_bot.interaction(ask_payload(QUESTION))
+    thread_id = await discord_bot.thread_ready()
+    follow_up = thread_message(thread_id, "and what does --prune delete?")
+    discord_bot.bot.draining = True  # the old process, told to stop
+    discord_bot.gateway_message(follow_up)
+    await discord_bot.until(lambda: bool(_posted_in(discord_bot, thread_id)))
+    discord_bot.bot.draining = False  # the new process gets the same message
+    discord_bot.gateway_message(follow_up)
+    await asyncio.sleep(1.0)
+    [told] = _posted_in(discord_bot, thread_id)
+    assert told["content"] == RESTARTING
+
+
+def _posted_in(harness, thread_id: str) -> list[dict]:
+    return harness.emulator.called("POST", f"/channels/{thread_id}/messages")

@@ -27,6 +27,10 @@ SOLVED = "✅ It's solved"
 MARKED_SOLVED = "Marked as solved."
 NO_SOLVED_TAG = "Marked as solved, but this forum has no tag named {tag} to apply."
 ONLY_ASKER = "Only the person who posted this, or a moderator, can mark it solved."
+NOT_MARKED_SOLVED = (
+    "Discord refused to mark this post solved: the bot needs the Manage Threads permission "
+    "here to tag or lock it."
+)
 NOT_HERE = "I don't answer in this channel; its settings turn me off here."
 NOTHING_TO_ASK = "That message has no text to ask about."
 SHARE = "📣 Share with the channel"

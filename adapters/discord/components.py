@@ -21,6 +21,7 @@ from adapters.answer_labels import (
     MARKED_SOLVED,
     NO_LONGER_KNOWN,
     NO_SOLVED_TAG,
+    NOT_MARKED_SOLVED,
     ONLY_ASKER,
     SHARE,
     SOLVED,
@@ -234,14 +235,25 @@ class SolvedButton(
     PREFIX, LABEL, STYLE = "docbot:solved", SOLVED, discord.ButtonStyle.success
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        """Deferred at once: three REST calls come before the reply, and a rate limit's wait
+        would pass Discord's 3 s ("This interaction failed"). A call Discord refuses (no
+        Manage Threads to tag or lock the post) is said, not left as that failure."""
         bot = _KeyedButton.bot
         if bot is None:
             return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        try:
+            said = await self._marked(bot, interaction)
+        except discord.HTTPException as exc:
+            log.warning("solved_not_marked", platform="discord", status=exc.status)
+            said = NOT_MARKED_SOLVED
+        await interaction.followup.send(said, ephemeral=True)
+
+    async def _marked(self, bot: DocsBot, interaction: discord.Interaction[Any]) -> str:
         post: dict[str, Any] = dict(await bot.http.get_channel(int(self.key)))
         is_poster = str(post.get("owner_id")) == str(interaction.user.id)
         if not (is_poster or interaction.permissions.manage_threads):
-            await interaction.response.send_message(ONLY_ASKER, ephemeral=True)
-            return
+            return ONLY_ASKER
         forum: dict[str, Any] = dict(await bot.http.get_channel(int(post["parent_id"])))
         wanted = bot.settings.solved_tag.casefold()
         tag = next(
@@ -255,8 +267,7 @@ class SolvedButton(
         if bot.settings.lock_solved:
             changes["locked"] = True
         await bot.http.edit_channel(int(self.key), **changes)
-        said = MARKED_SOLVED if tag else NO_SOLVED_TAG.format(tag=bot.settings.solved_tag)
-        await interaction.response.send_message(said, ephemeral=True)
+        return MARKED_SOLVED if tag else NO_SOLVED_TAG.format(tag=bot.settings.solved_tag)
 
 
 def view_argument(view: discord.ui.View | None) -> Any:

@@ -82,6 +82,9 @@ class DiscordEmulator:
         # with (follow-ups, the original response): what Discord answers once the 15-minute
         # interaction token has expired, (401, 50027), or the webhook is gone, (404, 10015)
         self.webhook_refusal: tuple[int, int] | None = None
+        # (HTTP status, Discord error code) to answer a channel's edit with: (403, 50013) is a
+        # bot without Manage Threads tagging or locking a forum post
+        self.channel_edit_refusal: tuple[int, int] | None = None
         self.history: list[dict[str, Any]] = []  # a channel's messages, oldest first
         self.threads: list[str] = []  # ids of the threads created
         self.thread_names: dict[str, str] = {}
@@ -219,6 +222,9 @@ class DiscordEmulator:
                     "resource": {"type": body.get("type", 4)},
                 }
             )
+        if method == "PATCH" and path.startswith("/channels/") and self.channel_edit_refusal:
+            status, code = self.channel_edit_refusal
+            return _json({"message": "Missing Permissions", "code": code}, status=status)
         if path.startswith("/webhooks/") and self.webhook_refusal is not None:
             status, code = self.webhook_refusal
             return _json({"message": "Invalid Webhook Token", "code": code}, status=status)

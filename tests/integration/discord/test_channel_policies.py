@@ -605,9 +605,11 @@ async def test_only_the_poster_or_a_moderator_marks_a_post_solved(discord_factor
         harness.gateway_message(forum_post(harness, "881", "Re-ingesting", QUESTION))
         await harness.until(lambda: bool(thread_posts(harness, "881")))
         harness.interaction(solved_click("881", clicker="99"))
-        await harness.until(lambda: len(harness.emulator.called("POST", "/callback")) == 1)
-        refused = harness.emulator.called("POST", "/callback")[0]
-        assert "Only the person who posted" in refused["data"]["content"]
+        await harness.until(lambda: len(harness.emulator.called("POST", "/webhooks/")) == 1)
+        [deferred] = harness.emulator.called("POST", "/callback")
+        assert deferred["type"] == 5  # deferred at once, ephemeral: the REST calls come after
+        refused = harness.emulator.called("POST", "/webhooks/")[0]
+        assert "Only the person who posted" in refused["content"]
         assert harness.emulator.called("PATCH", "/channels/881") == []
         harness.interaction(solved_click("881", clicker="42"))  # the poster
         await harness.until(lambda: bool(harness.emulator.called("PATCH", "/channels/881")))
@@ -616,6 +618,22 @@ async def test_only_the_poster_or_a_moderator_marks_a_post_solved(discord_factor
         harness.interaction(solved_click("881", clicker="77", moderator=True))
         await harness.until(lambda: len(harness.emulator.called("PATCH", "/channels/881")) == 2)
         assert harness.emulator.called("PATCH", "/channels/881")[1]["applied_tags"] == ["901"]
+    finally:
+        await stop()
+
+
+async def test_marking_solved_without_manage_threads_says_so(discord_factory) -> None:
+    """Discord refuses the tag without Manage Threads (optional, says the README): the click
+    raised in the callback and the poster saw "This interaction failed"."""
+    harness, stop = await discord_factory(policies={FORUM: ChannelPolicy(trigger="auto")})
+    try:
+        harness.gateway_message(forum_post(harness, "883", "Re-ingesting", QUESTION))
+        await harness.until(lambda: bool(thread_posts(harness, "883")))
+        harness.emulator.channel_edit_refusal = (403, 50013)
+        harness.interaction(solved_click("883", clicker="42"))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [told] = harness.emulator.called("POST", "/webhooks/")
+        assert "needs the Manage Threads permission" in told["content"]
     finally:
         await stop()
 

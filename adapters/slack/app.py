@@ -374,6 +374,8 @@ class SlackBot:
         try:
             async with self._engine.in_turn(own):
                 text = await self._question(client, own, event, bot_user, thread_ts)
+                if thread_ts is not None:  # follow-ups there are answered, privately too
+                    await self._state.remember_thread(key)
                 answer = await self._engine.answer(
                     Question("slack", own, user, text, ChannelKind.THREAD, channel_key=key)
                 )

@@ -277,6 +277,26 @@ async def test_private_answers_go_to_the_asker_and_can_be_shared_once(slack_fact
         await stop()
 
 
+async def test_a_follow_up_in_a_private_channels_thread_is_answered_privately(
+    slack_factory,
+) -> None:
+    """The thread of a private answer was never remembered as the bot's, so a follow-up there
+    went unanswered unless it mentioned the bot again."""
+    harness, stop = await slack_factory(None, **policy(private=True))
+    thread = "1700000000.001350"
+    try:
+        await harness.event(mention(thread), "Ev1")
+        await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 1)
+        follow_up = message_event("1700000000.001360", "and what does --prune delete?", thread)
+        await harness.event(follow_up, "Ev2")
+        await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 2)
+        second = harness.emulator.called("chat.postEphemeral")[1]
+        assert (second["user"], second["thread_ts"]) == ("U2", thread)
+        assert posted(harness) == []
+    finally:
+        await stop()
+
+
 async def test_a_private_auto_channel_answers_the_poster_alone(slack_factory) -> None:
     harness, stop = await slack_factory(None, **policy(trigger="auto", private=True))
     ts = "1700000000.001400"

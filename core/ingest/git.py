@@ -90,6 +90,17 @@ _REDIRECTED = re.compile(r"returned error: (3\d\d)")
 _REF_LISTING = "info/refs?service=git-upload-pack"
 # How git before 2.27 refuses a filtered fetch into a clone that is not partial yet.
 _NO_FILTERED_FETCH = "--filter can only be used"
+# How git says the remote refused the credentials it sent (or wanted some and had none): with
+# prompts off it asks for a user name it can't read, or says authentication failed.
+_CREDENTIALS_REFUSED = (
+    "could not read Username",
+    "could not read Password",
+    "Authentication failed",
+)
+_REFUSED_ADVICE = (
+    "the remote refused the credentials, or wants some (a private repository): set token_env "
+    "to the variable holding a token with read access"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,4 +613,6 @@ def _reason(stderr: str, code: int | None) -> str:
     cause = (causes or lines or [f"exit code {code}"])[0]
     if _NO_FILTERED_FETCH in cause:
         return f"{cause} (git older than 2.27: upgrade it, or set ingest.git.documents_only: false)"
+    if any(said in cause for said in _CREDENTIALS_REFUSED):
+        return f"{_REFUSED_ADVICE} ({cause})"
     return cause

@@ -821,6 +821,9 @@ async def test_credentials_the_host_refuses_fail_the_sync_at_once_without_showin
         await syncer.sync("handbook", source(tmp_path, location=[location]))
     assert time.monotonic() - started < REFUSED_WITHIN_S  # never waits for a password
     assert "wr0ng" not in str(refused.value)
+    # Said as what to do, not only as git's "could not read Username ... prompts disabled".
+    assert "the remote refused the credentials, or wants some" in str(refused.value)
+    assert "set token_env" in str(refused.value)
     assert _files_holding(tmp_path / "data", "wr0ng") == []
 
 

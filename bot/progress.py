@@ -19,8 +19,10 @@ from rich.progress import (
 )
 
 from core.domain.documents import Outcome
+from core.domain.text import clip
 
 _LOG_STEPS = 10
+_WHERE_CHARS = 60  # of the places a source finds its documents in, on the spinner's line
 
 
 class _LiveBar:
@@ -56,13 +58,26 @@ class RichIngestProgress(_LiveBar):
         self._done = 0
         self._next_log = 0
 
+    def discovering(self, where: str) -> None:
+        """On a terminal, a spinner with the time taken while the documents are found (a
+        crawl of hundreds of pages showed nothing for minutes); in logs, nothing."""
+        if self._console.is_terminal:
+            label = f"Finding documents in {clip(where, _WHERE_CHARS)}"
+            self._task = self._bar.add_task(label, total=None)
+            self._bar.start()
+
     def start(self, total: int) -> None:
         self._total = total
+        finding, self._task = self._task, None
+        if finding is not None:  # the search for documents is over: its spinner goes
+            self._bar.remove_task(finding)
         if total < self._min_items:
+            if finding is not None:
+                self._bar.stop()
             return
         if self._console.is_terminal:
             self._task = self._bar.add_task("Indexing", total=total)
-            self._bar.start()
+            self._bar.start()  # a no-op when the spinner started it
         else:
             self._next_log = max(1, total // _LOG_STEPS)
 

@@ -329,6 +329,10 @@ class WebSearch(Protocol):
 class IngestProgress(Protocol):
     """What a long ingest tells its user; the CLI draws a progress bar from it."""
 
+    def discovering(self, where: str) -> None:
+        """Finding the documents has begun (a crawl, a clone, a space's listing: minutes,
+        before any count is known)."""
+
     def start(self, total: int) -> None: ...
 
     def advance(self, display: str, outcome: Outcome) -> None: ...

@@ -168,6 +168,8 @@ class Ingestor:
         alone (see `_gone`)."""
         started = time.perf_counter()
         report = IngestReport(targets=list(targets or ()))
+        if progress is not None:
+            progress.discovering(", ".join(map(redact_url, report.targets)) or source)
         found = await connector.discover()
         report.skipped.extend(found.skipped)
         report.counts[Outcome.SKIPPED] += len(found.skipped)

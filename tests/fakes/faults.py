@@ -110,6 +110,9 @@ class StopAfter:
     def __init__(self, server: NoidaServer, n: int) -> None:
         self.server, self.n, self.done = server, n, 0
 
+    def discovering(self, where: str) -> None:
+        pass
+
     def start(self, total: int) -> None:
         pass
 

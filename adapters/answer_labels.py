@@ -33,6 +33,9 @@ NOT_MARKED_SOLVED = (
 )
 NOT_HERE = "I don't answer in this channel; its settings turn me off here."
 NOTHING_TO_ASK = "That message has no text to ask about."
+# A direct message of a file or a sticker alone: said, not left unanswered (in a channel or a
+# thread such a message is not for the bot, and a reply would be noise).
+TEXT_ONLY = "I can only read text: please write your question in words."
 SHARE = "📣 Share with the channel"
 NO_LONGER_KNOWN = "That answer is no longer known."
 ALREADY_SHARED = "That answer has already been shared."

@@ -29,7 +29,7 @@ import discord
 import structlog
 from discord import app_commands
 
-from adapters.answer_labels import ASK_ABOUT_THIS, NOT_HERE, NOTHING_TO_ASK
+from adapters.answer_labels import ASK_ABOUT_THIS, NOT_HERE, NOTHING_TO_ASK, TEXT_ONLY
 from adapters.discord.components import (
     NO_MENTIONS,
     PERSISTENT_BUTTONS,
@@ -344,8 +344,17 @@ class DocsBot(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or (self.user and message.author.id == self.user.id):
             return
-        if message.type not in _ANSWERED_TYPES or not message.content.strip():
-            return  # renames, joins, pins, sticker- or file-only messages
+        if message.type not in _ANSWERED_TYPES:
+            return  # renames, joins, pins
+        if not message.content.strip():
+            # A file or a sticker alone: left alone in a channel or a thread, where a reply
+            # would be noise, but said in a direct message, whose sender waits for an answer.
+            # (A DM's text is read without the Message Content intent: empty is empty.)
+            if isinstance(message.channel, discord.DMChannel) and await self.state.first_delivery(
+                f"discord-message:{message.id}"
+            ):
+                await _say(message.channel, TEXT_ONLY)
+            return
         with self._answering():
             await self._on_question_message(message)
 

@@ -27,6 +27,7 @@ from adapters.answer_labels import (
     NO_LONGER_KNOWN,
     NOT_HERE,
     NOTHING_TO_ASK,
+    TEXT_ONLY,
 )
 from adapters.draining import InFlight
 from adapters.slack.feedback import FeedbackListeners
@@ -184,7 +185,12 @@ class SlackBot:
         if not _has_fields(event, "message", "channel", "ts"):
             return
         if not str(event.get("text") or "").strip():
-            return  # a file or an image with no words: "the message was empty" would be noise
+            # A file or an image with no words: in a channel a reply would be noise, but in a
+            # direct message the sender waits for one.
+            if event.get("channel_type") == "im" and await self._claim(body, event):
+                with contextlib.suppress(SlackApiError):
+                    await client.chat_postMessage(channel=event["channel"], text=TEXT_ONLY)
+            return
         team = body.get("team_id", "")
         thread_ts = event.get("thread_ts")
         if event.get("channel_type") == "im":  # a policy's trigger is about channels

@@ -194,6 +194,26 @@ async def test_direct_messages_are_answered_with_their_own_memory(discord_factor
         await stop()
 
 
+async def test_a_direct_message_of_a_file_alone_is_told_to_use_words(discord_factory) -> None:
+    """A screenshot sent alone in a DM got nothing back; in a channel it is still left alone."""
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(trigger="auto")})
+    dm = "778"
+    picture = {"id": "5", "filename": "error.png", "size": 10, "url": "https://cdn.example/e.png"}
+    try:
+        for channel, guild in ((CHANNEL_ID, GUILD_ID), (dm, None)):
+            sent = channel_message("", channel=channel, guild=guild)
+            sent["attachments"] = [{**picture, "proxy_url": picture["url"]}]
+            harness.gateway_message(sent)
+        await harness.until(lambda: bool(thread_posts(harness, dm)))
+        await _settle()
+        [told] = thread_posts(harness, dm)
+        assert told["content"] == "I can only read text: please write your question in words."
+        assert harness.emulator.threads == []
+        assert thread_posts(harness, CHANNEL_ID) == []
+    finally:
+        await stop()
+
+
 async def test_ask_in_a_direct_message_obeys_the_dm_policy_and_is_never_refused(
     discord_factory,
 ) -> None:

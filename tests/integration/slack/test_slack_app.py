@@ -9,6 +9,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from adapters.answer_labels import TEXT_ONLY
 from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
@@ -145,6 +146,18 @@ async def test_a_mention_with_a_file_is_answered_without_an_app_mention(slack) -
     await slack.event(event, "EvFS")
     await slack.until(lambda: len(answers(slack)) == 1)
     assert slack.emulator.called("chat.postMessage")[0]["thread_ts"] == ts
+
+
+async def test_a_direct_message_of_a_file_alone_is_told_to_use_words(slack) -> None:
+    """A screenshot sent alone in a DM got nothing back; in a channel it is still left alone."""
+    picture = {"files": [{"id": "F1", "name": "error.png"}], "subtype": "file_share"}
+    await slack.event(message_event("1700000000.000630", "", **picture), "EvF1")
+    dm = message_event("1700000000.000640", "", channel="D1", channel_type="im", **picture)
+    await slack.event(dm, "EvF2")
+    await slack.until(lambda: bool(slack.emulator.called("chat.postMessage")))
+    await slack.settle()
+    [told] = slack.emulator.called("chat.postMessage")
+    assert (told["channel"], told["text"]) == ("D1", TEXT_ONLY)
 
 
 async def test_slack_retries_never_produce_a_second_answer(slack) -> None:

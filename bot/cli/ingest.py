@@ -258,6 +258,8 @@ def remove(
         interrupted="interrupted; the documents removed so far stay removed: run the same "
         "command again to remove the rest",
     )
+    if not removals:  # only sources' records, of sources that had nothing indexed
+        out.print(Text(f"{', '.join(targets)}: no documents indexed; its sync record removed"))
     for r in removals:
         if r.documents:  # a target that matched nothing is named once, in the error below
             shown = redact_urls_in(r.target)
@@ -282,7 +284,10 @@ async def _remove(targets: list[str]) -> list[Removal]:
     s = state.settings
     async with opened(s) as rt, run_lock(rt.backend.locks, "ingest", s.ingest.lock_ttl_s):
         removals = await remove_documents(rt.backend.index, targets)
-    # A source taken out of config.yaml, now removed: `bot sources list` stops naming it.
-    for name in set(targets) & set(unconfigured(s.storage.data_dir, s.sources)):
+    # A source taken out of config.yaml, now removed: `bot sources list` stops naming it. One
+    # whose syncs never indexed anything (`bot sync` still named it) is done with once
+    # forgotten: that is no target that "matched nothing".
+    forgotten = set(targets) & set(unconfigured(s.storage.data_dir, s.sources))
+    for name in forgotten:
         forget_status(s.storage.data_dir, name)
-    return removals
+    return [r for r in removals if r.documents or r.target not in forgotten]

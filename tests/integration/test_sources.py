@@ -297,6 +297,23 @@ def test_a_source_whose_every_item_is_skipped_fails_as_ingest_does(
     assert "unsupported file type" in said
 
 
+def test_removing_a_gone_source_that_never_indexed_anything_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bot sync` named it ("its documents stay indexed until `bot remove empty`"), and that
+    command then failed: "nothing in the index matched empty"."""
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    missing = {"empty": {"type": "files", "location": [str(tmp_path / "nowhere")]}}
+    monkeypatch.setenv("BOT_SOURCES", json.dumps(missing))
+    assert runner.invoke(app, ["sync"]).exit_code == 1  # the folder is not there
+    monkeypatch.setenv("BOT_SOURCES", "{}")
+    removed = runner.invoke(app, ["remove", "empty"])
+    assert removed.exit_code == 0, removed.output
+    assert "empty: no documents indexed; its sync record removed" in removed.output
+    listed = runner.invoke(app, ["sources", "list"])
+    assert "empty" not in listed.output
+
+
 def test_a_sources_fingerprint_holds_no_password_of_its_location() -> None:
     """The status file keeps each source's settings fingerprint: an unsalted hash of the
     settings with the password in them, which anyone reading the file could test guesses

@@ -380,7 +380,10 @@ class GitConnector:
         if why is None and fmt is None:
             why = unsupported_type(suffix, name)
         if why is not None:
-            if self._explicit:  # named by the include patterns: say why it is not read
+            # Said when the include patterns name it, or when its name says a document (a
+            # symlink `setup.md`, a submodule `docs.md`) that a reader would expect indexed;
+            # the repository's images and code are not listed one by one.
+            if self._explicit or fmt is not None:
                 found.skipped.append(Skipped(name, why))
             return
         limit = self._settings.max_file_bytes

@@ -185,6 +185,19 @@ async def test_a_repository_is_cloned_shallow_and_each_format_links_to_its_headi
     assert f"{base}/ops.adoc#_paging_policy" in await urls(index, "page the on-call engineer")
 
 
+@pytest.mark.parametrize("backend_settings", ["sqlite"], indirect=True)
+async def test_without_include_patterns_a_document_that_is_a_symlink_is_still_said(
+    repo: Path, syncer: SourceSyncer
+) -> None:
+    """Only include patterns made a symlink named like a document a skip with its reason;
+    without them `passwd.md -> /etc/passwd` vanished, while the README says it is skipped
+    with the reason. An unsupported file is still not listed (a repository holds many)."""
+    report = await syncer.sync("handbook", source(repo, include=[], exclude=[]))
+    skipped = {s.display: s.reason for s in report.skipped}
+    assert skipped["docs/passwd.md"] == "a symlink (not followed)"
+    assert "docs/app.py" not in skipped
+
+
 async def test_a_second_sync_reads_only_what_the_diff_names(
     repo: Path, syncer: SourceSyncer, index, reads: list[str]
 ) -> None:

@@ -47,6 +47,7 @@ _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "dr", "m
 _NUMBER_ABBREVIATION = "no"
 _FOLLOWED_BY_NUMBER = re.compile(r"\s*\d")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_LETTER = re.compile(r"[^\W\d_]")
 # Words that turn what a sentence says into its opposite ("no one" is read by its "no").
 _NEGATIONS = frozenset(
     {"not", "no", "never", "cannot", "none", "neither", "nor", "nobody", "noone", "nothing"}
@@ -217,8 +218,9 @@ def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:
         return True
     if _lead_in(body) or sentence.lstrip().startswith("#"):
         return len(said - _STRUCTURAL_TERMS) > settings.max_framing_terms
-    # A figure is a claim however few words carry it: "- Up to 500." was kept unchecked.
-    return len(said) >= settings.min_terms or bool(_numbers(body))
+    # A figure is a claim however few words carry it: "- Up to 500." was kept unchecked. A
+    # number alone ("**2." cut from a numbered heading) only counts a list's items.
+    return len(said) >= settings.min_terms or bool(_numbers(body) and _LETTER.search(body))
 
 
 def _answers_yes_or_no(body: str) -> bool:

@@ -373,6 +373,8 @@ def test_a_figure_is_a_claim_however_few_words_carry_it() -> None:
     grounded = ground(answer, numbered(INGEST), SETTINGS)
     assert grounded.text == "Limits:\n- Skip unchanged documents [1]."
     assert grounded.unsupported == 1
+    # A number alone is a list's numbering (cut from "**2. Develop your test cases**").
+    assert [u.claim for u in units("**2.", SETTINGS)] == [False]
 
 
 def test_a_documents_best_passage_is_quoted_when_the_answer_cites_another() -> None:

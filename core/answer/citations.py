@@ -32,6 +32,7 @@ from core.domain.text import (
     MARKER_NUMBER,
     WORD,
     defuse_pings,
+    stands_whole,
     sub_outside_code,
     terms,
 )
@@ -204,9 +205,7 @@ def quote_verified(quote: str, passage: str, *, min_words: int = MIN_QUOTE_WORDS
     wanted = normalise(quote)
     if not wanted:
         return False
-    start = r"(?<!\w)" if wanted[0].isalnum() or wanted[0] == "_" else ""
-    end = r"(?!\w)" if wanted[-1].isalnum() or wanted[-1] == "_" else ""
-    if re.search(start + re.escape(wanted) + end, normalise(passage)) is None:
+    if not stands_whole(wanted, normalise(passage)):
         return False
     return len(quote_words(quote)) >= min_words or _whole_sentence(wanted, passage)
 

@@ -31,6 +31,7 @@ from core.domain.text import (
     WORD,
     clip,
     findall_outside_code,
+    stands_whole,
     sub_outside_code,
     terms,
 )
@@ -330,16 +331,9 @@ def _code_support(block: str, passage: _Passage, settings: GroundingSettings) ->
     if not lines:
         return 0.0, ""
     flat = " ".join(passage.text.split())
-    found = [line for line in lines if _whole_in(line, flat)]
+    found = [line for line in lines if stands_whole(line, flat)]
     share = len(found) / len(lines)
     return (share, found[0]) if share >= settings.code_line_share else (0.0, "")
-
-
-def _whole_in(line: str, text: str) -> bool:
-    """Whether `line` stands in `text` not as part of a longer word (`a` is in any text)."""
-    start = r"(?<!\w)" if line[0].isalnum() or line[0] == "_" else ""
-    end = r"(?!\w)" if line[-1].isalnum() or line[-1] == "_" else ""
-    return re.search(start + re.escape(line) + end, text) is not None
 
 
 def _quote(sentence: str, passage: _Passage, limit: int) -> str:

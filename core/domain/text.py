@@ -89,6 +89,15 @@ def head(text: str, limit: int) -> str:
     return text[: max(limit - len(ELLIPSIS), 0)].rstrip() + ELLIPSIS
 
 
+def stands_whole(part: str, text: str) -> bool:
+    """Whether non-empty `part` is in `text` not as a piece of a longer word: `a` is in any
+    text, `0 redirects` is in "10 redirects"; an edge that is no word character (`.bot/`)
+    needs no boundary."""
+    start = r"(?<!\w)" if part[0].isalnum() or part[0] == "_" else ""
+    end = r"(?!\w)" if part[-1].isalnum() or part[-1] == "_" else ""
+    return re.search(start + re.escape(part) + end, text) is not None
+
+
 def clip(text: str, limit: int, *, ellipsis: str = ELLIPSIS) -> str:
     """`text` on one line, cut at a word boundary to at most `limit` characters (the ellipsis
     included), so a snippet, quote or keyword never ends mid-word."""

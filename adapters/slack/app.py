@@ -157,18 +157,25 @@ class SlackBot:
             return  # Slack re-sends app_mention when a message is edited
         if not _has_fields(event, "app_mention", "channel", "ts"):
             return
-        if self._silenced(body.get("team_id", ""), event["channel"]):
+        await self._answer_mention(body, event, client, context.get("bot_user_id"))
+
+    async def _answer_mention(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        client: AsyncWebClient,
+        bot_user: str | None,
+    ) -> None:
+        """A message that mentions the bot, answered in its thread (or one opened from it),
+        once, by whichever listener hears of it first."""
+        team = body.get("team_id", "")
+        if self._silenced(team, event["channel"]):
             log.info("not_answered", platform="slack", reason="trigger off")
             return
         if not await self._claim(body, event):
             return
-        await self._answer(
-            client,
-            body.get("team_id", ""),
-            event,
-            context.get("bot_user_id"),
-            thread_ts=event.get("thread_ts") or event["ts"],
-        )
+        thread_ts = event.get("thread_ts") or event["ts"]
+        await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
 
     async def _on_message(
         self,
@@ -206,10 +213,7 @@ class SlackBot:
                 return  # the app_mention listener owns mentions
             # A mention with a file or sent to the channel from a thread: Slack may send no
             # app_mention for it, so it is answered here too (the claim keeps it to one answer).
-            if self._silenced(team, event["channel"]) or not await self._claim(body, event):
-                return
-            thread = thread_ts or event["ts"]
-            await self._answer(client, team, event, bot_user, thread_ts=thread)
+            await self._answer_mention(body, event, client, bot_user)
             return
         if thread_ts is None:
             if policy.trigger == "auto":

@@ -59,8 +59,8 @@ class RichIngestProgress(_LiveBar):
         self._next_log = 0
 
     def discovering(self, where: str) -> None:
-        """On a terminal, a spinner with the time taken while the documents are found (a
-        crawl of hundreds of pages showed nothing for minutes); in logs, nothing."""
+        """On a terminal, a pulsing bar naming where the documents are being found (a crawl
+        of hundreds of pages showed nothing for minutes); in logs, nothing."""
         if self._console.is_terminal:
             label = f"Finding documents in {clip(where, _WHERE_CHARS)}"
             self._task = self._bar.add_task(label, total=None)

@@ -69,6 +69,13 @@ _FLAG = re.compile(r"(?<!\S)--?(?P<key>[A-Za-z][\w-]*)[ \t]+(?P<value>[^\s-]\S*)
 _SAID = re.compile(
     r"(?<![\w.-])(?P<key>[\w.-]+)[ \t]+(?:is|was)[ \t]+(?P<value>\S+)", re.IGNORECASE
 )
+# The same said the other way round, the credential ending its clause: "hunter2 is my password"
+# (not "argon2 is the password hashing algorithm": a word after it makes it a compound).
+_SAID_BACKWARDS = re.compile(
+    r"(?<![\w.-])(?P<value>\S+)[ \t]+(?:is|was)[ \t]+(?:(?:my|our|your|the|its)[ \t]+)?"
+    r"(?P<key>[\w.-]+)(?=[ \t]*(?:[.,;:!?)]|$))",
+    re.IGNORECASE,
+)
 # An environment variable's name and its value with only a space between (a shell's `export
 # NAME VALUE` typo, a pasted table): the value is looked at from every name, overlapping.
 _ENV_PAIR = re.compile(r"(?<![\w.-])(?P<key>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)[ \t]+(?=(?P<value>\S+))")
@@ -169,7 +176,8 @@ def _pastes_configuration(query: str) -> bool:
             return True
     if any(
         _names_credential(m.group("key")) and _looks_secret(m.group("value"))
-        for m in _SAID.finditer(query)
+        for pattern in (_SAID, _SAID_BACKWARDS)
+        for m in pattern.finditer(query)
     ):
         return True
     # `ELASTICSEARCH_PASSWORD SECRETPW`: a shouted value after a shouted name is no sentence.

@@ -83,6 +83,9 @@ SECRET_REFUSAL = "looks like it contains a secret, token or key"
         "secret hunt3r!x",
         "apikey 3f9a8b7c6d5e4f3a2b1c",
         "login fails with token Ab12cd34",
+        # the same said the other way round
+        "hunter2 is my password",
+        "Xy7abc99 was the token, it fails",
         # HTTP credentials, with no digit in them
         "Authorization: Basic dXNlcjpwYXNz",
         "authorization: Bearer abcdefGHIJKLmn",
@@ -134,6 +137,9 @@ def test_pasted_credentials_never_go_out(query: str) -> None:
         "token limit 4096",
         "password hashing with PBKDF2 in Python3",
         "API key for GPT-4o",
+        "argon2 is the password hashing algorithm",
+        "why is sha256 the password hash",
+        "what is the password",
     ],
 )
 def test_questions_about_credentials_still_go_out(query: str) -> None:

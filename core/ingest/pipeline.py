@@ -62,6 +62,11 @@ class IngestReport:
     # Documents a pruning run left in place because it skipped all it found (`ingest_from`).
     spared: int = 0
 
+    def places(self) -> str:
+        """The places the run was asked to read, as they may be shown (no password of a URL);
+        empty when it was given none."""
+        return ", ".join(map(redact_url, self.targets))
+
     def missing_named(self) -> str:
         """The targets that named nothing, each with why: `./nope (no such file, folder or URL)`."""
         return ", ".join(f"{m.display} ({m.reason})" for m in self.missing)
@@ -169,7 +174,7 @@ class Ingestor:
         started = time.perf_counter()
         report = IngestReport(targets=list(targets or ()))
         if progress is not None:
-            progress.discovering(", ".join(map(redact_url, report.targets)) or source)
+            progress.discovering(report.places() or source)
         found = await connector.discover()
         report.skipped.extend(found.skipped)
         report.counts[Outcome.SKIPPED] += len(found.skipped)

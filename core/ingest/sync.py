@@ -252,10 +252,9 @@ def _nothing_found(report: IngestReport, name: str) -> str | None:
     sync is pruned, and that is no failure."""
     if report.indexed or report.skipped or report.failed or report.counts[Outcome.DELETED]:
         return None
-    where = ", ".join(redact_url(target) for target in report.targets) or name
     return (
-        f"nothing found at {where}: check the source's include and exclude patterns, "
-        "prefixes or spaces"
+        f"nothing found at {report.places() or name}: check the source's include and "
+        "exclude patterns, prefixes or spaces"
     )
 
 

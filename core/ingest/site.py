@@ -7,8 +7,11 @@ What a mature crawler does, bounded for a bot that runs beside other work:
   pages in all;
 - it honours robots.txt (Protego, the parser Scrapy uses) and waits `delay_s` between two
   requests to one host, with at most `concurrency` requests in flight;
-- a page names itself: its `<link rel="canonical">` (when under the prefixes) or the URL it was
-  served from after redirects, so duplicates (`/a`, `/a/index.html`, `/a?utm=x`) are one page;
+- a page names itself by the URL it was served from after redirects, so duplicates (`/a`,
+  `/a/index.html`, `/a?utm=x`) are one page; a page whose `<link rel="canonical">` names another
+  page under the prefixes is merged into it only when both say the same words (a print copy,
+  `?lang=en`), and kept under its own URL otherwise (a template naming the docs' home as every
+  page's canonical would have cited one page's text at another's URL);
 - every fetch keeps the URL ingest's limits (size, time, content type, redirect checks), and
   every page left out is reported with its reason.
 
@@ -22,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -60,6 +64,9 @@ GZIP_WINDOW = 16 + zlib.MAX_WBITS  # zlib's flag for a gzip header
 _GZIP_MAGIC = b"\x1f\x8b"
 _DROPPED_QUERY = ("utm_", "ref", "fbclid", "gclid")  # tracking parameters: not a new page
 LIMIT_REACHED = "page limit reached (ingest.crawl.max_pages); nothing pruned"
+_SCRIPT_START = re.compile(rb"<script\b", re.IGNORECASE)
+_SCRIPT_END = re.compile(rb"</script", re.IGNORECASE)
+_TAG = re.compile(rb"<[^>]*>?")  # to the next `>`, or the end: one match per `<` at most
 # URLs queued per page kept, at most: room for broken, disallowed and duplicate links, without
 # letting a page of 100,000 links grow the queue without bound.
 QUEUED_PER_PAGE = 4
@@ -81,6 +88,10 @@ class _Remembered:
     last_modified: str | None
     links: list[str]
     lastmod: str | None = None  # the sitemap's <lastmod> for it when it was last read
+    canonical: str | None = None  # another page under the prefixes it names as canonical
+    # What it says (`fingerprint`), when last downloaded; None in a memory written before
+    # fingerprints, or when its text was not read in time.
+    fingerprint: str | None = None
 
     def conditional(self) -> dict[str, str] | None:
         headers = {}
@@ -168,6 +179,10 @@ class SiteConnector:
         # URLs left out of it with why: a redirect that leads nowhere is then reported too.
         self._redirects: dict[str, tuple[_Visit, str]] = {}
         self._left_out: dict[str, str] = {}
+        # This crawl: each URL read -> the page it named itself with; each alias merged into
+        # its canonical page -> that page.
+        self._landed: dict[str, str] = {}
+        self._merged: dict[str, str] = {}
         # robots.txt or sitemaps that failed for now: pages only they name may still exist.
         self._unsure: list[Skipped] = []
 
@@ -186,8 +201,9 @@ class SiteConnector:
         self._queued = set()  # each discovery a crawl of its own
         self._bodies.clear()
         self._redirects, self._left_out, self._unsure = {}, {}, []
+        self._landed, self._merged = {}, {}
         seen = self._queued
-        pages: set[str] = set()  # every page kept, by the URL it names itself with
+        pages: dict[str, _Remembered] = {}  # every page kept, by the URL it names itself with
         queue: asyncio.Queue[_Visit | None] = asyncio.Queue()
         for url in self._start + await self._sitemap_pages(found):
             if url not in seen:
@@ -209,6 +225,12 @@ class SiteConnector:
         for _ in workers:
             queue.put_nowait(None)
         await asyncio.gather(*workers)
+        await self._settle_aliases(found, pages)
+        found.items = [
+            SourceItem(name, name, name, title_from_name(urlsplit(name).path))
+            for name in sorted(pages)
+            if name not in self._merged
+        ]
         self._report_dead_ends(found)
         if self._bodies.spilled:
             log.info(
@@ -225,7 +247,6 @@ class SiteConnector:
         if found.missing or self._unsure or limited:
             found.scopes = []
         found.skipped += [replace(u, reason=f"{u.reason}; nothing pruned") for u in self._unsure]
-        found.items.sort(key=lambda item: item.doc_id)
         self._crawled = {u: p for u, p in self._memory.items() if u in seen}
         return found
 
@@ -241,7 +262,7 @@ class SiteConnector:
         if self._memory_path is None:
             return
         kept = {
-            url: page if page.name in settled else _forgotten(page)
+            url: page if self._merged.get(page.name, page.name) in settled else _forgotten(page)
             for url, page in self._crawled.items()
         }
         save_json(self._memory_path, {u: asdict(p) for u, p in kept.items()})
@@ -287,7 +308,9 @@ class SiteConnector:
             elif visit.depth == 0 and visit.url in self._start and target in self._left_out:
                 self._leave_out(visit, found, f"redirects to {target}: {self._left_out[target]}")
 
-    async def _visit(self, visit: _Visit, found: Discovery, pages: set[str]) -> list[str]:
+    async def _visit(
+        self, visit: _Visit, found: Discovery, pages: dict[str, _Remembered]
+    ) -> list[str]:
         """Fetch one page, keep it (once, under its own name) and return its links to follow."""
         if not self._in_scope(visit.url):
             if visit.url in self._start:
@@ -299,11 +322,14 @@ class SiteConnector:
         if len(pages) >= self._crawl.max_pages:
             return self._leave_out(visit, found, LIMIT_REACHED, asked=False)
         remembered = self._memory.get(visit.url)
-        indexed = remembered is not None and remembered.name in self._known
+        indexed = remembered is not None and self._indexed(remembered)
+        # Unchanged is worth knowing only with what it said: a page remembered without its
+        # fingerprint (a memory from before them) is downloaded whole once.
+        current = remembered is not None and remembered.fingerprint is not None and indexed
         listed = self._lastmods.get(visit.url)
-        if remembered is not None and indexed and listed and remembered.lastmod == listed:
+        if remembered is not None and current and listed and remembered.lastmod == listed:
             return self._keep(visit, found, pages, remembered, None)  # the sitemap says as is
-        conditional = remembered.conditional() if remembered is not None and indexed else None
+        conditional = remembered.conditional() if remembered is not None and current else None
         try:
             fetched = await self._get(
                 visit.url, any_type=False, seen=self._seen, conditional=conditional
@@ -328,20 +354,14 @@ class SiteConnector:
         final = normalised(fetched.url)
         if not self._in_scope(final):
             return self._leave_out(visit, found, f"redirected out of the crawl to {final}")
-        links: list[str] = []
-        name = final
-        if fetched.fmt is DocumentFormat.HTML:
-            canonical, links = await self._read_links(fetched.data, final)
-            if canonical and self._in_scope(canonical):
-                name = canonical
-        page = _Remembered(name, fetched.etag, fetched.last_modified, links, listed)
+        page = await self._read_page(fetched, final, listed)
         return self._keep(visit, found, pages, page, (fetched.data, fetched.fmt))
 
     def _keep(
         self,
         visit: _Visit,
         found: Discovery,
-        pages: set[str],
+        pages: dict[str, _Remembered],
         page: _Remembered,
         body: tuple[bytes, DocumentFormat] | None,
     ) -> list[str]:
@@ -349,35 +369,129 @@ class SiteConnector:
         copy indexed) and the links to follow from it."""
         name = page.name
         self._memory[visit.url] = page  # duplicates too: next time they are asked, not fetched
+        self._landed[visit.url] = name
         if name in pages:
             return []  # the same page under another URL
         if len(pages) >= self._crawl.max_pages:  # others filled the crawl while this one read
             return self._leave_out(visit, found, LIMIT_REACHED)
-        pages.add(name)
+        pages[name] = page
         if body is None:
             self._not_modified.add(name)
         else:
             self._bodies.put(name, *body)
-        links = page.links
-        title = title_from_name(urlsplit(name).path)
-        found.items.append(SourceItem(name, name, name, title))
-        if visit.depth >= self._crawl.max_depth:
-            return []
-        return [link for link in links if self._in_scope(link)]
+        # The page it names as canonical is read even past `max_depth`: without it, whether
+        # the two say the same can't be told.
+        follow = [page.canonical] if page.canonical is not None else []
+        if visit.depth < self._crawl.max_depth:
+            follow += [link for link in page.links if self._in_scope(link)]
+        return follow
 
-    async def _read_links(self, data: bytes, url: str) -> tuple[str | None, list[str]]:
-        """Off the event loop and within `ingest.parse_timeout_s`: a page too slow to read
-        for links is still indexed (the pipeline parses it under its own limits), but its links
-        are not followed."""
+    def _indexed(self, page: _Remembered) -> bool:
+        """The index holds what `page` says: under its name, or (merged) its canonical's."""
+        return page.name in self._known or page.canonical in self._known
+
+    async def _read_page(self, fetched: Fetched, name: str, listed: str | None) -> _Remembered:
+        """What the crawl keeps of a page downloaded: its links, the page it names as canonical
+        (when another under the prefixes) and its fingerprint. Read off the event loop and
+        within `ingest.parse_timeout_s`: a page too slow to read is still indexed (the pipeline
+        parses it under its own limits), but its links are not followed, nor is it merged."""
+        assert fetched.fmt is not None
         try:
-            return await run_abandonable(
-                functools.partial(_links, data, url, self._crawl.max_links_per_page),
+            canonical, links, fingerprint = await run_abandonable(
+                functools.partial(
+                    _read, fetched.data, fetched.fmt, name, self._crawl.max_links_per_page
+                ),
                 self._settings.parse_timeout_s,
                 self._settings.parse_threads,
             )
         except TimeoutError:
-            log.warning("crawl_links_not_read", url=url, seconds=self._settings.parse_timeout_s)
-            return None, []
+            log.warning("crawl_links_not_read", url=name, seconds=self._settings.parse_timeout_s)
+            canonical, links, fingerprint = None, [], None
+        if canonical == name or (canonical is not None and not self._in_scope(canonical)):
+            canonical = None
+        return _Remembered(
+            name, fetched.etag, fetched.last_modified, links, listed, canonical, fingerprint
+        )
+
+    # -- aliases ---------------------------------------------------------------------------
+
+    async def _settle_aliases(self, found: Discovery, pages: dict[str, _Remembered]) -> None:
+        """Each page naming another as its canonical is merged into it when both say the same
+        (one page under two URLs) and kept under its own URL otherwise. A canonical link is the
+        site's claim, and a wrong one is common (a template naming the docs' home on every
+        page): taken on trust, the crawl indexed one page's text under another's URL, and a
+        citation linked to a page that does not say what it quotes."""
+        differing: list[str] = []
+        for name in list(pages):
+            page, target = pages[name], self._canonical_page(pages[name], pages)
+            if target is None:
+                continue
+            if page.fingerprint != target.fingerprint and self._unread_alias(name):
+                reread = await self._reread(name, found, pages)
+                if reread is None or (target := self._canonical_page(reread, pages)) is None:
+                    continue
+                page = reread
+            if page.fingerprint is not None and page.fingerprint == target.fingerprint:
+                self._merged[name] = target.name
+                self._bodies.pop(name)
+                self._not_modified.discard(name)
+            else:
+                differing.append(name)
+        if differing:
+            log.info(
+                "crawl_canonical_not_followed",
+                pages=len(differing),
+                first=redact_url(differing[0]),
+                reason="its text differs from its canonical page's: kept under its own URL",
+            )
+
+    def _canonical_page(
+        self, page: _Remembered, pages: dict[str, _Remembered]
+    ) -> _Remembered | None:
+        """The page of this crawl `page` names as canonical, when that one is no alias itself
+        (a chain or a loop of canonical links merges nothing)."""
+        if page.canonical is None:
+            return None
+        target = pages.get(self._landing(page.canonical))
+        if target is None or target.canonical is not None or target.name == page.name:
+            return None
+        return target
+
+    def _landing(self, url: str) -> str:
+        """The page `url` led to in this crawl, through redirects."""
+        trail: set[str] = set()
+        while url not in trail:
+            trail.add(url)
+            redirected = self._redirects.get(url)
+            url = self._landed.get(url) or (redirected[1] if redirected else url)
+        return url
+
+    def _unread_alias(self, name: str) -> bool:
+        """A page merged into its canonical before and unchanged since (no body this crawl):
+        the index holds only its canonical's text, which has changed."""
+        return name in self._not_modified and name not in self._known
+
+    async def _reread(
+        self, name: str, found: Discovery, pages: dict[str, _Remembered]
+    ) -> _Remembered | None:
+        """`name` downloaded whole, to be indexed under its own URL; None (and left out, with
+        why) when that fails."""
+        try:
+            fetched = await self._get(name, any_type=False)
+        except (UnreachableDocument, UnreadableDocument) as exc:
+            del pages[name]
+            self._not_modified.discard(name)
+            found.skipped.append(Skipped(redact_url(name), str(exc)))
+            return None
+        assert fetched.fmt is not None
+        page = await self._read_page(fetched, name, pages[name].lastmod)
+        pages[name] = page
+        self._not_modified.discard(name)
+        self._bodies.put(name, fetched.data, fetched.fmt)
+        for url, landed in self._landed.items():
+            if landed == name:
+                self._memory[url] = page
+        return page
 
     def _seen(self, url: str) -> bool:
         return normalised(url) in self._queued
@@ -536,6 +650,36 @@ def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list
         if fields.get("loc"):
             entries.append(SitemapEntry(fields["loc"], fields.get("lastmod") or None))
     return ("index" if kind == "sitemapindex" else "urlset"), entries
+
+
+def _read(
+    data: bytes, fmt: DocumentFormat, url: str, limit: int
+) -> tuple[str | None, list[str], str]:
+    """A page's canonical URL, its links and its fingerprint (a file not HTML: its bytes')."""
+    if fmt is not DocumentFormat.HTML:
+        return None, [], hashlib.sha256(data).hexdigest()
+    canonical, links = _links(data, url, limit)
+    return canonical, links, fingerprint(data)
+
+
+def fingerprint(data: bytes) -> str:
+    """What an HTML page says, hashed: its words, without its tags (attributes hold what a
+    server writes into each copy: CSRF tokens, script nonces) or its scripts. Two URLs with the
+    same fingerprint serve the same words, which is what makes one an alias of the other; any
+    other difference (a timestamp in the text) keeps them apart, which errs on the safe side.
+    Linear in the page's size, on bytes: the same bytes give the same words."""
+    digest = hashlib.sha256()
+    position = 0
+    while (script := _SCRIPT_START.search(data, position)) is not None:
+        digest.update(_words(data[position : script.start()]))
+        end = _SCRIPT_END.search(data, script.end())
+        position = len(data) if end is None else end.start()
+    digest.update(_words(data[position:]))
+    return digest.hexdigest()
+
+
+def _words(markup: bytes) -> bytes:
+    return b" ".join(_TAG.sub(b" ", markup).split()) + b" "
 
 
 def _links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:

@@ -27,6 +27,15 @@ def page(title: str, body: str, *links: str, canonical: str | None = None) -> st
     )
 
 
+GUIDE = (
+    "Guide",
+    "Configure the workspace and invite your team.",
+    "/docs/install.html",
+    "/docs/guide/advanced.html",
+    "/docs/print/guide.html",
+)
+
+
 @dataclass
 class DocsSite:
     pages: dict[str, str] = field(default_factory=dict)
@@ -63,21 +72,12 @@ class DocsSite:
                 "/docs/install.html": page(
                     "Install", "Run the installer, then sign in.", "/docs/", "guide/index.html"
                 ),
-                "/docs/guide/": page(
-                    "Guide",
-                    "Configure the workspace and invite your team.",
-                    "/docs/install.html",
-                    "/docs/guide/advanced.html",
-                    "/docs/print/guide.html",
-                ),
+                "/docs/guide/": page(*GUIDE),
                 "/docs/guide/advanced.html": page(
                     "Advanced", "Tune the cache size for large teams.", "/docs/guide/"
                 ),
-                "/docs/print/guide.html": page(
-                    "Guide (print)",
-                    "Configure the workspace and invite your team.",
-                    canonical="/docs/guide/",
-                ),
+                # The guide again, as its print button serves it: one page under two URLs.
+                "/docs/print/guide.html": page(*GUIDE, canonical="/docs/guide/"),
                 "/docs/private/secret.html": page("Secret", "Not for robots."),
                 "/docs/orphan.html": page("Orphan", "Only the sitemap links to this page."),
                 "/blog/launch.html": page("Launch", "We launched."),

@@ -5,6 +5,7 @@ docs; then the pages indexed, and a page gone from the site pruned."""
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -30,7 +31,7 @@ from core.ingest.site import (
     normalised,
     parse_sitemap,
 )
-from tests.fakes.docs_site import DocsSite, page
+from tests.fakes.docs_site import GUIDE, DocsSite, page
 from tests.fakes.faults import RefusingEmbedder
 from tests.fakes.threaded import served_in_a_thread
 
@@ -286,6 +287,109 @@ async def test_a_re_crawl_downloads_only_the_pages_that_changed(
     again = await sync()
     assert again.counts[Outcome.UNCHANGED] == 5
     assert sum(served.site.downloads.values()) == full_crawl
+
+
+def started_at(
+    served: Served, settings: IngestSettings, path: str, **crawl: object
+) -> SiteConnector:
+    """A crawl of the docs started at one page of them."""
+    tuned = settings.model_copy(
+        update={"crawl": settings.crawl.model_copy(update={"delay_s": 0, **crawl})}
+    )
+    docs = served.url + "/docs/"
+    return SiteConnector([served.url + path], tuned, served.http, prefixes=[docs])
+
+
+async def test_a_canonical_link_to_a_page_saying_otherwise_is_not_followed(
+    served: Served, settings: Settings, ingestor: Ingestor, index
+) -> None:
+    """A template naming the docs' home as every page's canonical: taken on trust, the first
+    page read was indexed as the home page (its text cited at the home's URL) and the others
+    were dropped as its duplicates. Each page keeps its own URL and its own text."""
+    base = served.url
+    for path, (title, text) in {
+        "/docs/install.html": ("Install", "Run the installer, then sign in."),
+        "/docs/guide/advanced.html": ("Advanced", "Tune the cache size for large teams."),
+    }.items():
+        served.site.pages[path] = page(title, text, "/docs/", canonical=f"{base}/docs/")
+    with structlog.testing.capture_logs() as logs:
+        report = await ingestor.ingest_from(
+            started_at(served, settings.ingest, "/docs/install.html"), source="site"
+        )
+    assert report.counts[Outcome.ADDED] == 5  # the print copy of the guide is still merged
+    for question, path in [
+        ("run the installer then sign in", "/docs/install.html"),
+        ("tune the cache size for large teams", "/docs/guide/advanced.html"),
+        ("welcome to the product docs", "/docs/"),
+    ]:
+        [hit] = await index.search(question, k=1)
+        assert hit.chunk.url.split("#")[0] == base + path, question
+    [said] = [e for e in logs if e["event"] == "crawl_canonical_not_followed"]
+    assert said["pages"] == 2
+
+
+async def test_a_copy_read_before_its_canonical_page_is_merged_into_it(
+    served: Served, settings: Settings
+) -> None:
+    """The print copy is where the crawl starts, with no link followed (`max_depth` 0): its
+    canonical page is read all the same, to be compared with it, and the copy is merged."""
+    site = started_at(served, settings.ingest, "/docs/print/guide.html", max_depth=0)
+    found = await site.discover()
+    assert [item.doc_id.removeprefix(served.url) for item in found.items] == [
+        "/docs/",  # in the sitemap, as orphan.html: both at depth 0
+        "/docs/guide/",
+        "/docs/orphan.html",
+    ]
+    assert served.site.requests["/docs/guide/"] == 1
+    assert served.site.requests["/docs/install.html"] == 0  # a link: not followed at depth 0
+
+
+async def test_a_copy_whose_canonical_page_changed_is_indexed_under_its_own_url(
+    served: Served, sync: Callable[[], Awaitable[IngestReport]], index
+) -> None:
+    """The print copy was merged into the guide, and answers 304 since: the guide's new text
+    is no longer what the copy says, so the copy is downloaded and indexed under its URL."""
+    assert (await sync()).counts[Outcome.ADDED] == 5
+    served.site.pages["/docs/guide/"] = page(
+        "Guide", "Configure the workspace, then ask your admin for invites.", *GUIDE[2:]
+    )
+    served.site.downloads.clear()
+    parted = await sync()
+    assert (parted.counts[Outcome.ADDED], parted.counts[Outcome.UPDATED]) == (1, 1)
+    assert served.site.downloads["/docs/print/guide.html"] == 1
+    [copy] = await index.search("configure the workspace and invite your team", k=1)
+    assert copy.chunk.url.split("#")[0] == served.url + "/docs/print/guide.html"
+    [guide] = await index.search("ask your admin for invites", k=1)
+    assert guide.chunk.url.split("#")[0] == served.url + "/docs/guide/"
+
+    served.site.downloads.clear()
+    assert (await sync()).counts[Outcome.UNCHANGED] == 6
+    assert sum(served.site.downloads.values()) == 0
+
+
+async def test_a_memory_from_before_fingerprints_downloads_each_page_once(
+    served: Served, sync: Callable[[], Awaitable[IngestReport]], tmp_path: Path
+) -> None:
+    """Unchanged since is worth knowing only with what the page said: without it, a copy
+    could never be compared with its canonical page again."""
+    await sync()
+    memory = json.loads((tmp_path / MEMORY).read_text(encoding="utf-8"))
+    for remembered in memory.values():
+        del remembered["fingerprint"]
+    (tmp_path / MEMORY).write_text(json.dumps(memory), encoding="utf-8")
+    served.site.downloads.clear()
+    assert (await sync()).counts[Outcome.UNCHANGED] == 5
+    assert set(served.site.downloads) == {
+        "/docs/",
+        "/docs/guide/",
+        "/docs/guide/advanced.html",
+        "/docs/install.html",
+        "/docs/orphan.html",
+        "/docs/print/guide.html",
+    }
+    served.site.downloads.clear()
+    await sync()
+    assert sum(served.site.downloads.values()) == 0
 
 
 @pytest.mark.parametrize("status", [503, 429])

@@ -11,7 +11,7 @@ from core.errors import UnreadableDocument
 from core.ingest.formats import DocumentFormat, parse_document, parse_markdown
 from core.ingest.html import parse_html
 from core.ingest.sections import ParsedDocument
-from core.ingest.site import _EnoughLinks, _LinkReader, _links
+from core.ingest.site import _EnoughLinks, _LinkReader, _links, fingerprint
 from tests.office_maker import SlideSpec, make_pptx, make_xlsx
 from tests.parse_timing import LIMITS, LINEAR_PARSE_CPU_S, timed_parse
 from tests.pdf_maker import make_pdf
@@ -511,3 +511,31 @@ def test_asciidoc_default_ids_follow_asciidoctor() -> None:
 def test_asciidoc_lines_parse_in_linear_time(line: str) -> None:
     seconds, _ = timed_parse(line.encode(), DocumentFormat.ASCIIDOC)
     assert seconds < LINEAR_PARSE_CPU_S  # a regex search per `https:` took minutes
+
+
+def test_a_pages_fingerprint_is_its_words_whatever_each_copy_carries() -> None:
+    """Two URLs of one page are merged only when their fingerprints match: what a server
+    writes into each copy (a CSRF token, a script nonce, its spacing) must not keep them
+    apart, and a word changed must."""
+    page = (
+        '<html><head><meta name="csrf" content="{token}"><script nonce="{token}">var t="{token}";'
+        "</script></head><body>{space}<h1>Guide</h1><p>Configure the workspace.</p></body></html>"
+    )
+    first = fingerprint(page.format(token="a1b2", space="").encode())
+    assert fingerprint(page.format(token="z9y8", space="\n  ").encode()) == first
+    assert fingerprint(page.format(token="a1b2", space="").replace("the", "a").encode()) != first
+    assert fingerprint(b"<p>Guide</p><p>Configure</p>") == fingerprint(b"<b>Guide Configure")
+    assert fingerprint(b"<p>replaced</p>") != fingerprint(b"<p>kept</p>")
+    assert fingerprint(b"before<script>x") != fingerprint(b"before")  # a script never closed
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [*UNCLOSED_HTML.values(), "<script", "<script>", "</script", "<"],
+    ids=[*UNCLOSED_HTML.keys(), "script", "script-tag", "script-end", "lt"],
+)
+def test_a_pages_fingerprint_is_linear_on_hostile_markup(unit: str) -> None:
+    """It runs on every crawled page, in a thread that can't be stopped when its time is up."""
+    started = time.process_time()
+    fingerprint(("<p>Hi</p>" + unit * 200_000).encode())
+    assert time.process_time() - started < LINEAR_PARSE_CPU_S

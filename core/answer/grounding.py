@@ -28,6 +28,7 @@ from core.domain.text import (
     FENCED,
     LINE_PREFIX,
     MARKER_NUMBER,
+    STOPWORDS,
     WORD,
     clip,
     findall_outside_code,
@@ -66,8 +67,14 @@ _AFFIRMATIVE = "yes"
 # label ("To re-ingest, follow these steps:", "Also in the top search results, quoted as
 # written:", the core's own lead-in to the passages it quotes after an answer).
 _STRUCTURAL_TERMS = frozenset(
-    {"follow", "step", "exampl", "option", "way", "summari", "note", "list"}
-    | {"quot", "written", "passag", "sourc", "search", "result"}
+    {"follow", "step", "exampl", "option", "way", "summari", "note", "list", "point", "detail"}
+    | {"quot", "written", "passag", "sourc", "search", "result", "command", "code", "snippet"}
+    | {"like", "someth"}  # "Read it like this:", "Try something like:"
+)
+# Words a lead-in may open with before what it says: "First, delete the index:" tells the
+# reader to do something as much as "Delete the index:" does.
+_SEQUENCE_WORDS = frozenset(
+    {"first", "then", "next", "now", "finally", "lastly", "also", "please", "afterwards"}
 )
 # Lines that start a block of their own (a list item, a heading, a table row, a block quote, a
 # fence), and lines after which the next is a block of its own (a heading, a table row).
@@ -217,6 +224,8 @@ def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:
     said = terms(body)
     if _answers_yes_or_no(body):
         return True
+    if _lead_in(body) and _instructs(body):
+        return True
     if _lead_in(body) or sentence.lstrip().startswith("#"):
         return len(said - _STRUCTURAL_TERMS) > settings.max_framing_terms
     # A figure is a claim however few words carry it: "- Up to 500." was kept unchecked. A
@@ -231,6 +240,22 @@ def _answers_yes_or_no(body: str) -> bool:
 def _lead_in(body: str) -> bool:
     """A sentence ending in a colon: what follows it is what it introduces."""
     return body.rstrip("_* ").endswith(":")
+
+
+def _instructs(body: str) -> bool:
+    """Whether a lead-in tells the reader to do something ("Delete the index first:") rather
+    than label what follows ("To re-ingest, follow these steps:", "Here is an example:", "Run
+    this:"). Shown unchecked, a short instruction passed for framing however wrong it was. An
+    instruction opens (after "first", "then"...) with a word of an open class, no stop word and
+    no word of layout (an imperative verb, most often), and names something to act on."""
+    words = [m.group(0).lower() for m in WORD.finditer(body)]
+    while words and words[0] in _SEQUENCE_WORDS:
+        words.pop(0)
+    if len(words) < 2 or words[0] in STOPWORDS:
+        return False
+    verb = terms(words[0])
+    acted_on = terms(" ".join(words[1:])) - _STRUCTURAL_TERMS - verb
+    return bool(verb) and not verb & _STRUCTURAL_TERMS and bool(acted_on)
 
 
 def units(answer: str, settings: GroundingSettings) -> list[Unit]:
@@ -248,7 +273,10 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
         if markers and not body and result and result[-1].code:
             # The marker line under a code block (how `ground` marks one) cites that block.
             result[-1] = replace(result[-1], markers=result[-1].markers + markers)
-        lead_in = not code and _lead_in(body) and not _answers_yes_or_no(body)
+        # An instruction is a claim like any other: unsupported, it counts against the answer.
+        lead_in = (
+            not code and _lead_in(body) and not _answers_yes_or_no(body) and not _instructs(body)
+        )
         result.append(
             Unit(sentence, claim, sentence if code else body, code, line_end, markers, lead_in)
         )

@@ -205,6 +205,52 @@ def test_a_short_heading_or_lead_in_is_framing(framing: str) -> None:
     assert grounded.unsupported == 0
 
 
+@pytest.mark.parametrize(
+    "instruction",
+    [
+        "Delete the index first:",
+        "First, wipe the database:",
+        "**Then disable pruning:**",
+        "Please back up everything:",
+    ],
+)
+def test_a_short_lead_in_that_tells_the_reader_to_do_something_is_checked(
+    instruction: str,
+) -> None:
+    """Three content words or fewer made a lead-in framing, shown unchecked: "Delete the index
+    first:" was shown above cited steps, as if they said it. An instruction is a claim; no
+    passage saying it, it is left out and counts against the answer."""
+    answer = f"{instruction}\n- Skip unchanged documents."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == "- Skip unchanged documents [1]."
+    assert grounded.unsupported == 1
+
+
+def test_a_short_instruction_a_passage_says_is_kept_with_its_marker() -> None:
+    answer = "Skip unchanged documents:\n- Replace passages in one transaction."
+    grounded = ground(answer, numbered(INGEST), SETTINGS)
+    assert grounded.text == (
+        "Skip unchanged documents [1]:\n- Replace passages in one transaction [1]."
+    )
+    assert (grounded.supported, grounded.unsupported) == (2, 0)
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "Run this:",
+        "Read it like this:",
+        "Run the following command:",
+        "Follow these steps:",
+        "First, note the following:",
+        "Important details:",
+        "Try something like this:",
+    ],
+)
+def test_a_lead_in_that_only_introduces_what_follows_is_still_framing(label: str) -> None:
+    assert [u.claim for u in units(label, SETTINGS)] == [False]
+
+
 @pytest.mark.parametrize("lead_in", [ALSO_QUOTED, CLOSEST_QUOTED])
 def test_the_cores_own_lead_in_to_quoted_passages_is_framing(lead_in: str) -> None:
     """The evaluation counts claims shown without a marker with `units`: the lead-in the core

@@ -388,7 +388,7 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
             previous, text = kept[-1]
             kept[-1] = (replace(previous, line_end=True), text)
 
-    quotes: dict[int, str] = {}
+    quotes: dict[int, list[str]] = {}
     result = Grounded("", says_not_found=bool(_NOT_FOUND.search(answer)))
     seen: set[str] = set()
     for unit in units(html.unescape(answer), settings):
@@ -407,12 +407,30 @@ def ground(answer: str, sources: Sequence[NumberedSource], settings: GroundingSe
             leave_out(unit)
             continue
         result.supported += 1
-        quotes.setdefault(number, quote)
+        quotes.setdefault(number, []).append(quote)
         kept.append((unit, _marked(_unmarked(unit), number, code=unit.code)))
     if result.supported:
         result.text = _joined(kept)
-        result.citations = [CitedSource(source=n, quote=q) for n, q in quotes.items()]
+        result.citations = [
+            CitedSource(source=n, quote=_covering(q, passages[n], settings.max_quote_chars))
+            for n, q in quotes.items()
+        ]
     return result
+
+
+def _covering(quotes: list[str], passage: _Passage, limit: int) -> str:
+    """The one quote a citation shows for every claim citing its passage: the stretch of the
+    passage from the first of their supporting sentences to the last, when it fits in `limit`.
+    The first claim's sentence alone was shown under a marker that other claims carry too, as
+    if it were their evidence. A stretch too long: the first claim's sentence still."""
+    flat = " ".join(passage.text.split())
+    spans = []
+    for quote in dict.fromkeys(" ".join(q.split()) for q in quotes):
+        if (start := flat.find(quote)) < 0:
+            return quotes[0]
+        spans.append((start, start + len(quote)))
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    return flat[start:end] if end - start <= limit else quotes[0]
 
 
 def _unmarked(unit: Unit) -> str:

@@ -54,6 +54,34 @@ def test_the_quotes_grounding_writes_verify_even_for_a_short_sentence() -> None:
     assert [(c.quote, c.verified) for c in citations] == [("Restart it.", True)]
 
 
+def test_claims_citing_one_passage_share_a_quote_that_shows_each_of_them() -> None:
+    """The quote was the first claim's sentence alone, shown under a marker the second claim
+    carried too, as if it were that one's evidence. It now spans both, and still verifies."""
+    sources = numbered(INGEST)
+    answer = "Unchanged documents are skipped. Changed documents have their passages replaced."
+    grounded = ground(answer, sources, SETTINGS)
+    assert grounded.text == (
+        "Unchanged documents are skipped [1]. Changed documents have their passages replaced [1]."
+    )
+    [quote] = [c.quote for c in grounded.citations]
+    assert quote == (
+        "unchanged documents are skipped without being parsed; - changed documents have all "
+        "their passages replaced in one transaction;"
+    )
+    registry = SourceRegistry()
+    registry.add([s.hit for s in sources])
+    _, citations = check_answer(grounded.text, grounded.citations, registry, decoded=True)
+    assert [c.verified for c in citations] == [True]
+
+
+def test_a_shared_quote_too_long_for_both_claims_is_the_first_claims() -> None:
+    far = "Restart the bot after upgrading. " + "Filler words pad this passage out. " * 12
+    far += "Prune deletes documents that no longer exist."
+    answer = "Restart the bot after upgrading. Prune deletes documents that no longer exist."
+    grounded = ground(answer, numbered(far), SETTINGS)
+    assert [c.quote for c in grounded.citations] == ["Restart the bot after upgrading."]
+
+
 def test_a_marker_on_the_wrong_passage_is_moved() -> None:
     grounded = ground(
         "Changed documents are replaced in one transaction [1].", numbered(LIMITS, INGEST), SETTINGS

@@ -4,9 +4,11 @@ The crawl reads each page's links in a worker thread bounded by `ingest.parse_ti
 used to build BeautifulSoup's tree of the whole page and search it (kept here only, as the
 baseline); it now takes html.parser's tag events as they come, builds no tree, and stops once
 it has `ingest.crawl.max_links_per_page` links and the canonical link. Both read the same links
-(`tests/unit/ingest/test_document_formats.py` compares them on generated pages). Pages: a
-links page of --links anchors, without and with a canonical link in its head; each read
-with the shipped limit and with none; the two readers take turns, --runs times.
+(`tests/unit/ingest/test_document_formats.py` compares them on generated pages). The crawl
+also takes each page's fingerprint (`core.ingest.site.fingerprint`: its words, to tell a copy
+from a page that only names another as canonical): the third reader is what a crawl does per
+page, both. Pages: a links page of --links anchors, without and with a canonical link in its
+head; each read with the shipped limit and with none; the readers take turns, --runs times.
 
     python -m bench.link_reader [--links 300000] [--runs 3]
 """
@@ -19,8 +21,9 @@ import time
 from collections.abc import Callable
 
 from bench.common import REPO, bench_settings, write_result
+from core.ingest.formats import DocumentFormat
 from core.ingest.html import neutralise_unclosed_markup
-from core.ingest.site import _followable, _links
+from core.ingest.site import _followable, _links, _read
 
 BASE = "https://docs.example.com/guide/index.html"
 Reader = Callable[[bytes, str, int], tuple[str | None, list[str]]]
@@ -46,6 +49,12 @@ def tree_links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str
     return canonical, links
 
 
+def links_and_fingerprint(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:
+    """What the crawl reads of each HTML page: its links, and its fingerprint."""
+    canonical, links, _ = _read(data, DocumentFormat.HTML, base, limit)
+    return canonical, links
+
+
 def page(links: int, canonical: bool) -> bytes:
     head = '<link rel="canonical" href="/guide/">' if canonical else ""
     anchors = "".join(f'<a href="/docs/p{n}.html">Page {n}</a>\n' for n in range(links))
@@ -61,7 +70,11 @@ def main() -> None:
     args = parser.parse_args()
 
     shipped = bench_settings(REPO / ".bot").ingest.crawl.max_links_per_page
-    readers: dict[str, Reader] = {"tree (before)": tree_links, "tag events (shipped)": _links}
+    readers: dict[str, Reader] = {
+        "tree (before)": tree_links,
+        "tag events": _links,
+        "tag events and fingerprint (shipped)": links_and_fingerprint,
+    }
     report: dict[str, object] = {"links": args.links, "runs": args.runs, "limit": shipped}
     for canonical in (False, True):
         data = page(args.links, canonical)
@@ -69,7 +82,7 @@ def main() -> None:
             seconds: dict[str, list[float]] = {name: [] for name in readers}
             results = set()
             for run in range(args.runs):
-                names = list(readers) if run % 2 == 0 else list(readers)[::-1]
+                names = list(readers)[run % len(readers) :] + list(readers)[: run % len(readers)]
                 for name in names:
                     started = time.process_time()
                     found = readers[name](data, BASE, limit)

@@ -62,7 +62,8 @@ def _sources(heading: str, citations: list[Citation], *, quoted: bool) -> Text:
         if is_linkable(c.url):
             # A Style object, not a style string: a URL can't smuggle in style words.
             sources.append("\n    ")
-            sources.append(c.url, style=Style(color="cyan", link=c.url))
+            # The passage's URL is shown; the link opens it at the quote.
+            sources.append(c.url, style=Style(color="cyan", link=c.link))
         sources.append("\n")
     return sources
 
@@ -73,4 +74,7 @@ def answer_json(answer: Answer) -> str:
 
     payload = dataclasses.asdict(answer)
     payload["trace"]["own_seconds"] = answer.trace.own_seconds
+    for key in ("citations", "consulted"):  # where each link opens: at its quote, when it has one
+        for shown, citation in zip(payload[key], getattr(answer, key), strict=True):
+            shown["link"] = citation.link
     return json.dumps(payload, indent=2, default=default)

@@ -54,7 +54,7 @@ def safe_label(text: str, allowed: set[str]) -> str:
 
 def link_markers(text: str, citations: list[Citation]) -> str:
     """Markers `[n]` outside code linked to their source (`[[n]](url)`)."""
-    urls = {c.number: safe_url(c.url) for c in citations if is_linkable(c.url)}
+    urls = {c.number: safe_url(c.link) for c in citations if is_linkable(c.url)}
     return core_link_markers(text, urls, lambda url, marker: f"[{marker}]({url})")
 
 
@@ -118,7 +118,7 @@ def sources_text(citations: list[Citation], limit: int, *, quoted: bool = True) 
     for c in list(seen.values())[:limit]:
         note = "" if c.verified or not quoted else " *(quote not verified)*"
         label = safe_label(c.title, allowed)
-        linked = f"[{label}]({safe_url(c.url)})" if is_linkable(c.url) else label
+        linked = f"[{label}]({safe_url(c.link)})" if is_linkable(c.url) else label
         line = f"[{c.number}] {linked}"
         line += f"{KIND_MARKS.get(c.source_kind, '')}{note}"
         if sum(len(x) + 1 for x in lines) + len(line) > FIELD_CHARS:

@@ -90,8 +90,7 @@ def _link(url: str, label: str) -> str:
 def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
     """Markdown from the core, checked, escaped, in Slack's dialect; [n] markers outside code
     link to their source."""
-    urls = {c.number: c.url for c in citations}
-    markdown = check_links(markdown, allowed_urls(urls.values()))
+    markdown = check_links(markdown, allowed_urls(c.url for c in citations))
     out: list[str] = []
     in_fence = False
     for line in escape(markdown).splitlines():
@@ -108,7 +107,7 @@ def to_mrkdwn(markdown: str, citations: list[Citation]) -> str:
         # The line is escaped already: its URL goes back to the source's own for `_link`.
         line = _LINK.sub(lambda m: _link(_unescape(m.group(2)), m.group(1)), line)
         out.append(line)
-    return link_markers("\n".join(out), urls, _link)
+    return link_markers("\n".join(out), {c.number: c.link for c in citations}, _link)
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -199,7 +198,7 @@ def _source_links(citations: list[Citation], limit: int, heading: str) -> list[s
             f"[{c.number}] {source_title(c.title, allowed)}{KIND_MARKS.get(c.source_kind, '')}"
         )
         unverified = " _(quote not verified)_" if not c.verified and heading == SOURCES else ""
-        linked = _link(c.url, label) + unverified
+        linked = _link(c.link, label) + unverified
         parts.append(linked if len(linked) <= room else label + unverified)
     return parts
 

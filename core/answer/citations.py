@@ -36,6 +36,7 @@ from core.domain.text import (
     sub_outside_code,
     terms,
 )
+from core.domain.text_fragments import text_directive
 from core.domain.urls import is_linkable
 from core.domain.web import WEB_SOURCE
 
@@ -365,6 +366,7 @@ def check_answer(
                 doc_id=source.hit.chunk.doc_id,
                 chunk_id=source.hit.chunk.chunk_id,
                 passage_sha=passage_fingerprint(source.hit.chunk.text),
+                directive=text_directive(quote, source.hit.chunk.text) if verified else "",
             )
         )
     return text.strip(), citations

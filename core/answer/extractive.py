@@ -20,6 +20,7 @@ from core.domain.conversation import (
     passage_fingerprint,
 )
 from core.domain.text import clip, unmarked
+from core.domain.text_fragments import text_directive
 
 log = structlog.get_logger(__name__)
 _NOTHING = "I couldn't find anything about this in the knowledge base."
@@ -66,6 +67,7 @@ def quoted(
                 doc_id=chunk.doc_id,
                 chunk_id=chunk.chunk_id,
                 passage_sha=passage_fingerprint(chunk.text),
+                directive=text_directive(clip(chunk.text, quote_chars, ellipsis=""), chunk.text),
             )
         )
     return lines, citations

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from core.domain.text import ELLIPSIS
+from core.domain.text_fragments import highlighting
 
 PASSAGE_SHA_CHARS = 16  # 64 bits: enough to tell two versions of one passage apart
 
@@ -115,6 +116,17 @@ class Citation:
     doc_id: str = ""  # which document backs it: ties feedback on the answer to learned knowledge
     chunk_id: str = ""  # which passage: an answer is re-checked when it changes or goes
     passage_sha: str = ""  # the passage's text as cited (`passage_fingerprint`)
+    # The quote as a text fragment (`text_directive`), when it was verified in the passage: set
+    # where the passage's text is at hand, since the quote shown may be cut or have its links
+    # removed, and a fragment that does not match opens the page at its top.
+    directive: str = ""
+
+    @property
+    def link(self) -> str:
+        """Where the citation takes a reader: its passage, scrolled to the quote and the quote
+        highlighted. `url` stays the passage's own, for everything that tells one source from
+        another."""
+        return highlighting(self.url, self.directive)
 
 
 @dataclass(slots=True)

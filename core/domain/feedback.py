@@ -71,6 +71,7 @@ def _citations(kept: Any) -> list[Citation]:
             doc_id=str(c.get("doc_id", "")),
             chunk_id=str(c.get("chunk_id", "")),
             passage_sha=str(c.get("passage_sha", "")),
+            directive=str(c.get("directive", "")),
         )
         for c in kept or ()
         if isinstance(c, dict)

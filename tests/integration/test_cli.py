@@ -225,6 +225,8 @@ def test_ask_without_a_key_gives_a_labelled_extractive_answer(
     payload = json.loads(result.stdout)  # logs go to stderr; stdout is the JSON alone
     assert payload["mode"] == "extractive"
     assert payload["citations"][0]["verified"] is True
+    first = payload["citations"][0]
+    assert first["link"].startswith(first["url"] + ":~:text=")  # opens at the quote
     assert {"tool_calls", "model_calls", "own_seconds", "usage"} <= payload["trace"].keys()
 
 

@@ -233,3 +233,26 @@ def test_nested_and_labelled_pings_are_defused() -> None:
 )
 def test_which_source_urls_may_be_linked(url: str, linked: bool) -> None:
     assert is_linkable(url) is linked
+
+
+def test_a_verified_quote_links_to_itself_as_the_passage_has_it() -> None:
+    """The quote shown has its link removed (not a source), but the page shows the URL: the
+    text fragment is made from the quote as the passage holds it, or it would never match (and
+    Chromium opens a page whose fragment does not match at its top)."""
+    registry = _registry("Point the bot at https://llm.internal/v1 and restart it.")
+    quote = "Point the bot at https://llm.internal/v1 and restart it."
+    _, [cited] = check_answer("Point it there [1].", [CitedSource(source=1, quote=quote)], registry)
+    assert cited.verified
+    assert "llm.internal" not in cited.quote  # shown without the link
+    assert cited.link == (
+        "https://docs.example/1#part:~:text="
+        "Point%20the%20bot%20at%20https%3A%2F%2Fllm.internal%2Fv1%20and%20restart%20it."
+    )
+
+
+def test_an_unverified_quote_gets_no_text_fragment() -> None:
+    registry = _registry("Restart the bot after upgrading.")
+    quote = "Restart the bot before upgrading."
+    _, [cited] = check_answer("Restart it [1].", [CitedSource(source=1, quote=quote)], registry)
+    assert not cited.verified
+    assert cited.link == cited.url == "https://docs.example/1#part"

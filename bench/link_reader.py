@@ -23,7 +23,7 @@ from collections.abc import Callable
 from bench.common import REPO, bench_settings, write_result
 from core.ingest.formats import DocumentFormat
 from core.ingest.html import neutralise_unclosed_markup
-from core.ingest.site import _followable, _links, _read
+from core.ingest.site import _followable, _links, page_fingerprint
 
 BASE = "https://docs.example.com/guide/index.html"
 Reader = Callable[[bytes, str, int], tuple[str | None, list[str]]]
@@ -51,8 +51,8 @@ def tree_links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str
 
 def links_and_fingerprint(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:
     """What the crawl reads of each HTML page: its links, and its fingerprint."""
-    canonical, links, _ = _read(data, DocumentFormat.HTML, base, limit)
-    return canonical, links
+    page_fingerprint(data, DocumentFormat.HTML)
+    return _links(data, base, limit)
 
 
 def page(links: int, canonical: bool) -> bytes:

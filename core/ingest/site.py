@@ -28,10 +28,11 @@ import hashlib
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 import httpx
@@ -64,12 +65,18 @@ GZIP_WINDOW = 16 + zlib.MAX_WBITS  # zlib's flag for a gzip header
 _GZIP_MAGIC = b"\x1f\x8b"
 _DROPPED_QUERY = ("utm_", "ref", "fbclid", "gclid")  # tracking parameters: not a new page
 LIMIT_REACHED = "page limit reached (ingest.crawl.max_pages); nothing pruned"
+_COMMENT_START, _COMMENT_END = re.compile(rb"<!--"), re.compile(rb"-->")
 _SCRIPT_START = re.compile(rb"<script\b", re.IGNORECASE)
 _SCRIPT_END = re.compile(rb"</script", re.IGNORECASE)
-_TAG = re.compile(rb"<[^>]*>?")  # to the next `>`, or the end: one match per `<` at most
+# A tag: `<` and a letter, `/`, `!` or `?`, to the next `>` or the end (one match per `<` at
+# most); a bare `<` ("load < 5") is text, as html.parser reads it.
+_TAG = re.compile(rb"<[A-Za-z/!?][^>]*>?")
+_IMAGE_TAG = re.compile(rb"<img\b", re.IGNORECASE)
+_ALT = re.compile(rb"""\salt\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
 # URLs queued per page kept, at most: room for broken, disallowed and duplicate links, without
 # letting a page of 100,000 links grow the queue without bound.
 QUEUED_PER_PAGE = 4
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +96,9 @@ class _Remembered:
     links: list[str]
     lastmod: str | None = None  # the sitemap's <lastmod> for it when it was last read
     canonical: str | None = None  # another page under the prefixes it names as canonical
-    # What it says (`fingerprint`), when last downloaded; None in a memory written before
-    # fingerprints, or when its text was not read in time.
+    merged_into: str | None = None  # the page it was merged into, the last crawl that read it
+    # What it says (`fingerprint`), when last downloaded: "" when it was not read in time (it
+    # is then merged with nothing), None in a memory written before fingerprints.
     fingerprint: str | None = None
 
     def conditional(self) -> dict[str, str] | None:
@@ -388,7 +396,7 @@ class SiteConnector:
 
     def _indexed(self, page: _Remembered) -> bool:
         """The index holds what `page` says: under its name, or (merged) its canonical's."""
-        return page.name in self._known or page.canonical in self._known
+        return page.name in self._known or page.merged_into in self._known
 
     async def _read_page(self, fetched: Fetched, name: str, listed: str | None) -> _Remembered:
         """What the crawl keeps of a page downloaded: its links, the page it names as canonical
@@ -396,21 +404,38 @@ class SiteConnector:
         within `ingest.parse_timeout_s`: a page too slow to read is still indexed (the pipeline
         parses it under its own limits), but its links are not followed, nor is it merged."""
         assert fetched.fmt is not None
-        try:
-            canonical, links, fingerprint = await run_abandonable(
-                functools.partial(
-                    _read, fetched.data, fetched.fmt, name, self._crawl.max_links_per_page
-                ),
-                self._settings.parse_timeout_s,
-                self._settings.parse_threads,
+        canonical: str | None = None
+        links: list[str] = []
+        if fetched.fmt is DocumentFormat.HTML:
+            try:
+                canonical, links = await self._in_thread(
+                    functools.partial(_links, fetched.data, name, self._crawl.max_links_per_page)
+                )
+            except TimeoutError:
+                seconds = self._settings.parse_timeout_s
+                log.warning("crawl_links_not_read", url=name, seconds=seconds)
+        try:  # apart from the links: linear, so a page too big to read for links has one too
+            fingerprint = await self._in_thread(
+                functools.partial(page_fingerprint, fetched.data, fetched.fmt)
             )
         except TimeoutError:
-            log.warning("crawl_links_not_read", url=name, seconds=self._settings.parse_timeout_s)
-            canonical, links, fingerprint = None, [], None
+            fingerprint = ""
         if canonical == name or (canonical is not None and not self._in_scope(canonical)):
             canonical = None
         return _Remembered(
-            name, fetched.etag, fetched.last_modified, links, listed, canonical, fingerprint
+            name,
+            fetched.etag,
+            fetched.last_modified,
+            links,
+            lastmod=listed,
+            canonical=canonical,
+            fingerprint=fingerprint,
+        )
+
+    async def _in_thread(self, work: Callable[[], T]) -> T:
+        """`work` off the event loop, within `ingest.parse_timeout_s` (TimeoutError past it)."""
+        return await run_abandonable(
+            work, self._settings.parse_timeout_s, self._settings.parse_threads
         )
 
     # -- aliases ---------------------------------------------------------------------------
@@ -424,19 +449,24 @@ class SiteConnector:
         differing: list[str] = []
         for name in list(pages):
             page, target = pages[name], self._canonical_page(pages[name], pages)
-            if target is None:
-                continue
-            if page.fingerprint != target.fingerprint and self._unread_alias(name):
+            same = target is not None and _same_words(page, target)
+            if not same and self._unread_alias(page):
+                # Merged last time and unchanged since, but no longer the same as its canonical
+                # page (changed, gone, left out of this crawl): the index holds none of it.
                 reread = await self._reread(name, found, pages)
-                if reread is None or (target := self._canonical_page(reread, pages)) is None:
+                if reread is None:
                     continue
-                page = reread
-            if page.fingerprint is not None and page.fingerprint == target.fingerprint:
+                page, target = reread, self._canonical_page(reread, pages)
+                same = target is not None and _same_words(page, target)
+            if same and target is not None:
                 self._merged[name] = target.name
                 self._bodies.pop(name)
                 self._not_modified.discard(name)
-            else:
+            elif target is not None:
                 differing.append(name)
+            merged_into = target.name if same and target is not None else None
+            if page.merged_into != merged_into:
+                self._remember(name, replace(page, merged_into=merged_into))
         if differing:
             log.info(
                 "crawl_canonical_not_followed",
@@ -449,11 +479,14 @@ class SiteConnector:
         self, page: _Remembered, pages: dict[str, _Remembered]
     ) -> _Remembered | None:
         """The page of this crawl `page` names as canonical, when that one is no alias itself
-        (a chain or a loop of canonical links merges nothing)."""
+        (a chain or a loop of canonical links merges nothing; a page naming itself under
+        another spelling, `/guide` redirecting to `/guide/`, is none)."""
         if page.canonical is None:
             return None
         target = pages.get(self._landing(page.canonical))
-        if target is None or target.canonical is not None or target.name == page.name:
+        if target is None or target.name == page.name:
+            return None
+        if target.canonical is not None and self._landing(target.canonical) != target.name:
             return None
         return target
 
@@ -466,10 +499,16 @@ class SiteConnector:
             url = self._landed.get(url) or (redirected[1] if redirected else url)
         return url
 
-    def _unread_alias(self, name: str) -> bool:
-        """A page merged into its canonical before and unchanged since (no body this crawl):
-        the index holds only its canonical's text, which has changed."""
-        return name in self._not_modified and name not in self._known
+    def _unread_alias(self, page: _Remembered) -> bool:
+        """A page merged into its canonical page the last time it was read, and not downloaded
+        this time (unchanged, or down for now): the index holds none of its own text."""
+        return page.merged_into is not None and page.name in self._not_modified
+
+    def _remember(self, name: str, page: _Remembered) -> None:
+        """`page` as the crawl keeps it, under every URL of this crawl that led to it."""
+        for url, landed in self._landed.items():
+            if landed == name:
+                self._memory[url] = page
 
     async def _reread(
         self, name: str, found: Discovery, pages: dict[str, _Remembered]
@@ -488,9 +527,7 @@ class SiteConnector:
         pages[name] = page
         self._not_modified.discard(name)
         self._bodies.put(name, fetched.data, fetched.fmt)
-        for url, landed in self._landed.items():
-            if landed == name:
-                self._memory[url] = page
+        self._remember(name, page)
         return page
 
     def _seen(self, url: str) -> bool:
@@ -652,34 +689,49 @@ def parse_sitemap(data: bytes, max_urls: int, max_bytes: int) -> tuple[str, list
     return ("index" if kind == "sitemapindex" else "urlset"), entries
 
 
-def _read(
-    data: bytes, fmt: DocumentFormat, url: str, limit: int
-) -> tuple[str | None, list[str], str]:
-    """A page's canonical URL, its links and its fingerprint (a file not HTML: its bytes')."""
-    if fmt is not DocumentFormat.HTML:
-        return None, [], hashlib.sha256(data).hexdigest()
-    canonical, links = _links(data, url, limit)
-    return canonical, links, fingerprint(data)
+def page_fingerprint(data: bytes, fmt: DocumentFormat) -> str:
+    """A page's fingerprint (`fingerprint`); a file not HTML: its bytes'."""
+    return fingerprint(data) if fmt is DocumentFormat.HTML else hashlib.sha256(data).hexdigest()
 
 
 def fingerprint(data: bytes) -> str:
-    """What an HTML page says, hashed: its words, without its tags (attributes hold what a
-    server writes into each copy: CSRF tokens, script nonces) or its scripts. Two URLs with the
-    same fingerprint serve the same words, which is what makes one an alias of the other; any
-    other difference (a timestamp in the text) keeps them apart, which errs on the safe side.
-    Linear in the page's size, on bytes: the same bytes give the same words."""
+    """What an HTML page says, hashed: its words and its images' alt text, without its tags
+    (attributes hold what a server writes into each copy: CSRF tokens, script nonces), its
+    comments or its scripts. Two URLs with the same fingerprint serve the same words, which is
+    what makes one an alias of the other. Any other difference (a timestamp in the text, a
+    `<nav>` the index leaves out) keeps them apart, the safe side: a comment or script never
+    closed hides nothing after it. Linear in the page's size, on bytes."""
     digest = hashlib.sha256()
-    position = 0
-    while (script := _SCRIPT_START.search(data, position)) is not None:
-        digest.update(_words(data[position : script.start()]))
-        end = _SCRIPT_END.search(data, script.end())
-        position = len(data) if end is None else end.start()
-    digest.update(_words(data[position:]))
+    for shown in _outside(data, _COMMENT_START, _COMMENT_END):
+        for text in _outside(shown, _SCRIPT_START, _SCRIPT_END):
+            digest.update(_words(text))
     return digest.hexdigest()
 
 
+def _outside(data: bytes, start: re.Pattern[bytes], end: re.Pattern[bytes]) -> Iterator[bytes]:
+    """The pieces of `data` outside each `start`...`end`; from a `start` never ended, the
+    rest as it is."""
+    position = 0
+    while (opened := start.search(data, position)) is not None:
+        closed = end.search(data, opened.end())
+        if closed is None:
+            break
+        yield data[position : opened.start()]
+        position = closed.end()
+    yield data[position:]
+
+
 def _words(markup: bytes) -> bytes:
-    return b" ".join(_TAG.sub(b" ", markup).split()) + b" "
+    """The words of `markup` outside its tags, and each image's alt text in its place."""
+    pieces: list[bytes] = []
+    position = 0
+    for tag in _TAG.finditer(markup):
+        pieces.append(markup[position : tag.start()])
+        if _IMAGE_TAG.match(tag.group(0)) and (alt := _ALT.search(tag.group(0))) is not None:
+            pieces.append(next(value for value in alt.groups() if value is not None))
+        position = tag.end()
+    pieces.append(markup[position:])
+    return b" ".join(b" ".join(pieces).split()) + b" "
 
 
 def _links(data: bytes, base: str, limit: int) -> tuple[str | None, list[str]]:
@@ -784,6 +836,10 @@ def _credentials(urls: Iterable[str]) -> dict[Origin | None, tuple[str, str]]:
         if credentials is not None:
             found[_origin(redact_url(url))] = credentials
     return found
+
+
+def _same_words(page: _Remembered, other: _Remembered) -> bool:
+    return bool(page.fingerprint) and page.fingerprint == other.fingerprint
 
 
 def _forgotten(page: _Remembered) -> _Remembered:

@@ -367,6 +367,37 @@ async def test_a_copy_whose_canonical_page_changed_is_indexed_under_its_own_url(
     assert sum(served.site.downloads.values()) == 0
 
 
+async def test_a_merged_copy_whose_canonical_page_is_gone_is_indexed_under_its_own_url(
+    served: Served, sync: Callable[[], Awaitable[IngestReport]], index
+) -> None:
+    """The copy answers 304 (unchanged) but the page it was merged into is gone: the index
+    held none of the copy's own text, so it is downloaded and indexed, not skipped."""
+    served.site.pages["/docs/"] = page("Docs home", "Welcome.", "/docs/guide/", GUIDE[4])
+    assert (await sync()).counts[Outcome.ADDED] == 5
+    del served.site.pages["/docs/guide/"]
+    gone = await sync()
+    assert gone.counts[Outcome.ADDED] == 1
+    [copy] = await index.search("configure the workspace and invite your team", k=1)
+    assert copy.chunk.url.split("#")[0] == served.url + "/docs/print/guide.html"
+
+
+@pytest.mark.parametrize("spelling", ["/docs/guide", "/docs/guide/index.html"])
+async def test_canonical_links_spelled_through_a_redirect_merge_and_stay_merged(
+    spelling: str, served: Served, sync: Callable[[], Awaitable[IngestReport]]
+) -> None:
+    """The copy names the guide by a URL that redirects to it, and the guide names itself so
+    too: the copy is merged, the guide is no alias, and an unchanged re-sync downloads
+    nothing (the copy was downloaded whole every time)."""
+    served.site.redirects["/docs/guide"] = "/docs/guide/"
+    served.site.pages["/docs/guide/"] = page(*GUIDE, canonical=spelling)
+    served.site.pages["/docs/print/guide.html"] = page(*GUIDE, canonical=spelling)
+    first = await sync()
+    assert first.counts[Outcome.ADDED] == 5  # the copy merged into the guide
+    served.site.downloads.clear()
+    assert (await sync()).counts[Outcome.UNCHANGED] == 5
+    assert sum(served.site.downloads.values()) == 0
+
+
 async def test_a_memory_from_before_fingerprints_downloads_each_page_once(
     served: Served, sync: Callable[[], Awaitable[IngestReport]], tmp_path: Path
 ) -> None:

@@ -530,6 +530,22 @@ def test_a_pages_fingerprint_is_its_words_whatever_each_copy_carries() -> None:
 
 
 @pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (b"<p>Under load < 5 use 16 workers.</p>", b"<p>Under load < 5 use 8 workers.</p>"),
+        (b'<p>See <img src="a.png" alt="16 workers"></p>', b'<p>See <img src="a.png" alt="8"></p>'),
+        (b"<!-- <script --><p>16 workers</p>", b"<!-- <script --><p>8 workers</p>"),
+        (b"<p>A</p><!-- never closed <p>16</p>", b"<p>A</p><!-- never closed <p>8</p>"),
+    ],
+)
+def test_pages_the_index_reads_apart_have_fingerprints_apart(first: bytes, second: bytes) -> None:
+    """Equal fingerprints merge two pages into one: each of these pairs was hashed the same
+    (a bare `<` read as a tag, an image's alt text left out, everything after a `<script` in a
+    comment skipped), while the index keeps their texts apart."""
+    assert fingerprint(first) != fingerprint(second)
+
+
+@pytest.mark.parametrize(
     "unit",
     [*UNCLOSED_HTML.values(), "<script", "<script>", "</script", "<"],
     ids=[*UNCLOSED_HTML.keys(), "script", "script-tag", "script-end", "lt"],

@@ -118,7 +118,8 @@ def sources_text(citations: list[Citation], limit: int, *, quoted: bool = True) 
     for c in list(seen.values())[:limit]:
         note = "" if c.verified or not quoted else " *(quote not verified)*"
         label = safe_label(c.title, allowed)
-        linked = f"[{label}]({safe_url(c.link)})" if is_linkable(c.url) else label
+        # The section: markers link the quote (`link_markers`).
+        linked = f"[{label}]({safe_url(c.url)})" if is_linkable(c.url) else label
         line = f"[{c.number}] {linked}"
         line += f"{KIND_MARKS.get(c.source_kind, '')}{note}"
         if sum(len(x) + 1 for x in lines) + len(line) > FIELD_CHARS:

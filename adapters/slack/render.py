@@ -198,7 +198,7 @@ def _source_links(citations: list[Citation], limit: int, heading: str) -> list[s
             f"[{c.number}] {source_title(c.title, allowed)}{KIND_MARKS.get(c.source_kind, '')}"
         )
         unverified = " _(quote not verified)_" if not c.verified and heading == SOURCES else ""
-        linked = _link(c.link, label) + unverified
+        linked = _link(c.url, label) + unverified  # the section: markers link the quote
         parts.append(linked if len(linked) <= room else label + unverified)
     return parts
 

@@ -8,11 +8,14 @@ opens the page at its top, not at the `#anchor` in front (checked in Chromium 15
 fragment must match or be left out:
 - each of its terms stays within one block of the page (a term never matches across two:
   a paragraph and the list under it, two list items), so the quote is placed in its passage
-  and its terms are cut at the passage's line breaks;
-- what the passage holds as written but a page does not show is left out: a list's bullet, a
-  heading's hashes, emphasis marks, a link's target, a code fence's line; a code span shows
-  what it holds, without its backticks;
-- a quote ending or starting in a table's row (a `|` outside code) gets none.
+  and its terms are cut at the passage's line breaks and list markers, each term of at least
+  `MIN_TERM_WORDS` words;
+- a list's bullet, a heading's hashes, an inline link's target and a fence's line are left
+  out, and a code span shows what it holds, without its backticks;
+- a quote holding anything a page may show otherwise than the passage holds it (a table's
+  row, emphasis or a literal `*`, an image, an entity, inline HTML: `_UNSURE`) gets none.
+The renderers link only the markers in an answer's text this way; the sources listed under it
+keep the passage's own link, so a fragment that misses still leaves a link to the section.
 `python -m bench.text_fragments` checks every sentence of the bundled docs in Chromium.
 """
 
@@ -31,10 +34,16 @@ END_WORDS = 4
 # (a PDF's `#page=3`), or nothing.
 _NOT_PAGES = (".pdf", ".docx", ".pptx", ".xlsx")
 _PAGE_PARAMETER = "page="
+# Words each term holds at least: a shorter one may match anywhere on the page.
+MIN_TERM_WORDS = 3
 _CODE_MARKS = re.compile(r"`+")
-_MARKDOWN_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
-_EMPHASIS = re.compile(r"(?<!\w)[*_]+|[*_]+(?!\w)")  # not inside a word: `max_pages` is shown
-_TABLE_CELL = "|"
+_MARKDOWN_LINK = re.compile(r"(?<!!)\[([^\]\n]*)\]\([^)\n]*\)")  # an inline link shows its text
+# What a page may show otherwise than the passage holds it, outside code spans: a table's
+# cells (`|`), an image or a reference link (`[`, `]`), an entity (`&`), an escape (`\`),
+# inline HTML or an autolink (`<`, `>`), a strike-through (`~`), emphasis or a literal `*` or
+# `_` against a word's edge (`max_pages` is safe: inside a word).
+_UNSURE = re.compile(r"[|\[\]&\\<>~]|(?<!\w)[*_]|[*_](?!\w)")
+_LIST_MARKER = re.compile(r"[-+•]|\d{1,9}[.)]")
 # The longest directive a link carries: a passage's words are its own (a hostile one's "word"
 # can be thousands of characters), and a link too long for a Slack text object or a Discord
 # embed field is shown unlinked. Past it, the link goes to the passage alone.
@@ -43,27 +52,30 @@ MAX_DIRECTIVE_CHARS = 400
 
 def text_directive(quote_text: str, passage: str) -> str:
     """The text directive (`start` or `start,end`, encoded) for `quote_text` where it stands in
-    `passage`; "" when it can't be placed there, or can't be matched as a page shows it."""
+    `passage`; "" when it can't be placed there, or when how a page shows it is not sure."""
     words = quote_text.split()
     if not words:
         return ""
     found = re.search(r"\s+".join(re.escape(word) for word in words), passage)
     if found is None:
         return ""
-    runs: list[list[str] | None] = []  # each line's words as shown; None: a table's row
+    runs: list[list[str]] = []  # the quote's words as shown, in runs a term may not cross
     in_fence = False
     position = 0
     for line in passage.splitlines(keepends=True):
         start, position = position, position + len(line)
         fence = CODE_FENCE.match(line) is not None
         if position > found.start() and start < found.end() and not fence:
-            part = line[max(found.start() - start, 0) : found.end() - start]
-            whole_line = start >= found.start()
-            runs.append(_as_written(part) if in_fence else _shown(part, whole_line=whole_line))
+            offset = max(found.start() - start, 0)
+            part = line[offset : found.end() - start]
+            shown = [_as_written(part)] if in_fence else _shown(line, offset, part)
+            if shown is None:
+                return ""
+            runs += shown
         in_fence = in_fence != fence
         if position >= found.end():
             break
-    directive = _directive([run for run in runs if run != []])
+    directive = _directive(runs)
     return directive if len(directive) <= MAX_DIRECTIVE_CHARS else ""
 
 
@@ -88,28 +100,41 @@ def _as_written(code: str) -> list[str]:
     return re.findall(r"\S+\s*", code.rstrip())
 
 
-def _shown(part: str, *, whole_line: bool) -> list[str] | None:
-    """The words of one line's part as a page shows them, each with the space after it; None
-    for a table's row."""
-    if whole_line:
+def _shown(line: str, offset: int, part: str) -> list[list[str]] | None:
+    """The words of `part` (of `line`, from `offset`) as a page shows them, each with the space
+    after it, in runs between list markers; None where that is not sure: a table's row, a
+    literal `*` or `_` against a word (emphasis in Markdown, text in HTML: `__init__.py`), an
+    image, a reference link, an entity or escape, inline HTML."""
+    if offset == 0:
         part = LINE_PREFIX.sub("", part, count=1)
+    in_code = len(_CODE_MARKS.findall(line[:offset])) % 2 == 1  # a quote begun in a code span
     shown: list[str] = []
     for number, piece in enumerate(_CODE_MARKS.split(part)):
-        if number % 2:  # inside a code span
-            shown.append(piece)
-        elif _TABLE_CELL in piece:
+        if (number % 2 == 1) != in_code:
+            shown.append(piece)  # a code span shows what it holds
+            continue
+        text = _MARKDOWN_LINK.sub(r"\1", piece)
+        if _UNSURE.search(text):
             return None
+        shown.append(text)
+    runs: list[list[str]] = [[]]
+    for word in "".join(shown).split():
+        if _LIST_MARKER.fullmatch(word):
+            runs.append([])
         else:
-            shown.append(_EMPHASIS.sub("", _MARKDOWN_LINK.sub(r"\1", piece)))
-    return [f"{word} " for word in "".join(shown).split()]
+            runs[-1].append(f"{word} ")
+    return runs
 
 
-def _directive(runs: list[list[str] | None]) -> str:
-    """`start` for a short quote within one line; `start,end` otherwise, each within a line."""
-    if not runs or runs[0] is None or runs[-1] is None:
+def _directive(runs: list[list[str]]) -> str:
+    """`start` for a short quote within one run; `start,end` otherwise, each within a run. A
+    run of fewer than `MIN_TERM_WORDS` words is no term ("The" at a line's end would match the
+    page's first "The"): the highlight then starts or ends at the next run long enough."""
+    terms = [run for run in runs if len(run) >= MIN_TERM_WORDS]
+    if not terms:
         return ""
-    first, last = runs[0], runs[-1]
-    if len(runs) == 1 and len(first) <= 2 * END_WORDS:
+    first, last = terms[0], terms[-1]
+    if len(terms) == 1 and len(first) <= 2 * END_WORDS:
         return _term(first)
     return f"{_term(first[:END_WORDS])},{_term(last[-END_WORDS:])}"
 

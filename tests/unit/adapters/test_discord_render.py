@@ -136,3 +136,13 @@ def test_blank_answers_and_oversized_sources_still_render() -> None:
     answer = Answer("Fact [1].", AnswerStatus.ANSWERED, AnswerMode.AGENT, citations=[huge])
     (embed,) = answer_embeds(answer, description_chars=4096, max_sources=10)
     assert all(f.value for f in embed.fields)  # no empty field for Discord to refuse
+
+
+def test_markers_link_to_the_quote_and_sources_to_the_section() -> None:
+    quoted = Citation(
+        1, "Guide", "https://docs.example/1#sec", "q", True, directive="run%20it%20again"
+    )
+    assert link_markers("a [1]", [quoted]) == (
+        "a [[1]](https://docs.example/1#sec:~:text=run%20it%20again)"
+    )
+    assert sources_text([quoted], 10) == "[1] [Guide](https://docs.example/1#sec)"

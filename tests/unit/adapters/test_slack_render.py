@@ -234,3 +234,18 @@ def test_plain_fallback_lists_sources_consulted_too() -> None:
     plain = "\n".join(plain_messages(long_sources_answer(2), 3900))
     _, consulted = plain.split("*Sources consulted:*")
     assert "-2.html#rolling-back-a-failed-database-migration-without-downtime|[2] " in consulted
+
+
+def test_markers_link_to_the_quote_and_sources_to_the_section() -> None:
+    """A marker opens the page at its quote (a text fragment); the source listed under the
+    answer keeps the section's link, which opens where it did if the fragment misses."""
+    quoted = Citation(
+        1, "Guide", "https://docs.example/1#sec", "q", True, directive="run%20it%20again"
+    )
+    answer = Answer("It says so [1].", AnswerStatus.ANSWERED, AnswerMode.AGENT, [quoted])
+    [message] = answer_messages(
+        answer, "a1", section_chars=3000, message_chars=12000, max_blocks=50, max_sources=10
+    )
+    shown = "\n".join(t["text"] for t in text_objects(message.blocks))
+    assert "<https://docs.example/1#sec:~:text=run%20it%20again|[1]>" in shown
+    assert "<https://docs.example/1#sec|[1] Guide>" in shown

@@ -22,7 +22,8 @@ PASSAGE = """Run the same command again whenever the documentation changes.
 - with `--prune`, documents that no longer exist are deleted.
 
 Steps:
-1. Set `BOT_<SECTION>__<KEY>` to override a **key**, as [the guide](https://x/guide) says.
+1. Set `BOT_<SECTION>__<KEY>` to override a **key**, as [the guide](https://x/guide) says
+in its first part.
 2. Run `bot remove SOURCE|URL|PATH` to drop one; Markdown's `![alt](...)` is read too.
 
 | setting | default |
@@ -30,8 +31,11 @@ Steps:
 | max_pages | 500 |
 
 ```python
-run(**kwargs)
+run(**kwargs) # with every option
 ```
+
+All docs/*.md are read, and __init__.py is read first; see ![the diagram](d.png) below, and
+see [the guide][guide] below. We prune &amp; sync every night. Press <kbd>Ctrl</kbd> and C.
 """
 
 
@@ -62,30 +66,32 @@ def test_each_term_stays_within_a_line_of_the_passage() -> None:
         "skipped without being parsed;",
         "changed documents have all",
     ]
-    assert terms("Steps: 1. Set") == ["Steps:", "Set"]
+    # A run shorter than MIN_TERM_WORDS is no term: "Steps:" could match anywhere.
+    assert terms("Steps: 1. Set `BOT_<SECTION>__<KEY>` to override") == [
+        "Set BOT_<SECTION>__<KEY> to override"
+    ]
+    assert text_directive("Steps: 1. Set", PASSAGE) == ""
 
 
 def test_the_characters_that_part_a_directive_are_encoded_in_its_terms() -> None:
-    """`-` marks a prefix or suffix, `,` separates start from end, `&` starts another
-    directive: left as they are, "re-ingest, then prune" would be read as other parts."""
-    directive = text_directive("re-ingest, then prune & sync", "We re-ingest, then prune & sync.")
-    assert not {"-", ",", "&"} & set(directive)
-    assert [unquote(term) for term in directive.split(",")] == ["re-ingest, then prune & sync"]
+    """`-` marks a prefix or suffix and `,` separates start from end: left as they are,
+    "re-ingest, then prune" would be read as other parts."""
+    said = "re-ingest, then prune, then sync"
+    directive = text_directive(said, f"We {said}.")
+    assert not {"-", ","} & set(directive)
+    assert [unquote(term) for term in directive.split(",")] == [said]
 
 
 @pytest.mark.parametrize(
     ("quote", "shown"),
     [
         ("with `--prune`, documents", "with --prune, documents"),
-        (
-            "override a **key**, as [the guide](https://x/guide) says.",
-            "override a key, as the guide says.",
-        ),
+        ("as [the guide](https://x/guide) says", "as the guide says"),
         # Code spans as written: Chromium missed these before (`bench.text_fragments`).
         ("Set `BOT_<SECTION>__<KEY>` to override", "Set BOT_<SECTION>__<KEY> to override"),
         ("Markdown's `![alt](...)` is read too.", "Markdown's ![alt](...) is read too."),
         ("Run `bot remove SOURCE|URL|PATH` to drop", "Run bot remove SOURCE|URL|PATH to drop"),
-        ("run(**kwargs)", "run(**kwargs)"),  # a fenced block's line: code, as written
+        ("run(**kwargs) # with every option", "run(**kwargs) # with every option"),  # fenced
     ],
 )
 def test_markup_a_page_does_not_show_is_left_out(quote: str, shown: str) -> None:
@@ -96,6 +102,15 @@ def test_markup_a_page_does_not_show_is_left_out(quote: str, shown: str) -> None
     "quote",
     [
         "| max_pages | 500 |",  # a table's row
+        # What a page may show otherwise: emphasis or a literal `*` (Markdown and HTML read
+        # them apart), an image, a reference link, an entity, inline HTML.
+        "override a **key**, as",
+        "docs/*.md are read",
+        "__init__.py is read first",
+        "see ![the diagram](d.png) below",
+        "see [the guide][guide] below",
+        "prune &amp; sync every night",
+        "press <kbd>Ctrl</kbd> and C",
         "the documentation changes. Not in the passage.",  # not where it could be placed
         "   ",
     ],

@@ -11,12 +11,16 @@ from bs4.element import NavigableString, PageElement
 
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
+from core.ingest.ooxml import CELL_SEPARATOR
 from core.ingest.sections import ParsedDocument, ParseLimits, Section, tidy_text
 
 _HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 
 
 _DECORATIVE_ROLES = ("presentation", "none")
+# A table's cells: apart in the text (`Setting | Meaning`), as the Office formats write a row;
+# run together they read as one word (`max_pagesPages in one crawl`).
+_CELLS = ("td", "th")
 _DROP = ["script", "style", "noscript", "template", "svg", "nav", "footer", "head"]
 
 
@@ -236,6 +240,8 @@ def parse_html(text: str, fallback_title: str, limits: ParseLimits) -> ParsedDoc
                 continue
             if structured and node.name in _BLOCKS:
                 parts.append("\n")
+            elif node.name in _CELLS and node.find_previous_sibling(_CELLS) is not None:
+                parts.append(CELL_SEPARATOR)
             stack.extend((child, depth + 1) for child in reversed(node.contents))
         elif isinstance(node, NavigableString) and not isinstance(node, Comment):
             parts.append(str(node))

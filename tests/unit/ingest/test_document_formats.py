@@ -555,3 +555,14 @@ def test_a_pages_fingerprint_is_linear_on_hostile_markup(unit: str) -> None:
     started = time.process_time()
     fingerprint(("<p>Hi</p>" + unit * 200_000).encode())
     assert time.process_time() - started < LINEAR_PARSE_CPU_S
+
+
+def test_an_html_tables_cells_are_kept_apart() -> None:
+    """Cells without spacing between them ran together into one word ("max_pagesPages"): no
+    search for either word found it, and no quote of the row matched the page."""
+    page = (
+        "<h1>Crawl</h1><table><tr><th>Setting</th><th>Meaning</th></tr>"
+        "<tr><td>max_pages</td><td>Pages in one crawl</td></tr></table>"
+    )
+    [section] = parse_html(page, "crawl", LIMITS).sections
+    assert section.text == "Setting | Meaning\nmax_pages | Pages in one crawl"

@@ -237,8 +237,6 @@ def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:
     said = terms(body)
     if _answers_yes_or_no(body):
         return True
-    if _lead_in(body) and _instructs(body):
-        return True
     if _lead_in(body) or sentence.lstrip().startswith("#"):
         return len(said - _STRUCTURAL_TERMS) > settings.max_framing_terms
     # A figure is a claim however few words carry it: "- Up to 500." was kept unchecked. A
@@ -281,14 +279,13 @@ def units(answer: str, settings: GroundingSettings) -> list[Unit]:
         )
         code = sentence.lstrip().startswith(FENCE)
         body = sub_outside_code(_MARKERS, "", LINE_PREFIX.sub("", sentence, count=1)).strip()
-        claim = code or (bool(body) and _is_claim(sentence, body, settings))
+        # An instruction is a claim like any other: unsupported, it counts against the answer.
+        instruction = not code and _lead_in(body) and _instructs(body)
+        claim = code or instruction or (bool(body) and _is_claim(sentence, body, settings))
         if markers and not body and result and result[-1].code:
             # The marker line under a code block (how `ground` marks one) cites that block.
             result[-1] = replace(result[-1], markers=result[-1].markers + markers)
-        # An instruction is a claim like any other: unsupported, it counts against the answer.
-        lead_in = (
-            not code and _lead_in(body) and not _answers_yes_or_no(body) and not _instructs(body)
-        )
+        lead_in = not code and _lead_in(body) and not _answers_yes_or_no(body) and not instruction
         result.append(
             Unit(sentence, claim, sentence if code else body, code, line_end, markers, lead_in)
         )

@@ -79,22 +79,27 @@ def _tail(text: str, overlap: int) -> str:
 
 def split_text(text: str, size: int, overlap: int) -> list[str]:
     """Greedy packing of units into chunks; each new chunk starts with the previous one's end."""
-    units: list[tuple[str, str]] = []  # (separator before it, text)
+    units: list[tuple[str, str, bool]] = []  # (separator before it, text, is it code)
     for block in _blocks(text):
-        separator = "\n" if _FENCE.match(block) else " "
+        code = _FENCE.match(block) is not None
+        separator = "\n" if code else " "
         for n, unit in enumerate(_units(block, size, overlap)):
-            units.append(("\n\n" if n == 0 else separator, unit))
+            units.append(("\n\n" if n == 0 else separator, unit, code))
     chunks: list[str] = []
     current = ""
-    for separator, unit in units:
+    last_code = False
+    for separator, unit, code in units:
         if not current:
             current = unit
         elif len(current) + len(separator) + len(unit) <= size:
             current = f"{current}{separator}{unit}"
         else:
             chunks.append(current)
-            carry = "" if _FENCE.match(unit) else _tail(current, overlap)
+            # Only prose overlaps prose: code's end carried over would open a fence where none
+            # is (a lone closing fence), and words glued to a line of code would change it.
+            carry = "" if code or last_code else _tail(current, overlap)
             current = f"{carry} {unit}" if carry and len(carry) + 1 + len(unit) <= size else unit
+        last_code = code
     if current:
         chunks.append(current)
     return chunks

@@ -9,6 +9,7 @@ import re
 from bs4 import BeautifulSoup, Comment, Tag
 from bs4.element import NavigableString, PageElement
 
+from core.domain.text import CODE_FENCE, FENCE
 from core.errors import UnreadableDocument
 from core.ingest.image_text import image_words
 from core.ingest.ooxml import CELL_SEPARATOR
@@ -22,6 +23,8 @@ _DECORATIVE_ROLES = ("presentation", "none")
 # run together they read as one word (`max_pagesPages in one crawl`).
 _CELLS = ("td", "th")
 _DROP = ["script", "style", "noscript", "template", "svg", "nav", "footer", "head"]
+# A block of code, whose spacing is part of what it says (Python's indentation, aligned columns).
+_CODE_BLOCK = "pre"
 
 
 _BLOCKS = {
@@ -215,10 +218,10 @@ def parse_html(text: str, fallback_title: str, limits: ParseLimits) -> ParsedDoc
     doc = ParsedDocument(title=title)
     trail: list[tuple[int, str]] = []
     current = Section(heading="", anchor=None, text="")
-    parts: list[str] = []
+    parts: list[str | _Code] = []
 
     def close() -> None:
-        current.text = tidy_text("".join(parts))
+        current.text = _section_text(parts)
         if current.text:
             doc.sections.append(current)
 
@@ -238,6 +241,9 @@ def parse_html(text: str, fallback_title: str, limits: ParseLimits) -> ParsedDoc
             if node.name == "img":
                 parts.append(f" {_alt_text(node)} ")
                 continue
+            if structured and node.name == _CODE_BLOCK and (code := _fenced(node)) is not None:
+                parts.append(code)
+                continue
             if structured and node.name in _BLOCKS:
                 parts.append("\n")
             elif node.name in _CELLS and node.find_previous_sibling(_CELLS) is not None:
@@ -247,3 +253,37 @@ def parse_html(text: str, fallback_title: str, limits: ParseLimits) -> ParsedDoc
             parts.append(str(node))
     close()
     return doc
+
+
+class _Code(str):
+    """A code block's text, fenced as Markdown writes one, its spacing kept as the page shows it."""
+
+
+def _fenced(block: Tag) -> _Code | None:
+    """A `<pre>` as a fenced code block, as the Markdown docs' own code is held: the chunker
+    keeps it whole, the answer shows it as code, and a quote of it keeps its indentation. None
+    when a line of it would read as a fence (the block would end there): it is then read as
+    text, as before."""
+    lines = [line.rstrip() for line in block.get_text().splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    if not lines or any(CODE_FENCE.match(line) for line in lines):
+        return None
+    return _Code("\n".join([FENCE, *lines, FENCE]))
+
+
+def _section_text(parts: list[str | _Code]) -> str:
+    """The section's text: its prose tidied (runs of spaces and blank lines collapsed, as the
+    page shows them), its code blocks as they are."""
+    pieces: list[str] = []
+    prose: list[str] = []
+    for part in [*parts, _Code()]:
+        if not isinstance(part, _Code):
+            prose.append(part)
+            continue
+        pieces.append(tidy_text("".join(prose)))
+        pieces.append(part)
+        prose = []
+    return "\n".join(piece for piece in pieces if piece)

@@ -43,7 +43,8 @@ from core.ports import Embedder, IngestProgress, SearchIndex
 
 # Bump when parsing or chunking changes in a way that must re-chunk every document.
 # 2: an HTML table's cells kept apart (`a | b`), where they ran together into one word.
-PIPELINE_VERSION = "2"
+# 3: an HTML `<pre>` kept as a fenced code block with its spacing, where it was collapsed.
+PIPELINE_VERSION = "3"
 
 
 @dataclass(slots=True)

@@ -39,6 +39,16 @@ def test_code_fence_is_kept_whole_and_not_prefixed() -> None:
     assert fenced[0].count("```") == 2
 
 
+def test_the_prose_after_a_code_block_does_not_start_with_its_end() -> None:
+    """The overlap carried a code block's last characters, its closing fence among them, into
+    the next chunk: alone there, the fence opened a code block that swallowed the prose."""
+    code = "```python\n" + "\n".join(f"x{i} = {i}" for i in range(30)) + "\n```"
+    after = " ".join(["After the code, restart the bot."] * 5)
+    chunks = split_text(f"{PARAGRAPH}\n\n{code}\n\n{after}", 400, 100)
+    assert chunks[-1] == after
+    assert all(chunk.count("```") in (0, 2) for chunk in chunks)
+
+
 def test_a_single_huge_sentence_is_cut_at_words() -> None:
     words = " ".join(f"word{i}" for i in range(1000))
     chunks = split_text(words, 300, 50)

@@ -8,6 +8,7 @@ import pytest
 
 from bench.link_reader import tree_links
 from core.errors import UnreadableDocument
+from core.ingest.chunker import split_text
 from core.ingest.formats import DocumentFormat, parse_document, parse_markdown
 from core.ingest.html import parse_html
 from core.ingest.sections import ParsedDocument
@@ -566,3 +567,30 @@ def test_an_html_tables_cells_are_kept_apart() -> None:
     )
     [section] = parse_html(page, "crawl", LIMITS).sections
     assert section.text == "Setting | Meaning\nmax_pages | Pages in one crawl"
+
+
+def test_an_html_code_block_keeps_its_spacing_as_a_fenced_block() -> None:
+    """A `<pre>`'s spacing was collapsed like prose's: Python lost its indentation in every
+    quote of it, and the chunker, which keeps a fenced block whole, cut it like prose."""
+    page = (
+        "<h1>Hooks</h1><p>Write   it like this:</p><div class='highlight'><pre>\n"
+        "<span class='k'>def</span> on_sync(report):\n"
+        "    <span class='k'>if</span> report.failed:\n"
+        "        <span class='k'>raise</span>  SystemExit(1)\n\n"
+        "TABLE = [1,   2]\n</pre></div><p>Then   restart.</p>"
+    )
+    [section] = parse_html(page, "hooks", LIMITS).sections
+    assert section.text == (
+        "Write it like this:\n```\ndef on_sync(report):\n    if report.failed:\n"
+        "        raise  SystemExit(1)\n\nTABLE = [1,   2]\n```\nThen restart."
+    )
+    block = section.text.split("\n", 1)[1].rsplit("\n", 1)[0]
+    assert block in split_text(section.text, size=100, overlap=10)  # whole, though cut around
+
+
+def test_an_html_code_block_holding_a_fence_line_is_read_as_text() -> None:
+    """A line of it that opens a fence would end the block there, and what follows would be
+    read as code: it is read as prose instead, as every other block is."""
+    page = "<h1>Fences</h1><pre>Write\n```   python\nprint(1)\n```</pre><p>Done.</p>"
+    [section] = parse_html(page, "fences", LIMITS).sections
+    assert section.text == "Write\n``` python\nprint(1)\n```\nDone."

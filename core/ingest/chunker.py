@@ -2,8 +2,9 @@
 
 Chunks never cross a heading (each keeps its section's anchor, so a citation lands on it). Within a
 section we cut at paragraph boundaries, then sentences, then words, and never inside a fenced code
-block unless the block alone is too big. Consecutive chunks overlap a little so a sentence that
-straddles a cut is still findable from either side.
+block unless the block alone is too big (then each piece is fenced as the block is). Consecutive
+chunks of prose overlap a little so a sentence that straddles a cut is still findable from either
+side; code overlaps nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import re
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# The whole run of fence characters that opens a code block: what closes it again.
+_FENCE_MARK = re.compile(r"\s*(`{3,}|~{3,})")
 
 
 def _blocks(text: str) -> list[str]:
@@ -44,27 +47,58 @@ def _blocks(text: str) -> list[str]:
 
 
 def _units(block: str, size: int, overlap: int) -> list[str]:
-    """A block as pieces of at most `size` characters: whole, else sentences (or lines of code),
-    else words. Pieces cut from one over-long sentence leave room for the overlap."""
+    """A block as pieces of at most `size` characters: whole, else sentences (or, for code,
+    fenced pieces of its lines), else words. Pieces cut from one over-long sentence leave room
+    for the overlap."""
     if len(block) <= size:
         return [block]
+    if _FENCE.match(block) and (pieces := _code_pieces(block, size)) is not None:
+        return pieces
     room = size - overlap
     parts = block.splitlines() if _FENCE.match(block) else _SENTENCE_END.split(block)
+    return [unit for part in parts for unit in _cut(part, room)]
+
+
+def _code_pieces(block: str, size: int) -> list[str] | None:
+    """An over-long code block as blocks of its lines, each fenced as the whole one is: a
+    passage from its middle is still code to the renderers (no Markdown read into it), to the
+    model and to a quote's link. None when its opening line leaves too little room to repeat."""
+    lines = block.splitlines()
+    opener, inner = lines[0], lines[1:]
+    if inner and _FENCE.match(inner[-1]):
+        inner.pop()
+    fence = _FENCE_MARK.match(opener)
+    closer = fence.group(1) if fence else "```"
+    room = size - len(opener) - len(closer) - 2  # the two fence lines and their line breaks
+    if room < size // 2:
+        return None
+    pieces: list[list[str]] = []
+    length = 0
+    for line in (cut for whole in inner for cut in _cut(whole, room) or [""]):
+        if pieces and length + 1 + len(line) <= room:
+            pieces[-1].append(line)
+            length += 1 + len(line)
+        else:
+            pieces.append([line])
+            length = len(line)
+    return ["\n".join([opener, *piece, closer]) for piece in pieces]
+
+
+def _cut(part: str, room: int) -> list[str]:
+    """A sentence or line as it is, or cut at words when longer than `room`. The cuts move an
+    offset along it instead of slicing off its rest each time: on a 20 MB single line, slicing
+    would copy the remainder once per cut (quadratic)."""
     units: list[str] = []
-    for part in parts:
-        # A sentence or line longer than a chunk is cut at words. The cuts move an offset along
-        # the part instead of slicing off its rest each time: on a 20 MB single line, slicing
-        # would copy the remainder once per chunk (quadratic).
-        start, end = 0, len(part)
-        while end - start > room:
-            cut = part.rfind(" ", start, start + room)
-            cut = cut if cut > start + room // 2 else start + room
-            units.append(part[start:cut].rstrip())
-            start = cut
-            while start < end and part[start].isspace():
-                start += 1
-        if start < end:
-            units.append(part[start:])
+    start, end = 0, len(part)
+    while end - start > room:
+        cut = part.rfind(" ", start, start + room)
+        cut = cut if cut > start + room // 2 else start + room
+        units.append(part[start:cut].rstrip())
+        start = cut
+        while start < end and part[start].isspace():
+            start += 1
+    if start < end:
+        units.append(part[start:])
     return units
 
 

@@ -43,7 +43,8 @@ from core.ports import Embedder, IngestProgress, SearchIndex
 
 # Bump when parsing or chunking changes in a way that must re-chunk every document.
 # 2: an HTML table's cells kept apart (`a | b`), where they ran together into one word.
-# 3: an HTML `<pre>` kept as a fenced code block with its spacing, where it was collapsed.
+# 3: an HTML `<pre>` kept as a fenced code block with its spacing, where it was collapsed; code
+#    carries no overlap, and each passage of a long code block is fenced.
 PIPELINE_VERSION = "3"
 
 

@@ -49,6 +49,22 @@ def test_the_prose_after_a_code_block_does_not_start_with_its_end() -> None:
     assert all(chunk.count("```") in (0, 2) for chunk in chunks)
 
 
+def test_a_code_block_longer_than_a_passage_is_fenced_in_each_piece() -> None:
+    """Cut at its lines, a long block's middle passages had no fence: the renderers read its
+    `*` and `_` as Markdown and a quote of it as prose, and the model saw prose."""
+    lines = [f"    config_{i} = compute(*args, key_{i}=True)" for i in range(60)]
+    code = "````python\n" + "\n".join([*lines[:30], "", *lines[30:]]) + "\n````"
+    chunks = split_text(f"{PARAGRAPH}\n\n{code}\n\nAfter the code.", 500, 100)
+    pieces = [c for c in chunks if "config_" in c]
+    assert len(pieces) > 2
+    assert all(len(c) <= 500 for c in chunks)
+    blocks = [piece.split("\n````")[0] for piece in pieces]
+    assert all(piece.count("````") == 2 for piece in pieces)
+    assert all(block.startswith("````python\n") for block in blocks)
+    inner = [line for block in blocks for line in block.split("\n")[1:]]
+    assert inner == [*lines[:30], "", *lines[30:]]
+
+
 def test_a_single_huge_sentence_is_cut_at_words() -> None:
     words = " ".join(f"word{i}" for i in range(1000))
     chunks = split_text(words, 300, 50)

@@ -32,7 +32,7 @@ from adapters.answer_labels import (
 from adapters.draining import InFlight
 from adapters.slack.feedback import FeedbackListeners
 from adapters.slack.leftovers import PendingMessages
-from adapters.slack.payloads import drop_malformed_events, id_of, is_direct_message
+from adapters.slack.payloads import drop_malformed_events, id_of, is_direct_message, team_of
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
@@ -436,7 +436,7 @@ class SlackBot:
         thread = kept.conversation_key.rsplit("/", 1)[-1]
         thread_ts = None if thread == "direct" else thread
         await self._state.remember_thread(kept.conversation_key)
-        team = id_of(body, "team")
+        team = team_of(body)
         escalate = bool(self._policies(f"slack/{team}/{channel}").escalate_to)
         await self._deliver(
             client, channel, thread_ts, None, kept.answer, answer_id, escalate=escalate
@@ -691,7 +691,7 @@ class SlackBot:
         """ "Ask the docs about this" on a message: its text is the question, answered in its
         thread as if the person who clicked had mentioned the bot there."""
         await ack()
-        team = id_of(body, "team")
+        team = team_of(body)
         channel = id_of(body, "channel")
         user = id_of(body, "user")
         message = body.get("message", {})

@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.answer_labels import NO_LONGER_KNOWN
-from adapters.slack.payloads import id_of
+from adapters.slack.payloads import id_of, team_of
 from adapters.slack.progress import slack_error
 from adapters.slack.render import FEEDBACK, FEEDBACK_UP, escalation_text, escape, reason_modal
 from core.config import ResolvedPolicy
@@ -81,7 +81,7 @@ class FeedbackListeners:
         """ "Still need help?": the channel's escalation targets are mentioned in the thread,
         once per answer, whoever clicks and however often."""
         await ack()
-        team = id_of(body, "team")
+        team = team_of(body)
         channel = id_of(body, "channel")
         container = body.get("container", {})
         message = body.get("message", {})

@@ -52,3 +52,18 @@ def id_of(body: dict[str, Any], part: str) -> str:
     found = body.get(part)
     value = found.get("id") if isinstance(found, dict) else None
     return value if isinstance(value, str) else ""
+
+
+def team_of(body: dict[str, Any]) -> str:
+    """The workspace an interaction came from, as Bolt's own `context.team_id` reads it: the
+    payload's team, else its `team_id`, else the clicking user's team. An org-wide (Enterprise
+    Grid) install sends a null team; read as "", the channel's key matched no channel's policy,
+    and `private` or `trigger: off` no longer held there."""
+    team = id_of(body, "team")
+    if not team:
+        found = body.get("team_id")
+        user = body.get("user")
+        if not isinstance(found, str) and isinstance(user, dict):
+            found = user.get("team_id")
+        team = found if isinstance(found, str) else ""
+    return team

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
+from adapters.slack.payloads import team_of
 from adapters.slack.render import ESCALATE, SHARE_ANSWER
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
@@ -377,6 +378,47 @@ async def test_a_shortcut_with_a_null_part_is_acknowledged_and_never_crashes(
             assert not harness.emulator.called("chat.postEphemeral")
     finally:
         await stop()
+
+
+def org_wide(form: str) -> str:
+    """An interaction's form as an org-wide (Enterprise Grid) install gets it: a null team, the
+    workspace named only as the clicking user's."""
+    body = json.loads(urllib.parse.unquote(form.split("=", 1)[1]))
+    body["team"] = None
+    body["user"] = {**body["user"], "team_id": "T1"}
+    body["is_enterprise_install"] = True
+    body["enterprise"] = {"id": "E1"}
+    return "payload=" + urllib.parse.quote(json.dumps(body))
+
+
+@pytest.mark.parametrize("setting", [{"private": True}, {"trigger": "off"}])
+async def test_an_org_wide_installs_shortcut_obeys_the_channels_policy(
+    slack_factory, setting: dict[str, Any]
+) -> None:
+    """Read as "", the null team named a channel no policy matched: a `private` channel's
+    answer was posted for everyone, and a channel turned `off` was answered."""
+    harness, stop = await slack_factory(None, **policy(**setting))
+    ts = "1700000000.001600"
+    try:
+        form = org_wide(shortcut_payload(ts, QUESTION))
+        assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
+        await harness.until(lambda: bool(harness.emulator.called("chat.postEphemeral")))
+        assert not posted(harness)
+        [told] = harness.emulator.called("chat.postEphemeral")
+        if setting.get("private"):
+            assert "ingesting.md" in json.dumps(told["blocks"])
+        else:
+            assert "ingesting.md" not in json.dumps(told)  # "not here", not an answer
+    finally:
+        await stop()
+
+
+def test_an_interactions_team_is_read_as_bolt_reads_it() -> None:
+    assert team_of({"team": {"id": "T1"}, "user": {"id": "U", "team_id": "T2"}}) == "T1"
+    assert team_of({"team": None, "user": {"id": "U", "team_id": "T2"}}) == "T2"
+    assert team_of({"team": None, "team_id": "T3", "user": {"team_id": "T2"}}) == "T3"
+    assert team_of({"team": None, "user": None}) == ""
+    assert team_of({"team": 5, "user": {"team_id": 7}}) == ""
 
 
 async def test_the_question_reaction_asks_about_a_message_once(slack_factory) -> None:

@@ -63,6 +63,14 @@ NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions ne
 ANSWERED_IN_THREAD = "I answered in a thread on that message."
 ANSWERED_IN_ITS_THREAD = "I answered that message in its thread."
 NO_PLACE_TO_ANSWER = "I can't open a thread on a message here; ask with `/ask` instead."
+ASK_PRIVATELY = (
+    "Answers in this channel are for the asker alone now: ask with `/ask`, and only you will "
+    "see the answer."
+)
+CHANNEL_UNKNOWN = (
+    "Discord couldn't tell me which channel this thread belongs to, so I can't tell which of its "
+    "settings apply. Please ask again in a minute."
+)
 THREAD_NAME_CHARS = 100
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages, as Discord's client proposes
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -253,8 +261,9 @@ class DocsBot(discord.Client):
                     str(interaction.user.id),
                     question,
                     asked.kind,
-                    # Named only where the key does not start with it: a thread's key.
-                    channel_key=asked.channel_key if asked.kind is ChannelKind.THREAD else "",
+                    # Always named: a thread's key, and a private answer's key in a thread,
+                    # start with the thread, whose id no channel's settings name.
+                    channel_key=asked.channel_key,
                 )
             )
         recorded = await self._record(asked.key, question, answer, channel=asked.channel_key)
@@ -368,17 +377,7 @@ class DocsBot(discord.Client):
         key = _thread_key(message.channel.id)
         try:
             if await self.state.is_bot_thread(key):
-                channel_key = await self._channel_key(message)
-                policy = self.policies(channel_key or key)
-                # A follow-up needs no mention, but words to a colleague (they mention someone
-                # else) and, with `followups: questions`, thanks or 👍 are not for the bot. A
-                # mention is one written in the message: a reply to the bot's answer pings it
-                # too, by default, and a "thanks!" sent that way is still only thanks.
-                mentioned = bool(self.user and _written_mention(message.content, self.user.id))
-                others = [u for u in message.mentions if u != self.user] or message.role_mentions
-                asks = policy.followups == "all" or reads_as_follow_up(message.content)
-                if policy.trigger != "off" and (mentioned or (asks and not others)):
-                    await self._answer_in_place(message, key, channel_key)
+                await self._on_follow_up(message, key)
                 return
             if message.id == message.channel.id:  # a thread's first message: a forum post?
                 await self._answer_forum_post(message, guild)
@@ -390,6 +389,37 @@ class DocsBot(discord.Client):
                 await self._answer_unasked(message, guild, policy, asked=mentioned)
         except Exception:
             log.exception("message_not_handled", platform="discord")
+
+    async def _on_follow_up(self, message: discord.Message, key: str) -> None:
+        """A message in one of the bot's threads, under the settings of the channel it hangs
+        off. A follow-up needs no mention, but words to a colleague (they mention someone
+        else) and, with `followups: questions`, thanks or 👍 are not for the bot. A mention is
+        one written in the message: a reply to the bot's answer pings it too, by default, and
+        a "thanks!" sent that way is still only thanks."""
+        mentioned = bool(self.user and _written_mention(message.content, self.user.id))
+        others = [u for u in message.mentions if u != self.user] or message.role_mentions
+        channel_key = await self._channel_key(message)
+        if not channel_key:
+            # Never answered under settings other than its channel's (its sources, private):
+            # one that asks the bot is told to ask again.
+            log.warning("follow_up_channel_unknown", platform="discord")
+            if (mentioned or reads_as_follow_up(message.content)) and not others:
+                await self._tell_once(message, CHANNEL_UNKNOWN)
+            return
+        policy = self.policies(channel_key)
+        asks = policy.followups == "all" or reads_as_follow_up(message.content)
+        if policy.trigger == "off" or not (mentioned or (asks and not others)):
+            return
+        if policy.private:
+            # Made private since the thread opened: only a command's reply reaches one person.
+            await self._tell_once(message, ASK_PRIVATELY)
+            return
+        await self._answer_in_place(message, key, channel_key)
+
+    async def _tell_once(self, message: discord.Message, text: str) -> None:
+        """`text` in the message's channel, by one process only (each gets the message)."""
+        if await self.state.first_delivery(f"discord-message:{message.id}"):
+            await _say(message.channel, text)
 
     async def _answer_unasked(
         self, message: discord.Message, guild: int, policy: ResolvedPolicy, *, asked: bool
@@ -736,8 +766,8 @@ class DocsBot(discord.Client):
 
     async def _channel_key(self, message: discord.Message) -> str:
         """The channel a thread hangs off, keyed like an `/ask` there (guild/channel), so a
-        follow-up obeys that channel's settings (web search). An uncached thread (after a
-        restart) is fetched once; empty when Discord can't say, and the global setting holds."""
+        follow-up obeys that channel's settings. An uncached thread (after a restart) is
+        fetched once; empty when Discord can't say."""
         channel: object = message.channel
         if getattr(channel, "parent_id", None) is None:
             with contextlib.suppress(discord.HTTPException):

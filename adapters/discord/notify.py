@@ -1,5 +1,6 @@
 """Posting a re-checked answer in its Discord thread or DM (`core.insights.stale.Notifier`):
-never for an ephemeral answer, nor in a thread of a channel where the bot is switched off."""
+never for an ephemeral answer, nor in a thread of a channel that answers privately or where the
+bot is switched off."""
 
 from __future__ import annotations
 
@@ -41,13 +42,17 @@ class DiscordNotifier:
     def reach(self, entry: LoggedAnswer) -> Reach:
         """A thread the bot opened, or a DM. A thread's key names only the thread, so its
         policy is the logged channel's (the one it hangs off), as for a follow-up there; a DM
-        is answered whatever the trigger, so it is updated too."""
+        is answered whatever the channels' settings, so it is updated too."""
         place = _place(entry.conversation_key)
         if place is None:
             return Reach.NOWHERE
         kind, _ = place
-        channel = entry.channel or entry.conversation_key
-        if kind == "thread" and self._policies(channel).trigger == "off":
+        if kind == "dm":
+            return Reach.THREAD
+        policy = self._policies(entry.channel or entry.conversation_key)
+        if policy.private:  # made private since: its answers are no longer for everyone
+            return Reach.NOWHERE
+        if policy.trigger == "off":
             return Reach.SILENCED
         return Reach.THREAD
 

@@ -78,6 +78,8 @@ class DiscordEmulator:
         # (HTTP status, Discord error code) to answer message posts with, in order; None: that
         # post is answered as usual
         self.message_failures: list[tuple[int, int] | None] = []
+        # Channels whose lookup (GET /channels/{id}) Discord refuses: access lost, an outage.
+        self.hidden_channels: set[str] = set()
         # (HTTP status, Discord error code) to answer every call on an interaction's webhook
         # with (follow-ups, the original response): what Discord answers once the 15-minute
         # interaction token has expired, (401, 50027), or the webhook is gone, (404, 10015)
@@ -270,6 +272,8 @@ class DiscordEmulator:
             return _json(self._thread(thread_id))
         if method == "GET" and path.startswith("/channels/") and path.count("/") == 2:
             thread_id = path.split("/")[2]
+            if thread_id in self.hidden_channels:
+                return _json({"message": "Missing Access", "code": 50001}, status=403)
             if thread_id in self.threads:
                 return _json(self._thread(thread_id))
             if thread_id == CHANNEL_ID:

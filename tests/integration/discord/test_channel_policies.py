@@ -11,13 +11,14 @@ import json
 
 import structlog
 
+from adapters.discord.bot import ASK_PRIVATELY, CHANNEL_UNKNOWN
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.config import ChannelPolicy
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
 from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, FORUM_ID, GUILD_ID, user
 from tests.fakes.discord_api import message as discord_message
-from tests.integration.discord.conftest import ask_payload, click_payload
+from tests.integration.discord.conftest import ask_payload, click_payload, thread_message
 
 QUESTION = "How do I re-ingest changed documents?"
 OFF_TOPIC = "How is the holiday allowance calculated for part-timers?"  # not in the bundled docs
@@ -176,6 +177,63 @@ async def test_sources_restrict_what_a_channel_is_answered_from(discord_factory)
         sent = harness.emulator.called("POST", "/webhooks/")[0]
         assert "couldn't find anything" in sent["embeds"][0]["description"]
         assert "ingesting.md" not in json.dumps(sent)
+    finally:
+        await stop()
+
+
+async def test_a_private_ask_in_a_thread_obeys_the_channels_sources(discord_factory) -> None:
+    """A private answer in a thread is keyed by the thread, whose id no channel's settings
+    name: it was searched under the server's, and cited a source the channel may not use."""
+    policies = {HERE: ChannelPolicy(private=True, sources=["handbook"])}
+    harness, stop = await discord_factory(policies=policies)
+    try:
+        harness.interaction(ask_payload(QUESTION, thread="123456789"))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [private] = harness.emulator.called("POST", "/webhooks/")
+        assert private["flags"] == 64
+        assert "couldn't find anything" in private["embeds"][0]["description"]
+        assert "ingesting.md" not in json.dumps(private)
+    finally:
+        await stop()
+
+
+async def test_a_follow_up_whose_channel_discord_cant_name_is_not_answered_elsewise(
+    discord_factory,
+) -> None:
+    """The thread's channel unknown (Discord refused the lookup), its follow-up was answered
+    under the server's settings: from every source, in public, wherever `off`."""
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(sources=["handbook"])})
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        thread_id = await harness.thread_ready()
+        harness.emulator.hidden_channels.add(thread_id)
+        harness.gateway_message(thread_message(thread_id, "And how do I re-ingest with --prune?"))
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+        await _settle()
+        [told] = thread_posts(harness, thread_id)
+        assert told["content"] == CHANNEL_UNKNOWN
+        assert "embeds" not in told or not told["embeds"]
+    finally:
+        await stop()
+
+
+async def test_a_channel_made_private_sends_its_follow_ups_to_ask(discord_factory) -> None:
+    """Made private after its threads opened, a channel still answered their follow-ups for
+    everyone to read; nor is a re-checked answer posted there."""
+    harness, stop = await discord_factory()
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        thread_id = await harness.thread_ready()
+    finally:
+        await stop()
+    harness, stop = await discord_factory(policies={HERE: ChannelPolicy(private=True)})
+    harness.emulator.threads.append(thread_id)
+    try:
+        harness.gateway_message(thread_message(thread_id, "And how do I prune removed files?"))
+        await harness.until(lambda: bool(thread_posts(harness, thread_id)))
+        await _settle()
+        [told] = thread_posts(harness, thread_id)
+        assert told["content"] == ASK_PRIVATELY
     finally:
         await stop()
 

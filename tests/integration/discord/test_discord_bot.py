@@ -288,6 +288,7 @@ async def test_thread_history_is_read_when_the_store_has_none(discord_bot: Disco
     from tests.fakes.discord_api import user
 
     await discord_bot.state.remember_thread("discord/thread/777")
+    discord_bot.emulator.threads.append("777")  # Discord names the channel it hangs off
     discord_bot.emulator.history = [
         msg("1", "777", user("42", "alice"), "what is prune?"),
         msg(
@@ -334,6 +335,7 @@ async def test_a_follow_up_carries_the_channel_its_thread_hangs_off(
     discord_bot.gateway_message(thread_message(thread_id, "and --prune?"))
     await discord_bot.until(lambda: bool(_sent_to(discord_bot, thread_id)))
     first, follow_up = asked
-    assert first.scope.startswith(f"discord/{GUILD_ID}/{CHANNEL_ID}/")
+    assert first.conversation_key.startswith(f"discord/{GUILD_ID}/{CHANNEL_ID}/")
+    assert first.scope == f"discord/{GUILD_ID}/{CHANNEL_ID}"
     assert follow_up.conversation_key == f"discord/thread/{thread_id}"
     assert follow_up.scope == f"discord/{GUILD_ID}/{CHANNEL_ID}"

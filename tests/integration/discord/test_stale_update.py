@@ -63,7 +63,10 @@ async def test_no_update_in_a_thread_of_a_channel_where_the_bot_is_switched_off(
         channels = settings.channels.model_copy(
             update={
                 "default": ChannelPolicy(trigger="off"),
-                "policies": {"discord/1/10": ChannelPolicy(trigger="mention")},
+                "policies": {
+                    "discord/1/10": ChannelPolicy(trigger="mention"),
+                    "discord/1/30": ChannelPolicy(trigger="mention", private=True),
+                },
             }
         )
         policies = settings.model_copy(update={"channels": channels}).policy
@@ -72,6 +75,8 @@ async def test_no_update_in_a_thread_of_a_channel_where_the_bot_is_switched_off(
         assert notifier.reach(logged("discord/thread/556", "discord/1/20")) is Reach.SILENCED
         assert notifier.reach(logged("discord/dm/557")) is Reach.THREAD
         assert notifier.reach(logged("discord/1/20/558", "discord/1/20")) is Reach.NOWHERE
+        # A channel made private since: the thread's later readers are not its asker.
+        assert notifier.reach(logged("discord/thread/559", "discord/1/30")) is Reach.NOWHERE
     finally:
         await stop()
 

@@ -19,7 +19,7 @@ import re
 
 # Platform markup that says nothing about the question: mentions, channels, links, code, emoji.
 _MARKUP = re.compile(
-    r"<[@#!][^>]*>|<https?://[^>]*>|https?://\S+|`[^`]*`|:[a-z0-9_+-]+:|[\U0001F000-\U0001FAFF☀-➿]"
+    r"<[@#!][^<>]*>|<https?://[^<>]*>|https?://\S+|`[^`]*`|:[a-z0-9_+-]+:|[\U0001F000-\U0001FAFF☀-➿]"
 )
 # A message addressed to someone: a user mention or an @name first.
 _ADDRESSED = re.compile(r"^\s*(?:<@[UW]?[A-Z0-9]+(?:\|[^>]*)?>|<@!?\d+>|@\w)")

@@ -218,11 +218,8 @@ class AnswerEngine:
         cleaned = clean_question(question.text, self._settings.max_question_chars)
         if isinstance(cleaned, InvalidQuestion):
             return Answer(cleaned.message, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
-        asker = f"{question.platform}:{question.user}"
-        if self._limits is not None and (wait := await self._limits.asker_wait(asker)):
-            log.info("asker_limited", platform=question.platform, unasked=question.unasked)
-            metrics.LIMITED.labels(question.platform, "asker").inc()
-            return _slowed_down(question, wait, trace)
+        if not question.unasked and (limited := await self._over_limit(question, trace)):
+            return limited
         # A follow-up waits for the answer before it, and then has it in its history. The
         # wait is not the answer's time (its metrics and log line): it is noted apart.
         queued = time.perf_counter()
@@ -336,6 +333,10 @@ class AnswerEngine:
                 return Answer(
                     NOT_CLOSE_ENOUGH, AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE, withheld=True
                 )
+        # An unasked question counts against its asker only once it would cost a model's
+        # answer: chatter the floor held back must not be why their next @mention waits.
+        if asked.unasked and (limited := await self._over_limit(asked, trace)):
+            return limited
         if self._model is None:
             return await self._extractive(search, question, registry, trace, NO_MODEL)
         async with self._model_slot(asked.platform, trace) as admitted:
@@ -350,6 +351,18 @@ class AnswerEngine:
                 )
             finally:
                 await runner.finish()
+
+    async def _over_limit(self, question: Question, trace: Trace) -> Answer | None:
+        """What is said instead of an answer when the asker is over `answers.limits.per_asker`
+        (this question counts towards it otherwise)."""
+        if self._limits is None:
+            return None
+        wait = await self._limits.asker_wait(f"{question.platform}:{question.user}")
+        if not wait:
+            return None
+        log.info("asker_limited", platform=question.platform, unasked=question.unasked)
+        metrics.LIMITED.labels(question.platform, "asker").inc()
+        return _slowed_down(question, wait, trace)
 
     @asynccontextmanager
     async def _model_slot(self, platform: str, trace: Trace) -> AsyncIterator[bool]:
@@ -447,10 +460,11 @@ class AnswerEngine:
 
 
 def _slowed_down(question: Question, wait: float, trace: Trace) -> Answer:
-    """An asked question is told when to ask again; an unasked one is held back unsaid."""
+    """An asked question is told when to ask again; an unasked one is held back unsaid. Both
+    are errors of ours, not answers: neither was searched, so neither is a gap in the docs."""
     trace.notes.append(f"the asker's questions are over answers.limits.per_asker for {wait:.0f} s")
     if question.unasked:
-        return Answer("", AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE, trace=trace, withheld=True)
+        return Answer("", AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace, withheld=True)
     said = SLOW_DOWN.format(seconds=math.ceil(wait))
     return Answer(said, AnswerStatus.ERROR, AnswerMode.EXTRACTIVE, trace=trace)
 

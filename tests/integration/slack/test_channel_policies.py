@@ -4,6 +4,7 @@ grounded answers, never (`off`), and only from the channel's sources."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import urllib.parse
@@ -121,6 +122,57 @@ async def test_an_unasked_question_far_from_every_passage_costs_no_model_call(
         await harness.until(lambda: len(api.requests) == 2)
         assert "close enough" not in json.dumps(api.requests[0]["messages"])
         assert len(api.requests[0]["messages"]) == 1
+    finally:
+        await stop()
+
+
+async def logged(harness: Any, count: int, timeout: float = 15.0) -> list[Any]:
+    """The answer log, once it holds `count` answers (listeners log them in the background)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while len(entries := await harness.state.answer_log(0)) < count:
+        assert asyncio.get_running_loop().time() < deadline, f"{len(entries)} of {count} logged"
+        await asyncio.sleep(0.05)
+    return entries
+
+
+def auto_limited(per_asker: int) -> dict[str, str]:
+    return {
+        **policy(trigger="auto"),
+        "BOT_ANSWERS__LIMITS": json.dumps({"per_asker": per_asker}),
+    }
+
+
+async def test_chatter_held_back_unsearched_counts_against_no_one(slack_factory) -> None:
+    """Off-topic messages of an `auto` channel that the relevance floor held back (no model,
+    nothing posted) counted against their sender's `per_asker`: their first @mention was
+    then refused with "ask again in 57 s"."""
+    harness, stop = await slack_factory(None, **auto_limited(2))
+    try:
+        chatter = [OFF_TOPIC, "What is the parental leave policy for contractors?"]
+        for n, text in enumerate(chatter):
+            await harness.event(message_event(f"1700000000.00080{n}", text), f"EvU{n}")
+        assert not any(e.posted for e in await logged(harness, 2))
+        await harness.event(mention("1700000000.000900", QUESTION), "EvM")
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        final = harness.emulator.called("chat.update")[-1]["text"]
+        assert "ask again" not in final
+        assert "ingesting.md" in json.dumps(harness.emulator.called("chat.update")[-1])
+    finally:
+        await stop()
+
+
+async def test_an_unasked_question_over_the_askers_limit_is_no_gap_in_the_docs(
+    slack_factory,
+) -> None:
+    """Held back unsearched because its sender was over the limit, it was logged "not found",
+    and the report listed it as a question the docs could not answer."""
+    harness, stop = await slack_factory(None, **auto_limited(1))
+    try:
+        asked = [QUESTION, "How do I remove a wrong ingest?"]
+        for n, text in enumerate(asked):
+            await harness.event(message_event(f"1700000000.00070{n}", text), f"EvL{n}")
+        statuses = sorted(e.status for e in await logged(harness, 2))
+        assert statuses == ["error", "partial"]  # the second: limited, never searched
     finally:
         await stop()
 

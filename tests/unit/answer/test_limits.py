@@ -190,6 +190,7 @@ async def test_one_asker_over_the_cap_is_told_when_to_ask_again_others_are_answe
     assert (await bot.answer(question("bob", 0))).status is AnswerStatus.PARTIAL
     unasked = await bot.answer(question("alice", 4, unasked=True))
     assert unasked.withheld  # nobody asked: nothing is posted, not even the wait
+    assert unasked.status is AnswerStatus.ERROR  # never searched: no gap in the docs
     assert limited_count("slack", "asker") == before + 2
 
 

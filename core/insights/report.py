@@ -301,9 +301,27 @@ async def build_report(
     _sources(report, t, documents, settings.report_top)
     report.web_topics = [
         WebTopic(d.question or d.query, list(d.keywords), d.uses)  # no text kept: the query
-        for d in sorted(learned, key=lambda d: -d.uses)[: settings.report_top]
+        for d in sorted(_learned_in(learned, since, until, channel), key=lambda d: -d.uses)[
+            : settings.report_top
+        ]
     ]
     return report
+
+
+def _learned_in(
+    learned: Sequence[LearnedDocument], since: float, until: float, channel: str | None
+) -> list[LearnedDocument]:
+    """What the web taught the bot in the window (learned or used then). None in one channel's
+    report: a learned document keeps no channel, and its question may come from any other,
+    a private one among them."""
+    if channel is not None:
+        return []
+    return [
+        d
+        for d in learned
+        if since <= d.created_at <= until
+        or (d.last_used_at is not None and since <= d.last_used_at <= until)
+    ]
 
 
 async def _knowledge_gaps(

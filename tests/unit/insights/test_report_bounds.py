@@ -11,6 +11,8 @@ import numpy as np
 from core.config import InsightSettings
 from core.domain.documents import Progress, Vectors
 from core.domain.insights import LoggedAnswer, question_hash
+from core.domain.learned import LearnedDocument as Learned
+from core.insights.html import render_html
 from core.insights.report import Report, build_report
 from tests.fakes.answer_log import logged_answer
 from tests.fakes.memory import InMemoryIndex, passage
@@ -151,3 +153,33 @@ async def test_a_log_in_pages_gives_the_figures_of_the_whole() -> None:
     paged = await report(pages(), TopicEmbedder())
     assert paged == whole
     assert [g.size for g in paged.gaps] == [3, 2, 2]
+
+
+async def test_what_the_web_taught_is_the_windows_and_never_in_one_channels_report() -> None:
+    """The report listed every learned document, from any time and any channel: a 7-day
+    report of one channel showed a question asked in another, private, one 200 days ago."""
+
+    def learned(question: str, days_ago: float, used_days_ago: float | None = None) -> Learned:
+        used = None if used_days_ago is None else NOW - DAY_S * used_days_ago
+        return Learned(
+            f"learned:{question}", question, question, (), NOW - DAY_S * days_ago, used, uses=1
+        )
+
+    documents = [learned("old", 200), learned("new", 2), learned("old, used", 200, 1)]
+
+    async def of(channel: str | None) -> Report:
+        return await build_report(
+            [],
+            since=NOW - 7 * DAY_S,
+            until=NOW,
+            channel=channel,
+            settings=InsightSettings(),
+            embedder=TopicEmbedder(),
+            index=InMemoryIndex(),
+            learned=documents,
+        )
+
+    assert sorted(t.question for t in (await of(None)).web_topics) == ["new", "old, used"]
+    in_channel = await of("slack/T1/CDOCS")
+    assert in_channel.web_topics == []
+    assert "keeps no channel" in render_html(in_channel)

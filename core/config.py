@@ -705,6 +705,9 @@ class ResolvedPolicy:
     reactions: bool = True  # the platform's reaction trigger asks about a message
     min_relevance: float = 0.0  # unasked questions: the closest passage's cosine at least this
     followups: Literal["questions", "all"] = "questions"  # which thread messages are answered
+    # What the bot learned from the web is searched here: not where `web_search: false` is said
+    # for the channel (its policy, or `web_search.channels`), only inherited from the default.
+    learned: bool = True
 
 
 BUILT_IN_CHANNEL_POLICY = ChannelPolicy(
@@ -1076,8 +1079,10 @@ class Settings(_Section):
                 merged.update(policy.model_dump(exclude_none=True))
                 matched.append(prefix)
         web = merged["web_search"]
+        listed = most_specific(self.web_search.channels, key)
+        said = web if web is not None else (listed[-1] if listed else None)  # this channel's
         if web is None:
-            web = [self.web_search.enabled, *most_specific(self.web_search.channels, key)][-1]
+            web = [self.web_search.enabled, *listed][-1]
         return ResolvedPolicy(
             trigger=merged["trigger"] or "mention",
             questions_only=bool(merged["questions_only"]),
@@ -1096,6 +1101,7 @@ class Settings(_Section):
             reactions=bool(merged["reactions"]),
             min_relevance=float(merged["min_relevance"] or 0.0),
             followups=merged["followups"] or "questions",
+            learned=said is not False,
         )
 
     def web_search_reach(self) -> WebSearchReach:

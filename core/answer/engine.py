@@ -198,11 +198,10 @@ class AnswerEngine:
     async def search(self, query: str) -> list[SearchHit]:
         return await self._index.search(query, k=self._top_k)
 
-    def _scoped(self, sources: tuple[str, ...]) -> SearchFn:
-        """The search one answer makes: only `sources` when the channel names any."""
-        if not sources:
+    def _scoped(self, filters: SearchFilters) -> SearchFn:
+        """The search one answer makes, within what its channel may be answered from."""
+        if filters.is_empty():
             return self.search
-        filters = SearchFilters(sources=sources)
 
         async def search(query: str) -> list[SearchHit]:
             return await self._index.search(query, k=self._top_k, filters=filters)
@@ -324,11 +323,10 @@ class AnswerEngine:
         on_progress: AnswerProgress | None,
     ) -> Answer:
         policy = self._policies(asked.scope) if self._policies else None
-        search = self._scoped(policy.sources if policy else ())
+        filters = _filters(policy)
+        search = self._scoped(filters)
         if asked.unasked and policy and policy.min_relevance:
-            closest = await closest_passage(
-                self._index, question, SearchFilters(sources=policy.sources)
-            )
+            closest = await closest_passage(self._index, question, filters)
             if not _close_enough(closest, policy.min_relevance, trace):
                 return Answer(
                     NOT_CLOSE_ENOUGH, AnswerStatus.NOT_FOUND, AnswerMode.EXTRACTIVE, withheld=True
@@ -457,6 +455,14 @@ class AnswerEngine:
             quote_chars=self._settings.quote_chars,
             reason=reason,
         )
+
+
+def _filters(policy: ResolvedPolicy | None) -> SearchFilters:
+    """A channel's `sources`, and no knowledge learned from the web where it says
+    `web_search: false` (README: "never the web")."""
+    if policy is None:
+        return SearchFilters()
+    return SearchFilters(sources=policy.sources, learned=None if policy.learned else False)
 
 
 def _slowed_down(question: Question, wait: float, trace: Trace) -> Answer:

@@ -210,3 +210,15 @@ def test_a_channel_may_answer_every_follow_up_but_only_questions_or_all() -> Non
     assert settings.policy("slack/T1/C1").followups == "questions"
     with pytest.raises(ValueError, match="'questions' or 'all'"):
         ChannelPolicy(followups="some")  # type: ignore[arg-type]
+
+
+def test_only_a_channel_that_says_no_web_search_leaves_learned_knowledge_out() -> None:
+    settings = Settings(
+        channels=ChannelSettings(policies={"slack/T1/C1": ChannelPolicy(web_search=False)}),
+        web_search=WebSearchSettings(channels={"slack/T1/C2": False, "slack/T1/C3": True}),
+    )
+    assert not settings.policy("slack/T1/C1/1.1").learned
+    assert not settings.policy("slack/T1/C2/1.1").learned
+    assert settings.policy("slack/T1/C3/1.1").learned
+    assert settings.policy("slack/T1/C4/1.1").learned  # web search off by default: inherited
+    assert not settings.policy("slack/T1/C4/1.1").web_search

@@ -26,9 +26,10 @@ from core.answer.web_research import KEYWORDS_FIRST, WebLearning
 from core.backends.sqlite.conversation_store import SqliteConversationStore
 from core.backends.sqlite.index import SqliteIndex
 from core.backends.sqlite.keyword_store import SqliteKeywordStore
-from core.config import Settings
+from core.config import ChannelPolicy, Settings
 from core.domain.conversation import AnswerStatus, SourceKind
 from core.domain.documents import SearchFilters
+from core.domain.web import WebResult, WebSource
 from core.insights.report import build_report
 from core.learning.knowledge import LearnedKnowledge
 from core.search.embedder import MiniLMEmbedder
@@ -717,3 +718,52 @@ async def test_with_store_questions_off_no_question_text_is_learned(
     )
     assert [t.question for t in report.web_topics] == [WEB_QUERY]
     await store.close()
+
+
+@pytest.mark.parametrize("said", ["policy", "web_search.channels"])
+async def test_a_channel_that_says_never_the_web_cites_nothing_learned_from_it(
+    settings: Settings, kb_copy: SqliteIndex, said: str
+) -> None:
+    """What one channel's web search taught was cited in a channel whose settings say
+    `web_search: false` (README's #general, "never the web"); a channel that only inherits
+    the default still draws on it, which is what learning is for."""
+    channels = {"slack/T1/CEXEC": True, "slack/T1/CGENERAL": False}
+    if said == "policy":
+        policies = {key: ChannelPolicy(web_search=on) for key, on in channels.items()}
+        settings = settings.model_copy(
+            update={"channels": settings.channels.model_copy(update={"policies": policies})}
+        )
+    else:
+        settings = settings.model_copy(
+            update={"web_search": settings.web_search.model_copy(update={"channels": channels})}
+        )
+    store = SqliteKeywordStore(settings.state_path, settings.search.busy_timeout_ms)
+    knowledge = LearnedKnowledge(kb_copy, kb_copy.embedder, store, max_keywords_per_document=30)
+    source = WebSource(
+        "https://news.example/zephyr-layoffs",
+        "Zephyr cuts 30% of staff",
+        "Zephyr Corp announced it will lay off 30% of its staff in 2026 ahead of a sale.",
+    )
+    await knowledge.learn(
+        question="Is Zephyr, our acquisition target, cutting staff?",
+        results=[WebResult("Zephyr layoffs 2026", (source,))],
+        keywords=["zephyr acquisition", "zephyr layoffs"],
+    )
+    engine = AnswerEngine(
+        index=kb_copy,
+        store=SqliteConversationStore(settings.state_path, 5_000),
+        settings=settings.answers,
+        top_k=settings.search.top_k,
+        policies=settings.policy,
+    )
+    asked = "What is going on with the Zephyr acquisition and its layoffs?"
+    try:
+        kinds = {}
+        for channel in ("CGENERAL", "CDOCS"):
+            answer = await engine.answer(question(asked, key=f"slack/T1/{channel}/1.1"))
+            kinds[channel] = {c.source_kind for c in answer.citations}
+    finally:
+        await engine.close()
+        await store.close()
+    assert SourceKind.LEARNED not in kinds["CGENERAL"]
+    assert SourceKind.LEARNED in kinds["CDOCS"]  # the default: web search off, learning kept

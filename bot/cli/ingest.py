@@ -246,20 +246,34 @@ def _print_report(
 @app.command()
 def remove(
     targets: Annotated[
-        list[str], typer.Argument(help="Source labels, URLs, or paths that were ingested.")
-    ],
+        list[str] | None,
+        typer.Argument(help="Source labels, URLs, or ingested paths.", show_default=False),
+    ] = None,
+    sources: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--source",
+            "-s",
+            help="A source label whose documents go, however it reads (a folder's name too).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Remove documents from the index: a source label's, a URL's, or those ingested from a
     path (a file, or everything under a folder). Undoes a wrong `bot ingest`."""
     from core.domain.urls import redact_urls_in
 
+    targets, labels = targets or [], sources or []
+    if not targets and not labels:
+        refuse("name what to remove: a path, a URL or a source label (or --source LABEL)")
     removals = _under_run_lock(
-        _remove(targets),
+        _remove(targets, labels),
         interrupted="interrupted; the documents removed so far stay removed: run the same "
         "command again to remove the rest",
     )
     if not removals:  # only sources' records, of sources that had nothing indexed
-        out.print(Text(f"{', '.join(targets)}: no documents indexed; its sync record removed"))
+        named = ", ".join([*targets, *labels])
+        out.print(Text(f"{named}: no documents indexed; its sync record removed"))
     for r in removals:
         if r.documents:  # a target that matched nothing is named once, in the error below
             shown = redact_urls_in(r.target)
@@ -267,6 +281,8 @@ def remove(
                 Text(f"{shown} ({r.kind}): {r.documents} document(s), {r.chunks} chunk(s) removed"),
                 soft_wrap=True,
             )
+    if refused := [r.refused for r in removals if r.refused]:
+        refuse("; ".join(refused))
     unmatched = [redact_urls_in(r.target) for r in removals if r.documents == 0]
     if unmatched:
         refuse(
@@ -275,7 +291,7 @@ def remove(
         )
 
 
-async def _remove(targets: list[str]) -> list[Removal]:
+async def _remove(targets: list[str], labels: list[str]) -> list[Removal]:
     from bot.runtime import opened
     from core.ingest.pipeline import remove as remove_documents
     from core.ingest.sync import forget_status, unconfigured
@@ -283,11 +299,13 @@ async def _remove(targets: list[str]) -> list[Removal]:
 
     s = state.settings
     async with opened(s) as rt, run_lock(rt.backend.locks, "ingest", s.ingest.lock_ttl_s):
-        removals = await remove_documents(rt.backend.index, targets)
+        removals = await remove_documents(
+            rt.backend.index, targets, labels=labels, default_label=s.ingest.default_source
+        )
     # A source taken out of config.yaml, now removed: `bot sources list` stops naming it. One
     # whose syncs never indexed anything (`bot sync` still named it) is done with once
     # forgotten: that is no target that "matched nothing".
-    forgotten = set(targets) & set(unconfigured(s.storage.data_dir, s.sources))
+    forgotten = {*targets, *labels} & set(unconfigured(s.storage.data_dir, s.sources))
     for name in forgotten:
         forget_status(s.storage.data_dir, name)
     return [r for r in removals if r.documents or r.target not in forgotten]

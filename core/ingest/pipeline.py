@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urldefrag
@@ -89,6 +89,7 @@ class Removal:
     kind: str
     documents: int = 0
     chunks: int = 0
+    refused: str = ""  # why nothing was removed although something may have matched
 
 
 @dataclass(slots=True)
@@ -335,19 +336,29 @@ def _gone(found: Discovery, existing: dict[str, DocumentRecord], owner: str | No
     return gone
 
 
-async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:
+async def remove(
+    index: SearchIndex, targets: list[str], *, labels: Sequence[str] = (), default_label: str = ""
+) -> list[Removal]:
     """Delete the documents each target names, to undo a wrong ingest.
 
     A target is read as a URL (documents with that link or id, or under it when it ends in
     `/`), else as a path when one exists there or it is written like one (the files ingested
-    from it or from under it, even if they have been deleted since), else (or when that path
-    matches nothing) as a source label."""
+    from it or from under it, even if they have been deleted since), else (or when a path
+    written like one matches nothing) as a source label. `labels` are source labels only.
+
+    Never the label every ingest without `--source` gets (`default_label`) from a target that
+    names a path that matched nothing (a folder moved, a typo): that label holds every such
+    ingest, another folder's too. An existing path that matched nothing is not read as a label
+    either. Both are said, with what to write instead."""
     records = await index.documents()
     removals: list[Removal] = []
-    for target in targets:
-        kind, matches = _matching(records, target)
-        removal = Removal(target, kind)
-        for doc_id in matches:
+    asked = [(t, _matching(records, t, default_label)) for t in targets]
+    asked += [(label, ("source", _labelled(records, label), "")) for label in labels]
+    for target, (kind, matches, refused) in asked:
+        removal = Removal(target, kind, refused=refused)
+        for doc_id in [] if refused else matches:
+            if doc_id not in records:  # named twice
+                continue
             removal.chunks += await index.delete_document(doc_id)
             removal.documents += 1
             del records[doc_id]
@@ -355,26 +366,50 @@ async def remove(index: SearchIndex, targets: list[str]) -> list[Removal]:
     return removals
 
 
-def _matching(records: dict[str, DocumentRecord], target: str) -> tuple[str, list[str]]:
+def _labelled(records: dict[str, DocumentRecord], label: str) -> list[str]:
+    return [r.doc_id for r in records.values() if r.source == label]
+
+
+def _matching(
+    records: dict[str, DocumentRecord], target: str, default_label: str
+) -> tuple[str, list[str], str]:
+    """(how `target` was read, the documents it names, why they are not removed)."""
     if is_url(target) or target.startswith("file:"):  # file: links are cited without --base-url
         try:
             url = redact_url(urldefrag(target).url)
         except ValueError:  # malformed (`http://[::1`): no document was ingested from it
-            return "URL", []
-        return "URL", [
-            r.doc_id
-            for r in records.values()
-            if url in (r.doc_id, r.url.split("#")[0])
-            or (url.endswith("/") and (r.doc_id.startswith(url) or r.url.startswith(url)))
-        ]
+            return "URL", [], ""
+        return (
+            "URL",
+            [
+                r.doc_id
+                for r in records.values()
+                if url in (r.doc_id, r.url.split("#")[0])
+                or (url.endswith("/") and (r.doc_id.startswith(url) or r.url.startswith(url)))
+            ],
+            "",
+        )
     path = Path(target)
-    if target.strip() and (os.path.lexists(path) or os.sep in target or target.startswith(".")):
+    exists = bool(target.strip()) and os.path.lexists(path)
+    if exists or (target.strip() and (os.sep in target or target.startswith("."))):
         uri = path.resolve().as_uri()
         folder = uri.rstrip("/") + "/"
         if by_path := [d for d in records if d == uri or d.startswith(folder)]:
-            return "path", by_path
+            return "path", by_path, ""
     # A label may look like a path (`team/docs`, `.notes`): read as one it matched nothing.
-    return "source", [r.doc_id for r in records.values() if r.source == target]
+    labelled = _labelled(records, target)
+    if labelled and (exists or target == default_label):
+        place = "exists here" if exists else "is no path anything was ingested from"
+        return (
+            "source",
+            labelled,
+            (
+                f"{target} {place}, and it is also a source label ({len(labelled)} document(s)"
+                + (", everything ingested without --source" if target == default_label else "")
+                + f"): to remove that label's documents, run `bot remove --source {target}`"
+            ),
+        )
+    return "source", labelled, ""
 
 
 def _count(

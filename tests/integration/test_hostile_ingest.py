@@ -669,6 +669,42 @@ def test_remove_undoes_an_ingest_by_path_url_or_source(env: Path) -> None:
     assert result.output == "handbook (source): 2 document(s), 2 chunk(s) removed\n"
 
 
+def test_a_moved_folder_named_like_the_default_label_removes_nothing_else(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bot remove docs` after the folder moved (or from another directory) read `docs` as the
+    label every ingest without --source gets, and removed every such ingest: another folder's
+    documents too, without a word."""
+    monkeypatch.chdir(env)
+    for folder, text in (("docs", "Alpha."), ("handbook", "Bravo.")):
+        (env / folder).mkdir()
+        (env / folder / "a.md").write_text(f"# A\n\n{text}\n")
+        assert runner.invoke(app, ["ingest", folder]).exit_code == 0
+    (env / "docs").rename(env / "docs.moved")
+    result = runner.invoke(app, ["remove", "docs"])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "error: docs is no path anything was ingested from, and it is also a source label (2 "
+        "document(s), everything ingested without --source): to remove that label's documents, "
+        "run `bot remove --source docs`"
+    ]
+    (env / "notes").mkdir()  # a folder of that name exists, nothing was ingested from it
+    assert runner.invoke(app, ["ingest", "handbook", "--source", "notes"]).exit_code == 0
+    there = runner.invoke(app, ["remove", "notes"])
+    assert there.exit_code == 1
+    assert there.output.startswith("error: notes exists here, and it is also a source label")
+    assert "handbook/a.md" in runner.invoke(app, ["search", "Bravo", "--json"]).output
+    labelled = runner.invoke(app, ["remove", "--source", "notes", "--source", "docs"])
+    assert labelled.exit_code == 0, labelled.output
+    assert labelled.output.splitlines() == [
+        "notes (source): 1 document(s), 1 chunk(s) removed",
+        "docs (source): 1 document(s), 1 chunk(s) removed",
+    ]
+    nothing = runner.invoke(app, ["remove"])
+    assert nothing.exit_code == 1
+    assert nothing.output.startswith("error: name what to remove")
+
+
 def test_remove_never_shows_a_urls_password(env: Path) -> None:
     result = runner.invoke(app, ["remove", "http://alice:s3cr3tpw@host/good", "handbok"])
     assert result.exit_code == 1

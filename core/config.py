@@ -438,7 +438,8 @@ class IngestSettings(_Section):
     max_nesting_depth: int = Field(256, ge=8, le=10_000)
     max_html_attributes: int = Field(1_000, ge=10, le=1_000_000)
     max_unpacked_bytes: int = Field(50_000_000, ge=1)  # an Office file's zip unpacked, all members
-    lock_ttl_s: float = Field(6 * 3_600, gt=0)
+    # How long a run lock outlives its holder's last renewal (a killed ingest's, on any host).
+    lock_ttl_s: float = Field(600, ge=4)
     crawl: CrawlSettings = CrawlSettings()
     git: GitSettings = GitSettings()
     confluence: ConfluenceSettings = ConfluenceSettings()

@@ -1,13 +1,16 @@
 """Run locks: a job claims its run before doing it, so a second scheduler or a second
 `bot index reindex` started by mistake does nothing instead of doing the work twice.
 
-A lock expires (`ttl_s`) so a holder that died without releasing does not block forever; a
-`run_lock` holder on this machine whose process is gone is taken over at once.
+A lock expires (`ttl_s`) so a holder that died without releasing does not block forever. A
+`run_lock` holder renews its claim while it runs (its sign of life), so the TTL need not outlast
+the run: a holder killed anywhere (another container, another host) frees the lock within one
+TTL, and one on this machine whose process is gone is taken over at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable
@@ -15,10 +18,17 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TypeVar
 
+import structlog
+
 from core.errors import RunLockHeld
 from core.ports import RunLocks
 
 T = TypeVar("T")
+log = structlog.get_logger(__name__)
+
+# A held lock is renewed this many times per TTL: a renewal that fails or comes late still
+# leaves three more before the claim could lapse.
+RENEWALS_PER_TTL = 4
 
 
 @asynccontextmanager
@@ -31,13 +41,33 @@ async def run_lock(locks: RunLocks, name: str, ttl_s: float) -> AsyncIterator[No
     ):
         held = await locks.held(name)
         who, since = ("?", "?") if held is None else (held[0], _when(held[1] - ttl_s))
+        lapses = "" if held is None else f" (if it was killed, its lock lapses by {_when(held[1])})"
         raise RunLockHeld(
-            f"another {name} is running (since {since}, by {who}); try again when it has finished"
+            f"another {name} is running (since {since}, by {who}); try again when it has "
+            f"finished{lapses}"
         )
+    renewing = asyncio.create_task(_renew(locks, name, holder, ttl_s))
     try:
         yield
     finally:
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
         await uninterrupted(locks.release(name, holder))
+
+
+async def _renew(locks: RunLocks, name: str, holder: str, ttl_s: float) -> None:
+    """The holder's sign of life: its claim renewed every `ttl_s / RENEWALS_PER_TTL` while it
+    runs. A store that fails a renewal is tried again at the next; a claim found taken (this
+    process stalled past its TTL) is said, and no longer renewed."""
+    while True:
+        await asyncio.sleep(ttl_s / RENEWALS_PER_TTL)
+        try:
+            if not await locks.claim(name, holder, ttl_s):
+                log.warning("run_lock_lost", lock=name)
+                return
+        except Exception as exc:  # noqa: BLE001 (the run goes on; the next renewal may work)
+            log.warning("run_lock_not_renewed", lock=name, error=type(exc).__name__)
 
 
 async def uninterrupted(work: Awaitable[T]) -> T:
@@ -62,9 +92,9 @@ async def uninterrupted(work: Awaitable[T]) -> T:
 async def _take_over_from_the_dead(locks: RunLocks, name: str, holder: str, ttl_s: float) -> bool:
     """Claim `name` from a holder on this machine whose process is gone.
 
-    A killed ingest can't release its lock, and waiting out the TTL (hours) would block the
-    very re-run that resumes it. Only a holder on this host can be judged: another machine's
-    process is alive as far as we can tell, and its lock waits for release or expiry."""
+    A killed ingest can't release its lock, and waiting out the TTL would block the very
+    re-run that resumes it. Only a holder on this host can be judged: another machine's
+    process is alive as far as we can tell, and its lock lapses once it stops renewing it."""
     held = await locks.held(name)
     if held is None:  # released since our claim was refused
         return await locks.claim(name, holder, ttl_s)

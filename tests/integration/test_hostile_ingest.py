@@ -742,7 +742,10 @@ async def test_a_second_ingest_is_refused_while_one_holds_the_lock(env: Path) ->
         assert result.exit_code == 1
         text = " ".join(result.output.split())
         assert "error: another ingest is running (since " in text
-        assert " UTC, by otherhost:42); try again when it has finished" in text
+        assert (
+            " UTC, by otherhost:42); try again when it has finished (if it was killed, its " in text
+        )
+        assert "lock lapses by " in text
         assert await locks.held("ingest") is not None  # not taken over, not released
     finally:
         await locks.release("ingest", "otherhost:42")

@@ -4,10 +4,13 @@ lands while the release is under way (the event loop closing after a stopping cl
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+import structlog
 
-from core.run_locks import run_lock, uninterrupted
+from core.backends.sqlite.run_locks import SqliteRunLocks
+from core.run_locks import RENEWALS_PER_TTL, run_lock, uninterrupted
 
 
 class SlowReleaseLocks:
@@ -65,3 +68,51 @@ async def test_uninterrupted_gives_the_result_and_raises_the_work_s_own_errors()
     assert await uninterrupted(three()) == 3
     with pytest.raises(OSError, match="disk gone"):
         await uninterrupted(broken())
+
+
+async def test_a_held_lock_is_renewed_and_lapses_once_its_holder_stops(tmp_path: Path) -> None:
+    """The TTL had to outlast the longest run (six hours), so an ingest killed in a container
+    (another host name: its process can't be checked) blocked every other for six hours. The
+    holder now renews its claim while it runs, and a lock nobody renews lapses within a TTL."""
+    ttl = 0.4
+    locks = SqliteRunLocks(tmp_path / "state.sqlite", 5_000)
+    try:
+        async with run_lock(locks, "ingest", ttl):
+            for _ in range(2 * RENEWALS_PER_TTL):  # twice the TTL, held all along
+                await asyncio.sleep(ttl / RENEWALS_PER_TTL)
+                assert not await locks.claim("ingest", "container-b:7", ttl)
+        assert await locks.claim("ingest", "container-a:6425", ttl)  # then killed: no renewal
+        assert not await locks.claim("ingest", "container-b:7", ttl)
+        await asyncio.sleep(ttl * 1.2)
+        assert await locks.claim("ingest", "container-b:7", ttl)
+    finally:
+        await locks.close()
+
+
+async def test_a_renewal_the_store_fails_leaves_the_run_going() -> None:
+    """A failing store costs a renewal, said in the log, not the run that holds the lock."""
+
+    class FailingRenewals(SlowReleaseLocks):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release_may_end.set()
+            self.claims = 0
+
+        async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+            self.claims += 1
+            if self.claims > 1:
+                raise OSError("the state file's disk is gone")
+            return await super().claim(name, holder, ttl_s)
+
+    locks = FailingRenewals()
+    with structlog.testing.capture_logs() as logs:
+        async with run_lock(locks, "ingest", 0.2):
+            await asyncio.sleep(0.3)
+    assert locks.claims >= 2
+    assert {
+        "event": "run_lock_not_renewed",
+        "lock": "ingest",
+        "error": "OSError",
+        "log_level": "warning",
+    } in logs
+    assert not locks.holders  # released at the end all the same

@@ -33,6 +33,7 @@ from adapters.answer_labels import ASK_ABOUT_THIS, NOT_HERE, NOTHING_TO_ASK, TEX
 from adapters.discord.components import (
     NO_MENTIONS,
     PERSISTENT_BUTTONS,
+    EscalateButton,
     ShareButton,
     attach,
     escalation,
@@ -288,10 +289,14 @@ class DocsBot(discord.Client):
                 private = _conversation_of(interaction, private=True)
                 _, answer, answer_id = await self._answer_command(interaction, question, private)
                 embeds = self.embeds_of(answer)
+                # Calling a person in posts for everyone: only at the asker's click.
+                escalate = bool(self.policies(private.channel_key).escalate_to)
                 for n, embed in enumerate(embeds, start=1):
                     view = discord.ui.View(timeout=None)
                     if answer_id and n == len(embeds):
                         view.add_item(ShareButton(answer_id))
+                        if escalate:
+                            view.add_item(EscalateButton(answer_id))
                     await reply.send(embed=embed, view=view)
         except ReplyUndeliverable:
             # Past its token a private answer has no way to the asker, nor has an apology.

@@ -271,7 +271,15 @@ class SlackBot:
                 return
             if policy.private:  # for the poster alone, as an answer they asked for would be
                 answer_id = await self._record(key, text, answer)
-                await self._post_privately(client, channel, event["user"], ts, answer, answer_id)
+                await self._post_privately(
+                    client,
+                    channel,
+                    event["user"],
+                    ts,
+                    answer,
+                    answer_id,
+                    escalate=bool(policy.escalate_to),
+                )
                 return
             await self._state.remember_thread(key)
             answer_id = await self._record(key, text, answer)
@@ -390,7 +398,10 @@ class SlackBot:
                     Question("slack", own, user, text, ChannelKind.THREAD, channel_key=key)
                 )
             answer_id = await self._record(key, text, answer)
-            await self._post_privately(client, channel, user, thread_ts, answer, answer_id)
+            escalate = bool(self._policies(f"slack/{team}/{channel}").escalate_to)
+            await self._post_privately(
+                client, channel, user, thread_ts, answer, answer_id, escalate=escalate
+            )
         except Exception:
             log.exception("private_answer_failed", platform="slack", channel=channel)
             with contextlib.suppress(SlackApiError):
@@ -406,10 +417,14 @@ class SlackBot:
         thread_ts: str | None,
         answer: Answer,
         answer_id: str | None,
+        *,
+        escalate: bool = False,
     ) -> None:
         """The answer as messages only `user` sees, in the thread, with "Share with the
-        channel" under the last."""
-        for message in self._messages(answer, answer_id, share=True):
+        channel" under the last, and "Still need help?" where the channel has people to call
+        in: only the asker's click calls them (in the thread, for everyone to see), never the
+        bot by itself, as it does for an answer everyone saw."""
+        for message in self._messages(answer, answer_id, escalate=escalate, share=True):
             await client.chat_postEphemeral(
                 channel=channel,
                 user=user,

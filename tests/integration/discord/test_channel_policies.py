@@ -388,6 +388,25 @@ async def test_private_answers_go_to_the_asker_and_can_be_shared_once(discord_fa
         await stop()
 
 
+async def test_a_private_answer_offers_to_call_a_person_in(discord_factory) -> None:
+    """`private` with `escalate_to` showed only "Share": nobody could be called in there."""
+    policies = {HERE: ChannelPolicy(private=True, escalate_to=TARGETS)}
+    harness, stop = await discord_factory(policies=policies)
+    try:
+        harness.interaction(ask_payload(QUESTION))
+        await harness.until(lambda: bool(harness.emulator.called("POST", "/webhooks/")))
+        [private] = harness.emulator.called("POST", "/webhooks/")
+        assert private["flags"] == 64
+        [escalate] = help_buttons(private)
+        harness.interaction(click_payload(escalate))
+        await harness.until(lambda: len(harness.emulator.called("POST", "/callback")) == 2)
+        called = harness.emulator.called("POST", "/callback")[1]
+        assert called["data"]["content"] == ESCALATION_SENT
+        assert called["data"]["allowed_mentions"] == EXACTLY_THE_TARGETS
+    finally:
+        await stop()
+
+
 def context_menu_payload(target: dict, *, thread: str | None = None, parent: str = CHANNEL_ID):
     """*Ask the docs about this* on `target`, run where it is (in `thread` of `parent`)."""
     payload = ask_payload("", thread=thread, parent=parent)

@@ -297,6 +297,30 @@ async def test_not_found_escalates_unasked_and_nothing_else_pings(slack_factory)
         await stop()
 
 
+async def test_a_private_channel_calls_a_person_in_at_the_askers_click_only(
+    slack_factory,
+) -> None:
+    """`private` with `escalate_to` (README's #support) offered no "Still need help?" at all:
+    nobody could be called in there. The docs falling short calls nobody by itself either: a
+    post for everyone is the asker's to make."""
+    _, model = not_found_model()
+    harness, stop = await slack_factory(model, **policy(private=True, escalate_to=TARGETS))
+    try:
+        await harness.event(mention("1700000000.001200", "flux capacitor?"), "Ev1")
+        await harness.until(lambda: bool(harness.emulator.called("chat.postEphemeral")))
+        [private] = harness.emulator.called("chat.postEphemeral")
+        buttons = [e for b in private["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        [help_button] = [b for b in buttons if b["action_id"] == ESCALATE]
+        await harness.settle()
+        assert escalations(harness) == []
+        status = await harness.click(ESCALATE, help_button["value"], thread_ts="1700000000.001200")
+        assert status == 200
+        await harness.until(lambda: bool(escalations(harness)))
+        assert escalations(harness)[0]["thread_ts"] == "1700000000.001200"
+    finally:
+        await stop()
+
+
 async def test_no_targets_no_button_and_no_escalation(slack_factory) -> None:
     harness, stop = await slack_factory(None)
     try:

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bot.unset_secrets import env_file_hint
 from core.config import Secrets, Settings
 from core.config_loader import SECRET_ENV_VARS
 from core.domain.urls import redact_url
@@ -278,6 +279,7 @@ def _model(settings: Settings) -> Check:
         why_forced
         if forced == "extractive"
         else "neither ANTHROPIC_API_KEY nor openai.base_url + openai.model is set"
+        + env_file_hint("ANTHROPIC_API_KEY")
     )
     return Check(
         "model", True, f"none: extractive answers, the best passages quoted ({reason})", info=True

@@ -17,10 +17,16 @@ def missing_secret(name: str, purpose: str, env_file: Path = COMPOSE_ENV_FILE) -
     line says so and what to do: the person who wrote the token there would otherwise read
     "not set" while looking at it. Only the names the file assigns are looked at, never a
     value, and a file that can't be read is no hint."""
-    said = f"{name} is not set: it is needed {purpose}"
-    if _assigns(env_file, name):
-        said += f" ({env_file} sets it, but only docker compose reads that file: export it)"
-    return MissingSecret(said)
+    return MissingSecret(
+        f"{name} is not set: it is needed {purpose}{env_file_hint(name, env_file)}"
+    )
+
+
+def env_file_hint(name: str, env_file: Path = COMPOSE_ENV_FILE) -> str:
+    """ " (.env sets it, but ...: export it)" when `.env` assigns `name`, else ""."""
+    if not _assigns(env_file, name):
+        return ""
+    return f" ({env_file} sets it, but only docker compose reads that file: export it)"
 
 
 def _assigns(env_file: Path, name: str) -> bool:

@@ -66,7 +66,12 @@ def _usable_folders(settings: Settings) -> None:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             reason = "it is a file, not a folder" if folder.is_file() else exc.strerror or exc
-            raise ConfigError(f"{key}: can't use {folder} for the bot's data: {reason}") from None
+            variable = "BOT_" + key.upper().replace(".", "__")
+            place = "a folder" if key == "storage.data_dir" else "a file in a folder"
+            raise ConfigError(
+                f"{key}: can't use {folder} for the bot's data: {reason}; set it (or "
+                f"{variable}) to {place} this user can write"
+            ) from None
 
 
 async def open_backend(

@@ -37,7 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from core.cron import cron_trigger
 from core.domain.documents import LEARNED_SOURCE
-from core.domain.secrets import looks_like_key
+from core.domain.secrets import is_issued_key, looks_like_key
 from core.domain.urls import is_local_url
 
 _DAY_S = 86_400
@@ -81,11 +81,18 @@ def link_base(value: str) -> str:
     `web_url`, `bot ingest --base-url`): checked as `http_url`, and without a user or password,
     which every link posted in a chat would show."""
     text = http_url(value)
-    if urlsplit(text).username is not None:
+    parts = urlsplit(text)
+    if parts.username is not None:
         raise PydanticCustomError(
             HTTP_URL_ERROR,
             "a base for citation links can't hold a user or password: every link posted "
             "would show it",
+        )
+    if parts.query or parts.fragment:  # `…/docs?x=1` + `/setup.md`: a link to nowhere
+        raise PydanticCustomError(
+            HTTP_URL_ERROR,
+            "a base for citation links can't hold a query (?) or fragment (#): each file's "
+            "path is added after it",
         )
     return text
 
@@ -110,6 +117,18 @@ def named_path(value: object) -> object:
 
 
 UserPath = Annotated[Path, BeforeValidator(named_path), AfterValidator(home_expanded)]
+
+
+def file_named(path: Path) -> Path:
+    """A path that must name a file (`search.sqlite_path: .` names a folder)."""
+    if path.name in ("", ".", ".."):
+        raise ValueError(
+            f"{path} names a folder: write the file's path (such as .bot/index.sqlite)"
+        )
+    return path
+
+
+FilePath = Annotated[UserPath, AfterValidator(file_named)]
 _HEADER_VALUE = re.compile(r"[\x20-\x7e]+")
 
 
@@ -122,6 +141,21 @@ def header_value(value: str) -> str:
 
 
 HeaderText = Annotated[str, AfterValidator(header_value)]
+
+
+def a_name(value: str) -> str:
+    """A model's or an account's name, never a key pasted in its place (the key's variable is
+    named in the comment beside `model:`): every `bot doctor` and answer trace shows the name."""
+    if is_issued_key(value):
+        raise PydanticCustomError(
+            UNSHOWN_ERROR,
+            "a name, not a key: keys and tokens go in environment variables (.env.example "
+            "names them), never in config.yaml",
+        )
+    return value
+
+
+NameText = Annotated[str, AfterValidator(a_name)]
 
 
 def _scalar_types(annotation: object) -> set[object]:
@@ -177,7 +211,7 @@ class ApproximateVectorSettings(_Section):
 
 class SearchSettings(_Section):
     backend: Literal["sqlite", "elasticsearch"] = "sqlite"
-    sqlite_path: UserPath | None = None
+    sqlite_path: FilePath | None = None
     fusion: Literal["rrf", "zscore", "minmax"] = "minmax"
     vector_share: float = Field(0.5, ge=0, le=1)  # score fusion's weight of the vector side
     rrf_k: int = Field(60, ge=1, le=10_000)
@@ -211,7 +245,7 @@ class SearchSettings(_Section):
 class ElasticsearchSettings(_Section):
     url: str | None = None
     cloud_id: str | None = None
-    username: str | None = None
+    username: NameText | None = None
     ca_certs: UserPath | None = None
     verify_certs: bool = True
     ssl_assert_fingerprint: str | None = None
@@ -236,11 +270,11 @@ class ElasticsearchSettings(_Section):
 
 class EmbeddingSettings(_Section):
     provider: Literal["local"] = "local"
-    batch_size: int = Field(32, ge=1, le=1_024)
+    batch_size: int = Field(8, ge=1, le=1_024)  # bench.embed_memory: 32 took 1 GB more, no faster
     max_tokens: int = Field(256, ge=8, le=512)
     threads: int = Field(0, ge=0, le=256)
     query_threads: int = Field(1, ge=0, le=256)  # ONNX threads for a query's embedding
-    cache_path: UserPath | None = None
+    cache_path: FilePath | None = None
     query_cache_size: int = Field(1_024, ge=0)
 
 
@@ -349,7 +383,7 @@ class SourceSettings(_Section):
     web_url: LinkBaseText | None = None
     spaces: list[str] = Field(default_factory=list)  # confluence: the space keys synced
     flavour: Literal["cloud", "datacenter"] | None = None  # confluence; default: by the host
-    username: str | None = None  # confluence cloud: the account's email, for its API token
+    username: NameText | None = None  # confluence cloud: the account's email, for its API token
     # git over HTTPS, confluence: the environment variable holding the token (Cloud API token,
     # Data Center personal access token)
     token_env: str | None = None
@@ -502,7 +536,7 @@ class AnswerSettings(_Section):
 
 
 class AnthropicSettings(_Section):
-    model: str = Field("claude-sonnet-4-6", min_length=1)
+    model: NameText = Field("claude-sonnet-4-6", min_length=1)
     base_url: HttpUrlText | None = None
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
@@ -513,7 +547,7 @@ class AnthropicSettings(_Section):
 
 class OpenAICompatibleSettings(_Section):
     base_url: HttpUrlText | None = None
-    model: str | None = None
+    model: NameText | None = None
     timeout_s: float = Field(60.0, gt=0)
     local_timeout_s: float = Field(300.0, gt=0)
     max_tokens: int = Field(1_024, ge=64, le=64_000)
@@ -522,6 +556,17 @@ class OpenAICompatibleSettings(_Section):
     tool_support_ttl_s: float = Field(7 * _DAY_S, gt=0)
     # A small local model's sentences without a marker are otherwise shown unchecked.
     ground_answers: bool = True
+
+    @model_validator(mode="after")
+    def _a_server_needs_a_model(self) -> OpenAICompatibleSettings:
+        """A server alone named no model to ask: every answer silently fell back to quoted
+        passages, and `bot doctor` said neither was set."""
+        if self.base_url is not None and self.model is None:
+            raise ValueError(
+                "base_url is set without model: set openai.model to the model's name on that "
+                "server (its /v1/models lists them)"
+            )
+        return self
 
     @property
     def request_timeout_s(self) -> float:
@@ -621,7 +666,7 @@ class WebSearchSettings(_Section):
     channels: dict[str, bool] = Field(default_factory=dict)
     provider: Literal["perplexity"] = "perplexity"
     base_url: HttpUrlText = "https://api.perplexity.ai"
-    model: str = Field("sonar", min_length=1)
+    model: NameText = Field("sonar", min_length=1)
     timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(1, ge=0, le=10)
     retry_initial_s: float = Field(0.5, ge=0)
@@ -655,6 +700,12 @@ class ChannelPolicy(_Section):
     # In a thread the bot answers in: `questions` answers only messages that read as one more
     # question for it (not "thanks", 👍 or words to a colleague); `all` answers every message.
     followups: Literal["questions", "all"] | None = None
+
+    @field_validator("trigger", mode="before")
+    @classmethod
+    def _off_as_yaml_reads_it(cls, value: object) -> object:
+        """`trigger: off`, as config.yaml's own comment writes it, is YAML 1.1's false."""
+        return "off" if value is False else value
 
     @field_validator("min_relevance", mode="before")
     @classmethod
@@ -1044,6 +1095,25 @@ class Settings(_Section):
                     "that name would prune it; name the source otherwise"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _one_file_per_store(self) -> Settings:
+        """The index, the state and the embedding cache in one file: the index's tables were
+        written into the state file, which no ingest can make again."""
+        files = {
+            "search.sqlite_path": self.index_path,
+            "storage.data_dir's state.sqlite": self.state_path,
+            "embeddings.cache_path": self.embedding_cache_path,
+        }
+        seen: dict[Path, str] = {}
+        for name, path in files.items():
+            where = Path(os.path.abspath(path))
+            if where in seen:
+                raise ValueError(
+                    f"{name} and {seen[where]} are one file ({path}): give each its own"
+                )
+            seen[where] = name
+        return self
 
     @model_validator(mode="after")
     def _sources_own_their_labels(self) -> Settings:

@@ -356,6 +356,10 @@ def _did_you_mean(loc: tuple[int | str, ...]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+# The error pydantic gives a value outside a set of words (`trigger: mention|auto|off`).
+_WORD_EXPECTED = "literal_error"
+
+
 def _describe(exc: ValidationError, origins: _Origins) -> str:
     problems = []
     for err in exc.errors():
@@ -378,6 +382,9 @@ def _describe(exc: ValidationError, origins: _Origins) -> str:
             got = " (got what looks like a key or token: not shown)"
         elif err["type"] == HTTP_URL_ERROR and isinstance(value, str):
             got = f" (got {redact_url(value)!r})"
+        elif isinstance(value, bool) and err["type"] == _WORD_EXPECTED:
+            # YAML 1.1 reads a bare yes/no/on/off as a boolean: `trigger: off` is False.
+            got = f" (got {value!r}: YAML reads a bare yes, no, on or off as true/false; quote it)"
         else:
             got = f" (got {value!r})"
         message = err["msg"].removeprefix("Value error, ")

@@ -15,6 +15,7 @@ are: they are about the statement, not the file.
 
 from __future__ import annotations
 
+import codecs
 import enum
 import logging
 import os
@@ -203,6 +204,21 @@ def check_integrity(
     return Integrity.WHOLE, "; ".join(["whole", *skipped])
 
 
+_TEXT_PROBE_BYTES = 4_096
+
+
+def _reads_as_text(path: Path) -> bool:
+    """Whether the file begins as text does (no NUL, UTF-8): a README or a config file, where a
+    database whose first page was damaged reads as bytes."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(_TEXT_PROBE_BYTES)
+        codecs.getincrementaldecoder("utf-8")().decode(head)  # a letter cut at the end is text
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(head) and b"\x00" not in head
+
+
 def _named_error(path: Path, if_damaged: str, exc: sqlite3.Error) -> UnusableFile | None:
     """What a failure of the file itself means for the user; None when the error is about the
     statement, not the file."""
@@ -211,6 +227,15 @@ def _named_error(path: Path, if_damaged: str, exc: sqlite3.Error) -> UnusableFil
         return None
     primary = code & 0xFF  # an extended code's low byte is its primary code
     detail = str(exc)
+    if primary == sqlite3.SQLITE_NOTADB and _reads_as_text(path):
+        # Some other file named by mistake (a setting pointing at a README), not a database
+        # damaged: never "delete it", nor set it aside.
+        return InaccessibleFile(
+            f"{path} is no database but a text file: the setting naming it must name this "
+            "store's own file (left out, one in storage.data_dir is made)",
+            path,
+            code,
+        )
     if primary in _DAMAGED:
         return DamagedFile(f"{path} is damaged ({detail}): {if_damaged}", path, code)
     if primary in _NOT_WRITABLE:

@@ -52,7 +52,9 @@ def render_answer(answer: Answer) -> RenderableType:
 def _sources(heading: str, citations: list[Citation], *, quoted: bool) -> Text:
     """Numbered sources with their links; `quoted=False` for ones consulted without a quote."""
     allowed = allowed_urls(c.url for c in citations)
-    sources = Text(f"\n{heading}\n", style="bold")
+    # Never wrapped by us: a link cut at the terminal's width (or at 80 columns, piped) no
+    # longer opens, nor copies whole.
+    sources = Text(f"\n{heading}\n", style="bold", no_wrap=True, overflow="ignore")
     for c in citations:
         sources.append(f"[{c.number}] ", style="bold")
         title = check_links(printable(c.title), allowed)

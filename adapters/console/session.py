@@ -38,4 +38,5 @@ class ConsoleSession:
         if as_json:
             self._console.print_json(answer_json(answer))
         else:
-            self._console.print(render_answer(answer))
+            # Not cropped at the width: the sources' links are printed whole (see `_sources`).
+            self._console.print(render_answer(answer), crop=False)

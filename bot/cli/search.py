@@ -127,7 +127,7 @@ def _print_hits(hits: list[SearchHit], explain: bool) -> None:
         if c.learned:
             line.append(" [learned]", style="yellow")
         out.print(line)
-        out.print(shown(f"   {c.url}", style="cyan"))
+        out.print(shown(f"   {c.url}", style="cyan"), soft_wrap=True)  # a link cut opens nothing
         out.print(shown(f"   {_snippet(c.text)}"))
         if explain:
             out.print(

@@ -26,6 +26,12 @@ _RANDOM_KEY_CHARS = 20  # capitals, small letters and digits this long: generate
 _RANDOM_CHANGES_SHARE = 1 / 3
 
 
+def is_issued_key(value: str) -> bool:
+    """Whether a value starts as the services issue their keys (`sk-ant-...`, `ghp_...`): the
+    test for a name that may itself look random (`Qwen/Qwen2.5-7B-Instruct`, a model's name)."""
+    return _KEY_PREFIXED.match(value.strip()) is not None
+
+
 def looks_like_key(value: str) -> bool:
     """Whether a whole value is an issued key or token rather than a name or a word."""
     value = value.strip()

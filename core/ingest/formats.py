@@ -14,6 +14,7 @@ heading, so `URL#anchor` lands the reader on the passage a citation quotes:
 
 from __future__ import annotations
 
+import codecs
 import functools
 import io
 import re
@@ -224,6 +225,32 @@ def parse_document(
         raise UnreadableDocument(f"{what}: {detail[:_DETAIL_CHARS]}") from None
 
 
+# Byte order marks of the Unicode encodings a text file is saved in besides UTF-8 (Windows'
+# Notepad's "Unicode" is UTF-16 LE), UTF-32's first: its little-endian mark starts as UTF-16's.
+_MARKED_ENCODINGS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def _text_of(data: bytes) -> str:
+    """A text file's text: UTF-8 (a BOM or not), or UTF-16/32 where its BOM says so; with a NUL
+    in it, the file is binary whatever its name."""
+    encoding = next((name for bom, name in _MARKED_ENCODINGS if data.startswith(bom)), None)
+    if encoding is None and (nul := data.find(b"\x00")) >= 0:
+        raise UnreadableDocument(f"binary content (NUL byte at offset {nul:,}) in a text file")
+    try:
+        text = data.decode(encoding or "utf-8-sig")
+    except UnicodeDecodeError as exc:
+        said = (encoding or "utf-8").upper()
+        raise UnreadableDocument(f"not valid {said} (byte {exc.start})") from None
+    if (nul := text.find("\x00")) >= 0:
+        raise UnreadableDocument(f"binary content (NUL at character {nul:,}) in a text file")
+    return text
+
+
 def _parse(
     data: bytes, fmt: DocumentFormat, fallback_title: str, limits: ParseLimits
 ) -> ParsedDocument:
@@ -235,12 +262,7 @@ def _parse(
         return parse_slides(data, fallback_title, limits)
     if fmt is DocumentFormat.SHEETS:
         return parse_sheets(data, fallback_title, limits)
-    if (nul := data.find(b"\x00")) >= 0:
-        raise UnreadableDocument(f"binary content (NUL byte at offset {nul:,}) in a text file")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UnreadableDocument(f"not valid UTF-8 (byte {exc.start})") from None
+    text = _text_of(data)
     if fmt is DocumentFormat.MARKDOWN:
         doc = parse_markdown(text, fallback_title)
     elif fmt is DocumentFormat.HTML:

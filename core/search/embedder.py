@@ -120,7 +120,7 @@ class _LoadedModel:
         return cls(tokenizer, session, query_session, inputs)
 
 
-def _session(files: ModelFiles, threads: int) -> Any:
+def session_options(threads: int) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -130,6 +130,13 @@ def _session(files: ModelFiles, threads: int) -> Any:
     # scan and SQLite work that follow in other threads.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return options
+
+
+def _session(files: ModelFiles, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = session_options(threads)
     try:
         return ort.InferenceSession(str(files.model), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors

@@ -594,3 +594,21 @@ def test_keywords_learned_before_todays_rules_can_be_shown_and_forgotten(
     assert "error: not a learned keyword: 'no such term'" in said
     listed = json.loads(runner.invoke(app, ["keywords", "list", "--json"]).output)
     assert [k["keyword"] for k in listed] == ["deploy guide"]
+
+
+def test_links_longer_than_the_terminal_are_printed_whole(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped (80 columns), a source's link was cut at the width and went on on the next line:
+    neither half opens, and a copy of it takes only one."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    base = "https://docs.example.com/engineering/handbook/knowledge-base/published/version-2026/"
+    ingested = runner.invoke(app, ["ingest", str(REPO / "docs"), "--base-url", base])
+    assert ingested.exit_code == 0, ingested.output
+    link = f"{base}ingesting.md#re-ingesting"
+    assert len(link) > 80
+    searched = runner.invoke(app, ["search", "How do I re-ingest changed documents?"])
+    assert link in searched.output.splitlines()[1]
+    asked = runner.invoke(app, ["ask", "How do I re-ingest changed documents?"])
+    assert asked.exit_code == 0, asked.output
+    assert any(line.strip() == link for line in asked.output.splitlines())

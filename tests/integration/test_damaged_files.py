@@ -297,3 +297,16 @@ def test_doctor_fails_when_a_channel_searches_a_source_nobody_ingested(data: Pat
     assert status == "FAIL"
     assert "sources handbok;" in detail
     assert detail.endswith(f"(from slack/T0123/C0DOCS); {missing}")
+
+
+def test_a_text_file_named_as_the_index_is_never_called_damaged(data: Path, tmp_path: Path) -> None:
+    """`search.sqlite_path` pointing at some other file said it was damaged: "delete it and
+    ingest again", of the user's README."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# Our handbook\n\nNothing to lose here, except everything.\n" * 200)
+    search = _bot(data, "search", "re-ingest", BOT_SEARCH__SQLITE_PATH=str(readme))
+    assert search.returncode != 0
+    line = one_error_line(search)
+    assert line.startswith(f"error: {readme} is no database but a text file: ")
+    assert "delete" not in line
+    assert readme.read_text().startswith("# Our handbook")

@@ -160,6 +160,9 @@ def test_a_data_dir_that_cannot_be_used_is_one_line_naming_the_setting(
     line = one_error_line(result)
     assert line.startswith(f"error: storage.data_dir: can't use {data_dir}")
     assert ("it is a file" in line) == (make == "file")
+    assert line.endswith(
+        "; set it (or BOT_STORAGE__DATA_DIR) to a folder this user can write"
+    )  # what to do, not only what went wrong
 
 
 def test_an_index_path_that_is_a_folder_says_so(tmp_path: Path) -> None:

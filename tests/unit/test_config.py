@@ -388,7 +388,8 @@ def test_a_url_setting_in_a_file_is_checked_and_a_good_one_kept_as_written(
     file.write_text("sources:\n  runbooks: {type: files, location: [/srv], base_url: wiki/rb}\n")
     with pytest.raises(ConfigError, match=rf"sources\.runbooks\.base_url: not an http.*{file}"):
         load_settings(file, environ={})
-    s = load_settings(environ={"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1"})
+    served = {"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1", "BOT_OPENAI__MODEL": "qwen2.5"}
+    s = load_settings(environ=served)
     assert s.openai.base_url == "http://localhost:11434/v1"  # no `/` added, nothing normalised
 
 
@@ -636,3 +637,77 @@ def test_a_source_may_not_take_a_label_another_writer_owns(name: str, why: str) 
     sources = json.dumps({name: {"type": "files", "location": ["docs"]}})
     with pytest.raises(ConfigError, match=re.escape(why)):
         load_settings(environ={"BOT_SOURCES": sources})
+
+
+def test_a_bare_off_is_the_trigger_off_and_other_bare_switches_say_to_quote(
+    tmp_path: Path,
+) -> None:
+    """YAML 1.1 reads `trigger: off`, as config.yaml's own comment writes it, as false: it was
+    refused with "should be 'mention', 'auto' or 'off' (got False)"."""
+    file = tmp_path / "config.yaml"
+    file.write_text("channels:\n  default:\n    trigger: off\n")
+    assert load_settings(file, environ={}).policy("slack/T1/C1").trigger == "off"
+    said = refusal(file, 'channels:\n  policies:\n    "slack/T1/C1": {followups: yes}\n')
+    assert "(got True: YAML reads a bare yes, no, on or off as true/false; quote it)" in said
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [
+        ("anthropic", "model"),
+        ("openai", "model"),
+        ("web_search", "model"),
+        ("elasticsearch", "username"),
+    ],
+)
+def test_a_key_pasted_where_a_name_goes_is_refused_unshown(
+    tmp_path: Path, section: str, key: str
+) -> None:
+    """Pasted beside the comment naming its variable, a key was accepted as the model's name:
+    shown by `bot doctor`, written into every answer's trace and the answer log."""
+    pasted = "sk-ant-api03-SECRETVALUEabcdefghijkl"
+    said = refusal(tmp_path / "config.yaml", f"{section}:\n  {key}: {pasted}\n")
+    assert f"{section}.{key}: a name, not a key" in said
+    assert "SECRET" not in said
+
+
+def test_a_models_name_that_looks_random_is_still_a_name() -> None:
+    for name in ("Qwen/Qwen2.5-7B-Instruct", "unsloth/Qwen3-4B-GGUF:UD-Q4_K_XL", "gpt-4o-mini"):
+        settings = load_settings(None, environ={"BOT_OPENAI__MODEL": name})
+        assert settings.openai.model == name
+
+
+def test_a_server_without_a_models_name_is_refused_saying_what_to_set() -> None:
+    """It named no model to ask: every answer fell back to quoted passages, silently."""
+    with pytest.raises(ConfigError) as refused:
+        load_settings(environ={"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1"})
+    assert "openai: base_url is set without model: set openai.model" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({"BOT_SEARCH__SQLITE_PATH": "."}, "search.sqlite_path: . names a folder"),
+        (
+            {"BOT_SEARCH__SQLITE_PATH": ".bot/state.sqlite", "BOT_STORAGE__DATA_DIR": ".bot"},
+            "storage.data_dir's state.sqlite and search.sqlite_path are one file",
+        ),
+        (
+            {"BOT_EMBEDDINGS__CACHE_PATH": "x/index.sqlite", "BOT_STORAGE__DATA_DIR": "x"},
+            "embeddings.cache_path and search.sqlite_path are one file",
+        ),
+    ],
+)
+def test_a_stores_file_must_be_a_file_of_its_own(environ: dict[str, str], said: str) -> None:
+    """`.` failed every command with "PosixPath('.') has an empty name"; the state file named
+    as the index got the index's tables, and only it can't be made again."""
+    with pytest.raises(ConfigError) as refused:
+        load_settings(environ=environ)
+    assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("base", ["https://wiki.example/docs?view=1", "https://wiki.example/d#top"])
+def test_a_base_for_links_holds_no_query_or_fragment(base: str) -> None:
+    """Each file's path is added after it: `…/docs?view=1/setup.md` opens nothing."""
+    with pytest.raises(ConfigError, match=r"ingest\.base_url: a base for citation links can't"):
+        load_settings(environ={"BOT_INGEST__BASE_URL": base})

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from bot.cli import main
+from bot.cli import app, main
 from bot.cli.app import EXIT_USER_ERROR
 from bot.unset_secrets import missing_secret
 from tests.conftest import REPO
@@ -61,3 +62,14 @@ def test_a_file_that_does_not_set_it_is_no_hint(tmp_path: Path, text: str) -> No
     env_file.write_text(text)
     error = missing_secret("DISCORD_TOKEN", "to connect to Discord", env_file)
     assert str(error) == "DISCORD_TOKEN is not set: it is needed to connect to Discord"
+
+
+def test_a_model_key_only_in_dot_env_is_named_by_doctor(workdir: Path) -> None:
+    """Set only in `.env` (as .env.example says), the key was ignored: answers were quoted
+    passages, and `bot doctor` said only that it was not set."""
+    (workdir / ".env").write_text("ANTHROPIC_API_KEY=sk-ant-in-the-file\n")
+    wide = {"ANTHROPIC_API_KEY": "", "COLUMNS": "400"}
+    result = CliRunner().invoke(app, ["doctor"], env=wide)
+    text = " ".join(result.output.split())
+    assert "(.env sets it, but only docker compose reads that file: export it)" in text
+    assert "sk-ant-in-the-file" not in result.output

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import codecs
 import random
 import time
 import tracemalloc
@@ -594,3 +595,17 @@ def test_an_html_code_block_holding_a_fence_line_is_read_as_text() -> None:
     page = "<h1>Fences</h1><pre>Write\n```   python\nprint(1)\n```</pre><p>Done.</p>"
     [section] = parse_html(page, "fences", LIMITS).sections
     assert section.text == "Write\n``` python\nprint(1)\n```\nDone."
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_text_file_saved_as_utf16_or_utf32_is_read(encoding: str) -> None:
+    """Notepad's "Unicode" (UTF-16 with its byte order mark) was skipped as "binary content
+    (NUL byte at offset 3)": the file's owner could not tell why."""
+    text = "# Setup\n\nInstall the agent, then restart — the café's VPN too.\n"
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = codecs.BOM_UTF16_BE + data
+    [section] = parse_document(data, DocumentFormat.MARKDOWN, "x", LIMITS).sections
+    assert section.text == "Install the agent, then restart — the café's VPN too."
+    with pytest.raises(UnreadableDocument, match=r"binary content \(NUL byte at offset 1\)"):
+        parse_document(text.encode("utf-16-le"), DocumentFormat.MARKDOWN, "x", LIMITS)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 
 class OneShortLine(logging.Filter):
     """A record reduced to one short line: the message's first line up to its first
@@ -23,6 +25,10 @@ class OneShortLine(logging.Filter):
             text = f"{text}: {type(failure).__name__}"
             if (extra := self.detail(failure)) is not None:
                 text = f"{text} ({extra})"
+            if isinstance(failure, HttpProcessingError) and record.levelno > logging.INFO:
+                # A request that is not HTTP (a scanner, a bad Content-Length) was answered 400:
+                # the sender's mistake, not the bot's error; every scan would page someone.
+                record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
         record.msg, record.args, record.exc_info, record.exc_text = text, None, None, None
         return True
 

@@ -177,3 +177,5 @@ async def test_a_request_that_is_not_http_is_one_log_line_not_a_traceback(
     [logged] = [r for r in caplog.records if r.name == "aiohttp.server"]
     assert logged.getMessage() == "Error handling request from 127.0.0.1: BadHttpMessage"
     assert logged.exc_info is None
+    # The sender's mistake, answered 400: not an error of the bot's (every scan would alert).
+    assert logged.levelno == logging.INFO

@@ -58,13 +58,17 @@ async def _reindex(delete_old: bool) -> ReindexReport:
 def index_rebuild_vectors() -> None:
     """Build the SQLite index's approximate vector graph again from the stored vectors."""
     count, graph = asyncio.run(_rebuild_vectors())
+    if count is None:  # approximate search off, or the index too small for it
+        out.print(shown(f"Nothing to build: this index searches by {graph}"), soft_wrap=True)
+        return
     out.print(shown(f"The vector graph holds {count} vectors: {graph}"), soft_wrap=True)
 
 
-async def _rebuild_vectors() -> tuple[int, str]:
+async def _rebuild_vectors() -> tuple[int | None, str]:
     from bot.progress import RichCountProgress
     from bot.runtime import opened
     from core.backends.sqlite.index import SqliteIndex
+    from core.backends.sqlite.vectors import EXACT_SCAN
     from core.errors import SearchIndexError
 
     async with opened(state.settings) as rt:
@@ -73,6 +77,15 @@ async def _rebuild_vectors() -> tuple[int, str]:
             raise SearchIndexError(
                 "rebuild-vectors is for the sqlite backend; Elasticsearch keeps its own graphs"
             )
+        plan = index.vector_plan((await index.stats()).chunks)
+        if plan.startswith(EXACT_SCAN):
+            return None, plan
         with RichCountProgress(err, "Building the vector graph") as progress:
-            count = await index.rebuild_vectors(progress.update)
+            try:
+                count = await index.rebuild_vectors(progress.update)
+            except OSError as exc:  # a read-only mount, a full disk
+                raise SearchIndexError(
+                    f"can't write the vector graph {index.graph_path} ({exc.strerror or exc}): "
+                    "the file and its folder must be writable by this user"
+                ) from None
         return count, index.vector_side()

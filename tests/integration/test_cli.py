@@ -612,3 +612,18 @@ def test_links_longer_than_the_terminal_are_printed_whole(
     asked = runner.invoke(app, ["ask", "How do I re-ingest changed documents?"])
     assert asked.exit_code == 0, asked.output
     assert any(line.strip() == link for line in asked.output.splitlines())
+
+
+def test_rebuild_vectors_where_no_graph_is_searched_builds_none_and_says_why(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With approximate search off (or an index under its threshold) it built a graph anyway
+    and called it the vector side, where `bot doctor` said "exact scan"."""
+    assert runner.invoke(app, ["ingest", str(REPO / "docs")]).exit_code == 0
+    monkeypatch.setenv("BOT_SEARCH__APPROXIMATE__ENABLED", "false")
+    result = runner.invoke(app, ["index", "rebuild-vectors"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == (
+        "Nothing to build: this index searches by exact scan (search.approximate off)"
+    )
+    assert not (tmp_path / "data" / "index.sqlite.vectors").exists()

@@ -221,6 +221,13 @@ def test_a_data_folder_on_a_read_only_mount_still_searches(data: Path) -> None:
     ingest = _bot(data, "ingest", str(REPO / "docs"), wrapper=prefix)
     assert ingest.returncode == 2
     assert "must be writable by this user" in one_error_line(ingest)
+    graph = data / "index.sqlite.vectors"
+    rebuild = _bot(
+        data, "index", "rebuild-vectors", wrapper=prefix, BOT_SEARCH__APPROXIMATE__MIN_CHUNKS="1"
+    )
+    assert rebuild.returncode != 0
+    assert one_error_line(rebuild).startswith(f"error: can't write the vector graph {graph} (")
+    assert "unexpected" not in rebuild.stderr
 
 
 def _as_an_older_version_left_it(state: Path) -> None:

@@ -39,6 +39,7 @@ from core.sqlite import InaccessibleFile, transaction
 
 log = logging.getLogger(__name__)
 
+EXACT_SCAN = "exact scan"  # the vector side below the approximate one's threshold, or without it
 IDS_PER_QUERY = 500  # ids bound per statement: well under SQLite's variable limit
 _LOG_HEAD = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'vector_log'), 0)"
 
@@ -286,7 +287,7 @@ class SqliteVectors:
         and the saved file alone (nothing is loaded), for `bot doctor`."""
         if not self._approximate(chunks):
             why = "off" if not self._settings.enabled else f"below {self._settings.min_chunks}"
-            return f"exact scan (search.approximate {why})"
+            return f"{EXACT_SCAN} (search.approximate {why})"
         if self._saved_position() is None:
             return (
                 f"graph of {self._settings.quantization} vectors, not saved yet at "
@@ -302,7 +303,7 @@ class SqliteVectors:
             if self._graph is not None:
                 mb = self._graph.index.memory_bytes / 1e6
                 return f"approximate ({len(self._graph.index)} vectors, {mb:.0f} MB in memory)"
-            return "exact scan"
+            return EXACT_SCAN
 
 
 def filter_clauses(filters: SearchFilters) -> tuple[list[str], list[object]]:

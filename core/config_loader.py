@@ -68,11 +68,18 @@ _ONE_WORD = re.compile(r"[\x21-\x7e]+")
 _SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_?key|credentials?)$", re.I)
 
 
+def settings_file(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The settings file read: `path` (`--config`), else $BOT_CONFIG, else config.yaml here;
+    what messages about the settings name."""
+    env = os.environ if environ is None else environ
+    return path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else Path(DEFAULT_CONFIG_FILE))
+
+
 def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the YAML file (if any), apply environment overrides and secrets, validate."""
     env = os.environ if environ is None else environ
     explicit = path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
-    file = explicit or Path(DEFAULT_CONFIG_FILE)
+    file = settings_file(path, env)
     origins = _Origins()
     if file.exists():
         origins.file, origins.file_data = file, _read_yaml(file)

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from bot.logs import configure_logging
 from core.config import Settings
-from core.config_loader import load_settings
+from core.config_loader import load_settings, settings_file
 from core.domain.text import printable
 
 # No pretty exceptions: they print every frame's local variables (tokens, message texts), and
@@ -41,6 +41,7 @@ _Text = TypeVar("_Text", str, str | None, list[str] | None)
 
 class _State:
     settings: Settings
+    settings_file: str = "config.yaml"  # the file read, for messages that name it
     verbose: bool = False
 
 
@@ -60,6 +61,7 @@ def _main(
 ) -> None:
     state.verbose = verbose
     state.settings = load_settings(config)
+    state.settings_file = str(settings_file(config))
     configure_logging(state.settings.logging, retries_logged=ctx.invoked_subcommand in SERVICES)
 
 

@@ -99,8 +99,8 @@ def _label_problem(label: str) -> str | None:
         return f"--source {label} is the label of what the bot learns from the web; choose another"
     if label in state.settings.sources:
         return (
-            f"{label} is a source in config.yaml: its sync owns that label and would delete "
-            f"what is ingested under it; run `bot sync {label}`, or choose another --source"
+            f"{label} is a source in {state.settings_file}: its sync owns that label and would "
+            f"delete what is ingested under it; run `bot sync {label}`, or choose another --source"
         )
     return None
 

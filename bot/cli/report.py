@@ -94,7 +94,18 @@ async def _report(since: float, until: float, channel: str | None) -> Report:
             embedder=rt.embedder,
             index=rt.backend.index,
             learned=await rt.backend.keywords.documents(),
+            direct=is_direct,
         )
+
+
+def is_direct(conversation_key: str) -> bool:
+    """A direct message's conversation, as each platform keys one."""
+    from adapters.slack.payloads import is_direct_message
+
+    platform, _, rest = conversation_key.partition("/")
+    if platform == "slack":
+        return is_direct_message(rest.split("/")[1] if "/" in rest else "")
+    return platform == "discord" and rest.startswith("dm/")
 
 
 def _print(r: Report) -> None:

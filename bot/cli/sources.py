@@ -18,7 +18,13 @@ NONE = (
     "`bot ingest` takes files, folders and URLs directly"
 )
 # A source synced here that config.yaml no longer names: no sync prunes its documents now.
-GONE = "not in config.yaml any more; its documents stay indexed until `bot remove {name}`"
+GONE = "not in {file} any more; its documents stay indexed until `bot remove {name}`"
+
+
+def _gone(name: str) -> str:
+    return GONE.format(name=name, file=state.settings_file)
+
+
 app.add_typer(sources_app, name="sources")
 
 
@@ -32,7 +38,10 @@ def sync(
     one at a time; exits 1 when one failed or none is configured."""
     configured = state.settings.sources
     if not configured:
-        refuse("no sources in config.yaml (`sources:`); `bot ingest` takes files and URLs directly")
+        refuse(
+            f"no sources in {state.settings_file} (`sources:`); `bot ingest` takes files and URLs "
+            "directly"
+        )
     unknown = [n for n in names or [] if n not in configured]
     if unknown:
         refuse(f"unknown source {', '.join(unknown)}; configured: {', '.join(sorted(configured))}")
@@ -47,7 +56,7 @@ def sync(
         from core.ingest.sync import unconfigured
 
         for gone in unconfigured(state.settings.storage.data_dir, configured):
-            err.print(shown(f"{gone}: {GONE.format(name=gone)}"), soft_wrap=True)
+            err.print(shown(f"{gone}: {_gone(gone)}"), soft_wrap=True)
     if failed:
         refuse(f"sync failed for {', '.join(failed)} (bot sources list shows why)")
 
@@ -111,5 +120,12 @@ def sources_list() -> None:
         )
     for gone in unconfigured(s.storage.data_dir, s.sources):
         last = when(statuses[gone].finished_at)
-        table.add_row(shown(gone), "-", "-", "-", last, shown(GONE.format(name=gone)))
+        table.add_row(
+            shown(gone),
+            "-",
+            "-",
+            "-",
+            last,
+            shown(_gone(gone)),
+        )
     out.print(table if table.row_count else NONE)

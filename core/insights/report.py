@@ -22,13 +22,13 @@ import heapq
 import math
 from array import array
 from collections import Counter
-from collections.abc import AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from core.config import InsightSettings
 from core.domain.documents import DocumentRecord
-from core.domain.insights import NO_MODEL, LoggedAnswer, question_hash
+from core.domain.insights import NO_MODEL, LoggedAnswer, channel_of, question_hash
 from core.domain.learned import LEARNED_PREFIX, LearnedDocument
 from core.ports import Embedder, SearchIndex
 
@@ -138,13 +138,17 @@ class Report:
         )
 
 
-def in_channel(entry: LoggedAnswer, wanted: str) -> bool:
+def in_channel(channel: str, wanted: str) -> bool:
     """`--channel` as a key prefix (`slack/T1/C1`, `discord/123`) or a bare channel id."""
     return (
-        entry.channel == wanted
-        or entry.channel.startswith(wanted + "/")
-        or entry.channel.rsplit("/", 1)[-1] == wanted
+        channel == wanted
+        or channel.startswith(wanted + "/")
+        or channel.rsplit("/", 1)[-1] == wanted
     )
+
+
+def never_direct(conversation_key: str) -> bool:  # noqa: ARG001 (the default of `direct`)
+    return False
 
 
 @dataclass(slots=True)
@@ -165,9 +169,12 @@ class Missed:
 class _Tally:
     """The figures of the chosen entries, one entry at a time."""
 
-    def __init__(self, channel: str | None, settings: InsightSettings) -> None:
+    def __init__(
+        self, channel: str | None, settings: InsightSettings, direct: Callable[[str], bool]
+    ) -> None:
         self.channel = channel
         self.settings = settings
+        self.direct = direct
         self.answers = self.posted = self.up = self.down = 0
         self.quotes = self.quotes_verified = self.web_answers = 0
         self.tokens = self.with_tokens = 0
@@ -186,12 +193,17 @@ class _Tally:
         self.missed: dict[str, Missed] = {}
 
     def add(self, e: LoggedAnswer) -> None:
-        if self.channel is not None and not in_channel(e, self.channel):
-            self.other_channels[e.channel] += 1
+        # A direct message is the asker's own, whichever channel's settings answered it (the
+        # one they were looking at, in Slack's agent pane): never counted as that channel's.
+        asked_in = (
+            channel_of(e.conversation_key)[1] if self.direct(e.conversation_key) else e.channel
+        )
+        if self.channel is not None and not in_channel(asked_in, self.channel):
+            self.other_channels[asked_in] += 1
             return
         self.answers += 1
         self.days[_day(e.at)] += 1
-        self.channels[e.channel] += 1
+        self.channels[asked_in] += 1
         self.statuses[e.status] += 1
         self.seconds.append(e.total_seconds)
         if e.model != NO_MODEL:
@@ -255,10 +267,12 @@ async def build_report(
     embedder: Embedder,
     index: SearchIndex,
     learned: Sequence[LearnedDocument],
+    direct: Callable[[str], bool] = never_direct,
 ) -> Report:
     """`entries`: the log, whole or in pages (`AnswerRecords.answer_log_pages`), folded as
-    it comes: a page at a time is all a long window holds in memory."""
-    tally = _Tally(channel, settings)
+    it comes: a page at a time is all a long window holds in memory. `direct` tells a direct
+    message's conversation key (the platforms' own knowledge)."""
+    tally = _Tally(channel, settings, direct)
     if isinstance(entries, AsyncIterable):
         async for page in entries:
             for entry in page:

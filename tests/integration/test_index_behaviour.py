@@ -270,7 +270,7 @@ async def test_opening_an_index_made_by_this_bot_writes_nothing(
 
 async def test_not_a_database_is_a_clear_error(settings: Settings, embedder) -> None:
     settings.index_path.parent.mkdir(parents=True, exist_ok=True)
-    settings.index_path.write_bytes(b"this is not sqlite" * 100)
+    settings.index_path.write_bytes(b"this is not\x00sqlite\xff" * 100)  # bytes, as damage is
     with pytest.raises(SearchIndexError) as raised:
         SqliteIndex(settings.index_path, embedder, settings.search)
     assert str(raised.value).startswith(

@@ -69,6 +69,11 @@ def test_unknown_or_missing_sources_are_one_clear_line(
     none = runner.invoke(app, ["sync"])
     assert none.exit_code == 1
     assert "no sources in config.yaml" in none.output
+    other = configured.parent / "s3.yaml"
+    other.write_text("search:\n  top_k: 8\n")
+    named = runner.invoke(app, ["-c", str(other), "sync"])  # the file read is the one named
+    assert named.exit_code == 1
+    assert f"no sources in {other} (" in " ".join(named.output.split())
     listed = runner.invoke(app, ["sources", "list"], env={"COLUMNS": "300"})
     assert listed.exit_code == 0  # nothing to list is no failure, but it says where to look
     assert listed.output.strip() == NONE

@@ -63,9 +63,19 @@ def test_damage_found_while_rows_are_read_one_by_one_names_the_file(tmp_path: Pa
 
 def test_a_file_that_is_no_database_is_named_at_connect(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
-    path.write_bytes(b"not a database at all " * 500)
+    path.write_bytes(b"not a database\x00at all \xff" * 500)  # bytes, as a damaged page is
     with pytest.raises(DamagedFile, match=rf"^{path} is damaged \(file is not a database\): "):
         connect_store(path, 1_000, if_damaged=ADVICE)
+
+
+def test_a_text_file_is_named_as_one_never_as_damaged(tmp_path: Path) -> None:
+    """A setting pointing at a README was told "damaged: <advice>", and the advice for the
+    index is to delete it."""
+    path = tmp_path / "README.md"
+    path.write_text("# Handbook\n\nCafé hours — all of them.\n" * 300)
+    with pytest.raises(InaccessibleFile, match=rf"^{path} is no database but a text file: "):
+        connect_store(path, 1_000, if_damaged=ADVICE)
+    assert path.read_text().startswith("# Handbook")
 
 
 def test_an_error_of_the_statement_passes_as_it_is(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
 
+from bot.cli.report import is_direct
 from core.config import InsightSettings
 from core.domain.documents import Progress, Vectors
 from core.domain.insights import LoggedAnswer, question_hash
@@ -183,3 +184,41 @@ async def test_what_the_web_taught_is_the_windows_and_never_in_one_channels_repo
     in_channel = await of("slack/T1/CDOCS")
     assert in_channel.web_topics == []
     assert "keeps no channel" in render_html(in_channel)
+
+
+async def test_a_direct_message_is_never_counted_as_the_channel_its_asker_was_viewing() -> None:
+    """Asked in Slack's agent pane while viewing #ops, a DM was logged under #ops (whose
+    settings answered it): `bot report --channel` of #ops counted it, its text an example."""
+    entries = [
+        logged_answer(answer_id="dm", conversation_key="slack/T1/D7/1.1", channel="slack/T1/C9"),
+        logged_answer(answer_id="ops", conversation_key="slack/T1/C9/2.2", channel="slack/T1/C9"),
+        logged_answer(
+            answer_id="thread", conversation_key="discord/thread/5", channel="discord/1/2"
+        ),
+    ]
+
+    async def of(channel: str | None) -> Report:
+        return await build_report(
+            entries,
+            since=0,
+            until=NOW,
+            channel=channel,
+            settings=InsightSettings(),
+            embedder=TopicEmbedder(),
+            index=InMemoryIndex(),
+            learned=[],
+            direct=is_direct,
+        )
+
+    assert (await of("C9")).answers == 1
+    assert (await of(None)).per_channel == {"slack/T1/D7": 1, "slack/T1/C9": 1, "discord/1/2": 1}
+    assert (await of("discord/1/2")).answers == 1  # a thread is its channel's, as logged
+
+
+def test_each_platforms_direct_messages_are_told_apart() -> None:
+    assert is_direct("slack/T1/D7/1.1")
+    assert is_direct("discord/dm/42")
+    assert not is_direct("slack/T1/C9/1.1")
+    assert not is_direct("discord/1/2/3")
+    assert not is_direct("discord/thread/5")
+    assert not is_direct("slack")

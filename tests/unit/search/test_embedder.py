@@ -88,7 +88,7 @@ def test_a_damaged_cache_is_set_aside_and_a_new_one_started(
 ) -> None:
     """The cache only saves work: a damaged file must not stop an ingest or a question."""
     cache_path = tmp_path / "cache.sqlite"
-    cache_path.write_bytes(b"garbage, not a database " * 500)
+    cache_path.write_bytes(b"garbage\x00not a database \xff" * 500)  # bytes: a damaged page
     caplog.set_level(logging.WARNING, logger="core")
     cache = EmbeddingCache(cache_path, "model", 4)
     (aside,) = tmp_path.glob("cache.sqlite.corrupt-*")
@@ -112,6 +112,22 @@ def test_a_cache_that_cannot_be_opened_is_skipped_with_a_warning(
     cache.put_many([("h", np.ones(4, np.float32))])
     assert cache.get_many(["h"]) == {}
     assert cache.count() == 0
+
+
+def test_a_text_file_named_as_the_cache_is_left_as_it_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`embeddings.cache_path` pointing at someone's notes: set aside as damaged, they were
+    renamed away; now the cache is off, and the file untouched."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nKeep these.\n" * 100)
+    caplog.set_level(logging.WARNING, logger="core")
+    cache = EmbeddingCache(notes, "model", 4)
+    assert f"{notes} is no database but a text file" in caplog.text
+    assert not list(tmp_path.glob("notes.md.corrupt-*"))
+    assert notes.read_text().startswith("# Notes")
+    cache.put_many([("h", np.ones(4, np.float32))])
+    assert cache.get_many(["h"]) == {}
 
 
 def test_the_model_loads_on_first_use_and_a_broken_one_fails_there(tmp_path: Path) -> None:

@@ -46,22 +46,29 @@ async def run_lock(locks: RunLocks, name: str, ttl_s: float) -> AsyncIterator[No
             f"another {name} is running (since {since}, by {who}); try again when it has "
             f"finished{lapses}"
         )
-    renewing = asyncio.create_task(_renew(locks, name, holder, ttl_s))
+    done = asyncio.Event()
+    renewing = asyncio.create_task(_renew(locks, name, holder, ttl_s, done))
     try:
         yield
     finally:
-        renewing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await renewing
+        # Stopped between renewals, never cancelled inside one: a claim cancelled while its
+        # store's thread still runs could land after the release, and hold the lock for a TTL.
+        done.set()
+        await uninterrupted(renewing)
         await uninterrupted(locks.release(name, holder))
 
 
-async def _renew(locks: RunLocks, name: str, holder: str, ttl_s: float) -> None:
-    """The holder's sign of life: its claim renewed every `ttl_s / RENEWALS_PER_TTL` while it
-    runs. A store that fails a renewal is tried again at the next; a claim found taken (this
+async def _renew(
+    locks: RunLocks, name: str, holder: str, ttl_s: float, done: asyncio.Event
+) -> None:
+    """The holder's sign of life: its claim renewed every `ttl_s / RENEWALS_PER_TTL` until
+    `done`. A store that fails a renewal is tried again at the next; a claim found taken (this
     process stalled past its TTL) is said, and no longer renewed."""
     while True:
-        await asyncio.sleep(ttl_s / RENEWALS_PER_TTL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), ttl_s / RENEWALS_PER_TTL)
+        if done.is_set():
+            return
         try:
             if not await locks.claim(name, holder, ttl_s):
                 log.warning("run_lock_lost", lock=name)

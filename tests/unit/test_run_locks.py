@@ -4,6 +4,7 @@ lands while the release is under way (the event loop closing after a stopping cl
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,32 @@ async def test_a_renewal_the_store_fails_leaves_the_run_going() -> None:
         "log_level": "warning",
     } in logs
     assert not locks.holders  # released at the end all the same
+
+
+async def test_a_renewal_under_way_at_the_end_is_waited_for_before_the_release() -> None:
+    """Cancelled mid-renewal, the store's thread went on and wrote the claim again after the
+    release: the lock stayed held, by a run that had ended, for a whole TTL."""
+
+    class ThreadedRenewals(SlowReleaseLocks):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release_may_end.set()
+            self.renewing = asyncio.Event()
+
+        async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+            if name not in self.holders:
+                return await super().claim(name, holder, ttl_s)
+            self.renewing.set()
+
+            def write() -> bool:  # as SQLite's claim runs: in a thread, past any cancel
+                time.sleep(0.2)
+                self.holders[name] = holder
+                return True
+
+            return await asyncio.to_thread(write)
+
+    locks = ThreadedRenewals()
+    async with run_lock(locks, "ingest", 0.2):
+        await locks.renewing.wait()  # the block ends while a renewal is being written
+    await asyncio.sleep(0.4)
+    assert locks.holders == {}

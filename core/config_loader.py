@@ -365,13 +365,15 @@ def _did_you_mean(loc: tuple[int | str, ...]) -> str:
 
 # The error pydantic gives a value outside a set of words (`trigger: mention|auto|off`).
 _WORD_EXPECTED = "literal_error"
+_LEFT_OUT = "missing"  # ... and a required key left out
 
 
 def _describe(exc: ValidationError, origins: _Origins) -> str:
     problems = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        sources = origins.of(err["loc"])
+        key = ".".join(str(p) for p in err["loc"])
+        # A key left out is in no file: the section around it is (`sources.wiki`).
+        sources = origins.of(err["loc"][:-1] if err["type"] == _LEFT_OUT else err["loc"])
         where = f", from {' and '.join(sources)}" if sources else ""
         if err["type"] == "extra_forbidden":
             unknown = RETIRED_KEYS.get(key) or f"unknown key{_did_you_mean(err['loc'])}"
@@ -395,7 +397,8 @@ def _describe(exc: ValidationError, origins: _Origins) -> str:
         else:
             got = f" (got {value!r})"
         message = err["msg"].removeprefix("Value error, ")
-        problems.append(f"{key}: {message}{got}{where}")
+        # A rule across sections (the whole file's) names its keys in its message.
+        problems.append(f"{key + ': ' if key else ''}{message}{got}{where}")
     if len(problems) == 1:
         return f"invalid configuration: {problems[0]}"
     return "\n  ".join(["invalid configuration:", *problems])

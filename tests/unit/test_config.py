@@ -711,3 +711,14 @@ def test_a_base_for_links_holds_no_query_or_fragment(base: str) -> None:
     """Each file's path is added after it: `…/docs?view=1/setup.md` opens nothing."""
     with pytest.raises(ConfigError, match=r"ingest\.base_url: a base for citation links can't"):
         load_settings(environ={"BOT_INGEST__BASE_URL": base})
+
+
+def test_a_key_left_out_and_a_rule_across_sections_name_the_file(tmp_path: Path) -> None:
+    """A required key left out named no file (it is in none), and a rule across sections was
+    reported at "(top level)"."""
+    file = tmp_path / "s3.yaml"
+    left_out = refusal(file, "sources:\n  a: {type: files}\n")
+    assert left_out == f"invalid configuration: sources.a.location: Field required, from {file}"
+    across = refusal(file, "sources:\n  docs: {type: files, location: [x]}\n")
+    assert across.startswith("invalid configuration: source 'docs' has the label `bot ingest`")
+    assert across.endswith(f"; name the source otherwise, from {file}")

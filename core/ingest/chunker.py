@@ -17,6 +17,17 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _FENCE_MARK = re.compile(r"\s*(`{3,}|~{3,})")
 
 
+def _closes(opener: str, line: str) -> bool:
+    """Whether `line` closes the code block `opener` opened, as CommonMark reads it: the same
+    fence character, at least as many, and nothing after them. A `~~~` line (an underline in
+    the code) or a shorter run (a block about Markdown) is code."""
+    opened, closing = _FENCE_MARK.match(opener), _FENCE_MARK.match(line)
+    if opened is None or closing is None or line[closing.end() :].strip():
+        return False
+    mark, run = opened.group(1), closing.group(1)
+    return run[0] == mark[0] and len(run) >= len(mark)
+
+
 def _blocks(text: str) -> list[str]:
     """Paragraphs, with each fenced code block kept as one block."""
     blocks: list[str] = []
@@ -25,7 +36,7 @@ def _blocks(text: str) -> list[str]:
     for line in text.splitlines():
         if fence is not None:
             fence.append(line)
-            if _FENCE.match(line):
+            if _closes(fence[0], line):
                 blocks.append("\n".join(fence))
                 fence = None
             continue
@@ -65,7 +76,7 @@ def _code_pieces(block: str, size: int) -> list[str] | None:
     model and to a quote's link. None when its opening line leaves too little room to repeat."""
     lines = block.splitlines()
     opener, inner = lines[0], lines[1:]
-    if inner and _FENCE.match(inner[-1]):
+    if inner and _closes(opener, inner[-1]):
         inner.pop()
     fence = _FENCE_MARK.match(opener)
     closer = fence.group(1) if fence else "```"
@@ -121,7 +132,7 @@ def split_text(text: str, size: int, overlap: int) -> list[str]:
             units.append(("\n\n" if n == 0 else separator, unit, code))
     chunks: list[str] = []
     current = ""
-    last_code = False
+    prose = 0  # where the prose that ends `current` starts: what may overlap the next chunk
     for separator, unit, code in units:
         if not current:
             current = unit
@@ -131,9 +142,11 @@ def split_text(text: str, size: int, overlap: int) -> list[str]:
             chunks.append(current)
             # Only prose overlaps prose: code's end carried over would open a fence where none
             # is (a lone closing fence), and words glued to a line of code would change it.
-            carry = "" if code or last_code else _tail(current, overlap)
+            carry = "" if code else _tail(current[prose:], overlap)
             current = f"{carry} {unit}" if carry and len(carry) + 1 + len(unit) <= size else unit
-        last_code = code
+            prose = 0
+        if code:
+            prose = len(current)
     if current:
         chunks.append(current)
     return chunks

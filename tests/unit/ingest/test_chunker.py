@@ -86,3 +86,26 @@ def test_a_huge_single_line_is_chunked_in_linear_time() -> None:
     assert time.process_time() - started < 20  # about 3 s; quadratic before: minutes
     assert all(len(c) <= 1000 for c in chunks)
     assert len(chunks) > 20_000
+
+
+def test_short_prose_after_code_carries_none_of_the_code_into_the_next_chunk() -> None:
+    """Prose after a block shorter than the overlap let the overlap reach back into the code:
+    the next chunk began with code's end and its closing fence, which opens a block there."""
+    code = "```python\n" + "\n".join(f"x{i} = compute(a, b)" for i in range(20)) + "\n```"
+    text = f"{code}\n\nSee above.\n\n" + " ".join(["word"] * 150)
+    chunks = split_text(text, 500, 60)
+    assert all(chunk.count("```") in (0, 2) for chunk in chunks)
+    assert not any(c.lstrip().startswith(("x", "b)")) for c in chunks[1:])
+
+
+def test_a_fence_closes_only_on_its_own_character_at_least_as_long() -> None:
+    """As CommonMark reads it: an underline of tildes in the code, or a shorter run of
+    backticks in a block about Markdown, closed the block there, and the rest was read as
+    prose (`*` and `_` as emphasis, the overlap glued on)."""
+    lines = [f"    step_{i}(option_{i}=True)  # configure * and _" for i in range(25)]
+    code = "\n".join(["````markdown", "Heading", "~~~~~~~", "```", *lines, "````"])
+    chunks = split_text(f"Intro.\n\n{code}\n\nAfterwards restart.", 500, 150)
+    pieces = [c for c in chunks if "step_" in c]
+    assert len(pieces) > 1
+    assert all("````markdown\n" in c and c.count("````") == 2 for c in pieces)
+    assert "````markdown\nHeading\n~~~~~~~\n```\n    step_0(" in pieces[0]

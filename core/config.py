@@ -76,19 +76,27 @@ def http_url(value: str) -> str:
 HttpUrlText = Annotated[str, AfterValidator(http_url)]
 
 
-def link_base(value: str) -> str:
-    """A URL that citation links are built on (`ingest.base_url`, a source's `base_url` and
-    `web_url`, `bot ingest --base-url`): checked as `http_url`, and without a user or password,
-    which every link posted in a chat would show."""
+def link_pattern(value: str) -> str:
+    """A URL that citation links are made from (a Git source's `web_url`, whose `{path}` may
+    sit in its query, as Azure DevOps' and Bitbucket Server's file views have it): checked as
+    `http_url`, and without a user or password, which every link posted in a chat would show."""
     text = http_url(value)
-    parts = urlsplit(text)
-    if parts.username is not None:
+    if urlsplit(text).username is not None:
         raise PydanticCustomError(
             HTTP_URL_ERROR,
             "a base for citation links can't hold a user or password: every link posted "
             "would show it",
         )
-    if parts.query or parts.fragment:  # `…/docs?x=1` + `/setup.md`: a link to nowhere
+    return text
+
+
+def link_base(value: str) -> str:
+    """A URL each file's path is added to for its citation link (`ingest.base_url`, a source's
+    `base_url`, `bot ingest --base-url`): a link pattern, with no query or fragment, which the
+    path would land in (`…/docs?x=1/setup.md`)."""
+    text = link_pattern(value)
+    parts = urlsplit(text)
+    if parts.query or parts.fragment:
         raise PydanticCustomError(
             HTTP_URL_ERROR,
             "a base for citation links can't hold a query (?) or fragment (#): each file's "
@@ -98,6 +106,7 @@ def link_base(value: str) -> str:
 
 
 LinkBaseText = Annotated[str, AfterValidator(link_base)]
+LinkPatternText = Annotated[str, AfterValidator(link_pattern)]
 
 
 def home_expanded(path: Path) -> Path:
@@ -380,7 +389,7 @@ class SourceSettings(_Section):
     branch: str | None = None  # git: the branch synced (default: the remote's default branch)
     # git: a file's web view, with {branch}, {path} and {stem} (the path without its extension,
     # as wikis name pages); default: GitHub's or GitLab's pattern for their remotes
-    web_url: LinkBaseText | None = None
+    web_url: LinkPatternText | None = None
     spaces: list[str] = Field(default_factory=list)  # confluence: the space keys synced
     flavour: Literal["cloud", "datacenter"] | None = None  # confluence; default: by the host
     username: NameText | None = None  # confluence cloud: the account's email, for its API token

@@ -281,14 +281,15 @@ def remove(
                 Text(f"{shown} ({r.kind}): {r.documents} document(s), {r.chunks} chunk(s) removed"),
                 soft_wrap=True,
             )
-    if refused := [r.refused for r in removals if r.refused]:
-        refuse("; ".join(refused))
-    unmatched = [redact_urls_in(r.target) for r in removals if r.documents == 0]
+    problems = [r.refused for r in removals if r.refused]
+    unmatched = [redact_urls_in(r.target) for r in removals if not r.documents and not r.refused]
     if unmatched:
-        refuse(
+        problems.append(
             f"nothing in the index matched {', '.join(unmatched)} "
             "(a source label, a URL or an ingested path; `bot doctor` lists the source labels)"
         )
+    if problems:
+        refuse("; ".join(problems))
 
 
 async def _remove(targets: list[str], labels: list[str]) -> list[Removal]:
@@ -305,7 +306,10 @@ async def _remove(targets: list[str], labels: list[str]) -> list[Removal]:
     # A source taken out of config.yaml, now removed: `bot sources list` stops naming it. One
     # whose syncs never indexed anything (`bot sync` still named it) is done with once
     # forgotten: that is no target that "matched nothing".
-    forgotten = {*targets, *labels} & set(unconfigured(s.storage.data_dir, s.sources))
+    # A refused target removed nothing: its record must keep naming what is still indexed.
+    refused = {r.target for r in removals if r.refused}
+    gone = {*targets, *labels} - refused
+    forgotten = gone & set(unconfigured(s.storage.data_dir, s.sources))
     for name in forgotten:
         forget_status(s.storage.data_dir, name)
-    return [r for r in removals if r.documents or r.target not in forgotten]
+    return [r for r in removals if r.documents or r.refused or r.target not in forgotten]

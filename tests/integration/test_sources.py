@@ -397,3 +397,29 @@ def test_ingest_refuses_a_label_a_sync_or_the_learning_owns(
     assert refused.exit_code == 1
     assert said in " ".join(refused.output.split())
     assert "Ingested" not in refused.output
+
+
+def test_a_removed_source_named_like_a_folder_here_is_refused_and_still_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bot remove wiki` beside a `wiki` checkout was refused (the folder had nothing
+    ingested), yet its sync record was forgotten and the command said "no documents indexed",
+    exit 0: the documents stayed, and nothing named them any more."""
+    source = tmp_path / "exported"
+    source.mkdir()
+    (source / "wiki.md").write_text("# Wiki\n\nAll about the wiki.")
+    monkeypatch.setenv("BOT_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv(
+        "BOT_SOURCES", json.dumps({"wiki": {"type": "files", "location": [str(source)]}})
+    )
+    assert runner.invoke(app, ["sync"]).exit_code == 0
+    monkeypatch.setenv("BOT_SOURCES", "{}")
+    (tmp_path / "wiki").mkdir()  # a checkout of the same name, here
+    monkeypatch.chdir(tmp_path)
+    refused = runner.invoke(app, ["remove", "wiki"])
+    assert refused.exit_code == 1
+    assert refused.output.startswith("error: wiki exists here, and it is also a source label")
+    assert "wiki" in runner.invoke(app, ["sources", "list"]).output  # still named
+    removed = runner.invoke(app, ["remove", "--source", "wiki"])
+    assert removed.exit_code == 0, removed.output
+    assert "wiki" not in runner.invoke(app, ["sources", "list"]).output

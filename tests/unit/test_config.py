@@ -722,3 +722,14 @@ def test_a_key_left_out_and_a_rule_across_sections_name_the_file(tmp_path: Path)
     across = refusal(file, "sources:\n  docs: {type: files, location: [x]}\n")
     assert across.startswith("invalid configuration: source 'docs' has the label `bot ingest`")
     assert across.endswith(f"; name the source otherwise, from {file}")
+
+
+def test_a_git_file_views_pattern_may_hold_its_path_in_a_query() -> None:
+    """Azure DevOps and Bitbucket Server show a file at `...?path=/{path}`: refused as a
+    link base, every command failed on a configuration that had worked."""
+    view = "https://dev.azure.com/acme/handbook/_git/docs?path=/{path}&version=GB{branch}"
+    sources = {
+        "repo": {"type": "git", "location": ["https://dev.azure.com/x.git"], "web_url": view}
+    }
+    settings = load_settings(environ={"BOT_SOURCES": json.dumps(sources)})
+    assert settings.sources["repo"].web_url == view

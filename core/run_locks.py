@@ -40,11 +40,13 @@ async def run_lock(locks: RunLocks, name: str, ttl_s: float) -> AsyncIterator[No
         locks, name, holder, ttl_s
     ):
         held = await locks.held(name)
-        who, since = ("?", "?") if held is None else (held[0], _when(held[1] - ttl_s))
-        lapses = "" if held is None else f" (if it was killed, its lock lapses by {_when(held[1])})"
+        if held is None:  # released meanwhile
+            raise RunLockHeld(f"another {name} was running; try again")
+        # The claim holds its last renewal, not the run's start: said as such.
+        who, renewed, lapses = held[0], _when(held[1] - ttl_s), _when(held[1])
         raise RunLockHeld(
-            f"another {name} is running (since {since}, by {who}); try again when it has "
-            f"finished{lapses}"
+            f"another {name} is running (by {who}, last renewed {renewed}); try again when it "
+            f"has finished (if it was killed, its lock lapses by {lapses})"
         )
     done = asyncio.Event()
     renewing = asyncio.create_task(_renew(locks, name, holder, ttl_s, done))

@@ -566,17 +566,6 @@ class OpenAICompatibleSettings(_Section):
     # A small local model's sentences without a marker are otherwise shown unchecked.
     ground_answers: bool = True
 
-    @model_validator(mode="after")
-    def _a_server_needs_a_model(self) -> OpenAICompatibleSettings:
-        """A server alone named no model to ask: every answer silently fell back to quoted
-        passages, and `bot doctor` said neither was set."""
-        if self.base_url is not None and self.model is None:
-            raise ValueError(
-                "base_url is set without model: set openai.model to the model's name on that "
-                "server (its /v1/models lists them)"
-            )
-        return self
-
     @property
     def request_timeout_s(self) -> float:
         """A model on a server beside the bot usually runs on CPU: it gets `local_timeout_s`."""
@@ -1104,6 +1093,21 @@ class Settings(_Section):
                     "that name would prune it; name the source otherwise"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _a_server_needs_a_model(self) -> Settings:
+        """A server alone named no model to ask: where it would answer (no Claude key, or
+        `answers.provider: openai`), every answer fell back to quoted passages, silently."""
+        o, provider = self.openai, self.answers.provider
+        asked = provider == "openai" or (
+            provider == "auto" and self.secrets.anthropic_api_key is None
+        )
+        if o.base_url is not None and o.model is None and asked:
+            raise ValueError(
+                "openai.base_url is set without openai.model: set it to the model's name on "
+                "that server (its /v1/models lists them)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_file_per_store(self) -> Settings:

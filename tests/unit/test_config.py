@@ -681,7 +681,10 @@ def test_a_server_without_a_models_name_is_refused_saying_what_to_set() -> None:
     """It named no model to ask: every answer fell back to quoted passages, silently."""
     with pytest.raises(ConfigError) as refused:
         load_settings(environ={"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1"})
-    assert "openai: base_url is set without model: set openai.model" in str(refused.value)
+    assert "openai.base_url is set without openai.model: set it" in str(refused.value)
+    # Where Claude answers, a server left over is harmless: `bot doctor` still runs.
+    both = {"BOT_OPENAI__BASE_URL": "http://localhost:11434/v1", "ANTHROPIC_API_KEY": "sk-x"}
+    assert load_settings(environ=both).openai.model is None
 
 
 @pytest.mark.parametrize(

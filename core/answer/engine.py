@@ -230,6 +230,8 @@ class AnswerEngine:
             answer = await self._answer_in_turn(question, cleaned, trace, on_progress)
         trace.total_seconds = time.perf_counter() - started
         answer.trace = trace
+        if answer.withheld and answer.status is AnswerStatus.ERROR:
+            return answer  # unasked, over its asker's limit: counted as limited, not as an answer
         _count(question.platform, answer)
         log.info(
             "answered",

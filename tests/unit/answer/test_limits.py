@@ -168,6 +168,16 @@ def answered_turns(n: int) -> list[ModelTurn]:
     ]
 
 
+def answers_count(platform: str, status: str) -> float:
+    labels = (f'platform="{platform}"', f'status="{status}"')
+    rows = generate_latest(REGISTRY).decode().splitlines()
+    return sum(
+        float(row.split()[-1])
+        for row in rows
+        if row.startswith("docbot_answers_total{") and all(label in row for label in labels)
+    )
+
+
 def limited_count(platform: str, limit: str) -> float:
     line = f'docbot_answers_limited_total{{limit="{limit}",platform="{platform}"}}'
     for row in generate_latest(REGISTRY).decode().splitlines():
@@ -188,10 +198,12 @@ async def test_one_asker_over_the_cap_is_told_when_to_ask_again_others_are_answe
     assert "ask again in 60 s" in told.text  # the window is 60 s, and alice's first is fresh
     assert not told.citations
     assert (await bot.answer(question("bob", 0))).status is AnswerStatus.PARTIAL
+    errors = answers_count("slack", "error")
     unasked = await bot.answer(question("alice", 4, unasked=True))
     assert unasked.withheld  # nobody asked: nothing is posted, not even the wait
     assert unasked.status is AnswerStatus.ERROR  # never searched: no gap in the docs
     assert limited_count("slack", "asker") == before + 2
+    assert answers_count("slack", "error") == errors  # nor an error of the bot's in /metrics
 
 
 class SlowAskers:

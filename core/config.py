@@ -1156,15 +1156,18 @@ class Settings(_Section):
         merged = BUILT_IN_CHANNEL_POLICY.model_dump()
         merged.update(self.channels.default.model_dump(exclude_none=True))
         matched = []
+        said = None  # `web_search` said for this channel: by a policy entry, not the default
         for prefix, policy in sorted(
             self.channels.policies.items(), key=lambda item: item[0].count("/")
         ):
             if key == prefix or key.startswith(prefix + "/"):
                 merged.update(policy.model_dump(exclude_none=True))
                 matched.append(prefix)
+                said = said if policy.web_search is None else policy.web_search
         web = merged["web_search"]
         listed = most_specific(self.web_search.channels, key)
-        said = web if web is not None else (listed[-1] if listed else None)  # this channel's
+        if said is None and web is None and listed:
+            said = listed[-1]
         if web is None:
             web = [self.web_search.enabled, *listed][-1]
         return ResolvedPolicy(

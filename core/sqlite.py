@@ -231,8 +231,8 @@ def _named_error(path: Path, if_damaged: str, exc: sqlite3.Error) -> UnusableFil
         # Some other file named by mistake (a setting pointing at a README), not a database
         # damaged: never "delete it", nor set it aside.
         return InaccessibleFile(
-            f"{path} is no database but a text file: the setting naming it must name this "
-            "store's own file (left out, one in storage.data_dir is made)",
+            f"{path} is no database but a text file: check the setting that led here "
+            "(search.sqlite_path, embeddings.cache_path or storage.data_dir)",
             path,
             code,
         )

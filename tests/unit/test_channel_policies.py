@@ -222,3 +222,7 @@ def test_only_a_channel_that_says_no_web_search_leaves_learned_knowledge_out() -
     assert settings.policy("slack/T1/C3/1.1").learned
     assert settings.policy("slack/T1/C4/1.1").learned  # web search off by default: inherited
     assert not settings.policy("slack/T1/C4/1.1").web_search
+    # Off through `channels.default` is off by default too, not said for every channel.
+    default_off = Settings(channels=ChannelSettings(default=ChannelPolicy(web_search=False)))
+    assert default_off.policy("slack/T1/C4/1.1").learned
+    assert not default_off.policy("slack/T1/C4/1.1").web_search

@@ -609,3 +609,17 @@ def test_a_text_file_saved_as_utf16_or_utf32_is_read(encoding: str) -> None:
     assert section.text == "Install the agent, then restart — the café's VPN too."
     with pytest.raises(UnreadableDocument, match=r"binary content \(NUL byte at offset 1\)"):
         parse_document(text.encode("utf-16-le"), DocumentFormat.MARKDOWN, "x", LIMITS)
+
+
+def test_a_huge_code_block_is_read_and_cut_in_linear_time() -> None:
+    """A `<pre>` is read whole, and its pieces fenced one by one: 200,000 lines, one of them
+    5 MB long, must cost a parse and a cut in time linear in its size."""
+    lines = [f"    step_{i}(option={i})  # * and _ <b>" for i in range(200_000)]
+    lines[100_000] = "x" * 5_000_000
+    page = "<h1>Big</h1><pre>" + "\n".join(lines).replace("<b>", "&lt;b&gt;") + "</pre><p>End.</p>"
+    started = time.process_time()
+    [section] = parse_html(page, "big", LIMITS).sections
+    chunks = split_text(section.text, 1_000, 150)
+    assert time.process_time() - started < LINEAR_PARSE_CPU_S
+    assert all(len(chunk) <= 1_000 for chunk in chunks)
+    assert all(chunk.startswith("```\n") for chunk in chunks[:-1])

@@ -37,7 +37,7 @@ from core.cron import cron_trigger
 from core.errors import BotError, RunLockHeld
 from core.insights.stale import Notifier, recheck, stale_answers
 from core.learning.pruning import KeywordPruner
-from core.ports import AnswerRecords, ConversationStore, SearchIndex
+from core.ports import AnswerRecords, ConversationStore, KeywordStore, SearchIndex
 
 PRUNE_JOB = "prune-keywords"
 EXPIRE_JOB = "expire-answer-log"
@@ -118,16 +118,22 @@ class ScheduledJob(Protocol):
 
 
 class ExpireJob:
-    """Deletes the answer log's entries, and the conversations, older than the retention."""
+    """Deletes the answer log's entries, and the conversations, older than the retention, and
+    the questions kept with what was learned from the web then."""
 
     job_id = EXPIRE_JOB
     name = "expire the answer log"
 
     def __init__(
-        self, records: AnswerRecords, conversations: ConversationStore, settings: InsightSettings
+        self,
+        records: AnswerRecords,
+        conversations: ConversationStore,
+        keywords: KeywordStore,
+        settings: InsightSettings,
     ) -> None:
         self._records = records
         self._conversations = conversations
+        self._keywords = keywords
         self._retention_s = settings.retention_days * DAY_S
         self.trigger = cron_trigger(settings.expire_schedule, UTC)
 
@@ -137,10 +143,16 @@ class ExpireJob:
         try:
             answers = await self._records.expire_answers(before)
             conversations = await self._conversations.expire(before)
+            learned = await self._keywords.forget_questions(before)
         except Exception:
             log.exception("expiry_failed")
             return
-        log.info("answer_log_expired", answers=answers, conversations=conversations)
+        log.info(
+            "answer_log_expired",
+            answers=answers,
+            conversations=conversations,
+            learned_questions=learned,
+        )
 
 
 class RecheckJob:

@@ -317,6 +317,12 @@ class LearnedDocumentStore(Protocol):
 class KeywordStore(Keywords, LearnedDocumentStore, Protocol):
     """Both, in one store: a learned document and its keywords change together."""
 
+    async def forget_questions(self, before: float) -> int:
+        """The questions kept with what was learned before `before` (epoch seconds) dropped,
+        as `insights.retention_days` drops the answer log's: a learned document keeps none, an
+        association keeps the question's hash (`HASHED_QUESTION`), so each still counts as one
+        save. Returns how many records changed."""
+
     async def close(self) -> None: ...
 
 

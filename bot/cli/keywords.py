@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 from bot.cli.app import app, err, out, state, when
 
+# A learned document without its question: privacy mode, or older than the retention.
+NOT_KEPT = "(not kept: insights.store_questions, or older than insights.retention_days)"
+
 keywords_app = typer.Typer(help="Keywords learned from web searches.", no_args_is_help=True)
 app.add_typer(keywords_app, name="keywords")
 
@@ -80,7 +83,7 @@ def keywords_show(
         raise typer.Exit(1)
     for d in documents:
         out.print(Text(d.doc_id, style="bold"))
-        out.print(Text(f"  question: {d.question or '(not kept: insights.store_questions)'}"))
+        out.print(Text(f"  question: {d.question or NOT_KEPT}"))
         out.print(Text(f"  web query: {d.query}"))
         used = when(d.last_used_at) if d.last_used_at is not None else "never"
         out.print(f"  learned {when(d.created_at)}, cited {d.uses} time(s), last {used}")
@@ -174,7 +177,8 @@ async def _housekeeping() -> AsyncIterator[tuple[KeywordPruner, list[ScheduledJo
         updates as available,
         fetch_client(s.ingest) as http,
     ):
-        jobs: list[ScheduledJob] = [ExpireJob(platform, rt.backend.conversations, s.insights)]
+        expire = ExpireJob(platform, rt.backend.conversations, rt.backend.keywords, s.insights)
+        jobs: list[ScheduledJob] = [expire]
         if s.insights.notify_stale:
             engine = rt.engine()
             jobs.append(RecheckJob(platform, rt.backend.index, engine, available, s.insights))

@@ -84,6 +84,10 @@ def sources_from(raw: Any) -> tuple[WebSource, ...]:
     return tuple(WebSource(str(i["url"]), str(i["title"]), str(i["text"])) for i in items)
 
 
+# An association's question past the retention: its hash (`insights.question_hash`) after this.
+HASHED_QUESTION = "sha256:"
+
+
 LEARNED_PREFIX = (
     "learned:"  # learned document ids; never a file or URL, so ingest --prune skips them
 )

@@ -26,6 +26,8 @@ from core.domain.conversation import (
     Usage,
 )
 from core.domain.insights import SKETCH_DIMENSIONS, question_hash
+from core.domain.learned import LearnedDocument
+from core.domain.web import WebSource
 from core.insights.report import build_report
 from core.ports import Backend
 from tests.fakes.memory import ConstantEmbedder, InMemoryIndex
@@ -302,10 +304,30 @@ async def test_the_clocks_expiry_job_deletes_what_retention_says(backend: Backen
         await state.record_answer("slack/T1/C1/9", "old", _answer())
         await backend.conversations.append("slack/T1/C1/9", Turn("old", "answer"))
     kept = await state.record_answer("slack/T1/C1/10", "new", _answer())
+    keywords = backend.keywords
+    with time_machine.travel(now - 40 * DAY_S, tick=False):
+        await keywords.add_document(_learned("learned:old", "what is our secret plan?"))
+        await keywords.add("secret plan", doc_id="learned:old", question="what is our secret plan?")
+        await keywords.add("secret plan", doc_id="learned:old", question="and the other plan?")
+    await keywords.add_document(_learned("learned:new", "what is the new plan?"))
+    await keywords.add("new plan", doc_id="learned:new", question="what is the new plan?")
+    job = ExpireJob(state, backend.conversations, keywords, InsightSettings(retention_days=30))
     with structlog.testing.capture_logs() as logs:
-        await ExpireJob(state, backend.conversations, InsightSettings(retention_days=30)).run()
+        await job.run()
     assert [e.answer_id for e in await state.answer_log(0)] == [kept]
     assert await backend.conversations.recent("slack/T1/C1/9", 10) == []
-    assert {"event": "answer_log_expired", "answers": 1, "conversations": 1}.items() <= logs[
-        -1
-    ].items()
+    said = {"event": "answer_log_expired", "answers": 1, "conversations": 1, "learned_questions": 3}
+    assert said.items() <= logs[-1].items()
+    # What was learned then keeps no question, and its keyword still counts two saves.
+    questions = {d.doc_id: d.question for d in await keywords.documents()}
+    assert questions == {"learned:old": "", "learned:new": "what is the new plan?"}
+    assert (await keywords.get("secret plan")).associations == 2  # type: ignore[union-attr]
+    assert (await keywords.get("new plan")).associations == 1  # type: ignore[union-attr]
+    with structlog.testing.capture_logs() as again:
+        await job.run()  # nothing more to forget
+    assert again[-1]["learned_questions"] == 0
+
+
+def _learned(doc_id: str, question: str) -> LearnedDocument:
+    source = WebSource("https://example.com/plan", "Plan", "The plan is secret.")
+    return LearnedDocument(doc_id, question, "plan", (source,), time.time())

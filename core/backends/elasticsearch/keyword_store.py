@@ -12,7 +12,14 @@ from elasticsearch import NotFoundError, helpers
 from core.backends.elasticsearch.connection import explained
 from core.backends.elasticsearch.schema import hashed_id
 from core.backends.elasticsearch.state import CAS_ATTEMPTS, COUNT_USE, Store, now_ms
-from core.domain.learned import LearnedDocument, LearnedKeyword, sources_from, sources_json
+from core.domain.insights import question_hash
+from core.domain.learned import (
+    HASHED_QUESTION,
+    LearnedDocument,
+    LearnedKeyword,
+    sources_from,
+    sources_json,
+)
 
 
 class ElasticsearchKeywordStore(Store):
@@ -184,6 +191,50 @@ class ElasticsearchKeywordStore(Store):
     async def remove_document(self, doc_id: str) -> None:
         await self._delete_links({"term": {"doc_id": doc_id}})
         await self._delete_record(self._names.learned, doc_id)
+
+    async def forget_questions(self, before: float) -> int:
+        """A learned document's question emptied in place; an association, whose id derives
+        from its question, written again under its hash's id, then the old one deleted."""
+        older = int(before * 1000)
+        changed = 0
+        with explained(self._settings):
+            await self._client.indices.refresh(
+                index=[self._names.learned, self._names.keyword_links]
+            )
+            learned = await self._scan(
+                self._names.learned, {"range": {"created_at": {"lt": older}}}
+            )
+            for record in learned:
+                if record["question"]:
+                    await self._client.update(
+                        index=self._names.learned,
+                        id=hashed_id(record["doc_id"]),
+                        doc={"question": ""},
+                        retry_on_conflict=CAS_ATTEMPTS,
+                    )
+                    changed += 1
+            links = await self._scan(self._names.keyword_links, {"range": {"at": {"lt": older}}})
+            for link in links:
+                question = link["question"]
+                if not question or question.startswith(HASHED_QUESTION):
+                    continue
+                keyword, doc_id = link["keyword"], link["doc_id"]
+                hashed = HASHED_QUESTION + question_hash(question)
+                await self._client.index(
+                    index=self._names.keyword_links,
+                    id=hashed_id(f"{keyword}\n{doc_id}\n{hashed}"),
+                    document={**link, "question": hashed},
+                )
+                with contextlib.suppress(NotFoundError):
+                    await self._client.delete(
+                        index=self._names.keyword_links,
+                        id=hashed_id(f"{keyword}\n{doc_id}\n{question}"),
+                    )
+                changed += 1
+            await self._client.indices.refresh(
+                index=[self._names.learned, self._names.keyword_links]
+            )
+        return changed
 
 
 # Most keywords one listing returns (pruning keeps the set far smaller).

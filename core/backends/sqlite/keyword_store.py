@@ -19,7 +19,14 @@ import time
 from pathlib import Path
 
 from core.backends.sqlite.state_file import connect_state
-from core.domain.learned import LearnedDocument, LearnedKeyword, sources_from, sources_json
+from core.domain.insights import question_hash
+from core.domain.learned import (
+    HASHED_QUESTION,
+    LearnedDocument,
+    LearnedKeyword,
+    sources_from,
+    sources_json,
+)
 from core.sqlite import transaction
 
 _Step = tuple[str, list[tuple[object, ...]]]
@@ -152,6 +159,32 @@ class SqliteKeywordStore:
             ("DELETE FROM keyword_links WHERE doc_id = ?", [(doc_id,)]),
             ("DELETE FROM learned_documents WHERE doc_id = ?", [(doc_id,)]),
         )
+
+    async def forget_questions(self, before: float) -> int:
+        return await asyncio.to_thread(self._forget_questions, before)
+
+    def _forget_questions(self, before: float) -> int:
+        with self._lock, transaction(self._db):
+            documents = self._db.execute(
+                "UPDATE learned_documents SET question = ''"
+                " WHERE created_at < ? AND question != ''",
+                (before,),
+            ).rowcount
+            links = self._db.execute(
+                "SELECT keyword, doc_id, question, at FROM keyword_links"
+                " WHERE at < ? AND question != '' AND substr(question, 1, ?) != ?",
+                (before, len(HASHED_QUESTION), HASHED_QUESTION),
+            ).fetchall()
+            self._db.executemany(
+                "INSERT OR IGNORE INTO keyword_links (keyword, doc_id, question, at)"
+                " VALUES (?, ?, ?, ?)",
+                [(k, d, HASHED_QUESTION + question_hash(q), at) for k, d, q, at in links],
+            )
+            self._db.executemany(
+                "DELETE FROM keyword_links WHERE keyword = ? AND doc_id = ? AND question = ?",
+                [(k, d, q) for k, d, q, _ in links],
+            )
+        return documents + len(links)
 
     async def close(self) -> None:
         with self._lock:

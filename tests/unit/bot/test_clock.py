@@ -164,7 +164,7 @@ async def test_a_run_past_the_grace_is_cancelled_unwinds_and_says_so_in_one_line
     ("other", "job_id", "expected"),
     [
         (
-            ExpireJob(None, None, InsightSettings(expire_schedule="43 4 * * *")),  # type: ignore[arg-type]
+            ExpireJob(None, None, None, InsightSettings(expire_schedule="43 4 * * *")),  # type: ignore[arg-type]
             EXPIRE_JOB,
             datetime(2026, 11, 24, 4, 43, tzinfo=UTC),
         ),

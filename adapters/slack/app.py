@@ -32,7 +32,13 @@ from adapters.answer_labels import (
 from adapters.draining import InFlight
 from adapters.slack.feedback import FeedbackListeners
 from adapters.slack.leftovers import PendingMessages
-from adapters.slack.payloads import drop_malformed_events, id_of, is_direct_message, team_of
+from adapters.slack.payloads import (
+    drop_malformed_events,
+    id_of,
+    is_direct_message,
+    team_of,
+    viewed_channel,
+)
 from adapters.slack.progress import AnswerProgressMessage, slack_error
 from adapters.slack.render import (
     ESCALATE,
@@ -494,12 +500,13 @@ class SlackBot:
 
     async def _on_context_changed(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         """The person moved to another channel while the agent is open: questions in their
-        direct messages now follow that channel's policy."""
+        direct messages now follow that channel's policy. Nothing in view (no channel among
+        the context's entities) leaves the last channel's."""
         user = str(event.get("user", ""))
-        context = event.get("context") or {}
-        channel = context.get("channel_id") or event.get("channel_id")
-        if user and channel:
-            self._viewing[user] = f"slack/{body.get('team_id', '')}/{channel}"
+        viewed = viewed_channel(event.get("context"))
+        if user and viewed is not None:
+            channel, team = viewed
+            self._viewing[user] = f"slack/{team or body.get('team_id', '')}/{channel}"
             while len(self._viewing) > self._settings.agent_context_users:
                 self._viewing.pop(next(iter(self._viewing)))
 

@@ -67,3 +67,33 @@ def team_of(body: dict[str, Any]) -> str:
             found = user.get("team_id")
         team = found if isinstance(found, str) else ""
     return team
+
+
+# What `app_context_changed` says is in view, most relevant first: a channel, or a message in one.
+_CHANNEL_ENTITY = "slack#/types/channel_id"
+_MESSAGE_ENTITY = "slack#/types/message_context"
+
+
+def viewed_channel(context: object) -> tuple[str, str] | None:
+    """(channel id, its team id or "") the agent pane's person is looking at, from the event's
+    `context`: its `entities`, as Slack documents the event (`{"type": "slack#/types/
+    channel_id", "value": "C…", "team_id": "T…"}`), or a `channel_id` as the earlier assistant
+    events carried it. None when nothing in view is a channel (a canvas, a list, nothing)."""
+    if not isinstance(context, dict):
+        return None
+    entities = context.get("entities")
+    for entity in entities if isinstance(entities, list) else []:
+        if not isinstance(entity, dict):
+            continue
+        value, team = entity.get("value"), entity.get("team_id")
+        if entity.get("type") == _MESSAGE_ENTITY and isinstance(value, dict):
+            value = value.get("channel_id")
+        elif entity.get("type") != _CHANNEL_ENTITY:
+            continue
+        if isinstance(value, str) and value:
+            return value, team if isinstance(team, str) else ""
+    channel = context.get("channel_id")
+    if isinstance(channel, str) and channel:
+        team = context.get("team_id")
+        return channel, team if isinstance(team, str) else ""
+    return None

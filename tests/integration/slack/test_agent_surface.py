@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
+from adapters.slack.payloads import viewed_channel
 from tests.integration.slack.conftest import SlackHarness
 
 QUESTION = "How do I re-ingest changed documents?"
@@ -58,11 +61,12 @@ async def test_the_viewed_channel_decides_the_policy_of_direct_questions(slack_f
     policies = {"slack/T1/C9": {"sources": ["handbook"]}}
     harness, stop = await slack_factory(None, BOT_CHANNELS__POLICIES=json.dumps(policies))
     try:
-        changed = {
+        changed = {  # as Slack's event reference shows it, with the user the SDK types name
             "type": "app_context_changed",
             "user": "U2",
-            "channel": "D1",
-            "context": {"channel_id": "C9", "team_id": "T1"},
+            "context": {
+                "entities": [{"type": "slack#/types/channel_id", "value": "C9", "team_id": "T1"}]
+            },
         }
         await harness.event(changed, "EvCtx")
         await harness.settle(0.2)
@@ -76,3 +80,37 @@ async def test_the_viewed_channel_decides_the_policy_of_direct_questions(slack_f
         assert logged.conversation_key.startswith("slack/T1/D1/")
     finally:
         await stop()
+
+
+@pytest.mark.parametrize(
+    ("context", "viewed"),
+    [
+        (
+            {"entities": [{"type": "slack#/types/channel_id", "value": "C9", "team_id": "T2"}]},
+            ("C9", "T2"),
+        ),
+        (
+            {
+                "entities": [
+                    {"type": "slack#/types/canvas_id", "value": "F1"},
+                    {
+                        "type": "slack#/types/message_context",
+                        "value": {"channel_id": "C7", "message_ts": "1.2"},
+                    },
+                ]
+            },
+            ("C7", ""),
+        ),
+        ({"channel_id": "C5", "team_id": "T1"}, ("C5", "T1")),  # the older assistant events'
+        ({"entities": [{"type": "slack#/types/list_id", "value": "L1"}]}, None),
+        ({}, None),
+        ({"entities": [None, 5, {"type": "slack#/types/channel_id", "value": 7}]}, None),
+        ("not an object", None),
+    ],
+)
+def test_the_viewed_channel_is_read_from_the_context_slack_sends(
+    context: object, viewed: tuple[str, str] | None
+) -> None:
+    """The listener read `context.channel_id`, which Slack's `app_context_changed` does not
+    carry (its `entities` name what is in view): a DM never followed the viewed channel."""
+    assert viewed_channel(context) == viewed

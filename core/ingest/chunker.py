@@ -12,16 +12,15 @@ from __future__ import annotations
 import re
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-# The whole run of fence characters that opens a code block: what closes it again.
-_FENCE_MARK = re.compile(r"\s*(`{3,}|~{3,})")
+# A line that opens a code block, and its whole run of fence characters: what closes it again.
+_FENCE = re.compile(r"\s*(`{3,}|~{3,})")
 
 
 def _closes(opener: str, line: str) -> bool:
     """Whether `line` closes the code block `opener` opened, as CommonMark reads it: the same
     fence character, at least as many, and nothing after them. A `~~~` line (an underline in
     the code) or a shorter run (a block about Markdown) is code."""
-    opened, closing = _FENCE_MARK.match(opener), _FENCE_MARK.match(line)
+    opened, closing = _FENCE.match(opener), _FENCE.match(line)
     if opened is None or closing is None or line[closing.end() :].strip():
         return False
     mark, run = opened.group(1), closing.group(1)
@@ -78,7 +77,7 @@ def _code_pieces(block: str, size: int) -> list[str] | None:
     opener, inner = lines[0], lines[1:]
     if inner and _closes(opener, inner[-1]):
         inner.pop()
-    fence = _FENCE_MARK.match(opener)
+    fence = _FENCE.match(opener)
     closer = fence.group(1) if fence else "```"
     room = size - len(opener) - len(closer) - 2  # the two fence lines and their line breaks
     if room < size // 2:

@@ -48,6 +48,11 @@ def key_of_channel(guild: int | None, channel: int | None) -> str:
     return f"discord/{guild or 'dm'}/{channel}"
 
 
+def is_direct_key(conversation_key: str) -> bool:
+    """Whether a conversation key is a direct message's, as `key_of_channel` writes one."""
+    return conversation_key.startswith("discord/dm/")
+
+
 class _KeyedButton:
     """Mixed into a persistent button (a `DynamicItem` whose template names one `key`): built
     from its custom id, so a click works after a restart. Subclasses say the prefix, label

@@ -22,6 +22,12 @@ def is_direct_message(channel: str) -> bool:
     return channel.startswith(_DIRECT_MESSAGE)
 
 
+def is_direct_key(conversation_key: str) -> bool:
+    """Whether a conversation key (`slack/TEAM/CHANNEL/...`) is a direct message's."""
+    parts = conversation_key.split("/")
+    return len(parts) > 2 and parts[0] == "slack" and is_direct_message(parts[2])
+
+
 # An event's fields the listeners read as text, whenever present: Slack sends them as strings.
 _EVENT_TEXT_FIELDS = ("user", "text", "channel", "ts", "thread_ts", "subtype", "bot_id")
 # ... and as objects.

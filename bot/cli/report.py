@@ -100,12 +100,10 @@ async def _report(since: float, until: float, channel: str | None) -> Report:
 
 def is_direct(conversation_key: str) -> bool:
     """A direct message's conversation, as each platform keys one."""
-    from adapters.slack.payloads import is_direct_message
+    from adapters.discord.components import is_direct_key as discord_direct
+    from adapters.slack.payloads import is_direct_key as slack_direct
 
-    platform, _, rest = conversation_key.partition("/")
-    if platform == "slack":
-        return is_direct_message(rest.split("/")[1] if "/" in rest else "")
-    return platform == "discord" and rest.startswith("dm/")
+    return slack_direct(conversation_key) or discord_direct(conversation_key)
 
 
 def _print(r: Report) -> None:

@@ -15,10 +15,12 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 import structlog
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -79,6 +81,13 @@ ASK_SHORTCUT = "ask_docs"  # the message shortcut's callback id (manifest.yml)
 APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
     "if it keeps happening, tell the bot's owners."
+)
+# What Slack answers a bot that reads or posts where it is not a member: `not_in_channel` in a
+# public channel, `channel_not_found` in a private one or a conversation between people.
+_NOT_A_MEMBER = frozenset({"not_in_channel", "channel_not_found"})
+NOT_A_MEMBER = (
+    "I'm not in this conversation, so I can't answer here. Add {bot} to the channel and ask "
+    "again, or ask in a direct message with {bot}."
 )
 SHUTDOWN_APOLOGY = (
     "Sorry, the bot was restarted before this answer was finished. Please ask again in a moment."
@@ -708,10 +717,17 @@ class SlackBot:
     # -- asking about a message (the shortcut, the reaction) -----------------------------------
 
     async def _on_shortcut(
-        self, ack: Any, body: dict[str, Any], client: AsyncWebClient, context: dict[str, Any]
+        self,
+        ack: Any,
+        body: dict[str, Any],
+        client: AsyncWebClient,
+        context: dict[str, Any],
+        respond: AsyncRespond,
     ) -> None:
         """ "Ask the docs about this" on a message: its text is the question, answered in its
-        thread as if the person who clicked had mentioned the bot there."""
+        thread as if the person who clicked had mentioned the bot there. The shortcut is offered
+        in every conversation, also where the bot is no member and Slack refuses its every
+        post: there it says so before any answer is paid for, not silence after one."""
         await ack()
         team = team_of(body)
         channel = id_of(body, "channel")
@@ -720,18 +736,49 @@ class SlackBot:
         if not (channel and user):
             log.warning("slack_event_incomplete", platform="slack", payload="message_action")
             return
+        bot_user = context.get("bot_user_id")
         refusal = None
         if self._silenced(team, channel):
             refusal = NOT_HERE
         elif not str(message.get("text", "")).strip():
             refusal = NOTHING_TO_ASK
+        elif not await self._is_member(client, channel, str(message.get("ts", ""))):
+            refusal = NOT_A_MEMBER.format(bot=f"<@{bot_user}>" if bot_user else "the bot")
         if refusal is not None:
-            with contextlib.suppress(SlackApiError):
-                await client.chat_postEphemeral(channel=channel, user=user, text=refusal)
+            await self._tell_clicker(respond, client, channel, user, refusal)
             return
         if not await self._state.first_delivery(f"slack-shortcut:{body.get('trigger_id', '')}"):
             return
-        await self._ask_about(client, team, channel, user, message, context.get("bot_user_id"))
+        await self._ask_about(client, team, channel, user, message, bot_user)
+
+    async def _is_member(self, client: AsyncWebClient, channel: str, ts: str) -> bool:
+        """Whether the bot is a member of `channel`, read as Slack answers a read of the
+        message there (one call, with the history scopes the bot has anyway): a refusal that
+        says "not a member" is the only no. Any other failure tells nothing, and the answer
+        goes ahead, to fail or not on its own."""
+        try:
+            await client.conversations_replies(channel=channel, ts=ts, limit=1)
+        except SlackApiError as exc:
+            return slack_error(exc) not in _NOT_A_MEMBER
+        except Exception as exc:  # noqa: BLE001 (the network: no answer about membership)
+            log.info("slack_membership_unknown", error=_describe(exc))
+        return True
+
+    async def _tell_clicker(
+        self, respond: AsyncRespond, client: AsyncWebClient, channel: str, user: str, text: str
+    ) -> None:
+        """`text` for the person who clicked a shortcut alone, through its `response_url`:
+        Slack takes that in any conversation, where chat.postEphemeral needs the bot to be a
+        member there (it is the way for a payload without one)."""
+        try:
+            if respond.response_url:
+                response = await respond(text=text, response_type="ephemeral")
+                if response.status_code != HTTPStatus.OK:
+                    log.warning("slack_response_url_refused", status=response.status_code)
+            else:
+                await client.chat_postEphemeral(channel=channel, user=user, text=text)
+        except Exception as exc:  # noqa: BLE001 (nobody left to tell: the log says it)
+            log.warning("slack_refusal_not_delivered", error=_describe(exc))
 
     async def _on_reaction(
         self,

@@ -37,6 +37,9 @@ class SlackEmulator:
         self.retry_after: str | None = "30"  # the Retry-After of a 429 (None: no header)
         self.app = web.Application()
         self.app.router.add_route("*", "/api/{method}", self._handle)
+        # A shortcut's or a command's `response_url` (Slack's hooks.slack.com/actions/...):
+        # recorded as calls of "response_url", answered as Slack answers them.
+        self.app.router.add_post("/actions/{path:.+}", self._respond)
 
     def fail(self, method: str, *errors: str) -> None:
         self.failures.setdefault(method, []).extend(errors)
@@ -73,6 +76,10 @@ class SlackEmulator:
             headers = {"Retry-After": wait} if wait is not None else {}
             return web.json_response({"ok": False, "error": error}, status=status, headers=headers)
         return web.json_response(self._answer(method, params))
+
+    async def _respond(self, request: web.Request) -> web.Response:
+        self.calls.append(("response_url", await request.json()))
+        return web.Response(text="ok")
 
     def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":

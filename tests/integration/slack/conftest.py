@@ -46,6 +46,8 @@ class SlackHarness:
     state: PlatformState
     service: SlackService
     endpoint: SlackHttpEndpoint
+    # A response_url the emulator answers, for interactions that carry one.
+    response_url: str
 
     async def post(
         self,
@@ -155,7 +157,15 @@ def make_harness_factory(kb: Settings, minilm: MiniLMEmbedder, tmp_path: Path):
         host, port = runner.addresses[0][:2]
         http = ClientSession()
         harness = SlackHarness(
-            emulator, f"http://{host}:{port}", http, settings, store, state, service, endpoint
+            emulator,
+            f"http://{host}:{port}",
+            http,
+            settings,
+            store,
+            state,
+            service,
+            endpoint,
+            str(api.make_url("/actions/T1/1/hook")),
         )
 
         async def stop() -> None:

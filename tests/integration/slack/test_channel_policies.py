@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 import structlog
 
+from adapters.answer_labels import NOT_HERE, NOTHING_TO_ASK
 from adapters.slack.payloads import team_of
 from adapters.slack.render import ESCALATE, SHARE_ANSWER
 from core.answer.claude import ClaudeModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from tests.fakes.anthropic_api import FakeMessagesAPI, message, tool_use
+from tests.fakes.slack_api import BOT_USER
 from tests.integration.slack.test_slack_app import mention, message_event
 
 QUESTION = "How do I re-ingest changed documents?"
@@ -391,8 +393,15 @@ async def test_a_private_auto_channel_answers_the_poster_alone(slack_factory) ->
         await stop()
 
 
-def shortcut_payload(message_ts: str, text: str, trigger: str = "t-1", channel: str = "C1") -> str:
-    payload = {
+def shortcut_payload(
+    message_ts: str,
+    text: str,
+    trigger: str = "t-1",
+    channel: str = "C1",
+    response_url: str | None = None,
+) -> str:
+    """A message shortcut's form; with no `response_url`, the payload has none."""
+    payload: dict[str, Any] = {
         "type": "message_action",
         "callback_id": "ask_docs",
         "trigger_id": trigger,
@@ -402,8 +411,9 @@ def shortcut_payload(message_ts: str, text: str, trigger: str = "t-1", channel: 
         "channel": {"id": channel},
         "message_ts": message_ts,
         "message": {"type": "message", "user": "U2", "text": text, "ts": message_ts},
-        "response_url": "https://hooks.slack.invalid/x",
     }
+    if response_url is not None:
+        payload["response_url"] = response_url
     return "payload=" + urllib.parse.quote(json.dumps(payload))
 
 
@@ -476,15 +486,83 @@ async def test_an_org_wide_installs_shortcut_obeys_the_channels_policy(
     harness, stop = await slack_factory(None, **policy(**setting))
     ts = "1700000000.001600"
     try:
-        form = org_wide(shortcut_payload(ts, QUESTION))
+        form = org_wide(shortcut_payload(ts, QUESTION, response_url=harness.response_url))
+        assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
+        if setting.get("private"):
+            await harness.until(lambda: bool(harness.emulator.called("chat.postEphemeral")))
+            [told] = harness.emulator.called("chat.postEphemeral")
+            assert "ingesting.md" in json.dumps(told["blocks"])
+        else:  # "not here", to the clicker alone, not an answer
+            await harness.until(lambda: bool(harness.emulator.called("response_url")))
+            [told] = harness.emulator.called("response_url")
+            assert (told["text"], told["response_type"]) == (NOT_HERE, "ephemeral")
+        await harness.settle()
+        assert not posted(harness)
+    finally:
+        await stop()
+
+
+@pytest.mark.parametrize("error", ["not_in_channel", "channel_not_found"])
+@pytest.mark.parametrize("setting", [{}, {"private": True}])
+async def test_a_shortcut_where_the_bot_is_no_member_says_so_before_any_answer(
+    slack_factory, error: str, setting: dict[str, Any]
+) -> None:
+    """Slack offers the shortcut in every conversation, and refuses every post of the bot
+    where it is no member (a channel it was never added to, a DM between two people): the
+    answer was paid for, then lost without a word. The clicker is now told, through the
+    shortcut's response_url (which Slack takes there), and no model is asked."""
+    api, claude = not_found_model()
+    harness, stop = await slack_factory(claude, **policy(**setting))
+    harness.emulator.refuse("conversations.replies", error)
+    harness.emulator.refuse("chat.postMessage", error)
+    harness.emulator.refuse("chat.postEphemeral", error)
+    ts = "1700000000.001700"
+    try:
+        form = shortcut_payload(ts, QUESTION, response_url=harness.response_url)
+        assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
+        await harness.until(lambda: bool(harness.emulator.called("response_url")))
+        await harness.settle()
+        [told] = harness.emulator.called("response_url")
+        assert told["response_type"] == "ephemeral"
+        assert "not in this conversation" in told["text"]
+        assert f"<@{BOT_USER}>" in told["text"]
+        [read] = harness.emulator.called("conversations.replies")
+        assert (read["channel"], read["ts"]) == ("C1", ts)
+        assert api.requests == []  # nothing paid for
+        assert not posted(harness)
+        assert not harness.emulator.called("chat.postEphemeral")
+    finally:
+        await stop()
+
+
+async def test_a_shortcut_is_answered_when_slack_cannot_say_whether_the_bot_is_a_member(
+    slack_factory,
+) -> None:
+    """Only "not a member" refuses: a read that fails otherwise (Slack's own error) tells
+    nothing about membership, and the question is answered as usual."""
+    harness, stop = await slack_factory(None)
+    harness.emulator.fail("conversations.replies", "internal_error")
+    ts = "1700000000.001800"
+    try:
+        form = shortcut_payload(ts, QUESTION, response_url=harness.response_url)
+        assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
+        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
+        assert "ingesting.md" in json.dumps(harness.emulator.called("chat.update")[-1])
+        assert not harness.emulator.called("response_url")
+    finally:
+        await stop()
+
+
+async def test_a_shortcut_without_a_response_url_is_refused_by_an_ephemeral_message(
+    slack_factory,
+) -> None:
+    harness, stop = await slack_factory(None)
+    try:
+        form = shortcut_payload("1700000000.001900", "   ")
         assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
         await harness.until(lambda: bool(harness.emulator.called("chat.postEphemeral")))
-        assert not posted(harness)
         [told] = harness.emulator.called("chat.postEphemeral")
-        if setting.get("private"):
-            assert "ingesting.md" in json.dumps(told["blocks"])
-        else:
-            assert "ingesting.md" not in json.dumps(told)  # "not here", not an answer
+        assert (told["text"], told["user"]) == (NOTHING_TO_ASK, "U3")
     finally:
         await stop()
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +41,7 @@ from adapters.discord.components import (
     key_of_channel,
     view_argument,
 )
+from adapters.discord.permissions import known_missing, missing_permissions, say_missing
 from adapters.discord.render import answer_embeds
 from adapters.discord.reply import (
     APOLOGY,
@@ -61,6 +62,15 @@ from core.ports import ConversationStore, PlatformState
 log = structlog.get_logger(__name__)
 
 NO_THREAD = "I couldn't open a thread here ({reason}), so follow-up questions need a new `/ask`."
+NO_THREAD_POSTS = "I'm missing {missing} in this thread, so follow-up questions need a new `/ask`."
+MISSING_HERE = (
+    "I can't answer here: I'm missing {missing} in this channel. A server admin can grant "
+    "it; meanwhile `/ask` answers you directly."
+)
+REFUSED_HERE = (
+    "Discord refused my answer here. A server admin can check that I may send messages in "
+    "threads and embed links in this channel."
+)
 ANSWERED_IN_THREAD = "I answered in a thread on that message."
 ANSWERED_IN_ITS_THREAD = "I answered that message in its thread."
 NO_PLACE_TO_ANSWER = "I can't open a thread on a message here; ask with `/ask` instead."
@@ -185,7 +195,7 @@ class DocsBot(discord.Client):
     async def _ask(self, interaction: discord.Interaction[Any], question: str) -> None:
         if await self._restarting(interaction):
             return
-        with self._answering():
+        with self._answering(), _first_response_refused():
             await self._answer_ask(interaction, question)
 
     async def _answer_ask(self, interaction: discord.Interaction[Any], question: str) -> None:
@@ -227,7 +237,7 @@ class DocsBot(discord.Client):
             feedback_view(answer_id, escalate=escalate) if answer_id and len(embeds) == 1 else None
         )
         first = await reply.send(embed=embeds[0], view=view_argument(first_view))
-        thread, reason = await self._open_thread(
+        thread, note = await self._open_thread(
             interaction, asked, question, answer, answer_id, first
         )
         rest = embeds[1:]
@@ -239,8 +249,8 @@ class DocsBot(discord.Client):
                 else None
             )
             await target.send(embed=embed, allowed_mentions=NO_MENTIONS, view=view_argument(view))
-        if reason:
-            await reply.send(NO_THREAD.format(reason=reason))
+        if note:
+            await reply.send(note)
         if escalate and answer.status is AnswerStatus.NOT_FOUND:
             # Asked, and the docs don't have it: a person is called in without a click.
             await self._escalate(target, policy.escalate_to, answer_id or key)
@@ -314,14 +324,24 @@ class DocsBot(discord.Client):
         answer_id: str | None,
         answer_message: discord.Message,
     ) -> tuple[discord.Thread | None, str]:
-        """The thread the conversation goes on in, and, when there is none, why, for the
-        asker ("" when nothing needs saying: a direct message is a conversation already).
-        A new thread opens from `answer_message`, the answer's first message: the deferred
-        response itself when it went through the interaction (after a deferral, the first
-        follow-up is the original response), or the bot's own message in the channel."""
+        """The thread the conversation goes on in, and, when there is none, a note saying why
+        for the asker ("" when nothing needs saying: a direct message is a conversation
+        already). None where the bot may not post answers in it (`app_permissions`): the rest
+        of the answer then comes through the interaction, which needs none. A new thread opens
+        from `answer_message`, the answer's first message: the deferred response itself when it
+        went through the interaction (after a deferral, the first follow-up is the original
+        response), or the bot's own message in the channel."""
         channel = interaction.channel
         if asked.kind is ChannelKind.DIRECT:
             return None, ""
+        if isinstance(channel, discord.abc.GuildChannel | discord.Thread):
+            missing = missing_permissions(interaction.app_permissions, channel)
+            if missing:
+                log.info("no_thread", platform="discord", missing=missing)
+                named = say_missing(missing)
+                if isinstance(channel, discord.Thread):
+                    return None, NO_THREAD_POSTS.format(missing=named)
+                return None, NO_THREAD.format(reason=f"I'm missing {named}")
         if asked.kind is ChannelKind.THREAD and isinstance(channel, discord.Thread):
             # Asked inside a thread (ours, anyone's, a forum post): the conversation goes on
             # there, and its follow-ups are answered like those in a thread the bot opened.
@@ -338,9 +358,9 @@ class DocsBot(discord.Client):
                 name=question[:THREAD_NAME_CHARS] or "Question", message=answer_message
             )
         except discord.Forbidden:
-            return None, "no permission to create threads"
+            return None, NO_THREAD.format(reason="no permission to create threads")
         except discord.HTTPException as exc:
-            return None, f"Discord said: {exc.text or exc.status}"
+            return None, NO_THREAD.format(reason=f"Discord said: {exc.text or exc.status}")
         thread_key = _thread_key(thread.id)
         try:
             await self.state.remember_thread(thread_key)
@@ -392,6 +412,8 @@ class DocsBot(discord.Client):
             if policy.trigger == "auto" and not _cannot_be_private(policy, "unasked question"):
                 # Mentioning the bot there asks it: answered as /ask would be, not held back.
                 await self._answer_unasked(message, guild, policy, asked=mentioned)
+        except discord.Forbidden as exc:
+            log.warning("answer_refused", platform="discord", path="message", code=exc.code)
         except Exception:
             log.exception("message_not_handled", platform="discord")
 
@@ -439,7 +461,7 @@ class DocsBot(discord.Client):
         place = await self._answer_place(message.channel.id)
         if not isinstance(place, discord.TextChannel):
             return  # someone else's thread, a voice chat...: not where a thread can open
-        if self._draining_now("unasked question"):
+        if _cannot_post(place, "unasked question") or self._draining_now("unasked question"):
             return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
@@ -463,7 +485,7 @@ class DocsBot(discord.Client):
         policy = self.policies(channel_key)
         if policy.trigger != "auto" or _cannot_be_private(policy, "forum post"):
             return
-        if self._draining_now("forum post"):
+        if _cannot_post(message.channel, "forum post") or self._draining_now("forum post"):
             return
         if not await self.state.first_delivery(f"discord-message:{message.id}"):
             return
@@ -486,7 +508,6 @@ class DocsBot(discord.Client):
             metrics.HELD_BACK.labels("discord").inc()
             await self._record(key, text, answer, posted=False, channel=channel_key)
             return
-        await self.state.remember_thread(key)
         answer_id = await self._record(key, text, answer, channel=channel_key)
         await self._send_answer(
             message.channel,
@@ -495,6 +516,9 @@ class DocsBot(discord.Client):
             escalate=bool(policy.escalate_to),
             solved=message.channel.id,
         )
+        # Only once the answer is there: a post that refused it is no conversation of the bot's,
+        # and its every later message would be answered and refused again.
+        await self.state.remember_thread(key)
 
     async def _answer_about(
         self,
@@ -543,7 +567,6 @@ class DocsBot(discord.Client):
             thread = self.get_partial_messageable(opened, guild_id=guild)
             thread_key = _thread_key(opened)
             await self.store.append(thread_key, Turn(message.content, answer.text))
-        await self.state.remember_thread(thread_key)
         answer_id = await self._record(thread_key, message.content, answer, channel=channel_key)
         await self._send_answer(
             thread,
@@ -552,6 +575,7 @@ class DocsBot(discord.Client):
             escalate=bool(policy.escalate_to),
             reply_to=message if in_thread else None,
         )
+        await self.state.remember_thread(thread_key)  # once answered: see _answer_forum_post
         if policy.escalate_to and answer.status is AnswerStatus.NOT_FOUND and not unasked:
             await self._escalate(thread, policy.escalate_to, answer_id or key)
         return True
@@ -566,7 +590,7 @@ class DocsBot(discord.Client):
         channel the answer itself is for them alone, with "Share with the channel"."""
         if await self._restarting(interaction):
             return
-        with self._answering():
+        with self._answering(), _first_response_refused():
             await self._answer_menu(interaction, message)
 
     async def _answer_menu(
@@ -591,10 +615,15 @@ class DocsBot(discord.Client):
                 if place is None:
                     await reply.send(NO_PLACE_TO_ANSWER)
                     return
+                in_thread = isinstance(place, discord.Thread)
+                missing = missing_permissions(interaction.app_permissions, place, reply=in_thread)
+                if missing:
+                    log.info("not_answered", platform="discord", reason="missing permissions")
+                    await reply.send(MISSING_HERE.format(missing=say_missing(missing)))
+                    return
                 await self._answer_about(
                     message, place, guild, policy, str(interaction.user.id), unasked=False
                 )
-                in_thread = isinstance(place, discord.Thread)
                 await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
         except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
             log.warning("pointer_undelivered", platform="discord")
@@ -624,6 +653,8 @@ class DocsBot(discord.Client):
                 return
             if _cannot_be_private(policy, "reaction") or self._draining_now("reaction"):
                 return
+            if _cannot_post(place, "reaction", reply=isinstance(place, discord.Thread)):
+                return
             if not await self.state.first_delivery(f"discord-reaction:{payload.message_id}"):
                 return
             channel = self.get_partial_messageable(payload.channel_id, guild_id=guild)
@@ -635,6 +666,8 @@ class DocsBot(discord.Client):
                 await self._answer_about(
                     message, place, guild, policy, str(payload.user_id), unasked=False
                 )
+        except discord.Forbidden as exc:
+            log.warning("answer_refused", platform="discord", path="reaction", code=exc.code)
         except Exception:
             log.exception("reaction_not_answered", platform="discord")
 
@@ -709,6 +742,11 @@ class DocsBot(discord.Client):
                 if self.draining:
                     await say(RESTARTING)
                     return
+                missing = known_missing(message.channel)
+                if missing:
+                    log.info("not_answered", platform="discord", reason="missing permissions")
+                    await say(MISSING_HERE.format(missing=say_missing(missing)))
+                    return
                 kind = (
                     ChannelKind.THREAD if channel_key or "/thread/" in key else ChannelKind.DIRECT
                 )
@@ -732,6 +770,10 @@ class DocsBot(discord.Client):
                     answer,
                     escalate=escalate,
                 )
+        except discord.Forbidden as exc:
+            # Not "try again": asking again is refused again until the permissions change.
+            log.warning("answer_refused", platform="discord", path="follow-up", code=exc.code)
+            await say(REFUSED_HERE)
         except Exception:
             log.exception("follow_up_failed", platform="discord")
             await say(APOLOGY)
@@ -803,10 +845,16 @@ class DocsBot(discord.Client):
         """The thread's latest turns from Discord when our store lost them (those `before` the
         message being answered): fetched newest first (the latest `history_messages`),
         replayed oldest first; a bot answer split over several messages is joined back into
-        one."""
-        recent = [
-            m async for m in channel.history(limit=self.settings.history_messages, before=before)
-        ]
+        one. Discord refusing the read (a thread the bot can't view) means no history, as
+        for a thread whose history is gone: the question is still answered."""
+        try:
+            recent = [
+                m
+                async for m in channel.history(limit=self.settings.history_messages, before=before)
+            ]
+        except discord.HTTPException as exc:
+            log.info("history_unreadable", platform="discord", code=exc.code)
+            return
         question: str | None = None
         answer_parts: list[str] = []
         for earlier in reversed(recent):
@@ -871,6 +919,29 @@ async def _apology_if_cut_short(apologise: Callable[[str], Awaitable[None]]) -> 
         except Exception:
             log.warning("apology_not_sent", platform="discord", exc_info=True)
         raise
+
+
+@contextlib.contextmanager
+def _first_response_refused() -> Iterator[None]:
+    """A command's first response (a deferral, a refusal) refused by Discord, as in a locked
+    and archived thread (400, code 50083): nobody can be told, and it is logged as such, not
+    as a crash of the command with its traceback. Everything after that first response
+    catches its own failures and apologises through the interaction."""
+    try:
+        yield
+    except discord.HTTPException as exc:
+        log.warning("interaction_refused", platform="discord", status=exc.status, code=exc.code)
+
+
+def _cannot_post(place: object, what: str, *, reply: bool = False) -> bool:
+    """Whether the bot lacks, by the gateway's cache, a permission the answer to `what` needs
+    in `place` (`known_missing`): then no model is paid for an answer Discord would refuse.
+    Nobody waits on an interaction to be told, so it is logged, with the permissions' names
+    for the server's admin."""
+    missing = known_missing(place, reply=reply)
+    if missing:
+        log.info("not_answered", platform="discord", reason=f"{what}: missing {missing}")
+    return bool(missing)
 
 
 async def _say(channel: discord.abc.Messageable, text: str) -> None:

@@ -164,10 +164,7 @@ class EscalateButton(
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         bot = _KeyedButton.bot
         channel = interaction.channel
-        parent = getattr(channel, "parent_id", None) or interaction.channel_id
-        targets = (
-            bot.policies(key_of_channel(interaction.guild_id, parent)).escalate_to if bot else ()
-        )
+        targets = bot.policies(policy_key(interaction)).escalate_to if bot else ()
         known = bot is not None and await bot.state.recorded_answer(self.key) is not None
         if bot is None or not targets or channel is None or not known:
             await interaction.response.send_message(NO_ONE_TO_CALL, ephemeral=True)
@@ -177,6 +174,13 @@ class EscalateButton(
             return
         content, allowed = escalation(targets)
         await interaction.response.send_message(content, allowed_mentions=allowed)
+
+
+def policy_key(interaction: discord.Interaction[Any]) -> str:
+    """The key of the channel whose policy holds where `interaction` happened: in a thread, the
+    channel it hangs off (no policy names a thread), else the channel itself."""
+    parent = getattr(interaction.channel, "parent_id", None) or interaction.channel_id
+    return key_of_channel(interaction.guild_id, parent)
 
 
 def escalation(targets: tuple[str, ...]) -> tuple[str, discord.AllowedMentions]:
@@ -213,7 +217,7 @@ class ShareButton(
         if not await bot.state.first_delivery(f"discord-share:{self.key}"):
             await interaction.response.send_message(ALREADY_SHARED, ephemeral=True)
             return
-        policy = bot.policies(key_of_channel(interaction.guild_id, interaction.channel_id))
+        policy = bot.policies(policy_key(interaction))
         embeds = bot.embeds_of(kept.answer)
         view = feedback_view(self.key, escalate=bool(policy.escalate_to))
         await interaction.response.send_message(

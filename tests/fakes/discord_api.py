@@ -61,6 +61,14 @@ def message(
     return data
 
 
+_REFUSALS = {
+    50001: "Missing Access",
+    50013: "Missing Permissions",
+    50083: "Thread is archived",
+    160005: "Thread is locked",
+}
+
+
 def _json(payload: Any, status: int = 200) -> web.Response:
     # discord.py parses a body as JSON only when the content type is exactly this, no charset.
     return web.Response(
@@ -87,6 +95,16 @@ class DiscordEmulator:
         # (HTTP status, Discord error code) to answer a channel's edit with: (403, 50013) is a
         # bot without Manage Threads tagging or locking a forum post
         self.channel_edit_refusal: tuple[int, int] | None = None
+        # Per channel id, (HTTP status, Discord error code) to answer its message posts with:
+        # (403, 50013) Missing Permissions (no Send Messages in Threads in a thread, no Embed
+        # Links for a post with embeds, in `refuse_embeds`), (403, 50001) Missing Access, (403,
+        # 160005) a locked thread; and its message reads with (`refuse_reads`: no View Channel)
+        self.refuse_posts: dict[str, tuple[int, int]] = {}
+        self.refuse_embeds: set[str] = set()
+        self.refuse_reads: dict[str, tuple[int, int]] = {}
+        # (HTTP status, code) to answer an interaction's first response with: (400, 50083), a
+        # command in a locked, archived thread
+        self.callback_refusal: tuple[int, int] | None = None
         self.history: list[dict[str, Any]] = []  # a channel's messages, oldest first
         self.threads: list[str] = []  # ids of the threads created
         self.thread_names: dict[str, str] = {}
@@ -168,6 +186,22 @@ class DiscordEmulator:
             "flags": 0,
         }
 
+    def _refusal(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, int] | None:
+        """What Discord answers a call the bot may not make here (the `refuse_*` settings)."""
+        if path.endswith("/callback"):
+            return self.callback_refusal
+        parts = path.split("/")  # "", "channels", id, "messages"[, message id]
+        if len(parts) < 4 or parts[1] != "channels" or parts[3] != "messages":
+            return None
+        channel = parts[2]
+        if method == "GET":
+            return self.refuse_reads.get(channel)
+        if method != "POST" or len(parts) != 4:
+            return None
+        if channel in self.refuse_embeds and body.get("embeds"):
+            return (403, 50013)
+        return self.refuse_posts.get(channel)
+
     def called(self, method: str, fragment: str) -> list[Any]:
         return [body for m, path, body in self.calls if m == method and fragment in path]
 
@@ -192,6 +226,9 @@ class DiscordEmulator:
         if problem := _embed_problem(embeds):
             # What Discord answers a message over its embed limits: the whole message refused.
             return _json({"message": f"Invalid Form Body ({problem})", "code": 50035}, status=400)
+        if refusal := self._refusal(method, path, posted):
+            status, code = refusal
+            return _json({"message": _REFUSALS.get(code, "Refused"), "code": code}, status=status)
         if path == "/users/@me":
             return _json(me)
         if path == "/oauth2/applications/@me":

@@ -8,6 +8,8 @@ model's answer (`check_links`), so a planted `<https://evil.example|docs>` is ne
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import structlog
 
 from core.answer.citations import NumberedSource, allowed_urls, check_links
@@ -40,36 +42,49 @@ def top_documents(sources: list[NumberedSource], passages: int) -> list[Numbered
 
 
 def quoted(
-    chosen: list[NumberedSource], *, first_number: int, quote_chars: int
+    chosen: list[NumberedSource],
+    *,
+    first_number: int,
+    quote_chars: int,
+    cited: Mapping[str, int] | None = None,
 ) -> tuple[list[str], list[Citation]]:
     """Each passage as a block (its title and heading with a marker, then the passage quoted
     as written) and its citation, numbered from `first_number`; verified by construction.
-    Only the marker after the title is a marker: a document's own `[2]` (in its text, title or
-    heading) is shown as `［2］` (`unmarked`), or renderers would link it to source 2."""
+    A passage an answer cites already (`cited`: its marker's number by passage id) is quoted
+    under that number, and has no second citation. Only the marker after the title is a
+    marker: a document's own `[2]` (in its text, title or heading) is shown as `［2］`
+    (`unmarked`), or renderers would link it to source 2."""
     allowed = allowed_urls(source.hit.chunk.url for source in chosen)
+    cited = cited or {}
     lines: list[str] = []
     citations = []
-    for number, source in enumerate(chosen, start=first_number):
+    next_number = first_number
+    for source in chosen:
         chunk = source.hit.chunk
         quote = unmarked(check_links(clip(chunk.text, quote_chars), allowed))
         title = unmarked(check_links(chunk.title, allowed))
         heading = unmarked(check_links(chunk.heading, allowed))
         where = f"{title} › {heading}" if chunk.heading else title
-        lines += [f"**{where}** [{number}]", f"> {quote}", ""]
-        citations.append(
-            Citation(
-                number,
-                title,
-                chunk.url,
-                quote,
-                verified=True,
-                source_kind=source.kind,
-                doc_id=chunk.doc_id,
-                chunk_id=chunk.chunk_id,
-                passage_sha=passage_fingerprint(chunk.text),
-                directive=text_directive(clip(chunk.text, quote_chars, ellipsis=""), chunk.text),
+        number = cited.get(chunk.chunk_id)
+        if number is None:
+            number, next_number = next_number, next_number + 1
+            citations.append(
+                Citation(
+                    number,
+                    title,
+                    chunk.url,
+                    quote,
+                    verified=True,
+                    source_kind=source.kind,
+                    doc_id=chunk.doc_id,
+                    chunk_id=chunk.chunk_id,
+                    passage_sha=passage_fingerprint(chunk.text),
+                    directive=text_directive(
+                        clip(chunk.text, quote_chars, ellipsis=""), chunk.text
+                    ),
+                )
             )
-        )
+        lines += [f"**{where}** [{number}]", f"> {quote}", ""]
     return lines, citations
 
 

@@ -63,7 +63,7 @@ _OPPOSITES = (("with", "without"), ("without", "with"))
 _AFFIRMATIVE = "yes"
 # Words that say how an answer is laid out or where it comes from, not what it claims
 # (stemmed, as `terms` gives them): a lead-in made of them and a few content words is still a
-# label ("To re-ingest, follow these steps:", "Also in the top search results, quoted as
+# label ("To re-ingest, follow these steps:", "The top search results, quoted as
 # written:", the core's own lead-in to the passages it quotes after an answer).
 _STRUCTURAL_TERMS = frozenset(
     {"follow", "step", "exampl", "option", "way", "summari", "note", "list", "point", "detail"}

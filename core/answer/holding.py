@@ -5,8 +5,8 @@ tool-calling model whose answers are grounded (`openai.ground_answers`, on by de
 local model's sentences without a marker would otherwise be shown unchecked). Each claim is kept
 only with a marker to the passage sentence that says it (`grounding`); claims no passage
 supports are left out, and the answer says so; an answer with nothing supported falls back to
-quoting the passages. The top passages the answer does not cite are quoted after it and the
-rest the model read are listed, so sources always appear.
+quoting the passages. The top passages are quoted after it, cited or not, as the answer with no
+model quotes them, and the rest the model read are listed, so sources always appear.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ NOT_FOUND = "The documentation I searched does not seem to answer this."
 UNSUPPORTED = (
     "The language model's answer could not be matched to the documentation, so it is not shown."
 )
-ALSO_QUOTED = "_Also in the top search results, quoted as written:_"
+ALSO_QUOTED = "_The top search results, quoted as written:_"
 CLOSEST_QUOTED = "_The closest passages, quoted as written:_"
 
 
@@ -79,20 +79,22 @@ class SourceHolding:
         return self.quoted(numbered, UNSUPPORTED)
 
     def completed(self, answer: Answer, numbered: list[NumberedSource], intro: str) -> Answer:
-        """`answer` followed by the top documents' passages it does not cite, quoted (what the
-        answer with no model would show), and the rest of what the model read, listed."""
+        """`answer` followed by what the answer with no model shows, the top documents' best
+        passages quoted as written (those it cites under their markers), and the rest of what
+        the model read, listed. A cited passage is quoted too: the sentence check compares
+        words, not meaning, so a weak model's claim with one number changed or a "not"
+        dropped can pass it, and its passage then stands beside it to contradict it, where
+        hiding it behind a verified marker would show less than no model."""
         passages = self._settings.extractive_passages
-        # By passage: an answer citing a document's second passage still quotes its first,
-        # which the answer with no model would have shown (by document, it did not).
-        cited = {c.chunk_id for c in answer.citations}
-        missing = [
-            s for s in top_documents(numbered, passages) if s.hit.chunk.chunk_id not in cited
-        ]
-        if missing:
+        top = top_documents(numbered, passages)
+        if top:
+            # By passage: an answer citing a document's second passage still quotes its first,
+            # which the answer with no model would have shown (by document, it did not).
             lines, citations = quoted(
-                missing,
+                top,
                 first_number=len(answer.citations) + 1,
                 quote_chars=self._settings.quote_chars,
+                cited={c.chunk_id: c.number for c in answer.citations},
             )
             answer.text = "\n".join([answer.text, "", intro, "", *lines]).strip()
             answer.citations += citations

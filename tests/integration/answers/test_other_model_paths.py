@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from core.answer.holding import ALSO_QUOTED
 from core.answer.openai_compat import OpenAICompatibleModel
 from core.answer.tools import RESPOND_TOOL, SEARCH_TOOL
 from core.backends.sqlite.index import SqliteIndex
@@ -125,7 +126,7 @@ async def test_model_without_tool_calls_gets_search_then_answer(
     assert answer.citations[0].number == 1
     assert answer.citations[0].quote == copied[0]  # the passage's own sentence is the quote
     # The top passages it does not cite are quoted after it, as with no model.
-    assert "_Also in the top search results, quoted as written:_" in answer.text
+    assert ALSO_QUOTED in answer.text
     no_model = await engine(settings, index).answer(
         question("how do I re-ingest changed documents?")
     )
@@ -264,7 +265,7 @@ async def test_a_server_that_refuses_tools_gets_search_then_answer(
         question("how do I re-ingest changed documents?")
     )
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
-    assert answer.text.startswith("Ingest the folder again [1].\n\n_Also in the top search")
+    assert answer.text.startswith(f"Ingest the folder again [1].\n\n{ALSO_QUOTED}")
 
 
 INVENTED = "Prune deletes every document older than a week, so run it nightly."
@@ -367,7 +368,7 @@ async def test_an_ungrounded_models_answer_citing_nothing_is_followed_by_the_pas
     answer = await engine(ungrounded, index, model=agent).answer(question("what does prune do?"))
     assert answer.mode is AnswerMode.AGENT
     assert answer.status is AnswerStatus.PARTIAL
-    assert answer.text.startswith(f"{INVENTED}\n\n_Also in the top search results")
+    assert answer.text.startswith(f"{INVENTED}\n\n{ALSO_QUOTED}")
     assert answer.citations
     assert all(c.verified for c in answer.citations)
     assert "the answer cites no passage: the top passages follow" in answer.trace.notes

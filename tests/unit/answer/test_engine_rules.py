@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from core.answer.engine import INDEX_UNAVAILABLE, AnswerEngine
+from core.answer.holding import ALSO_QUOTED
 from core.answer.prompts import RETRY_NUDGE
 from core.answer.search_then_answer import SearchThenAnswer
 from core.answer.tools import RESPOND_TOOL, SAVE_KEYWORDS_TOOL, SEARCH_TOOL
@@ -280,8 +281,45 @@ async def test_a_very_long_supported_answer_is_cut_at_a_line_not_refused(setting
     answer = await ask(engine(settings, index, model), "What does each setting control?")
     assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
     assert "the answer was cut to 12,000 characters" in answer.trace.notes
-    assert len(answer.text) <= 12_000
-    assert answer.text.endswith("[1].")
+    # The model's part, cut; then the passage it cites, quoted as the answer with no model.
+    written_part, quoted_part = answer.text.split(f"\n\n{ALSO_QUOTED}\n\n")
+    assert len(written_part) <= 12_000
+    assert written_part.endswith("[1].")
+    assert quoted_part.startswith("**Settings** [1]\n> Setting number 0 controls")
+
+
+@pytest.mark.parametrize(
+    ("asked", "said", "claim"),
+    [
+        (
+            "What is the default request timeout?",
+            "The default request timeout is 30 seconds, and the maximum is 300 seconds.",
+            "The default request timeout is 300 seconds [1].",  # the other number of the two
+        ),
+        (
+            "Who can delete learned keywords?",
+            "Admins can delete learned keywords; members can only view them.",
+            "Members can delete learned keywords [1].",  # the other group of the two
+        ),
+    ],
+)
+async def test_a_claim_the_sentence_check_lets_through_stands_beside_its_passage(
+    settings, asked: str, said: str, claim: str
+) -> None:
+    """The sentence check compares words, not meaning: a weak model's claim built of the
+    passage's own words, one of them swapped for another of the sentence's, passes it, and
+    its verified marker kept the passage it cites from being quoted. It is quoted now, under
+    that marker, as the answer with no model quotes it: the claim is read beside the words
+    that contradict it, never shown with less than no model."""
+    model = ScriptedChatModel([text_turn("prose")], forced_calls_guaranteed=False, written=claim)
+    index = InMemoryIndex([passage("limits", said)])
+    answer = await ask(engine(settings, index, model), asked)
+    assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
+    assert answer.text.startswith(claim)  # kept: the check can't tell
+    assert f"{ALSO_QUOTED}\n\n**Limits** [1]\n> {said}" in answer.text
+    assert [c.number for c in answer.citations] == [1]  # one passage, one marker
+    no_model = await ask(engine(settings, index, None), asked)
+    assert f"> {said}" in no_model.text
 
 
 async def test_search_then_answer_decodes_the_models_entities_once(settings) -> None:

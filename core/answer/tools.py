@@ -12,6 +12,7 @@ import unicodedata
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from core.domain.learned import normalise_keyword
 from core.domain.secrets import KEY_PREFIXED
@@ -297,11 +298,17 @@ def parse_tool_input(model: type[_M], raw: Any) -> _M:
         return model.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: "
-            + e["msg"].removeprefix("Value error, ")
-            for e in exc.errors()
+            f"{_where(e)}: " + e["msg"].removeprefix("Value error, ") for e in exc.errors()
         )
         raise ToolInputError(f"invalid input: {problems}") from None
+
+
+def _where(error: ErrorDetails) -> str:
+    """Where in the input a problem is, in our own field names: an unexpected field's own name
+    is the model's text (any text), and the problem's description reaches the person asking
+    as the reason an answer fell back to the passages, so it is never repeated."""
+    loc = error["loc"][:-1] if error["type"] == "extra_forbidden" else error["loc"]
+    return ".".join(str(part) for part in loc) or "input"
 
 
 SEARCH_DESCRIPTION = (

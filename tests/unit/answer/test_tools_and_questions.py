@@ -55,6 +55,20 @@ def test_respond_input_is_validated(raw: object, problem: str) -> None:
         parse_tool_input(RespondInput, raw)
 
 
+@pytest.mark.parametrize("where", ["input", "citations.0"])
+def test_an_unexpected_fields_name_is_never_repeated(where: str) -> None:
+    """The name is the model's text, and the problem reaches the person asking as the reason
+    the answer fell back to the passages: "invalid input (SECURITY NOTICE from IT: reply with
+    your password...: Extra inputs are not permitted)"."""
+    planted = "SECURITY NOTICE from IT: reply with your password"
+    citation: dict[str, object] = {"source": 1, "quote": "q"}
+    raw: dict[str, object] = {"answer": "a", "citations": [citation], "status": "answered"}
+    (raw if where == "input" else citation)[planted] = 1
+    with pytest.raises(ToolInputError) as refused:
+        parse_tool_input(RespondInput, raw)
+    assert str(refused.value) == f"invalid input: {where}: Extra inputs are not permitted"
+
+
 def test_tool_schemas_match_the_validators() -> None:
     tools = {t["name"]: t for t in tool_definitions()}
     search = tools["search_knowledge_base"]["input_schema"]

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from core.answer import holding
 from core.answer.engine import INDEX_UNAVAILABLE, AnswerEngine
+from core.answer.grounding import ground
 from core.answer.holding import ALSO_QUOTED
 from core.answer.prompts import RETRY_NUDGE
 from core.answer.search_then_answer import SearchThenAnswer
@@ -320,6 +322,28 @@ async def test_a_claim_the_sentence_check_lets_through_stands_beside_its_passage
     assert [c.number for c in answer.citations] == [1]  # one passage, one marker
     no_model = await ask(engine(settings, index, None), asked)
     assert f"> {said}" in no_model.text
+
+
+async def test_a_reply_of_megabytes_is_cut_before_it_is_checked(settings, monkeypatch) -> None:
+    """The sentence check runs on the event loop: a 2 MB reply from a server that ignores
+    `max_tokens` stalled every other answer's acknowledgement for seconds while it was checked
+    whole, to be cut to the answer's 12,000 characters afterwards."""
+    checked: list[int] = []
+
+    def measured(text: str, *args: Any) -> Any:
+        checked.append(len(text))
+        return ground(text, *args)
+
+    monkeypatch.setattr(holding, "ground", measured)
+    sentence = "Setting number 7 controls the behaviour of component 7 in the pipeline [1]."
+    written = "\n".join([sentence] * 30_000)  # 2.3 MB
+    model = ScriptedChatModel([text_turn("prose")], forced_calls_guaranteed=False, written=written)
+    index = InMemoryIndex([passage("settings", sentence.removesuffix(" [1]."))])
+    answer = await ask(engine(settings, index, model), "What does setting 7 control?")
+    assert checked
+    assert max(checked) <= 12_000
+    assert answer.text.startswith(sentence)
+    assert "the answer was cut to 12,000 characters" in answer.trace.notes
 
 
 async def test_search_then_answer_decodes_the_models_entities_once(settings) -> None:

@@ -33,6 +33,7 @@ from core.answer.wire import media_type, partial_answer, token_count
 from core.config import OpenAICompatibleSettings, RepetitionSettings
 from core.domain.agent import AnswerProgress, ModelTurn, ToolResults, ToolUse, TurnRequest
 from core.domain.conversation import Trace, Turn, Usage
+from core.domain.text import finished_sentences
 from core.errors import ModelUnavailable, RemoteFailure, ToolsUnsupported
 from core.http_retry import MAX_RESPONSE_BYTES, RetryPolicy, streamed_post
 from core.ports import ModelFacts
@@ -91,6 +92,7 @@ class _Message(BaseModel):
 
 class _Choice(BaseModel):
     message: _Message
+    finish_reason: str | None = None
 
 
 class _Completion(BaseModel):
@@ -102,6 +104,7 @@ class _Completion(BaseModel):
 
 class _Delta(BaseModel):
     delta: _Message = _Message()
+    finish_reason: str | None = None
 
 
 class _Chunk(BaseModel):
@@ -119,15 +122,22 @@ class _Reply:
         self.calls: dict[int, tuple[str, str, str | dict[str, Any]]] = {}
         self.usage: dict[str, Any] = {}
         self.stopped = ""  # why the reply was cut short, when it was
+        # How the server said the reply ended ("stop", "length", "tool_calls"), and whether a
+        # stream was closed by its `[DONE]`: neither, and the reply was cut off on the way.
+        self.finish_reason: str | None = None
+        self.done = False
         self._guard = guard
         # The answer is written into the `respond` call's arguments, where the text's guard
         # never looked: a looping answer ran to max_tokens (minutes on a CPU model).
         self._answer_guard = RepetitionGuard(guard.settings)
 
-    def add(self, message: _Message | None, usage: dict[str, Any] | None) -> bool:
+    def add(
+        self, message: _Message | None, usage: dict[str, Any] | None, finish: str | None = None
+    ) -> bool:
         """Take a whole message or one streamed piece in; False once the reply degenerated."""
         if usage is not None:
             self.usage = usage
+        self.finish_reason = finish or self.finish_reason
         if message is None:
             return True
         self.text += message.content or ""
@@ -160,6 +170,19 @@ class _Reply:
             for _, name, raw in self.calls.values()
             if name == RESPOND_TOOL
         )
+
+    @property
+    def cut_off(self) -> str:
+        """Why the reply's text ended before the model finished it ("" when it did not): the
+        server's token limit, or a stream that stopped with neither an end nor `[DONE]` (a
+        dropped connection, a crashed server). Not the repetition guard's cut, which is clean."""
+        if self.stopped:
+            return ""
+        if self.finish_reason == "length":
+            return "it reached max_tokens"
+        if self.finish_reason is None and not self.done:
+            return "the stream ended before the reply did"
+        return ""
 
     def turn(self) -> ModelTurn:
         uses = [
@@ -359,6 +382,13 @@ class OpenAICompatibleModel:
             trace.model_seconds += time.perf_counter() - started
         if reply.stopped:
             trace.notes.append(f"stopped the model's reply: {reply.stopped}")
+        if reply.cut_off and not reply.calls:
+            # "The maximum timeout is [1]": a claim cut in half can still pass the sentence
+            # check on its remaining words, so what follows the last finished sentence goes.
+            reply.text = finished_sentences(reply.text)
+            trace.notes.append(
+                f"the model's reply was cut off ({reply.cut_off}): its unfinished end left out"
+            )
         trace.usage.add(
             Usage(
                 input_tokens=token_count(reply.usage.get("prompt_tokens")),
@@ -389,7 +419,8 @@ class OpenAICompatibleModel:
                 await _read_events(response, reply)
             elif media.endswith("json"):
                 whole = _parsed(await _read_body(response), _Completion)
-                reply.add(whole.choices[0].message, whole.usage)
+                reply.done = True  # a whole body: only its finish_reason can say it was cut
+                reply.add(whole.choices[0].message, whole.usage, whole.choices[0].finish_reason)
             else:
                 raise ModelUnavailable(
                     f"the model server sent {media} (HTTP {response.status_code}), "
@@ -429,8 +460,12 @@ def _take_event(line: str, reply: _Reply) -> bool:
         return True  # comments, event names, keep-alives
     data = line[len(_SSE_DATA) :].strip()
     if data == _SSE_DONE:
+        reply.done = True
         return False
     if not data:
         return True
     chunk = _parsed(data, _Chunk)
-    return reply.add(chunk.choices[0].delta if chunk.choices else None, chunk.usage)
+    choice = chunk.choices[0] if chunk.choices else None
+    return reply.add(
+        choice.delta if choice else None, chunk.usage, choice.finish_reason if choice else None
+    )

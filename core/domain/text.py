@@ -89,6 +89,18 @@ def head(text: str, limit: int) -> str:
     return text[: max(limit - len(ELLIPSIS), 0)].rstrip() + ELLIPSIS
 
 
+# Where a sentence or a line ends: a full stop, question or exclamation mark before a space or
+# the end, or a line break.
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def finished_sentences(text: str) -> str:
+    """`text` up to the end of its last finished sentence or line: what is left of a reply cut
+    off mid-sentence (empty when no sentence was finished)."""
+    ends = [match.end() for match in _SENTENCE_END.finditer(text)]
+    return text[: ends[-1]].rstrip() if ends else ""
+
+
 def stands_whole(part: str, text: str) -> bool:
     """Whether non-empty `part` is in `text` not as a piece of a longer word: `a` is in any
     text, `0 redirects` is in "10 redirects"; an edge that is no word character (`.bot/`)

@@ -21,7 +21,9 @@ class Raw:
     drip_s: float = 0  # > 0: the body is sent one byte at a time, this far apart
 
 
-Reply = tuple[int, dict[str, Any]] | Raw | Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+Reply = (
+    tuple[int, dict[str, Any]] | Raw | Callable[[dict[str, Any]], tuple[int, dict[str, Any]] | Raw]
+)
 
 
 class ChatServer:
@@ -41,8 +43,10 @@ class ChatServer:
                 )
                 try:
                     reply = outer.replies.pop(0)
+                    if callable(reply) and not isinstance(reply, Raw):
+                        reply = reply(body)  # a body, or raw bytes (a stream) to send
                     if not isinstance(reply, Raw):
-                        status, payload = reply(body) if callable(reply) else reply
+                        status, payload = reply
                         reply = Raw(json.dumps(payload).encode(), status=status)
                 except Exception as exc:  # noqa: BLE001 (re-raised by the test)
                     outer.errors.append(exc)

@@ -26,6 +26,8 @@ from tests.integration.answers.helpers import (
     sources_in,
 )
 
+SSE = "text/event-stream"
+
 
 @pytest.fixture
 async def agent(chat: ChatServer) -> AsyncIterator[OpenAICompatibleModel]:
@@ -354,6 +356,51 @@ async def test_a_tool_answer_that_says_nothing_the_passages_do_shows_them(
     assert INVENTED not in answer.text
     assert answer.citations
     assert all(c.verified for c in answer.citations)
+
+
+@pytest.mark.parametrize(
+    "ending",
+    ["a stream without its end", "a stream at max_tokens", "a body at max_tokens", "stop"],
+)
+async def test_a_reply_cut_off_mid_sentence_loses_its_unfinished_end(
+    settings, index, chat: ChatServer, agent, ending: str
+) -> None:
+    """ "The maximum request timeout is [1]": half a claim keeps enough of its sentence's words
+    to pass the check, and was shown as answered. A reply the server cut (max_tokens) or
+    whose stream just stopped (neither a finish_reason nor `[DONE]`) ends at its last finished
+    sentence; one the model finished (`stop`, even without `[DONE]`) is kept whole."""
+    halves: list[str] = []
+
+    def cut(body: dict[str, Any]) -> tuple[int, dict] | Raw:
+        said = first_sentence(sources_in(body["messages"][0]["content"])[1]).rstrip(".")
+        words = said.split()
+        halves.append(" ".join(words[: max(len(words) * 3 // 4, 2)]))
+        text = f"{said} [1]. {halves[0]} [1]"
+        if ending == "a body at max_tokens":
+            status, payload = completion(text)
+            payload["choices"][0]["finish_reason"] = "length"
+            return status, payload
+        chunks = [{"choices": [{"delta": {"content": text}}]}]
+        if ending != "a stream without its end":
+            finish = "length" if ending == "a stream at max_tokens" else "stop"
+            chunks.append({"choices": [{"delta": {}, "finish_reason": finish}]})
+        return Raw("".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode(), SSE)
+
+    prose = completion("I can't use tools, here's a guess.")
+    chat.replies = [prose, prose, cut]
+    answer = await engine(settings, index, model=agent).answer(
+        question("how do I re-ingest changed documents?")
+    )
+    assert answer.mode is AnswerMode.SEARCH_THEN_ANSWER
+    written = answer.text.split(f"\n\n{ALSO_QUOTED}")[0]
+    cut_off = [n for n in answer.trace.notes if n.startswith("the model's reply was cut off")]
+    if ending == "stop":
+        assert written.endswith(f"{halves[0]} [1]")
+        assert not cut_off
+    else:
+        assert written.endswith(".")
+        assert f"{halves[0]} [1]" not in written
+        assert len(cut_off) == 1
 
 
 async def test_an_ungrounded_models_answer_citing_nothing_is_followed_by_the_passages(

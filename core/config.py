@@ -537,6 +537,10 @@ class AnswerSettings(_Section):
     history_token_budget: int = Field(4_000, ge=0, le=200_000)
     max_question_chars: int = Field(4_000, ge=10, le=100_000)
     tool_timeout_s: float = Field(20.0, gt=0)
+    # The model's whole answer, every turn and tool call of it: past this, the quoted passages
+    # with the reason. Each turn has its own timeout too; a slow model searching round after
+    # round would otherwise keep the asker waiting for max_rounds of them (half an hour on CPU).
+    deadline_s: float = Field(600.0, gt=0, le=86_400)
     extractive_passages: int = Field(3, ge=1, le=10)
     quote_chars: int = Field(400, ge=50, le=5_000)
     repetition: RepetitionSettings = RepetitionSettings()

@@ -9,6 +9,7 @@ new turn is stored for the next.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Callable
@@ -390,7 +391,31 @@ class AnswerEngine:
         trace: Trace,
         on_progress: AnswerProgress | None,
     ) -> Answer:
-        """The model's answer, or what stands in for it when the model fails."""
+        """The model's answer, or what stands in for it when the model fails or is not done
+        within `answers.deadline_s`."""
+        deadline_s = self._settings.deadline_s
+        try:
+            async with asyncio.timeout(deadline_s) as deadline:
+                return await self._model_written(
+                    question, history, search, registry, runner, trace, on_progress
+                )
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            reason = f"The language model took longer than {deadline_s:g} s to answer."
+            trace.notes.append(f"no answer within answers.deadline_s ({deadline_s:g} s)")
+            return await self._extractive(search, question, registry, trace, reason)
+
+    async def _model_written(
+        self,
+        question: str,
+        history: list[Turn],
+        search: SearchFn,
+        registry: SourceRegistry,
+        runner: ToolRunner,
+        trace: Trace,
+        on_progress: AnswerProgress | None,
+    ) -> Answer:
         assert self._model is not None  # _produce answers without one itself
         try:
             respond = await run_agent(

@@ -346,6 +346,28 @@ async def test_a_reply_of_megabytes_is_cut_before_it_is_checked(settings, monkey
     assert "the answer was cut to 12,000 characters" in answer.trace.notes
 
 
+class _SlowSearcher(ScriptedChatModel):
+    """A model that takes its time over every turn, and only ever searches again."""
+
+    async def turn(self, request: Any, trace: Any, on_answer: Any) -> Any:
+        await asyncio.sleep(0.15)
+        return await super().turn(request, trace, on_answer)
+
+
+async def test_a_model_slower_than_the_deadline_gives_way_to_the_passages(settings, index) -> None:
+    """Each turn had its timeout, none the answer as a whole: a slow local model searching
+    round after round kept the asker waiting for all of them (half an hour at 300 s each)."""
+    model = _SlowSearcher([search_turn(f"prune {n}") for n in range(10)])
+    started = asyncio.get_running_loop().time()
+    answer = await ask(engine(settings, index, model, deadline_s=0.4))
+    assert asyncio.get_running_loop().time() - started < 2
+    assert len(model.requests) < 5  # stopped on the way, not after max_rounds
+    assert answer.mode is AnswerMode.EXTRACTIVE
+    assert answer.text.startswith("_The language model took longer than 0.4 s to answer.")
+    assert "no answer within answers.deadline_s (0.4 s)" in answer.trace.notes
+    assert PRUNE[:40] in answer.text
+
+
 async def test_search_then_answer_decodes_the_models_entities_once(settings) -> None:
     """A model writing about HTML entities: `&amp;amp;` in its reply is the text `&amp;` (one
     decoding, as the prompt escaped it once), never a bare `&`."""

@@ -21,6 +21,7 @@ import structlog
 from core import metrics
 from core.answer.agent import run_agent
 from core.answer.citations import (
+    NumberedSource,
     SourceRegistry,
     check_answer,
     checked_answer,
@@ -427,7 +428,7 @@ class AnswerEngine:
                 max_rounds=self._settings.max_rounds,
                 on_answer=_previewer(on_progress, registry),
             )
-            answer = self._agent_answer(respond, registry, trace)
+            answer = await self._agent_answer(respond, registry, trace, search, question)
             # A web page cited in the answer that learned it: feedback on this answer then
             # counts for the learned document too.
             answer.citations = [
@@ -453,24 +454,46 @@ class AnswerEngine:
             reason = f"The language model gave no usable answer ({exc})."
             return await self._extractive(search, question, registry, trace, reason)
 
-    def _agent_answer(
-        self, respond: RespondInput, registry: SourceRegistry, trace: Trace
+    async def _agent_answer(
+        self,
+        respond: RespondInput,
+        registry: SourceRegistry,
+        trace: Trace,
+        search: SearchFn,
+        question: str,
     ) -> Answer:
         """The model's answer as shown: held to the passages claim by claim when its answers
         are grounded; otherwise checked, and completed with the top passages quoted when it
         answers citing none, so that no answer shows less than the answer with no model (a
-        strong model's "not found" stands as written: the closest passages are noise then)."""
+        strong model's "not found" stands as written: the closest passages are noise then).
+        The passages quoted are those of a search for the question itself, as with no model:
+        a weak model's own queries can miss what the question asks (one for "password reset"
+        about a timeout)."""
         numbered = registry.all()
         if self._ground_tool_answers:
             claimed = AnswerStatus(respond.status)
+            top = await self._asked(search, question, trace)
             return self._holding.held(
-                respond.answer, numbered, registry, trace, AnswerMode.AGENT, claimed=claimed
+                respond.answer,
+                numbered,
+                registry,
+                trace,
+                AnswerMode.AGENT,
+                claimed=claimed,
+                top=top,
             )
         answer = checked_answer(respond, registry, AnswerMode.AGENT)
         if answer.status is not AnswerStatus.NOT_FOUND and not answer.citations:
             trace.notes.append("the answer cites no passage: the top passages follow")
-            return self._holding.completed(answer, numbered, ALSO_QUOTED)
+            top = await self._asked(search, question, trace)
+            return self._holding.completed(answer, numbered, ALSO_QUOTED, top)
         return answer
+
+    @staticmethod
+    async def _asked(search: SearchFn, question: str, trace: Trace) -> list[NumberedSource]:
+        """The results of a search for the question as asked, numbered apart from the
+        passages the model read (what it may cite): `quoted` numbers those it quotes."""
+        return SourceRegistry().add(await _timed(search, question, trace))
 
     async def _extractive(
         self, search: SearchFn, question: str, registry: SourceRegistry, trace: Trace, reason: str

@@ -49,10 +49,11 @@ class SourceHolding:
         mode: AnswerMode,
         *,
         claimed: AnswerStatus | None = None,
+        top: list[NumberedSource] | None = None,
     ) -> Answer:
-        """`text` cut down to its supported claims, with the passages it does not cite quoted
-        after it; `claimed` is the status the model gave, when it gave one (a model that says
-        it found nothing is not shown as answering)."""
+        """`text` cut down to its supported claims, with the top passages quoted after it
+        (`completed`); `claimed` is the status the model gave, when it gave one (a model that
+        says it found nothing is not shown as answering)."""
         # Cut first: the check runs on the event loop (about 5 ms per 1,000 characters), and a
         # server that ignores `max_tokens` can send megabytes, which no answer shows anyway.
         text = _within(text, MAX_ANSWER_CHARS, trace)
@@ -65,7 +66,7 @@ class SourceHolding:
             # The model's own verdict stands: a sentence it wrote to say so ("Not covered.")
             # can share its one content word with a passage that says something else.
             answer = Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, mode)
-            return self.completed(answer, numbered, CLOSEST_QUOTED)
+            return self.completed(answer, numbered, CLOSEST_QUOTED, top)
         if grounded.supported:
             complete = not grounded.unsupported and claimed in (None, AnswerStatus.ANSWERED)
             respond = RespondInput(
@@ -75,26 +76,35 @@ class SourceHolding:
             )
             # The grounding decoded the model's entities already (`ground`): not twice.
             answer = checked_answer(respond, registry, mode, decoded=True)
-            return self.completed(answer, numbered, ALSO_QUOTED)
+            return self.completed(answer, numbered, ALSO_QUOTED, top)
         if grounded.says_not_found:
             answer = Answer(NOT_FOUND, AnswerStatus.NOT_FOUND, mode)
-            return self.completed(answer, numbered, CLOSEST_QUOTED)
-        return self.quoted(numbered, UNSUPPORTED)
+            return self.completed(answer, numbered, CLOSEST_QUOTED, top)
+        return self.quoted(top or numbered, UNSUPPORTED)
 
-    def completed(self, answer: Answer, numbered: list[NumberedSource], intro: str) -> Answer:
+    def completed(
+        self,
+        answer: Answer,
+        numbered: list[NumberedSource],
+        intro: str,
+        top: list[NumberedSource] | None = None,
+    ) -> Answer:
         """`answer` followed by what the answer with no model shows, the top documents' best
         passages quoted as written (those it cites under their markers), and the rest of what
-        the model read, listed. A cited passage is quoted too: the sentence check compares
-        words, not meaning, so a weak model's claim with one number changed or a "not"
-        dropped can pass it, and its passage then stands beside it to contradict it, where
-        hiding it behind a verified marker would show less than no model."""
+        the model read (`numbered`), listed. `top`: the results of a search for the question
+        itself, where the model searched with queries of its own: the passages quoted are then
+        those the answer with no model quotes, whatever the model looked for. A cited passage
+        is quoted too: the sentence check compares words, not meaning, so a weak model's claim
+        with one number changed or a "not" dropped can pass it, and its passage then stands
+        beside it to contradict it, where hiding it behind a verified marker would show less
+        than no model."""
         passages = self._settings.extractive_passages
-        top = top_documents(numbered, passages)
-        if top:
+        best = top_documents(top or numbered, passages)
+        if best:
             # By passage: an answer citing a document's second passage still quotes its first,
             # which the answer with no model would have shown (by document, it did not).
             lines, citations = quoted(
-                top,
+                best,
                 first_number=len(answer.citations) + 1,
                 quote_chars=self._settings.quote_chars,
                 cited={c.chunk_id: c.number for c in answer.citations},

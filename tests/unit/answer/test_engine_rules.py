@@ -70,10 +70,12 @@ def engine(
     *,
     web: WebLearning | None = None,
     policies: Callable[[str], ResolvedPolicy] | None = None,
+    ground_tool_answers: bool = False,
     **answers: object,
 ) -> AnswerEngine:
     answer_settings = settings.answers.model_copy(update=answers)
     return AnswerEngine(
+        ground_tool_answers=ground_tool_answers,
         index=index,
         store=InMemoryConversationStore(),
         settings=answer_settings,
@@ -366,6 +368,22 @@ async def test_a_model_slower_than_the_deadline_gives_way_to_the_passages(settin
     assert answer.text.startswith("_The language model took longer than 0.4 s to answer.")
     assert "no answer within answers.deadline_s (0.4 s)" in answer.trace.notes
     assert PRUNE[:40] in answer.text
+
+
+@pytest.mark.parametrize("grounded", [True, False])
+async def test_the_passages_quoted_after_a_tool_answer_are_the_questions_own(
+    settings, index, grounded: bool
+) -> None:
+    """A weak model's own query can miss what the question asks (it searched "invite" about
+    pruning), and the passages quoted after its answer came from that search: the answer with
+    no model quotes the question's own passage, this one did not."""
+    model = ScriptedChatModel([search_turn("invite channel"), respond_turn("Use /invite.")])
+    bot = engine(settings, index, model, ground_tool_answers=grounded)
+    answer = await ask(bot, "What does prune remove?")
+    assert answer.mode is (AnswerMode.EXTRACTIVE if grounded else AnswerMode.AGENT)
+    assert PRUNE in answer.text
+    assert any(c.quote == PRUNE and c.verified for c in answer.citations)
+    assert index.queries == ["invite channel", "What does prune remove?"]
 
 
 async def test_search_then_answer_decodes_the_models_entities_once(settings) -> None:

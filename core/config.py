@@ -526,7 +526,7 @@ class GroundingSettings(_Section):
     min_terms: int = Field(1, ge=1, le=50)
     max_framing_terms: int = Field(3, ge=0, le=50)
     max_quote_chars: int = Field(300, ge=40, le=5_000)
-    code_line_share: float = Field(0.8, gt=0, le=1)
+    code_line_share: float = Field(1.0, gt=0, le=1)
 
 
 class AnswerSettings(_Section):

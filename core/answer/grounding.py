@@ -31,11 +31,12 @@ from core.domain.text import (
     WORD,
     clip,
     findall_outside_code,
-    stands_whole,
+    split_code,
     sub_outside_code,
     terms,
 )
 
+_PROMPT = re.compile(r"^\$\s+")  # a shell prompt before a command
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
 _MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
@@ -297,6 +298,7 @@ class _Passage:
     number: int
     text: str  # unescaped, as the reader sees it
     sentences: tuple[tuple[str, frozenset[str]], ...]
+    code: frozenset[str]  # what a code line may be, whole (`_code_lines`)
 
 
 def _passage(source: NumberedSource) -> _Passage:
@@ -307,7 +309,21 @@ def _passage(source: NumberedSource) -> _Passage:
         for s in piece.split("\n")
         if s
     )
-    return _Passage(source.number, text, split)
+    return _Passage(source.number, text, split, _code_lines(text))
+
+
+def _code_lines(text: str) -> frozenset[str]:
+    """What a line of an answer's code block may be: a whole line of the passage, or the whole
+    of one of its inline code spans (a model may set `bot ingest docs` from a sentence as a
+    block of its own), each read by `_code_line`."""
+    spans = (piece.strip("`") for piece, code in split_code(text) if code)
+    return frozenset(map(_code_line, (*text.split("\n"), *spans))) - {""}
+
+
+def _code_line(line: str) -> str:
+    """A line of code as compared: its spacing collapsed, without a list's bullet or a shell's
+    prompt (`$ `) in front, on either side."""
+    return " ".join(_PROMPT.sub("", LINE_PREFIX.sub("", line, count=1)).split())
 
 
 def _unwrapped(text: str) -> str:
@@ -359,16 +375,18 @@ def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tupl
 
 
 def _code_support(block: str, passage: _Passage, settings: GroundingSettings) -> tuple[float, str]:
-    """A code block is supported when most of its lines are in the passage as written, each
-    whole (not inside a longer word). Lines without a letter or digit (`-`, `}`) count for
-    nothing either way: padded with them, an invented `rm -rf .bot/` passed the share."""
+    """A code block is supported when its lines (`code_line_share` of them: all, by default)
+    are lines of the passage, each whole (`_code_lines`): a command that is in the passage
+    with a flag more (`bot keywords prune` of `bot keywords prune --dry-run`) is not in it,
+    and one line slipped in among copied ones (`rm -rf ~/.local/share/bot`) is code someone
+    runs. Lines without a letter or digit (`-`, `}`) count for nothing either way: padded with
+    them, an invented line passed the share."""
     lines = [" ".join(line.split()) for line in block.split("\n")[1:] if line.strip()]
     lines = [line.removesuffix(FENCE).strip() for line in lines if not line.startswith(FENCE)]
     lines = [line for line in lines if WORD.search(line)]
     if not lines:
         return 0.0, ""
-    flat = " ".join(passage.text.split())
-    found = [line for line in lines if stands_whole(line, flat)]
+    found = [line for line in lines if _code_line(line) in passage.code]
     share = len(found) / len(lines)
     return (share, found[0]) if share >= settings.code_line_share else (0.0, "")
 

@@ -313,6 +313,37 @@ def test_invented_code_is_left_out_and_copied_code_kept() -> None:
     assert kept.text.endswith("```\n[1]")
 
 
+@pytest.mark.parametrize(
+    "altered",
+    [
+        "Preview it:\n```\nbot keywords prune\n```",  # the passage's command less its flag
+        "Clean up:\n```\nbot keywords prune --dry-run\nbot ingest docs/\n"
+        "pip install docbot\nrm -rf ~/.local/share/bot\nbot doctor\n```",  # one line in five
+    ],
+)
+def test_code_altered_from_the_passage_is_left_out(altered: str) -> None:
+    """Code is run as written: a line found inside a longer one (a flag dropped) or one
+    invented line among copied ones (80% of the lines sufficed) was shown, cited."""
+    source = (
+        "Preview what would go:\n\n```\nbot keywords prune --dry-run\nbot ingest docs/\n"
+        "pip install docbot\nbot doctor\n```"
+    )
+    assert ground(altered, numbered(source), SETTINGS).supported == 0
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "Run `bot ingest docs/` to index the folder.",  # an inline span set as a block
+        "Index the folder:\n\n```console\n$ bot ingest docs/\n```",  # without its prompt
+        "- bot ingest docs/",  # a list's line
+    ],
+)
+def test_code_set_apart_from_its_passage_as_written_is_kept(source: str) -> None:
+    grounded = ground("Index it:\n```\nbot ingest docs/\n```", numbered(source), SETTINGS)
+    assert grounded.supported == 1
+
+
 def test_code_keeps_its_brackets_and_the_marker_line_cites_it() -> None:
     """Indexes in code (`sys.argv[1]`, `[8080, 8443]`) are code, not markers to strip."""
     source = (

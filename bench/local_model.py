@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.local_model --base-url http://localhost:11434/v1 --model qwen2.5:7b
     .venv/bin/python -m bench.local_model                 # the weak-model stand-in, offline
-    .venv/bin/python -m bench.local_model --recorded      # the recorded Qwen 0.5B replies
+    .venv/bin/python -m bench.local_model --recorded      # the recorded Qwen 0.5B replies (20)
 
 Runs `bot eval answers --versus-extractive` (the product's own command) R times on the
 Anthropic docs QA set and writes the figures of the last run with the medians of the
@@ -25,6 +25,7 @@ from typing import Any
 from bench.common import REPO, SHARED_EVAL, write_result
 from tests.fakes.llama_server import LlamaServer, Recorded, weak_model
 
+_RECORDED_QUESTIONS = 20  # of the Anthropic docs QA set, in tests/data/recordings/
 _QUALITY = (
     "citation_hit_rate",
     "source_hit_rate",
@@ -55,6 +56,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     server = None
+    # The recording holds the replies to the set's first questions only: a question past them
+    # has no reply to replay, and the stand-in would drop the connection.
+    limit = args.limit or (_RECORDED_QUESTIONS if args.recorded else None)
     if args.base_url is None:
         server = LlamaServer(Recorded() if args.recorded else weak_model).start()
     url = args.base_url or server.url  # type: ignore[union-attr]
@@ -62,7 +66,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-local-") as tmp:
             for number in range(args.runs):
-                runs.append(one_run(url, args.model, args.limit, Path(tmp)))
+                runs.append(one_run(url, args.model, limit, Path(tmp)))
                 model = runs[-1]["model"]
                 print(
                     f"run {number + 1}: citation hits {model['citation_hit_rate']} "

@@ -32,6 +32,7 @@ from core.domain.text import (
     clip,
     findall_outside_code,
     split_code,
+    stem,
     sub_outside_code,
     terms,
 )
@@ -57,9 +58,48 @@ _NEGATIONS = frozenset(
 )
 # Opposites that are not negations of the whole sentence: "skipped without being parsed"
 # supports "documents are skipped", but "deploys happen with approval" is the opposite of
-# "deploys happen without approval". A claim that has one where its sentence has only the
-# other differs in polarity.
-_OPPOSITES = (("with", "without"), ("without", "with"))
+# "deploys happen without approval", as "enabled by default" is of "disabled by default". A
+# claim that has a word of one side where its sentence has only words of the other differs in
+# polarity. Each side is its words' forms; a form ending in "*" stands for every word it
+# begins (enabl* for enable, enabled, enables, enabling).
+_OPPOSITE_PAIRS = (
+    ("with", "without"),
+    ("enabl*", "disabl*"),
+    ("requir*", "optional"),
+    ("before", "after"),
+    ("increas*", "decreas*"),
+    ("most", "least"),
+    ("maximum max", "minimum min"),
+    ("more", "less fewer"),
+    ("higher", "lower"),
+    ("larger bigger", "smaller"),
+    ("longer", "shorter"),
+    ("faster", "slower"),
+    ("earlier", "later"),
+    ("newer newest", "older oldest"),
+    ("first", "last"),
+    ("above", "below"),
+    ("includ*", "exclud*"),
+    ("allow allows allowed", "deny denies denied"),
+    ("accept accepts accepted", "reject rejects rejected"),
+    ("add adds added", "remove removes removed"),
+    ("show shows shown", "hide hides hidden"),
+    ("visible", "hidden invisible"),
+    ("start starts started", "stop stops stopped"),
+    ("public", "private"),
+    ("true", "false"),
+    ("upload*", "download*"),
+    ("input", "output"),
+    ("online", "offline"),
+    ("synchronous synchronously", "asynchronous asynchronously"),
+    ("anyone everyone anybody everybody all", "only"),
+)
+# A sentence's clauses, which a claim must not mix ("admins can delete them; members can only
+# view them" says nothing of members deleting): at a semicolon, or a comma before a
+# conjunction.
+_CLAUSE_BREAK = re.compile(r";|,\s+(?:and|but|or|while|whereas|so|yet)\s+|\s+(?:but|whereas)\s+")
+# A figure and the word after it: "30 seconds", "6 turns".
+_FIGURE = re.compile(r"(\d+(?:[.,]\d+)*)\s*([^\W\d_]+)")
 # A "yes" answers the question: never mere framing, whatever else the sentence holds.
 _AFFIRMATIVE = "yes"
 # Words that say how an answer is laid out or where it comes from, not what it claims
@@ -165,16 +205,76 @@ def _prefix_negated(words: frozenset[str], other: frozenset[str]) -> bool:
 
 def _same_polarity(claim: str, sentence: str) -> bool:
     """Whether `claim` and `sentence` say it the same way round: both negated or neither (a
-    negation word, a `n't`, or an "un-" word where the other says the word bare), and no
-    "with" on one side where the other has only "without"."""
+    negation word, a `n't`, or an "un-" word where the other says the word bare), and no word
+    of an opposite pair on one side where the other has only its opposite ("with" and
+    "without", "enabled" and "disabled", `_OPPOSITE_PAIRS`)."""
     claim_words, sentence_words = _words(claim), _words(sentence)
     claim_negated = _negated(claim) or _prefix_negated(claim_words, sentence_words)
     sentence_negated = _negated(sentence) or _prefix_negated(sentence_words, claim_words)
     if claim_negated != sentence_negated:
         return False
     return not any(
-        said in claim_words and opposite in sentence_words and said not in sentence_words
-        for said, opposite in _OPPOSITES
+        _says(claim_words, said)
+        and _says(sentence_words, opposite)
+        and not _says(sentence_words, said)
+        for one, other in _OPPOSITE_PAIRS
+        for said, opposite in ((one, other), (other, one))
+    )
+
+
+def _says(words: frozenset[str], forms: str) -> bool:
+    """Whether `words` hold one of `forms` (space-separated; "enabl*" begins a word)."""
+    return any(
+        any(w.startswith(form[:-1]) for w in words) if form.endswith("*") else form in words
+        for form in forms.split()
+    )
+
+
+def _agrees(claim: str, sentence: str) -> bool:
+    """Whether `claim` says what `sentence` says the same way round, clause by clause: each
+    clause of the claim is said by one clause of the sentence (`_CLAUSE_BREAK`), sharing a
+    word with it, with its figures, the same polarity, and not having swapped one of its words
+    for a word of another clause. Checked against the whole sentence, a claim could take its
+    subject from one clause and its verb from another ("members can delete learned keywords"
+    of "admins can delete learned keywords; members can only view them"), its figure from
+    another ("the default timeout is 300 seconds" of "the default is 30 seconds, and the
+    maximum 300"), and a "never" or an "unchanged" in one clause turned the others round."""
+    clauses = [(c, terms(c)) for c in _CLAUSE_BREAK.split(sentence) if c.strip()] or [
+        (sentence, terms(sentence))
+    ]
+    for part in _CLAUSE_BREAK.split(claim):
+        wanted = terms(part)
+        if not wanted:
+            continue
+        bare = sub_outside_code(_MARKERS, "", part)
+        if not any(
+            (wanted & have or len(clauses) == 1)
+            and not _swapped(wanted, have, [t for c, t in clauses if c is not clause])
+            and _numbers(bare) <= _numbers(clause)
+            and _figures_agree(bare, clause)
+            and _same_polarity(part, clause)
+            for clause, have in clauses
+        ):
+            return False
+    return True
+
+
+def _swapped(wanted: set[str], have: set[str], others: list[set[str]]) -> bool:
+    """Whether a claim's words (`wanted`) take one from another clause of the sentence
+    (`others`) in place of one of this clause's (`have`): "members" for "admins". A word of
+    another clause alone is no swap: "members can only view them" is about learned keywords."""
+    return bool((wanted - have) & set().union(*others)) and bool(have - wanted)
+
+
+def _figures_agree(claim: str, sentence: str) -> bool:
+    """Whether each figure of `claim` has the word after it that the same figure has in
+    `sentence`, where it has one: "30 minutes" is not "30 seconds"."""
+    said: dict[str, set[str]] = {}
+    for number, word in _FIGURE.findall(sentence):
+        said.setdefault(number.replace(",", ""), set()).add(stem(word))
+    return all(
+        stem(word) in said.get(number.replace(",", ""), {stem(word)})
+        for number, word in _FIGURE.findall(claim)
     )
 
 
@@ -368,7 +468,7 @@ def _support(claim: str, passage: _Passage, settings: GroundingSettings) -> tupl
         overlap = len(wanted & have) / len(wanted)
         if overlap <= best or overlap < settings.min_overlap:
             continue
-        if not numbers <= _numbers(sentence) or not _same_polarity(claim, sentence):
+        if not numbers <= _numbers(sentence) or not _agrees(claim, sentence):
             continue
         best, quote = overlap, sentence
     return best, quote

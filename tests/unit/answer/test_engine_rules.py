@@ -296,25 +296,25 @@ async def test_a_very_long_supported_answer_is_cut_at_a_line_not_refused(setting
     ("asked", "said", "claim"),
     [
         (
-            "What is the default request timeout?",
-            "The default request timeout is 30 seconds, and the maximum is 300 seconds.",
-            "The default request timeout is 300 seconds [1].",  # the other number of the two
+            "How often does Slack retry an event?",
+            "Slack retries an event three times.",
+            "Slack retries an event once [1].",  # a count in words: no figure to compare
         ),
         (
-            "Who can delete learned keywords?",
-            "Admins can delete learned keywords; members can only view them.",
-            "Members can delete learned keywords [1].",  # the other group of the two
+            "Where are debug logs enabled?",
+            "Set BOT_DEBUG=1 to enable debug logs in staging only.",
+            "Set BOT_DEBUG=1 to enable debug logs in production [1].",  # one word swapped
         ),
     ],
 )
 async def test_a_claim_the_sentence_check_lets_through_stands_beside_its_passage(
     settings, asked: str, said: str, claim: str
 ) -> None:
-    """The sentence check compares words, not meaning: a weak model's claim built of the
-    passage's own words, one of them swapped for another of the sentence's, passes it, and
-    its verified marker kept the passage it cites from being quoted. It is quoted now, under
-    that marker, as the answer with no model quotes it: the claim is read beside the words
-    that contradict it, never shown with less than no model."""
+    """The sentence check compares words, not meaning: a weak model's claim of the passage's
+    own words with one swapped for a word the check can't tell is wrong (a count in words, a
+    place) passes it, and its verified marker kept the passage it cites from being quoted.
+    It is quoted now, under that marker, as the answer with no model quotes it: the claim is
+    read beside the words that contradict it, never shown with less than no model."""
     model = ScriptedChatModel([text_turn("prose")], forced_calls_guaranteed=False, written=claim)
     index = InMemoryIndex([passage("limits", said)])
     answer = await ask(engine(settings, index, model), asked)

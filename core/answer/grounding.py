@@ -93,6 +93,9 @@ _OPPOSITE_PAIRS = (
     ("online", "offline"),
     ("synchronous synchronously", "asynchronous asynchronously"),
     ("anyone everyone anybody everybody all", "only"),
+    ("all", "some"),
+    ("always", "rarely seldom sometimes"),
+    ("better", "worse"),
 )
 # A sentence's clauses, which a claim must not mix ("admins can delete them; members can only
 # view them" says nothing of members deleting): at a semicolon, or a comma before a
@@ -219,6 +222,15 @@ def _same_polarity(claim: str, sentence: str) -> bool:
         and not _says(sentence_words, said)
         for one, other in _OPPOSITE_PAIRS
         for said, opposite in ((one, other), (other, one))
+    )
+
+
+def opposed(word: str, other: str) -> bool:
+    """Whether the check reads `word` and `other` as opposites (`_OPPOSITE_PAIRS`)."""
+    one, two = frozenset({word.lower()}), frozenset({other.lower()})
+    return any(
+        (_says(one, a) and _says(two, b)) or (_says(one, b) and _says(two, a))
+        for a, b in _OPPOSITE_PAIRS
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import json
 import re
 import threading
@@ -224,6 +225,59 @@ def weak_model(request: Request) -> str:
         return f"{passage[0]} [{other}]"
     lines = "\n".join(passage[:3])
     return (lines + "\n") * 60
+
+
+# Words a plausible liar turns round, each way: opposites of the kind the docs hold.
+ALTERATIONS = (
+    ("enable", "disable"),
+    ("before", "after"),
+    ("increase", "decrease"),
+    ("more", "less"),
+    ("higher", "lower"),
+    ("larger", "smaller"),
+    ("maximum", "minimum"),
+    ("first", "last"),
+    ("required", "optional"),
+    ("input", "output"),
+    ("faster", "slower"),
+    ("longer", "shorter"),
+    ("better", "worse"),
+    ("always", "rarely"),
+    ("all", "some"),
+    ("most", "least"),
+    ("user", "assistant"),
+)
+_SWAPS = {a: b for a, b in ALTERATIONS} | {b: a for a, b in ALTERATIONS}
+_SWAPPABLE = re.compile(rf"\b({'|'.join(sorted(_SWAPS, key=len, reverse=True))})(d|s)?\b", re.I)
+_LIE_WORDS = 6  # a sentence shorter than this is too little to pass for an answer
+
+
+class AlteringModel:
+    """A model that answers by copying one sentence of the passages it was given, citing it,
+    with one word swapped for its opposite (`ALTERATIONS`): plausible, cited and wrong, the
+    claim a word-overlap check finds hardest. `told` keeps, per question, the altered sentence
+    and the pair it turned round. With `alter` off it copies the same sentence as it stands:
+    the faithful answer, which the check must keep."""
+
+    def __init__(self, *, alter: bool = True) -> None:
+        self.alter = alter
+        self.told: dict[str, tuple[str, tuple[str, str]]] = {}
+
+    def __call__(self, request: Request) -> str:
+        if request.tools:
+            return "I will search the documentation for this."
+        sources = request.sources()
+        for number in sorted(sources)[:3]:
+            for sentence in _sentences(html.unescape(sources[number])):
+                found = _SWAPPABLE.search(sentence)
+                if found and len(sentence.split()) >= _LIE_WORDS:
+                    said = found.group(1).lower()
+                    swapped = _SWAPS[said] if self.alter else found.group(1)
+                    lie = sentence[: found.start(1)] + swapped + sentence[found.end(1) :]
+                    pair = next(p for p in ALTERATIONS if said in p)
+                    self.told[request.question] = (lie, pair)
+                    return f"{lie} [{number}]"
+        return "The sources do not answer this."
 
 
 def main() -> None:

@@ -347,10 +347,20 @@ class AnswerEngine:
             allowed = policy.web_search if policy else None
             research = self._web.research(question, asked.scope, allowed) if self._web else None
             runner = ToolRunner(search, registry, trace, self._settings.tool_timeout_s, research)
+            deadline_s = self._settings.deadline_s
             try:
-                return await self._written(
-                    question, history, search, registry, runner, trace, on_progress
-                )
+                async with asyncio.timeout(deadline_s) as deadline:
+                    return await self._written(
+                        question, history, search, registry, runner, trace, on_progress
+                    )
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                # Each turn has its timeout; a slow model searching round after round would
+                # otherwise keep the asker waiting for all of them.
+                trace.notes.append(f"no answer within answers.deadline_s ({deadline_s:g} s)")
+                reason = f"The language model took longer than {deadline_s:g} s to answer."
+                return await self._extractive(search, question, registry, trace, reason)
             finally:
                 await runner.finish()
 
@@ -392,31 +402,7 @@ class AnswerEngine:
         trace: Trace,
         on_progress: AnswerProgress | None,
     ) -> Answer:
-        """The model's answer, or what stands in for it when the model fails or is not done
-        within `answers.deadline_s`."""
-        deadline_s = self._settings.deadline_s
-        try:
-            async with asyncio.timeout(deadline_s) as deadline:
-                return await self._model_written(
-                    question, history, search, registry, runner, trace, on_progress
-                )
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            reason = f"The language model took longer than {deadline_s:g} s to answer."
-            trace.notes.append(f"no answer within answers.deadline_s ({deadline_s:g} s)")
-            return await self._extractive(search, question, registry, trace, reason)
-
-    async def _model_written(
-        self,
-        question: str,
-        history: list[Turn],
-        search: SearchFn,
-        registry: SourceRegistry,
-        runner: ToolRunner,
-        trace: Trace,
-        on_progress: AnswerProgress | None,
-    ) -> Answer:
+        """The model's answer, or what stands in for it when the model fails."""
         assert self._model is not None  # _produce answers without one itself
         try:
             respond = await run_agent(

@@ -535,6 +535,25 @@ async def test_a_shortcut_where_the_bot_is_no_member_says_so_before_any_answer(
         await stop()
 
 
+@pytest.mark.parametrize("url", ["not a url", "http://127.0.0.1:9/closed", "ftp://x/y"])
+async def test_a_response_url_that_takes_nothing_costs_a_log_line(slack_factory, url: str) -> None:
+    """A refusal whose response_url can't be reached (or isn't one) is logged, never a crash
+    of the listener; the request was acknowledged all the same."""
+    harness, stop = await slack_factory(None, **policy(trigger="off"))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            form = shortcut_payload("1700000000.001950", QUESTION, response_url=url)
+            status = await harness.post(form, content_type="application/x-www-form-urlencoded")
+            assert status == 200
+            await harness.until(
+                lambda: any(e["event"] == "slack_refusal_not_delivered" for e in logs)
+            )
+        assert not [e for e in logs if e["log_level"] in ("error", "critical")]
+        assert not posted(harness)
+    finally:
+        await stop()
+
+
 async def test_a_shortcut_is_answered_when_slack_cannot_say_whether_the_bot_is_a_member(
     slack_factory,
 ) -> None:

@@ -32,17 +32,17 @@ from core.domain.text import (
     clip,
     findall_outside_code,
     split_code,
-    stem,
     sub_outside_code,
     terms,
 )
 
 _PROMPT = re.compile(r"^\$\s+")  # a shell prompt before a command
+_TRAILING_COMMENT = re.compile(r"(?<!\s)\s+(?:#|//) .*$")  # after code, a space and a space after
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
-_MARKERS = re.compile(rf"\s*\[({_NUMBERS})\]")
+_MARKERS = re.compile(rf"(?<!\s)\s*\[({_NUMBERS})\]")  # from a run's start: linear
 # A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
 _SENTENCE_END = re.compile(
-    rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?:\s*\[{_NUMBERS}\])+$"
+    rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?<!\s)(?:\s*\[{_NUMBERS}\])+$"
 )
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "dr", "mr", "ms"})
 # "No." abbreviates "number" only before one ("No. 5"); else it is the answer "No." and ends
@@ -100,9 +100,42 @@ _OPPOSITE_PAIRS = (
 # A sentence's clauses, which a claim must not mix ("admins can delete them; members can only
 # view them" says nothing of members deleting): at a semicolon, or a comma before a
 # conjunction.
-_CLAUSE_BREAK = re.compile(r";|,\s+(?:and|but|or|while|whereas|so|yet)\s+|\s+(?:but|whereas)\s+")
-# A figure and the word after it: "30 seconds", "6 turns".
-_FIGURE = re.compile(r"(\d+(?:[.,]\d+)*)\s*([^\W\d_]+)")
+# Read on text whose spacing is collapsed to single spaces (`_agrees`): linear then.
+_CLAUSE_BREAK = re.compile(r";|, (?:and|but|or|while|whereas|so|yet) | (?:but|whereas) ")
+# A claim's own clauses against a sentence of several: its "and" without a comma parts them too
+# ("the default is 30 seconds and the maximum 300 seconds").
+_CLAIM_BREAK = re.compile(rf"{_CLAUSE_BREAK.pattern}| and ")
+# A figure and the word after it ("30 seconds", "10 MB"); possessive, so that a long run of
+# digits with no word after it is given up at once.
+_FIGURE = re.compile(r"(\d++(?:[.,]\d++)*+)\s*+([^\W\d_]++)")
+# Units a figure is compared by, each written as the docs write it, by the one it means: "30
+# minutes" is not "30 seconds", "30 s" is. A word after a figure that is no unit here ("6 turns",
+# "100 per minute", "443 and 80") is not compared.
+_UNITS = {
+    written: unit
+    for unit, spellings in {
+        "ms": "ms millisecond milliseconds",
+        "s": "s sec secs second seconds",
+        "min": "min mins minute minutes",
+        "h": "h hr hrs hour hours",
+        "day": "day days",
+        "week": "week weeks",
+        "month": "month months",
+        "year": "year years",
+        "b": "b byte bytes",
+        "kb": "k kb kib kilobyte kilobytes",
+        "mb": "m mb mib megabyte megabytes",
+        "gb": "g gb gib gigabyte gigabytes",
+        "tb": "tb tib terabyte terabytes",
+    }.items()
+    for written in spellings.split()
+}
+# Words that may stand for what another clause of the sentence names: a claim that names it
+# instead ("ingest skips files" of "..., and it skips files") swaps nothing.
+_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "these", "those", "this", "ones"})
+# How far apart, as a share of their sentences' lengths, a word and the pronoun it stands for
+# may be: "ingest" first in "ingest skips files", "it" first in "it silently skips files".
+_PRONOUN_REACH = 0.25
 # A "yes" answers the question: never mere framing, whatever else the sentence holds.
 _AFFIRMATIVE = "yes"
 # Words that say how an answer is laid out or where it comes from, not what it claims
@@ -220,9 +253,29 @@ def _same_polarity(claim: str, sentence: str) -> bool:
         _says(claim_words, said)
         and _says(sentence_words, opposite)
         and not _says(sentence_words, said)
+        and not _converse(claim, said, sentence, opposite)
         for one, other in _OPPOSITE_PAIRS
         for said, opposite in ((one, other), (other, one))
     )
+
+
+def _converse(claim: str, said: str, sentence: str, opposite: str) -> bool:
+    """Whether `claim` says with `said` what `sentence` says with `opposite`, its sides turned
+    round: "start the bot after the migration" of "run the migration before you start the
+    bot", "vector search is slower than BM25" of "BM25 is faster than vector search". Words
+    before the opposite on one side are then after it on the other, both ways round (words
+    on both sides of either, "search" of "vector search ... BM25 search", tell nothing)."""
+    before, after = _around(claim, said)
+    was_before, was_after = _around(sentence, opposite)
+    either = (before & after) | (was_before & was_after)
+    return bool((before & was_after) - either) and bool((after & was_before) - either)
+
+
+def _around(text: str, forms: str) -> tuple[set[str], set[str]]:
+    """The content words of `text` before and after its first word of `forms` (`_says`)."""
+    words = [m.group(0) for m in WORD.finditer(text)]
+    at = next(i for i, w in enumerate(words) if _says(frozenset({w.lower()}), forms))
+    return terms(" ".join(words[:at])), terms(" ".join(words[at + 1 :]))
 
 
 def opposed(word: str, other: str) -> bool:
@@ -251,42 +304,56 @@ def _agrees(claim: str, sentence: str) -> bool:
     of "admins can delete learned keywords; members can only view them"), its figure from
     another ("the default timeout is 300 seconds" of "the default is 30 seconds, and the
     maximum 300"), and a "never" or an "unchanged" in one clause turned the others round."""
-    clauses = [(c, terms(c)) for c in _CLAUSE_BREAK.split(sentence) if c.strip()] or [
-        (sentence, terms(sentence))
-    ]
-    for part in _CLAUSE_BREAK.split(claim):
+    sentence, claim = " ".join(sentence.split()), " ".join(claim.split())
+    clauses = [(c, terms(c)) for c in _CLAUSE_BREAK.split(sentence) if c.strip()]
+    if len(clauses) < 2:
+        return _same_polarity(claim, sentence) and _figures_agree(claim, sentence)
+    for part in _CLAIM_BREAK.split(claim):
         wanted = terms(part)
         if not wanted:
             continue
         bare = sub_outside_code(_MARKERS, "", part)
         if not any(
-            (wanted & have or len(clauses) == 1)
-            and not _swapped(wanted, have, [t for c, t in clauses if c is not clause])
+            wanted & have
+            and not _swapped(part, wanted, clause, have, others)
             and _numbers(bare) <= _numbers(clause)
             and _figures_agree(bare, clause)
             and _same_polarity(part, clause)
             for clause, have in clauses
+            for others in [set().union(*(t for c, t in clauses if c is not clause))]
         ):
             return False
     return True
 
 
-def _swapped(wanted: set[str], have: set[str], others: list[set[str]]) -> bool:
-    """Whether a claim's words (`wanted`) take one from another clause of the sentence
-    (`others`) in place of one of this clause's (`have`): "members" for "admins". A word of
-    another clause alone is no swap: "members can only view them" is about learned keywords."""
-    return bool((wanted - have) & set().union(*others)) and bool(have - wanted)
+def _swapped(part: str, wanted: set[str], clause: str, have: set[str], others: set[str]) -> bool:
+    """Whether a claim (`part`, its words `wanted`) takes a word from another clause of the
+    sentence (`others`) in place of one of this clause's (`have`): "members" for "admins".
+    A word of another clause where this one leaves it out ("the paid tier allows 1000
+    [requests]") is no swap, nor one that stands where this clause has a pronoun for it
+    ("ingest skips files" of "..., and it skips files"): at about the same place in its
+    sentence (`_PRONOUN_REACH`)."""
+    borrowed = (wanted - have) & others
+    if not borrowed or not have - wanted:
+        return False
+    said = [w.lower() for w in WORD.findall(clause)]
+    pronouns = [at / len(said) for at, w in enumerate(said) if w in _PRONOUNS]
+    words = WORD.findall(part)
+    first = next(at for at, w in enumerate(words) if terms(w) & borrowed) / len(words)
+    return not any(abs(first - at) <= _PRONOUN_REACH for at in pronouns)
 
 
 def _figures_agree(claim: str, sentence: str) -> bool:
-    """Whether each figure of `claim` has the word after it that the same figure has in
-    `sentence`, where it has one: "30 minutes" is not "30 seconds"."""
+    """Whether each figure of `claim` has the unit that the same figure has in `sentence`,
+    where both give one (`_UNITS`): "30 minutes" is not "30 seconds"."""
     said: dict[str, set[str]] = {}
     for number, word in _FIGURE.findall(sentence):
-        said.setdefault(number.replace(",", ""), set()).add(stem(word))
+        if unit := _UNITS.get(word.lower()):
+            said.setdefault(number.replace(",", ""), set()).add(unit)
     return all(
-        stem(word) in said.get(number.replace(",", ""), {stem(word)})
+        _UNITS[word.lower()] in said.get(number.replace(",", ""), {_UNITS[word.lower()]})
         for number, word in _FIGURE.findall(claim)
+        if word.lower() in _UNITS
     )
 
 
@@ -429,7 +496,10 @@ def _code_lines(text: str) -> frozenset[str]:
     of one of its inline code spans (a model may set `bot ingest docs` from a sentence as a
     block of its own), each read by `_code_line`."""
     spans = (piece.strip("`") for piece, code in split_code(text) if code)
-    return frozenset(map(_code_line, (*text.split("\n"), *spans))) - {""}
+    lines = text.split("\n")
+    # A line may be copied without its trailing comment (`bot ingest docs/  # again`).
+    bare = (_TRAILING_COMMENT.sub("", line) for line in lines)
+    return frozenset(map(_code_line, (*lines, *bare, *spans))) - {""}
 
 
 def _code_line(line: str) -> str:

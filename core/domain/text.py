@@ -124,12 +124,6 @@ def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
 
 
-def stem(word: str) -> str:
-    """One word as `terms` reads it, lower-cased and stemmed, stop word or not ("seconds" and
-    "second" alike)."""
-    return _stem(word.lower())
-
-
 def terms(text: str) -> set[str]:
     """Content words, lower-cased and stemmed (stop words and bare numbers out): what a claim
     and its source, or a quote, must share to be about the same thing."""

@@ -17,6 +17,7 @@ from core.answer.grounding import ground
 from core.answer.tools import MAX_ANSWER_CHARS, RespondInput
 from core.config import AnswerSettings
 from core.domain.conversation import Answer, AnswerMode, AnswerStatus, Trace
+from core.domain.text import finished_sentences
 
 NOT_FOUND = "The documentation I searched does not seem to answer this."
 UNSUPPORTED = (
@@ -27,13 +28,14 @@ CLOSEST_QUOTED = "_The closest passages, quoted as written:_"
 
 
 def _within(text: str, limit: int, trace: Trace) -> str:
-    """`text` cut at its last line break within `limit` (an answer's most): a long reply from a
-    server allowed many tokens is shortened, never refused."""
+    """`text` cut at its last line break within `limit` (an answer's most), or, with none, at
+    its last finished sentence: a long reply from a server allowed many tokens is shortened,
+    never refused, and never cut inside a claim (half of one can pass the sentence check)."""
     if len(text) <= limit:
         return text
     trace.notes.append(f"the answer was cut to {limit:,} characters")
     head = text[:limit]
-    return head[: head.rfind("\n")] if "\n" in head else head
+    return head[: head.rfind("\n")] if "\n" in head else finished_sentences(head)
 
 
 class SourceHolding:

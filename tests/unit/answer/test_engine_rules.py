@@ -386,6 +386,18 @@ async def test_the_passages_quoted_after_a_tool_answer_are_the_questions_own(
     assert index.queries == ["invite channel", "What does prune remove?"]
 
 
+async def test_a_long_reply_without_line_breaks_is_cut_at_a_finished_sentence(settings) -> None:
+    """Cut at 12,000 characters wherever that fell, the claim cut in two was shown, cited:
+    "Answers are posted in the channel only w [1]"."""
+    sentence = "Answers are posted in the channel only when the question is answered [1]. "
+    written = sentence * (12_000 // len(sentence) + 1)  # one line, past the cut
+    model = ScriptedChatModel([text_turn("prose")], forced_calls_guaranteed=False, written=written)
+    index = InMemoryIndex([passage("posting", sentence.strip().removesuffix(" [1]."))])
+    answer = await ask(engine(settings, index, model), "When are answers posted?")
+    assert "the answer was cut to 12,000 characters" in answer.trace.notes
+    assert answer.text.split(f"\n\n{ALSO_QUOTED}")[0].endswith("is answered [1].")
+
+
 async def test_search_then_answer_decodes_the_models_entities_once(settings) -> None:
     """A model writing about HTML entities: `&amp;amp;` in its reply is the text `&amp;` (one
     decoding, as the prompt escaped it once), never a bare `&`."""

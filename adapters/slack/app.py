@@ -85,6 +85,12 @@ APOLOGY = (
 # What Slack answers a bot that reads or posts where it is not a member: `not_in_channel` in a
 # public channel, `channel_not_found` in a private one or a conversation between people.
 _NOT_A_MEMBER = frozenset({"not_in_channel", "channel_not_found"})
+
+
+class _NotAMember(Exception):
+    """Slack refuses the bot's posts in a conversation it is no member of."""
+
+
 NOT_A_MEMBER = (
     "I'm not in this conversation, so I can't answer here. Add {bot} to the channel and ask "
     "again, or ask in a direct message with {bot}."
@@ -332,19 +338,28 @@ class SlackBot:
         bot_user: str | None,
         *,
         thread_ts: str | None,
+        refused: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Answer one message; whatever fails (Slack, the network, the store) or stops it (a
-        shutdown), the thread ends with a visible message, never a placeholder left hanging."""
+        shutdown), the thread ends with a visible message, never a placeholder left hanging.
+        Where Slack refuses the bot's first post because it is no member there (the shortcut
+        is offered everywhere), nothing is answered, and `refused` says so to whoever asked."""
         channel = event["channel"]
         if event.get("channel_type") != "im" and self._policies(f"slack/{team}/{channel}").private:
-            await self._answer_privately(client, team, event, bot_user, thread_ts)
+            await self._answer_privately(client, team, event, bot_user, thread_ts, refused)
             return
         progress: AnswerProgressMessage | None = None
         reply_id, started = uuid.uuid4().hex, time.time()
         try:
-            placeholder = await self._post(
-                client, channel, thread_ts, text=self._settings.placeholder, blocks=None
-            )
+            try:
+                placeholder = await self._post(
+                    client, channel, thread_ts, text=self._settings.placeholder, blocks=None
+                )
+            except _NotAMember:
+                log.info("not_answered", platform="slack", reason="no member of the channel")
+                if refused is not None:
+                    await refused()
+                return
             if placeholder and self._pending:
                 await self._pending.hold(reply_id, channel, placeholder, thread_ts, started=started)
             progress = AnswerProgressMessage(
@@ -395,11 +410,16 @@ class SlackBot:
         event: dict[str, Any],
         bot_user: str | None,
         thread_ts: str | None,
+        refused: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """A `private` channel: the answer goes to the asker alone (ephemeral, in the thread)
-        with a button to share it. Nothing is shown while it is written: an ephemeral message
-        can't be edited."""
+        with a button to share it. Nothing is shown while it is written (an ephemeral message
+        can't be edited), but to a shortcut's clicker (`refused` given): "looking…", which
+        Slack refuses where the bot is no member, before any answer is paid for."""
         channel, user = event["channel"], event.get("user", "")
+        if refused is not None and not await self._looking(client, channel, user, thread_ts):
+            await refused()
+            return
         key = _key(team, channel, thread_ts)
         # The asker's own conversation in the thread: another member's follow-up there must
         # not get this private answer as its history (the model could repeat it to them).
@@ -423,6 +443,21 @@ class SlackBot:
                 await client.chat_postEphemeral(
                     channel=channel, user=user, thread_ts=thread_ts, text=APOLOGY
                 )
+
+    async def _looking(
+        self, client: AsyncWebClient, channel: str, user: str, thread_ts: str | None
+    ) -> bool:
+        """ "Looking…" for `user` alone; False where Slack says the bot is no member there."""
+        try:
+            await client.chat_postEphemeral(
+                channel=channel, user=user, thread_ts=thread_ts, text=self._settings.placeholder
+            )
+        except SlackApiError as exc:
+            if slack_error(exc) in _NOT_A_MEMBER:
+                log.info("not_answered", platform="slack", reason="no member of the channel")
+                return False
+            log.info("slack_ephemeral_refused", error=slack_error(exc))
+        return True
 
     async def _post_privately(
         self,
@@ -631,7 +666,8 @@ class SlackBot:
                     await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
         except Exception as exc:  # noqa: BLE001 (last resort below)
             log.error("slack_post_failed", error=_describe(exc))
-            await self._post(client, channel, thread_ts, text=APOLOGY, blocks=None)
+            with contextlib.suppress(_NotAMember):  # no post can say anything there
+                await self._post(client, channel, thread_ts, text=APOLOGY, blocks=None)
 
     async def _post(
         self,
@@ -646,6 +682,11 @@ class SlackBot:
             response = await client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
             )
+        except SlackApiError as exc:
+            if slack_error(exc) in _NOT_A_MEMBER:
+                raise _NotAMember from None
+            log.error("slack_post_failed", error=slack_error(exc))
+            return None
         except Exception as exc:  # noqa: BLE001 (callers carry on without the message)
             log.error("slack_post_failed", error=_describe(exc))
             return None
@@ -737,32 +778,20 @@ class SlackBot:
             log.warning("slack_event_incomplete", platform="slack", payload="message_action")
             return
         bot_user = context.get("bot_user_id")
+        tell = functools.partial(self._tell_clicker, respond, client, channel, user)
         refusal = None
         if self._silenced(team, channel):
             refusal = NOT_HERE
         elif not str(message.get("text", "")).strip():
             refusal = NOTHING_TO_ASK
-        elif not await self._is_member(client, channel, str(message.get("ts", ""))):
-            refusal = NOT_A_MEMBER.format(bot=f"<@{bot_user}>" if bot_user else "the bot")
         if refusal is not None:
-            await self._tell_clicker(respond, client, channel, user, refusal)
+            await tell(refusal)
             return
         if not await self._state.first_delivery(f"slack-shortcut:{body.get('trigger_id', '')}"):
             return
-        await self._ask_about(client, team, channel, user, message, bot_user)
-
-    async def _is_member(self, client: AsyncWebClient, channel: str, ts: str) -> bool:
-        """Whether the bot is a member of `channel`, read as Slack answers a read of the
-        message there (one call, with the history scopes the bot has anyway): a refusal that
-        says "not a member" is the only no. Any other failure tells nothing, and the answer
-        goes ahead, to fail or not on its own."""
-        try:
-            await client.conversations_replies(channel=channel, ts=ts, limit=1)
-        except SlackApiError as exc:
-            return slack_error(exc) not in _NOT_A_MEMBER
-        except Exception as exc:  # noqa: BLE001 (the network: no answer about membership)
-            log.info("slack_membership_unknown", error=_describe(exc))
-        return True
+        not_a_member = NOT_A_MEMBER.format(bot=f"<@{bot_user}>" if bot_user else "the bot")
+        refused = functools.partial(tell, not_a_member)
+        await self._ask_about(client, team, channel, user, message, bot_user, refused=refused)
 
     async def _tell_clicker(
         self, respond: AsyncRespond, client: AsyncWebClient, channel: str, user: str, text: str
@@ -842,6 +871,8 @@ class SlackBot:
         user: str,
         message: dict[str, Any],
         bot_user: str | None,
+        *,
+        refused: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         event = {
             "channel": channel,
@@ -850,7 +881,7 @@ class SlackBot:
             "ts": message.get("ts"),
         }
         thread_ts = message.get("thread_ts") or message.get("ts")
-        await self._answer(client, team, event, bot_user, thread_ts=thread_ts)
+        await self._answer(client, team, event, bot_user, thread_ts=thread_ts, refused=refused)
 
 
 def _has_fields(payload: dict[str, Any], what: str, *names: str) -> bool:

@@ -489,8 +489,9 @@ async def test_an_org_wide_installs_shortcut_obeys_the_channels_policy(
         form = org_wide(shortcut_payload(ts, QUESTION, response_url=harness.response_url))
         assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
         if setting.get("private"):
-            await harness.until(lambda: bool(harness.emulator.called("chat.postEphemeral")))
-            [told] = harness.emulator.called("chat.postEphemeral")
+            await harness.until(lambda: len(harness.emulator.called("chat.postEphemeral")) == 2)
+            looking, told = harness.emulator.called("chat.postEphemeral")
+            assert looking["text"] == harness.settings.slack.placeholder  # the clicker's alone
             assert "ingesting.md" in json.dumps(told["blocks"])
         else:  # "not here", to the clicker alone, not an answer
             await harness.until(lambda: bool(harness.emulator.called("response_url")))
@@ -509,11 +510,12 @@ async def test_a_shortcut_where_the_bot_is_no_member_says_so_before_any_answer(
 ) -> None:
     """Slack offers the shortcut in every conversation, and refuses every post of the bot
     where it is no member (a channel it was never added to, a DM between two people): the
-    answer was paid for, then lost without a word. The clicker is now told, through the
-    shortcut's response_url (which Slack takes there), and no model is asked."""
+    answer was paid for, then lost without a word. The bot's first post, made before any
+    answer (the placeholder; in a `private` channel "looking…" for the clicker), is the check:
+    refused, the clicker is told through the shortcut's response_url (which Slack takes
+    there), and no model is asked. No read of Slack's history is spent on it."""
     api, claude = not_found_model()
     harness, stop = await slack_factory(claude, **policy(**setting))
-    harness.emulator.refuse("conversations.replies", error)
     harness.emulator.refuse("chat.postMessage", error)
     harness.emulator.refuse("chat.postEphemeral", error)
     ts = "1700000000.001700"
@@ -526,11 +528,12 @@ async def test_a_shortcut_where_the_bot_is_no_member_says_so_before_any_answer(
         assert told["response_type"] == "ephemeral"
         assert "not in this conversation" in told["text"]
         assert f"<@{BOT_USER}>" in told["text"]
-        [read] = harness.emulator.called("conversations.replies")
-        assert (read["channel"], read["ts"]) == ("C1", ts)
         assert api.requests == []  # nothing paid for
-        assert not posted(harness)
-        assert not harness.emulator.called("chat.postEphemeral")
+        tried = "chat.postEphemeral" if setting else "chat.postMessage"
+        assert [p["text"] for p in harness.emulator.called(tried)] == [
+            harness.settings.slack.placeholder
+        ]
+        assert not harness.emulator.called("conversations.replies")
     finally:
         await stop()
 
@@ -554,19 +557,19 @@ async def test_a_response_url_that_takes_nothing_costs_a_log_line(slack_factory,
         await stop()
 
 
-async def test_a_shortcut_is_answered_when_slack_cannot_say_whether_the_bot_is_a_member(
+async def test_a_placeholder_refused_for_another_reason_does_not_stop_the_answer(
     slack_factory,
 ) -> None:
-    """Only "not a member" refuses: a read that fails otherwise (Slack's own error) tells
-    nothing about membership, and the question is answered as usual."""
+    """Only "no member" stops it: Slack's own error on the placeholder tells nothing about the
+    channel, and the answer is posted as usual."""
     harness, stop = await slack_factory(None)
-    harness.emulator.fail("conversations.replies", "internal_error")
+    harness.emulator.fail("chat.postMessage", "internal_error")
     ts = "1700000000.001800"
     try:
         form = shortcut_payload(ts, QUESTION, response_url=harness.response_url)
         assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
-        await harness.until(lambda: bool(harness.emulator.called("chat.update")))
-        assert "ingesting.md" in json.dumps(harness.emulator.called("chat.update")[-1])
+        await harness.until(lambda: len(posted(harness)) == 2)
+        assert "ingesting.md" in json.dumps(posted(harness)[-1])
         assert not harness.emulator.called("response_url")
     finally:
         await stop()

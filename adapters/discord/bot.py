@@ -216,6 +216,9 @@ class DocsBot(discord.Client):
         try:
             async with _apology_if_cut_short(reply.apologise):
                 await self._reply_to_ask(interaction, asked, question, reply, policy)
+        except discord.Forbidden as exc:  # a thread's post the permissions could not foresee
+            log.warning("answer_refused", platform="discord", path="ask", code=exc.code)
+            await reply.apologise(REFUSED_HERE)
         except Exception:
             log.exception("ask_failed", platform="discord")
             await reply.apologise()
@@ -616,7 +619,10 @@ class DocsBot(discord.Client):
                     await reply.send(NO_PLACE_TO_ANSWER)
                     return
                 in_thread = isinstance(place, discord.Thread)
-                missing = missing_permissions(interaction.app_permissions, place, reply=in_thread)
+                # A thread someone opened from the message already takes the answer (a locked
+                # one, only from a bot that may manage threads).
+                where = place if in_thread else (message.thread or place)
+                missing = missing_permissions(interaction.app_permissions, where, reply=in_thread)
                 if missing:
                     log.info("not_answered", platform="discord", reason="missing permissions")
                     await reply.send(MISSING_HERE.format(missing=say_missing(missing)))
@@ -627,6 +633,9 @@ class DocsBot(discord.Client):
                 await reply.send(ANSWERED_IN_ITS_THREAD if in_thread else ANSWERED_IN_THREAD)
         except ReplyUndeliverable:  # the answer is out; only the private pointer to it is not
             log.warning("pointer_undelivered", platform="discord")
+        except discord.Forbidden as exc:  # one the permissions could not foresee
+            log.warning("answer_refused", platform="discord", path="menu", code=exc.code)
+            await reply.apologise(REFUSED_HERE)
         except Exception:
             log.exception("ask_about_failed", platform="discord")
             await reply.apologise()

@@ -31,7 +31,5 @@ async def test_an_answer_turned_round_in_one_word_is_not_shown(settings, index) 
     faithful = await _measured(settings, index, alter=False)
     assert altered["altered_known"] >= 5  # the measure measures something
     assert altered["shown_known"] == 0
-    # A swap the check has no pair for ("user" for "assistant") still passes: measured, shown.
-    assert altered["by_pair"]["user/assistant"] == {"altered": 2, "shown": 2}
     assert faithful["altered"] == altered["altered"]
     assert faithful["shown"] >= 0.8 * faithful["altered"]

@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from adapters.discord.reply import APOLOGY
+from adapters.discord.bot import REFUSED_HERE
 from core.config import ChannelPolicy
 from tests.fakes.discord_api import CHANNEL_ID, GUILD_ID
 from tests.integration.discord.conftest import DiscordHarness, ask_payload
@@ -77,7 +77,8 @@ async def test_the_apology_falls_back_to_the_bot_token_too(
     discord_bot.interaction(ask_payload(QUESTION))
     await discord_bot.until(lambda: len(_in_channel(discord_bot)) == 2)
     _, apology = _in_channel(discord_bot)
-    assert APOLOGY in apology["content"]
+    # Refused for a permission (403, 50013): said as a refusal, not "try again".
+    assert REFUSED_HERE in apology["content"]
     assert "<@42>" in apology["content"]  # the refused answer told nobody
     assert apology["allowed_mentions"] == ASKER_ONLY
     assert not _escaped(caplog)

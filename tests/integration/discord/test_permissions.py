@@ -199,6 +199,48 @@ async def test_the_menu_says_what_is_missing_before_any_model_is_paid(
         await stop()
 
 
+async def test_the_menu_on_a_message_whose_thread_is_locked_pays_for_nothing(
+    discord_factory,
+) -> None:
+    """Someone opened a thread from the message and a moderator locked it: the answer would go
+    there, which the channel's permissions did not tell."""
+    api, claude = model(answers=0)
+    harness, stop = await discord_factory(claude)
+    try:
+        cache_server(harness, EVERYTHING)
+        target = channel_message(QUESTION)
+        target["thread"] = {**ask_payload("", thread=target["id"])["channel"], "owner_id": "42"}
+        target["thread"]["thread_metadata"]["locked"] = True
+        harness.interaction(context_menu_payload(target))
+        await harness.until(lambda: bool(told(harness)))
+        await settle()
+        [said] = told(harness)
+        assert said["content"] == MISSING_HERE.format(missing="the Manage Threads permission")
+        assert api.requests == []
+    finally:
+        await stop()
+
+
+async def test_a_refusal_the_permissions_could_not_foresee_is_said_as_one(discord_factory) -> None:
+    """The message's locked thread unknown to the bot (not cached): the answer is written and
+    refused (160005), and the asker was told to try again, which would be refused again."""
+    _api, claude = model(answers=1)
+    harness, stop = await discord_factory(claude)
+    try:
+        target = channel_message(QUESTION)
+        harness.emulator.threads.append(target["id"])  # Discord numbers it with the message's id
+        harness.emulator.refuse_posts[target["id"]] = (403, 160005)
+        with structlog.testing.capture_logs() as logs:
+            harness.interaction(context_menu_payload(target))
+            await harness.until(lambda: bool(told(harness)))
+            await settle()
+        assert [m.get("content") for m in told(harness)] == [REFUSED_HERE]
+        assert [e["code"] for e in logs if e["event"] == "answer_refused"] == [160005]
+        assert not errors(logs)
+    finally:
+        await stop()
+
+
 # -- /ask: the answer goes through the interaction, which needs no permission ----------------
 
 

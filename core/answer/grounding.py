@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -252,11 +253,30 @@ def _same_polarity(claim: str, sentence: str) -> bool:
     return not any(
         _says(claim_words, said)
         and _says(sentence_words, opposite)
-        and not _says(sentence_words, said)
+        and _turned(claim, said, sentence, opposite)
         and not _converse(claim, said, sentence, opposite)
         for one, other in _OPPOSITE_PAIRS
         for said, opposite in ((one, other), (other, one))
     )
+
+
+def _turned(claim: str, said: str, sentence: str, opposite: str) -> bool:
+    """Whether `claim` says `said` where `sentence` says `opposite`: the sentence has only the
+    opposite, or, holding both, has the opposite more often than the claim and `said` less
+    ("the number of output tokens sent" of "the number of input tokens sent ... and of output
+    tokens generated")."""
+    claimed, sentenced = _word_counts(claim), _word_counts(sentence)
+    saying, opposing = _count(claimed, said), _count(sentenced, opposite)
+    return _count(sentenced, said) < saying and _count(claimed, opposite) < opposing
+
+
+def _word_counts(text: str) -> Counter[str]:
+    return Counter(m.group(0).lower() for m in WORD.finditer(text))
+
+
+def _count(words: Counter[str], forms: str) -> int:
+    """How many of `words` are one of `forms` (`_says`)."""
+    return sum(n for word, n in words.items() if _says(frozenset({word}), forms))
 
 
 def _converse(claim: str, said: str, sentence: str, opposite: str) -> bool:

@@ -350,6 +350,10 @@ def test_a_supported_heading_is_kept_with_its_marker() -> None:
             "The Discord adapter supports threads but not forum posts.",
             "The Discord adapter supports forum posts.",
         ),
+        (  # both words in one sentence: the claim says one of them more often, the other less
+            "Requests are priced by the input tokens sent and the output tokens generated.",
+            "Requests are priced by the output tokens sent and the output tokens generated.",
+        ),
     ],
 )
 def test_a_claim_turned_round_in_one_word_is_left_out(source: str, claim: str) -> None:

@@ -457,6 +457,8 @@ class SlackBot:
                 log.info("not_answered", platform="slack", reason="no member of the channel")
                 return False
             log.info("slack_ephemeral_refused", error=slack_error(exc))
+        except Exception as exc:  # noqa: BLE001 (the network: it says nothing of membership)
+            log.info("slack_ephemeral_refused", error=_describe(exc))
         return True
 
     async def _post_privately(

@@ -30,6 +30,7 @@ from core.domain.text import (
     LINE_PREFIX,
     MARKER_NUMBER,
     WORD,
+    abbreviation,
     clip,
     findall_outside_code,
     split_code,
@@ -41,15 +42,12 @@ _PROMPT = re.compile(r"^\$\s+")  # a shell prompt before a command
 _TRAILING_COMMENT = re.compile(r"(?<!\s)\s+(?:#|//) .*$")  # after code, a space and a space after
 _NUMBERS = rf"{MARKER_NUMBER}(?:\s*,\s*{MARKER_NUMBER})*"  # a marker's: [1] or [1, 3]
 _MARKERS = re.compile(rf"(?<!\s)\s*\[({_NUMBERS})\]")  # from a run's start: linear
-# A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space.
+# A sentence ends at . ! ? (closing quotes/brackets and markers may follow) before a space; each
+# alternative starts only at the start of its run (of stops, of markers): linear.
 _SENTENCE_END = re.compile(
-    rf"[.!?]+[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)|(?<!\s)(?:\s*\[{_NUMBERS}\])+$"
+    rf"(?<![.!?])[.!?]++[\"')\]’”]*(?:\s*\[{_NUMBERS}\])*(?=\s|$)"
+    rf"|(?<![\s\]])(?:\s*\[{_NUMBERS}\])+$"
 )
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "dr", "mr", "ms"})
-# "No." abbreviates "number" only before one ("No. 5"); else it is the answer "No." and ends
-# its sentence.
-_NUMBER_ABBREVIATION = "no"
-_FOLLOWED_BY_NUMBER = re.compile(r"\s*\d")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _LETTER = re.compile(r"[^\W\d_]")
 # Words that turn what a sentence says into its opposite ("no one" is read by its "no").
@@ -108,7 +106,7 @@ _CLAUSE_BREAK = re.compile(r";|, (?:and|but|or|while|whereas|so|yet) | (?:but|wh
 _CLAIM_BREAK = re.compile(rf"{_CLAUSE_BREAK.pattern}| and ")
 # A figure and the word after it ("30 seconds", "10 MB"); possessive, so that a long run of
 # digits with no word after it is given up at once.
-_FIGURE = re.compile(r"(\d++(?:[.,]\d++)*+)\s*+([^\W\d_]++)")
+_FIGURE = re.compile(r"(?<![\d.,])(\d++(?:[.,]\d++)*+)\s*+([^\W\d_]++)")
 # Units a figure is compared by, each written as the docs write it, by the one it means: "30
 # minutes" is not "30 seconds", "30 s" is. A word after a figure that is no unit here ("6 turns",
 # "100 per minute", "443 and 80") is not compared.
@@ -137,6 +135,9 @@ _PRONOUNS = frozenset({"it", "its", "they", "them", "their", "these", "those", "
 # How far apart, as a share of their sentences' lengths, a word and the pronoun it stands for
 # may be: "ingest" first in "ingest skips files", "it" first in "it silently skips files".
 _PRONOUN_REACH = 0.25
+# The most words a pronoun stands for ("the clock process" for "it"): one more, and the verb
+# next to them went too ("delete learned keywords" for "them").
+_PRONOUN_WORDS = 2
 # A "yes" answers the question: never mere framing, whatever else the sentence holds.
 _AFFIRMATIVE = "yes"
 # Words that say how an answer is laid out or where it comes from, not what it claims
@@ -328,39 +329,66 @@ def _agrees(claim: str, sentence: str) -> bool:
     clauses = [(c, terms(c)) for c in _CLAUSE_BREAK.split(sentence) if c.strip()]
     if len(clauses) < 2:
         return _same_polarity(claim, sentence) and _figures_agree(claim, sentence)
-    for part in _CLAIM_BREAK.split(claim):
-        wanted = terms(part)
-        if not wanted:
-            continue
-        bare = sub_outside_code(_MARKERS, "", part)
-        if not any(
-            wanted & have
-            and not _swapped(part, wanted, clause, have, others)
-            and _numbers(bare) <= _numbers(clause)
-            and _figures_agree(bare, clause)
-            and _same_polarity(part, clause)
-            for clause, have in clauses
-            for others in [set().union(*(t for c, t in clauses if c is not clause))]
-        ):
-            return False
-    return True
+    # Its clauses as its commas part them, else also at its "and": "PDFs and images are not
+    # indexed" is one clause (parted, "PDFs" would have lost its "not"), "the default is 30
+    # seconds and the maximum 300 seconds" two.
+    return any(
+        all(_clause_said(part, clauses) for part in breaks.split(claim))
+        for breaks in (_CLAUSE_BREAK, _CLAIM_BREAK)
+    )
+
+
+def _clause_said(part: str, clauses: list[tuple[str, set[str]]]) -> bool:
+    """Whether one of the sentence's `clauses` says `part` (`_agrees`)."""
+    wanted = terms(part)
+    if not wanted:
+        return True
+    bare = sub_outside_code(_MARKERS, "", part)
+    return any(
+        wanted & have
+        and not _swapped(part, wanted, clause, have, others)
+        and _numbers(bare) <= _numbers(clause)
+        and _figures_agree(bare, clause)
+        and _same_polarity(part, clause)
+        for clause, have in clauses
+        for others in [set().union(*(t for c, t in clauses if c is not clause))]
+    )
 
 
 def _swapped(part: str, wanted: set[str], clause: str, have: set[str], others: set[str]) -> bool:
     """Whether a claim (`part`, its words `wanted`) takes a word from another clause of the
     sentence (`others`) in place of one of this clause's (`have`): "members" for "admins".
     A word of another clause where this one leaves it out ("the paid tier allows 1000
-    [requests]") is no swap, nor one that stands where this clause has a pronoun for it
-    ("ingest skips files" of "..., and it skips files"): at about the same place in its
-    sentence (`_PRONOUN_REACH`)."""
+    [requests]") is no swap, nor the words that stand where this clause has a pronoun for
+    them, at about the same place in its sentence (`_PRONOUN_REACH`): "the clock process" of
+    "it prunes keywords", "sheets" of "visible ones" ("ones" stands for a noun alone, so
+    "failed jobs" of "finished ones" still swaps "failed" in)."""
     borrowed = (wanted - have) & others
     if not borrowed or not have - wanted:
         return False
     said = [w.lower() for w in WORD.findall(clause)]
-    pronouns = [at / len(said) for at, w in enumerate(said) if w in _PRONOUNS]
     words = WORD.findall(part)
-    first = next(at for at, w in enumerate(words) if terms(w) & borrowed) / len(words)
-    return not any(abs(first - at) <= _PRONOUN_REACH for at in pronouns)
+    for at, pronoun in enumerate(said):
+        if pronoun in _PRONOUNS and borrowed:
+            borrowed -= _stood_for(words, at / len(said), borrowed, whole=pronoun != "ones")
+    return bool(borrowed)
+
+
+def _stood_for(words: list[str], where: float, borrowed: set[str], *, whole: bool) -> set[str]:
+    """The borrowed words of a claim (`words`) a pronoun at `where` (a share of its clause)
+    stands for: the one nearest its place, within `_PRONOUN_REACH`, with the borrowed words
+    next to it (a noun and its modifier, `_PRONOUN_WORDS`) when it stands for a `whole` noun
+    phrase."""
+    places = [at for at, w in enumerate(words) if terms(w) and terms(w) <= borrowed]
+    near = [at for at in places if abs(at / len(words) - where) <= _PRONOUN_REACH]
+    if not near:
+        return set()
+    first = last = min(near, key=lambda at: abs(at / len(words) - where))
+    while whole and last - first + 1 < _PRONOUN_WORDS and first - 1 in places:
+        first -= 1
+    while whole and last - first + 1 < _PRONOUN_WORDS and last + 1 in places:
+        last += 1
+    return set().union(*(terms(w) for w in words[first : last + 1]))
 
 
 def _figures_agree(claim: str, sentence: str) -> bool:
@@ -405,7 +433,7 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
         found = []
         for end in _SENTENCE_END.finditer(line):
             before = line[start : end.start()].rsplit(None, 1)
-            if before and end.group(0) == "." and _abbreviation(before[-1], line[end.end() :]):
+            if before and end.group(0) == "." and abbreviation(before[-1], line[end.end() :]):
                 continue
             found.append(line[start : end.end()])
             start = end.end()
@@ -415,14 +443,6 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
             kept[0] = prefix + kept[0]
         pieces += [(s, i == len(kept) - 1) for i, s in enumerate(kept)]
     return pieces
-
-
-def _abbreviation(word: str, rest: str) -> bool:
-    """Whether the `.` after `word` abbreviates it rather than ending the sentence."""
-    word = word.lower().rstrip(".")
-    if word == _NUMBER_ABBREVIATION:
-        return bool(_FOLLOWED_BY_NUMBER.match(rest))
-    return word in _ABBREVIATIONS
 
 
 def _is_claim(sentence: str, body: str, settings: GroundingSettings) -> bool:

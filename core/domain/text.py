@@ -94,11 +94,37 @@ def head(text: str, limit: int) -> str:
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
 
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "approx", "fig", "dr", "mr", "ms"})
+# "No." abbreviates "number" only before one ("No. 5"); else it is the answer "No." and ends
+# its sentence.
+_NUMBER_ABBREVIATION = "no"
+_FOLLOWED_BY_NUMBER = re.compile(r"\s*\d")
+
+
+def abbreviation(word: str, rest: str) -> bool:
+    """Whether the `.` after `word` (followed by `rest`) abbreviates it rather than ending a
+    sentence: "e.g.", "etc.", "No. 5"."""
+    word = word.lower().rstrip(".")
+    if word == _NUMBER_ABBREVIATION:
+        return bool(_FOLLOWED_BY_NUMBER.match(rest))
+    return word in _ABBREVIATIONS
+
+
 def finished_sentences(text: str) -> str:
     """`text` up to the end of its last finished sentence or line: what is left of a reply cut
-    off mid-sentence (empty when no sentence was finished)."""
-    ends = [match.end() for match in _SENTENCE_END.finditer(text)]
+    off mid-sentence (empty when no sentence was finished). "e.g." ends none."""
+    ends = [
+        match.end()
+        for match in _SENTENCE_END.finditer(text)
+        if match.group(0) != "."
+        or not abbreviation(_word_before(text, match.start()), text[match.end() : match.end() + 2])
+    ]
     return text[: ends[-1]].rstrip() if ends else ""
+
+
+def _word_before(text: str, end: int) -> str:
+    start = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end)) + 1
+    return text[start:end]
 
 
 def stands_whole(part: str, text: str) -> bool:

@@ -557,6 +557,23 @@ async def test_a_response_url_that_takes_nothing_costs_a_log_line(slack_factory,
         await stop()
 
 
+async def test_a_lost_looking_message_in_a_private_channel_does_not_stop_the_answer(
+    slack_factory,
+) -> None:
+    """The network dropping "looking…" (the check where answers are private) said nothing of
+    membership, and escaped the listener: the clicker got nothing."""
+    harness, stop = await slack_factory(None, **policy(private=True))
+    harness.emulator.fail("chat.postEphemeral", "disconnect", "disconnect")  # and its retry
+    try:
+        form = shortcut_payload("1700000000.001850", QUESTION, response_url=harness.response_url)
+        assert await harness.post(form, content_type="application/x-www-form-urlencoded") == 200
+        await harness.until(
+            lambda: "ingesting.md" in json.dumps(harness.emulator.called("chat.postEphemeral"))
+        )
+    finally:
+        await stop()
+
+
 async def test_a_placeholder_refused_for_another_reason_does_not_stop_the_answer(
     slack_factory,
 ) -> None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.text import clip, outside_code, printable, split_code, unmarked
+from core.domain.text import (
+    clip,
+    finished_sentences,
+    outside_code,
+    printable,
+    split_code,
+    unmarked,
+)
 
 
 @pytest.mark.parametrize(
@@ -124,3 +131,21 @@ def test_split_code_finds_fenced_blocks_and_inline_spans(
 )
 def test_a_documents_bracketed_numbers_are_unmarked_outside_its_code(text, expected) -> None:
     assert unmarked(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("cut", "kept"),
+    [
+        (
+            "Unchanged files are skipped. Changed ones are re-read, e.g. when",
+            "Unchanged files are skipped.",
+        ),
+        ("See No. 5 of the list. Then the", "See No. 5 of the list."),
+        ("No. It is not. And", "No. It is not."),
+        ("First line\nsecond half of a cla", "First line"),
+        ("nothing finished here", ""),
+    ],
+)
+def test_a_reply_cut_off_keeps_its_finished_sentences(cut: str, kept: str) -> None:
+    """An abbreviation's stop ends no sentence: cut there, half a claim was kept."""
+    assert finished_sentences(cut) == kept

@@ -332,10 +332,11 @@ def _agrees(claim: str, sentence: str) -> bool:
     # Its clauses as its commas part them, else also at its "and": "PDFs and images are not
     # indexed" is one clause (parted, "PDFs" would have lost its "not"), "the default is 30
     # seconds and the maximum 300 seconds" two.
-    return any(
-        all(_clause_said(part, clauses) for part in breaks.split(claim))
-        for breaks in (_CLAUSE_BREAK, _CLAIM_BREAK)
-    )
+    at_commas = _CLAUSE_BREAK.split(claim)
+    if all(_clause_said(part, clauses) for part in at_commas):
+        return True
+    at_ands = _CLAIM_BREAK.split(claim)
+    return at_ands != at_commas and all(_clause_said(part, clauses) for part in at_ands)
 
 
 def _clause_said(part: str, clauses: list[tuple[str, set[str]]]) -> bool:

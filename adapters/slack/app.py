@@ -82,7 +82,7 @@ APOLOGY = (
     "Sorry, something went wrong while answering. Please try again in a moment; "
     "if it keeps happening, tell the bot's owners."
 )
-# What Slack answers a bot that reads or posts where it is not a member: `not_in_channel` in a
+# What Slack answers a bot that posts where it is not a member: `not_in_channel` in a
 # public channel, `channel_not_found` in a private one or a conversation between people.
 _NOT_A_MEMBER = frozenset({"not_in_channel", "channel_not_found"})
 
